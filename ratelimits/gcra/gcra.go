@@ -1,0 +1,103 @@
+// Package gcra holds the Generic Cell Rate Algorithm as pure functions on
+// int64 nanoseconds, and the batch rules built on them.
+//
+// Nothing here does I/O, reads a clock or allocates: every storage source
+// (memory shards, a Redis script) and every test computes a decision with these
+// functions, so the same inputs give the same answer to the nanosecond
+// wherever a bucket lives. The semantics are fixed by spec/gcra.md.
+package gcra
+
+import "math"
+
+// Missing is the TAT of a bucket that is not stored. It is earlier than any
+// real time, so both Spend and Refund treat it as a full bucket without a
+// separate flag, and a source can hand every bucket over as one int64.
+const Missing int64 = math.MinInt64
+
+// Decision is the outcome of one GCRA computation for one bucket.
+//
+// All durations are nanoseconds. NewTAT is the Theoretical Arrival Time the
+// bucket would hold after the operation; whether it is stored is up to the
+// caller (a check never stores, a denied spend leaves the TAT unchanged).
+type Decision struct {
+	Allowed   bool
+	Remaining int64
+	RetryIn   int64
+	ResetIn   int64
+	NewTAT    int64
+}
+
+// Spend decides whether cost tokens can be taken from a bucket at now.
+//
+// tat is the stored Theoretical Arrival Time, or Missing for a bucket that is
+// not stored (a bucket whose TAT has passed is full, which is the same thing).
+// emissionInterval is the time one token takes to come back and burstOffset
+// the time an empty bucket takes to fill (emissionInterval * burst). The
+// caller guarantees 0 <= cost <= burst and emissionInterval > 0.
+//
+// When denied, NewTAT equals the TAT the bucket effectively has
+// (max(now, tat)), so storing it would change nothing.
+func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
+	t := max(now, tat)
+	increment := emissionInterval * cost
+	newTAT := addSaturating(t, increment)
+	// diff is how far the bucket stays from overflowing after this spend:
+	// negative means the spend would need tokens that have not come back yet.
+	diff := now - (newTAT - burstOffset)
+	if diff < 0 {
+		remaining := (now - (t - burstOffset)) / emissionInterval
+		return Decision{
+			Allowed:   false,
+			Remaining: max(remaining, 0),
+			RetryIn:   -diff,
+			ResetIn:   t - now,
+			NewTAT:    t,
+		}
+	}
+	var retryIn int64
+	if diff < increment {
+		// Allowed, but the next token of the same size is not there yet.
+		retryIn = increment - diff
+	}
+	return Decision{
+		Allowed:   true,
+		Remaining: diff / emissionInterval,
+		RetryIn:   retryIn,
+		ResetIn:   newTAT - now,
+		NewTAT:    newTAT,
+	}
+}
+
+// Refund gives cost tokens back to a bucket at now.
+//
+// A missing bucket (tat == Missing), or one whose TAT is before now, is
+// already full: the answer is "nothing given back" with a full bucket, and
+// nothing is to be written. Otherwise the TAT moves back by cost emission intervals, never past
+// now, so a refund can never make a bucket more than full. Allowed reports
+// whether anything was actually given back.
+func Refund(now, tat, emissionInterval, burstOffset, cost int64) Decision {
+	if now > tat {
+		return Decision{
+			Allowed:   false,
+			Remaining: burstOffset / emissionInterval,
+			NewTAT:    now,
+		}
+	}
+	newTAT := max(tat-emissionInterval*cost, now)
+	return Decision{
+		Allowed:   newTAT != tat,
+		Remaining: max((now-(newTAT-burstOffset))/emissionInterval, 0),
+		ResetIn:   newTAT - now,
+		NewTAT:    newTAT,
+	}
+}
+
+// addSaturating returns a+b for b >= 0, clamped at the largest int64 instead
+// of wrapping. Only absurd limits (burst offsets of centuries) get near the
+// bound; clamping keeps them denied instead of wrapping into the past.
+func addSaturating(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
