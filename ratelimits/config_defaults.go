@@ -1,0 +1,163 @@
+package ratelimits
+
+import (
+	"gopkg.in/yaml.v3"
+)
+
+// The fields of a limit in the defaults file. enum and id declare a name
+// that is not built in.
+var defaultFields = []string{"burst", "count", "period", "enum", "id"}
+
+// loadDefaults parses the defaults file: a mapping from limit name to limit.
+func (l *loader) loadDefaults(file string, data []byte) {
+	root, ok := l.parseDocument(file, data)
+	switch {
+	case !ok:
+		return
+	case root == nil || isNull(root):
+		l.add(file, 0, "", "the defaults file is empty: it must define at least one limit")
+		return
+	case root.Kind != yaml.MappingNode:
+		l.add(file, root.Line, "", "the defaults file must be a mapping from limit name to limit, got %s", describe(root))
+		return
+	case len(root.Content) == 0:
+		l.add(file, root.Line, "", "the defaults file defines no limits")
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		l.loadDefault(file, root.Content[i], root.Content[i+1], seen)
+	}
+}
+
+// loadDefault parses one limit of the defaults file. seen maps the names
+// already met to their line.
+func (l *loader) loadDefault(file string, key, val *yaml.Node, seen map[string]int) {
+	name, ok := l.nameKey(file, key)
+	if !ok {
+		return
+	}
+	s := scope{l: l, file: file, limit: name}
+	if first, dup := seen[name]; dup {
+		s.add(key.Line, "duplicate limit name (first defined at line %d)", first)
+		return
+	}
+	seen[name] = key.Line
+	if val.Kind != yaml.MappingNode {
+		s.add(val.Line, "a limit must be a mapping with burst, count and period, got %s", describe(val))
+		l.markBroken(name)
+		return
+	}
+	fs := s.fields(val, defaultFields...)
+	info, okName := l.defaultName(s, key, fs)
+	lim, okLimit := s.readLimit(key, fs)
+	if okName && okLimit {
+		l.limits[info.Name] = nameLimits{def: lim, hasDefault: true}
+	}
+}
+
+// markBroken records that a name not built in failed to declare, so that its
+// overrides are not reported as overrides of an unknown name.
+func (l *loader) markBroken(name string) {
+	if _, builtin := builtinByString(name); !builtin {
+		l.broken[name] = true
+	}
+}
+
+// defaultName resolves the name of a defaults entry: a built-in one, whose
+// enum and id kind cannot change, or one the entry declares.
+func (l *loader) defaultName(s scope, key *yaml.Node, fs map[string]field) (NameInfo, bool) {
+	if b, ok := builtinByString(s.limit); ok {
+		return b, s.builtinUnchanged(b, fs)
+	}
+	info, ok := l.declare(s, key, fs)
+	if !ok {
+		l.broken[s.limit] = true
+	}
+	return info, ok
+}
+
+// builtinUnchanged accepts enum and id on a built-in name only when they
+// restate its built-in values: changing them would orphan or corrupt its
+// buckets.
+func (s scope) builtinUnchanged(b NameInfo, fs map[string]field) bool {
+	ok := true
+	if f, has := fs["enum"]; has {
+		if v, isInt := s.int64Value(f.val, "enum"); !isInt {
+			ok = false
+		} else if v != int64(b.Name) {
+			s.add(f.val.Line, "a built-in limit's enum cannot be changed: it is %d, got %d", b.Name, v)
+			ok = false
+		}
+	}
+	if f, has := fs["id"]; has {
+		if k, known := parseIDKind(f.val.Value); !isString(f.val) || !known || k != b.Kind {
+			s.add(f.val.Line, "a built-in limit's id kind cannot be changed: it is %s, got %s", b.Kind, describe(f.val))
+			ok = false
+		}
+	}
+	return ok
+}
+
+// declare registers a name that is not built in, from its enum and id.
+func (l *loader) declare(s scope, key *yaml.Node, fs map[string]field) (NameInfo, bool) {
+	enumField, hasEnum := fs["enum"]
+	if !hasEnum {
+		s.add(key.Line, "%s", l.unknownName(s.limit))
+		return NameInfo{}, false
+	}
+	enum, okEnum := s.enum(enumField.val)
+	kind, okKind := s.declaredKind(key, fs)
+	if !okEnum || !okKind {
+		return NameInfo{}, false
+	}
+	if prev, used := l.enums[enum]; used {
+		s.add(enumField.val.Line, "enum %d is already used by %s (line %d)", enum, prev.name, prev.line)
+		return NameInfo{}, false
+	}
+	info := declaredName(s.limit, enum, kind)
+	l.enums[enum] = declaration{name: s.limit, line: enumField.val.Line}
+	l.names[s.limit] = info
+	return info, true
+}
+
+// enum reads a declared name's enum: 100 or more (below is reserved for
+// built-ins), and within 32 bits.
+func (s scope) enum(n *yaml.Node) (Name, bool) {
+	v, ok := s.int64Value(n, "enum")
+	switch {
+	case !ok:
+		return Unknown, false
+	case v < int64(minDeclaredEnum):
+		s.add(n.Line, "enum must be %d or more (1 to %d are reserved for built-in limits), got %d", minDeclaredEnum, minDeclaredEnum-1, v)
+		return Unknown, false
+	case v > int64(maxDeclaredEnum):
+		s.add(n.Line, "enum must be at most %d, got %d", maxDeclaredEnum, v)
+		return Unknown, false
+	}
+	return Name(v), true
+}
+
+// declaredKind reads a declared name's id kind, which must be one of the
+// kinds open to declared names.
+func (s scope) declaredKind(key *yaml.Node, fs map[string]field) (IDKind, bool) {
+	f, ok := fs["id"]
+	if !ok {
+		s.add(key.Line, "missing id: a declared limit needs an id kind (%s)", declarableKinds)
+		return kindInvalid, false
+	}
+	if !isString(f.val) {
+		s.add(f.val.Line, "id must be an id kind (%s), got %s", declarableKinds, describe(f.val))
+		return kindInvalid, false
+	}
+	k, known := parseIDKind(f.val.Value)
+	switch {
+	case !known:
+		s.add(f.val.Line, "unknown id kind %s: want %s", quoteShort(f.val.Value), declarableKinds)
+		return kindInvalid, false
+	case !k.declarable():
+		s.add(f.val.Line, "id kind %s is reserved for built-in limits: want %s", f.val.Value, declarableKinds)
+		return kindInvalid, false
+	}
+	return k, true
+}

@@ -1,0 +1,193 @@
+package ratelimits
+
+import (
+	"fmt"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The fields of an override, and of one of its ids.
+var (
+	overrideFields = []string{"burst", "count", "period", "ids"}
+	idFields       = []string{"id", "comment"}
+)
+
+// overrideShape reminds the operator of the overrides file's format.
+const overrideShape = `"- LimitName: {burst, count, period, ids: [{id, comment}]}"`
+
+// loadOverrides parses the overrides file: a list of single-key maps, each
+// from a limit name to an override. Nothing at all, null or [] means no
+// overrides.
+func (l *loader) loadOverrides(file string, data []byte) {
+	root, ok := l.parseDocument(file, data)
+	if !ok || root == nil || isNull(root) {
+		return
+	}
+	if root.Kind != yaml.SequenceNode {
+		l.add(file, root.Line, "", "the overrides file must be a list of single-key maps %s, got %s", overrideShape, describe(root))
+		return
+	}
+	for _, entry := range root.Content {
+		l.overrideEntry(file, entry)
+	}
+}
+
+// overrideEntry parses one list entry. An entry with several names is a
+// problem (usually a missing "- "), but each name is still checked.
+func (l *loader) overrideEntry(file string, entry *yaml.Node) {
+	if entry.Kind != yaml.MappingNode || len(entry.Content) == 0 {
+		l.add(file, entry.Line, "", "each entry must be a map with one limit name %s, got %s", overrideShape, describe(entry))
+		return
+	}
+	if n := len(entry.Content) / 2; n > 1 {
+		l.add(file, entry.Line, "", "the entry has %d keys (%s): each entry must have exactly one limit name, so start each with its own \"- \"",
+			n, strings.Join(mappingKeys(entry), ", "))
+	}
+	for i := 0; i+1 < len(entry.Content); i += 2 {
+		l.override(file, entry.Content[i], entry.Content[i+1])
+	}
+}
+
+// mappingKeys lists the keys of a mapping, quoted, for a message.
+func mappingKeys(m *yaml.Node) []string {
+	var keys []string
+	for i := 0; i < len(m.Content); i += 2 {
+		keys = append(keys, quoteShort(m.Content[i].Value))
+	}
+	return keys
+}
+
+// override parses one override: its limit, and the ids it applies to.
+func (l *loader) override(file string, key, val *yaml.Node) {
+	name, ok := l.nameKey(file, key)
+	if !ok {
+		return
+	}
+	s := scope{l: l, file: file, limit: name}
+	info, known := l.names[name]
+	switch {
+	case !known && l.broken[name]:
+		s.add(key.Line, "cannot check this override: the limit's declaration in the defaults file has problems")
+	case !known:
+		s.add(key.Line, "%s", l.unknownName(name))
+	}
+	if val.Kind != yaml.MappingNode {
+		s.add(val.Line, "an override must be a mapping with burst, count, period and ids, got %s", describe(val))
+		return
+	}
+	fs := s.fields(val, overrideFields...)
+	lim, okLimit := s.readLimit(key, fs)
+	if !known {
+		return
+	}
+	ids, okIDs := l.overrideIDs(s, info, key, fs)
+	if okLimit && okIDs {
+		l.storeOverrides(info.Name, lim, ids)
+	}
+}
+
+// storeOverrides records lim as the override of name for each canonical id.
+func (l *loader) storeOverrides(name Name, lim Limit, ids []string) {
+	lim.Override = true
+	nl := l.limits[name]
+	if nl.overrides == nil {
+		nl.overrides = make(map[string]Limit, len(ids))
+	}
+	for _, id := range ids {
+		nl.overrides[id] = lim
+	}
+	l.limits[name] = nl
+}
+
+// overrideIDs reads the ids of an override and returns them canonical. Every
+// id is checked, also after a bad one.
+func (l *loader) overrideIDs(s scope, info NameInfo, key *yaml.Node, fs map[string]field) ([]string, bool) {
+	f, ok := fs["ids"]
+	switch {
+	case !ok:
+		s.add(key.Line, "missing ids: an override must list at least one id")
+		return nil, false
+	case f.val.Kind != yaml.SequenceNode:
+		s.add(f.val.Line, "ids must be a list of {id, comment}, got %s", describe(f.val))
+		return nil, false
+	case len(f.val.Content) == 0:
+		s.add(f.val.Line, "ids is empty: an override must list at least one id")
+		return nil, false
+	}
+	ids := make([]string, 0, len(f.val.Content))
+	for _, item := range f.val.Content {
+		if id, good := l.overrideID(s, info, item); good {
+			ids = append(ids, id)
+		} else {
+			ok = false
+		}
+	}
+	return ids, ok
+}
+
+// overrideID reads one {id, comment} entry, validates the id as an override
+// id of the name's kind, and refuses an id (canonical) already listed for the
+// name, in this entry or another.
+func (l *loader) overrideID(s scope, info NameInfo, item *yaml.Node) (string, bool) {
+	if item.Kind != yaml.MappingNode {
+		s.add(item.Line, "each id must be a mapping {id: ..., comment: ...}, got %s", describe(item))
+		return "", false
+	}
+	fs := s.fields(item, idFields...)
+	if c, has := fs["comment"]; has && c.val.Kind != yaml.ScalarNode {
+		s.add(c.val.Line, "comment must be text, got %s", describe(c.val))
+	}
+	f, has := fs["id"]
+	if !has {
+		s.add(item.Line, "missing id")
+		return "", false
+	}
+	raw, ok := idText(f.val)
+	if !ok {
+		s.add(f.val.Line, "id must be a string, got %s (quote it)", describe(f.val))
+		return "", false
+	}
+	id, err := info.Kind.canonicalOverrideID(raw)
+	if err != nil {
+		s.add(f.val.Line, "id %s: %v", quoteShort(raw), err)
+		return "", false
+	}
+	return id, l.uniqueID(s, info.Name, id, idUse{raw: raw, line: f.val.Line})
+}
+
+// idText returns the text of an id as written. Strings and integers are
+// accepted (account numbers are naturally written unquoted); other scalars,
+// such as 1.5, true or a date, must be quoted to be taken literally.
+func idText(n *yaml.Node) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		return "", false
+	}
+	switch n.ShortTag() {
+	case "!!str", "!!int":
+		return n.Value, true
+	}
+	return "", false
+}
+
+// uniqueID records a canonical override id of name, refusing one already
+// listed: two spellings of one subscriber would make the effective limit
+// depend on file order.
+func (l *loader) uniqueID(s scope, name Name, id string, use idUse) bool {
+	seen := l.ids[name]
+	if seen == nil {
+		seen = map[string]idUse{}
+		l.ids[name] = seen
+	}
+	first, dup := seen[id]
+	if !dup {
+		seen[id] = use
+		return true
+	}
+	same := ""
+	if first.raw != use.raw {
+		same = fmt.Sprintf(", the same id as %s", quoteShort(first.raw))
+	}
+	s.add(use.line, "duplicate id %s (line %d): already listed at line %d%s", quoteShort(use.raw), use.line, first.line, same)
+	return false
+}

@@ -1,0 +1,106 @@
+package ratelimits
+
+import (
+	"math"
+	"time"
+
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+)
+
+// Decision is the answer for one transaction. Its fields are exported so
+// that callers (and front ends other than HTTP) can use every part of it.
+type Decision struct {
+	// Name is the limit name as configured, e.g. "NewOrdersPerAccount".
+	Name string
+	// ID is the canonical subscriber id the bucket belongs to.
+	ID string
+	// Allowed: for a spend or check, the tokens were (or would be) there;
+	// for a refund, something was actually given back.
+	Allowed bool
+	// Remaining is how many tokens are left, never negative. It is
+	// math.MaxInt64 for an unlimited transaction.
+	Remaining int64
+	// RetryIn is how long until a transaction of the same cost would be
+	// allowed (0 when it would be allowed now).
+	RetryIn time.Duration
+	// ResetIn is how long until the bucket is full again.
+	ResetIn time.Duration
+	// Unlimited is true when the limit has neither a default nor an
+	// override for this id: it is disabled, always allowed, never stored.
+	Unlimited bool
+	// Limit is the effective limit that decided (zero when Unlimited).
+	Limit Limit
+}
+
+// BatchDecision is the answer for a batch: the strictest of its counting
+// decisions, and every transaction's own decision in request order.
+type BatchDecision struct {
+	Allowed   bool
+	Remaining int64
+	RetryIn   time.Duration
+	ResetIn   time.Duration
+	// Deciding is the index of the decision the batch fields come from, or
+	// -1 when no transaction counts (all spend-only or unlimited): such a
+	// batch is allowed with Remaining math.MaxInt64.
+	Deciding  int
+	Decisions []Decision
+}
+
+// unlimitedDecision is the answer for a transaction whose limit is disabled.
+func unlimitedDecision(p preparedTxn) Decision {
+	return Decision{
+		Name:      p.info.String,
+		ID:        p.bucketID,
+		Allowed:   true,
+		Remaining: math.MaxInt64,
+		Unlimited: true,
+	}
+}
+
+// limitedDecision turns a GCRA decision into the Decision of transaction p.
+func limitedDecision(p preparedTxn, d gcra.Decision) Decision {
+	return Decision{
+		Name:      p.info.String,
+		ID:        p.bucketID,
+		Allowed:   d.Allowed,
+		Remaining: max(d.Remaining, 0),
+		RetryIn:   time.Duration(d.RetryIn),
+		ResetIn:   time.Duration(d.ResetIn),
+		Limit:     p.limit,
+	}
+}
+
+// stricter reports whether a is stricter than b: a denial beats an
+// allowance, then the longer RetryIn, then the smaller Remaining. Ties keep
+// the earlier transaction, so the answer does not depend on anything but
+// request order.
+func stricter(a, b *Decision) bool {
+	if a.Allowed != b.Allowed {
+		return !a.Allowed
+	}
+	if a.RetryIn != b.RetryIn {
+		return a.RetryIn > b.RetryIn
+	}
+	return a.Remaining < b.Remaining
+}
+
+// combine fills the batch fields of bd from its decisions. Only counting
+// transactions (not spend-only, not unlimited) can decide the batch.
+func combine(bd *BatchDecision, prepared []preparedTxn) {
+	bd.Deciding = -1
+	for i := range bd.Decisions {
+		d := &bd.Decisions[i]
+		if d.Unlimited || !prepared[i].mode.Counts() {
+			continue
+		}
+		if bd.Deciding < 0 || stricter(d, &bd.Decisions[bd.Deciding]) {
+			bd.Deciding = i
+		}
+	}
+	if bd.Deciding < 0 {
+		bd.Allowed, bd.Remaining, bd.RetryIn, bd.ResetIn = true, math.MaxInt64, 0, 0
+		return
+	}
+	d := &bd.Decisions[bd.Deciding]
+	bd.Allowed, bd.Remaining, bd.RetryIn, bd.ResetIn = d.Allowed, d.Remaining, d.RetryIn, d.ResetIn
+}

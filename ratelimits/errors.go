@@ -1,0 +1,17 @@
+package ratelimits
+
+import "errors"
+
+// ErrInvalidID is wrapped by every error about a transaction or override id
+// that does not fit its limit's id kind. Callers test for it with errors.Is
+// to answer a client error (400) rather than a server error.
+var ErrInvalidID = errors.New("invalid id")
+
+// ErrInvalidLimit is wrapped by every error from NewLimit: burst, count or
+// period out of range, or a limit whose GCRA arithmetic would break (an
+// emission interval of 0, or a burst offset that overflows int64).
+var ErrInvalidLimit = errors.New("invalid limit")
+
+// ErrInvalidConfig is what a *ConfigError unwraps to, so that callers can tell
+// a bad configuration file from an I/O error with errors.Is.
+var ErrInvalidConfig = errors.New("invalid configuration")

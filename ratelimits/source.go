@@ -1,0 +1,39 @@
+package ratelimits
+
+import (
+	"context"
+
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+)
+
+// Source stores buckets and owns atomicity: it decides and writes a whole
+// batch in one atomic step.
+//
+// The Limiter never reads a TAT and writes it back itself (Boulder's design):
+// a read-then-write from outside the store cannot be exact when several
+// processes share one store, so the interface offers no such pair of calls.
+// Every implementation computes decisions with the gcra package and passes
+// the shared conformance suite in source/sourcetest.
+//
+// The keys of one call are distinct (the Limiter rejects duplicates) and
+// outcomes has the same length as ops. now is unix nanoseconds from the
+// Limiter's clock, so a fake clock drives every source alike.
+type Source interface {
+	// Spend decides ops as one batch (gcra.SpendBatch) and, when the batch
+	// is allowed, stores the new TAT of every op whose outcome says Write.
+	Spend(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error
+
+	// Refund gives back each op's cost (gcra.RefundBatch) and stores the
+	// TATs that moved. Missing buckets are never created.
+	Refund(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error
+
+	// Reset deletes the buckets stored under keys, so they read as full, and
+	// returns how many of them were not already full at now.
+	Reset(ctx context.Context, now int64, keys []string) (int, error)
+
+	// Ping reports whether the source can answer; readiness checks use it.
+	Ping(ctx context.Context) error
+
+	// Close releases the source's resources. No call may follow it.
+	Close() error
+}
