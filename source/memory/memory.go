@@ -1,0 +1,214 @@
+// Package memory is the embedded bucket source: buckets in this process's
+// memory, in shards with a lock each, bounded in number.
+//
+// A batch locks the shards of all its keys in ascending shard order (so two
+// batches can never deadlock), reads every TAT, decides with the gcra
+// package, writes, and unlocks: batches on the same buckets behave as if one
+// ran fully before the other. Single-key batches, the common case, take one
+// lock and allocate nothing.
+//
+// Memory stays bounded two ways. A bucket whose TAT has passed is full, and
+// full buckets are forgotten (on read, and from the cold end of each shard
+// on insert), which no answer can tell apart from keeping them. And each
+// shard holds at most its share of MaxBuckets, evicting its least recently
+// used bucket to make room: an evicted subscriber starts again from a full
+// bucket. Eviction is least-recently-used per shard, which approximates a
+// global LRU closely when keys hash evenly.
+//
+// Memory cost: a stored bucket takes its key's bytes (rounded up to Go's
+// allocation size classes, e.g. 16 bytes for "3:12345678"), a 32-byte entry
+// and one map slot of a string and an int32 (24 bytes, plus the map's
+// control bytes and spare capacity). BenchmarkMemoryPerBucket measures the
+// total at one million buckets.
+package memory
+
+import (
+	"context"
+	"hash/maphash"
+	"slices"
+
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+)
+
+// DefaultMaxBuckets is the bucket bound used when none is given.
+const DefaultMaxBuckets = 1_000_000
+
+// maxShards is the most shards a source splits into: enough that two cores
+// (or a few dozen) rarely wait on the same lock.
+const maxShards = 256
+
+// minPerShard keeps shards from being so small that per-shard LRU stops
+// resembling a global one.
+const minPerShard = 64
+
+// smallBatch is the batch size handled with arrays on the stack.
+const smallBatch = 8
+
+// Source stores buckets in memory. Its zero value is not usable; call New.
+type Source struct {
+	seed   maphash.Seed
+	mask   uint64
+	shards []shard
+}
+
+// New returns an empty source holding at most maxBuckets buckets
+// (DefaultMaxBuckets when maxBuckets <= 0).
+func New(maxBuckets int) *Source {
+	if maxBuckets <= 0 {
+		maxBuckets = DefaultMaxBuckets
+	}
+	n := maxShards
+	for n > 1 && maxBuckets/n < minPerShard {
+		n /= 2
+	}
+	s := &Source{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
+	for i := range s.shards {
+		// Spread the remainder so the capacities add up to maxBuckets exactly.
+		capacity := maxBuckets / n
+		if i < maxBuckets%n {
+			capacity++
+		}
+		s.shards[i].init(capacity)
+	}
+	return s
+}
+
+// Spend implements ratelimits.Source.
+func (s *Source) Spend(_ context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
+	s.apply(now, ops, outcomes, false)
+	return nil
+}
+
+// Refund implements ratelimits.Source.
+func (s *Source) Refund(_ context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
+	s.apply(now, ops, outcomes, true)
+	return nil
+}
+
+// Reset implements ratelimits.Source.
+func (s *Source) Reset(_ context.Context, now int64, keys []string) (int, error) {
+	var shardsBuf [smallBatch]uint32
+	idx := s.shardIndexes(keys, shardsBuf[:0])
+	s.lock(idx)
+	defer s.unlock(idx)
+	n := 0
+	for _, key := range keys {
+		if s.shardFor(key).delete(key, now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Ping implements ratelimits.Source; memory always answers.
+func (s *Source) Ping(context.Context) error { return nil }
+
+// Close implements ratelimits.Source; there is nothing to release.
+func (s *Source) Close() error { return nil }
+
+// Len returns how many buckets are stored. Some of them may have become
+// full since they were last touched and not been forgotten yet.
+func (s *Source) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.slots)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Evictions returns how many buckets were evicted to stay within the bound.
+func (s *Source) Evictions() uint64 {
+	var n uint64
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.evicted
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// apply decides and writes one batch under the locks of all its shards.
+func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) {
+	if len(ops) == 1 {
+		s.applyOne(now, ops, outcomes, refund)
+		return
+	}
+	var tatsBuf [smallBatch]int64
+	var keysBuf [smallBatch]string
+	var shardsBuf [smallBatch]uint32
+	tats := tatsBuf[:0]
+	if len(ops) > smallBatch {
+		tats = make([]int64, 0, len(ops))
+	}
+	keys := keysBuf[:0]
+	for i := range ops {
+		keys = append(keys, ops[i].Key)
+	}
+	idx := s.shardIndexes(keys, shardsBuf[:0])
+	s.lock(idx)
+	defer s.unlock(idx)
+	for i := range ops {
+		tats = append(tats, s.shardFor(ops[i].Key).get(ops[i].Key, now))
+	}
+	if refund {
+		gcra.RefundBatch(now, ops, tats, outcomes)
+	} else {
+		gcra.SpendBatch(now, ops, tats, outcomes)
+	}
+	for i := range ops {
+		if outcomes[i].Write {
+			s.shardFor(ops[i].Key).put(ops[i].Key, outcomes[i].NewTAT, now)
+		}
+	}
+}
+
+// applyOne is apply for a batch of one op: one lock, nothing sorted.
+func (s *Source) applyOne(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) {
+	key := ops[0].Key
+	sh := s.shardFor(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	tats := [1]int64{sh.get(key, now)}
+	if refund {
+		gcra.RefundBatch(now, ops, tats[:], outcomes)
+	} else {
+		gcra.SpendBatch(now, ops, tats[:], outcomes)
+	}
+	if outcomes[0].Write {
+		sh.put(key, outcomes[0].NewTAT, now)
+	}
+}
+
+func (s *Source) shardIndex(key string) uint32 {
+	return uint32(maphash.String(s.seed, key) & s.mask)
+}
+
+func (s *Source) shardFor(key string) *shard {
+	return &s.shards[s.shardIndex(key)]
+}
+
+// shardIndexes returns the distinct shard indexes of keys in ascending
+// order: the one lock order every batch follows.
+func (s *Source) shardIndexes(keys []string, buf []uint32) []uint32 {
+	for _, key := range keys {
+		buf = append(buf, s.shardIndex(key))
+	}
+	slices.Sort(buf)
+	return slices.Compact(buf)
+}
+
+func (s *Source) lock(idx []uint32) {
+	for _, i := range idx {
+		s.shards[i].mu.Lock()
+	}
+}
+
+func (s *Source) unlock(idx []uint32) {
+	for j := len(idx) - 1; j >= 0; j-- {
+		s.shards[idx[j]].mu.Unlock()
+	}
+}

@@ -1,0 +1,230 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/source/memory"
+	"github.com/limiter-dev/limiter/source/sourcetest"
+)
+
+var _ ratelimits.Source = (*memory.Source)(nil)
+
+const now int64 = 1_790_000_000_000_000_000
+
+func TestConformance(t *testing.T) {
+	sourcetest.Run(t, func(*testing.T) ratelimits.Source { return memory.New(0) })
+}
+
+// hourly is a limit of burst 100 refilling over an hour.
+func hourly(key string, cost int64) gcra.Op {
+	ei := int64(36 * time.Second)
+	return gcra.Op{Key: key, EmissionInterval: ei, BurstOffset: ei * 100, Cost: cost}
+}
+
+func spendOne(t testing.TB, src *memory.Source, at int64, op gcra.Op) gcra.Outcome {
+	t.Helper()
+	out := make([]gcra.Outcome, 1)
+	if err := src.Spend(context.Background(), at, []gcra.Op{op}, out); err != nil {
+		t.Fatal(err)
+	}
+	return out[0]
+}
+
+// A flood of distinct ids never holds more buckets than the bound, and
+// every bucket past the bound is an eviction.
+func TestBoundHoldsUnderFlood(t *testing.T) {
+	const maxBuckets, flood = 100_000, 2_000_000
+	src := memory.New(maxBuckets)
+	for i := range flood {
+		spendOne(t, src, now, hourly(fmt.Sprintf("3:%d", i), 1))
+	}
+	if n := src.Len(); n > maxBuckets || n < maxBuckets*9/10 {
+		t.Fatalf("after %d ids the source holds %d buckets, want at most %d (and close to it)", flood, n, maxBuckets)
+	}
+	if got, want := src.Evictions(), uint64(flood-src.Len()); got != want {
+		t.Fatalf("evictions = %d, want %d (every id past the bound evicts one)", got, want)
+	}
+}
+
+// The bound is exact even when it is smaller than the number of shards.
+func TestSmallBoundIsExact(t *testing.T) {
+	for _, maxBuckets := range []int{1, 3, 100, 1000} {
+		src := memory.New(maxBuckets)
+		for i := range 10 * maxBuckets {
+			spendOne(t, src, now, hourly(fmt.Sprint(i), 1))
+		}
+		if n := src.Len(); n != maxBuckets {
+			t.Errorf("bound %d: holds %d buckets after a flood, want exactly %d", maxBuckets, n, maxBuckets)
+		}
+	}
+}
+
+// With one shard the eviction order is plain LRU: the bucket touched least
+// recently goes first, and touching a bucket (even by a check) saves it.
+func TestEvictsLeastRecentlyUsed(t *testing.T) {
+	src := memory.New(3) // below minPerShard: one shard
+	for _, k := range []string{"a", "b", "c"} {
+		spendOne(t, src, now, hourly(k, 1))
+	}
+	check := hourly("a", 0)
+	check.Mode = gcra.CheckOnly
+	spendOne(t, src, now, check) // a is now the most recently used
+	spendOne(t, src, now, hourly("d", 1))
+	// b was the least recently used: it is gone (full again), a is kept.
+	if r := spendOne(t, src, now, hourly("a", 0)).Remaining; r != 99 {
+		t.Errorf("a: %d remaining, want 99 (kept)", r)
+	}
+	if r := spendOne(t, src, now, hourly("b", 0)).Remaining; r != 100 {
+		t.Errorf("b: %d remaining, want 100 (evicted)", r)
+	}
+}
+
+// Buckets that have refilled are forgotten: reading one drops it, and
+// inserts clear refilled buckets from the cold end.
+func TestForgetsFullBuckets(t *testing.T) {
+	src := memory.New(0)
+	for i := range 10 {
+		spendOne(t, src, now, hourly(fmt.Sprint(i), 1))
+	}
+	if n := src.Len(); n != 10 {
+		t.Fatalf("holds %d buckets, want 10", n)
+	}
+	later := now + int64(time.Hour)
+	for i := range 10 {
+		spendOne(t, src, later, hourly(fmt.Sprint(i), 0))
+	}
+	if n := src.Len(); n != 0 {
+		t.Fatalf("after every bucket refilled and was read, holds %d, want 0", n)
+	}
+	// A refund to full removes the bucket instead of storing a full one.
+	spendOne(t, src, now, hourly("r", 2))
+	out := make([]gcra.Outcome, 1)
+	if err := src.Refund(context.Background(), now, []gcra.Op{hourly("r", 2)}, out); err != nil {
+		t.Fatal(err)
+	}
+	if n := src.Len(); n != 0 {
+		t.Fatalf("after a refund to full, holds %d buckets, want 0", n)
+	}
+}
+
+// A batch wider than the stack buffers is still decided as one.
+func TestLargeBatch(t *testing.T) {
+	src := memory.New(0)
+	ops := make([]gcra.Op, 40)
+	for i := range ops {
+		ops[i] = hourly(fmt.Sprint(i), 100)
+	}
+	out := make([]gcra.Outcome, len(ops))
+	if err := src.Spend(context.Background(), now, ops, out); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range out {
+		if !o.Allowed || !o.Write {
+			t.Fatalf("op %d of a fresh large batch: %+v, want allowed and written", i, o)
+		}
+	}
+	if err := src.Spend(context.Background(), now, ops, out); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range out {
+		if o.Allowed || o.Write {
+			t.Fatalf("op %d of a repeated large batch: %+v, want denied", i, o)
+		}
+	}
+}
+
+func BenchmarkSpendSerial(b *testing.B) {
+	for _, buckets := range []int{10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("buckets=%d", buckets), func(b *testing.B) {
+			src, keys := filled(b, buckets)
+			out := make([]gcra.Outcome, 1)
+			ops := make([]gcra.Op, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				ops[0] = hourly(keys[i%len(keys)], 1)
+				_ = src.Spend(context.Background(), now, ops, out)
+			}
+		})
+	}
+}
+
+func BenchmarkSpendParallel(b *testing.B) {
+	for _, buckets := range []int{10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("buckets=%d", buckets), func(b *testing.B) {
+			src, keys := filled(b, buckets)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				out := make([]gcra.Outcome, 1)
+				ops := make([]gcra.Op, 1)
+				i := 0
+				for pb.Next() {
+					ops[0] = hourly(keys[i%len(keys)], 1)
+					_ = src.Spend(context.Background(), now, ops, out)
+					i += 7919
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkSpendBatchOf3(b *testing.B) {
+	src, keys := filled(b, 10_000)
+	out := make([]gcra.Outcome, 3)
+	ops := make([]gcra.Op, 3)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		for j := range ops {
+			ops[j] = hourly(keys[(3*i+j)%len(keys)], 1)
+		}
+		_ = src.Spend(context.Background(), now, ops, out)
+	}
+}
+
+// BenchmarkMemoryPerBucket reports the heap taken per stored bucket at one
+// million buckets, keys like "3:123456789" included.
+func BenchmarkMemoryPerBucket(b *testing.B) {
+	const buckets = 1_000_000
+	for b.Loop() {
+		keys := make([]string, buckets)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("3:%d", 100_000_000+i)
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		src := memory.New(buckets)
+		out := make([]gcra.Outcome, 1)
+		ops := make([]gcra.Op, 1)
+		for _, k := range keys {
+			ops[0] = hourly(k, 1)
+			_ = src.Spend(context.Background(), now, ops, out)
+		}
+		keys = nil
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if src.Len() != buckets {
+			b.Fatalf("holds %d buckets, want %d", src.Len(), buckets)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/buckets, "bytes/bucket")
+		runtime.KeepAlive(src)
+	}
+}
+
+func filled(b *testing.B, buckets int) (*memory.Source, []string) {
+	src := memory.New(buckets)
+	keys := make([]string, buckets)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("3:%d", i)
+		spendOne(b, src, now, hourly(keys[i], 1))
+	}
+	return src, keys
+}

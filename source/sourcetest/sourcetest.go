@@ -1,0 +1,344 @@
+// Package sourcetest is the conformance suite every bucket source passes:
+// the memory source, one Redis and a Redis Cluster run the same tests, so a
+// new source (or a new algorithm next to GCRA) is added by passing them.
+//
+// The suite drives sources directly with explicit times, so no clock and no
+// sleep is involved: "now" is just a number the test chooses.
+package sourcetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+)
+
+// Factory returns a new, empty source for one test. The suite closes it.
+type Factory func(t *testing.T) ratelimits.Source
+
+// base is the suite's "now": a realistic unix time in nanoseconds, well past
+// 2^53, so a source that loses precision in floating point fails.
+const base int64 = 1_790_000_000_123_456_789
+
+// A few limits, as emission interval and burst offset in nanoseconds.
+var (
+	tenPerSecond = limit{ei: int64(100 * time.Millisecond), burst: 10}
+	threePerSec  = limit{ei: int64(time.Second) / 3, burst: 3}
+	hundredPerH  = limit{ei: int64(36 * time.Second), burst: 100}
+	// decade has a burst offset of ten years: sums of it and a unix time
+	// need all 63 bits.
+	decade = limit{ei: int64(365 * 24 * time.Hour), burst: 10}
+)
+
+type limit struct{ ei, burst int64 }
+
+func (l limit) op(key string, cost int64, mode gcra.Mode) gcra.Op {
+	return gcra.Op{Key: key, EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: cost, Mode: mode}
+}
+
+// Run runs the whole suite against sources made by newSource.
+func Run(t *testing.T, newSource Factory) {
+	t.Run("SpendThenDenied", func(t *testing.T) { testSpendThenDenied(t, newSource) })
+	t.Run("DeniedBatchWritesNothing", func(t *testing.T) { testDeniedBatchWritesNothing(t, newSource) })
+	t.Run("Modes", func(t *testing.T) { testModes(t, newSource) })
+	t.Run("Refund", func(t *testing.T) { testRefund(t, newSource) })
+	t.Run("Reset", func(t *testing.T) { testReset(t, newSource) })
+	t.Run("FullBucketsReadAsMissing", func(t *testing.T) { testFullBuckets(t, newSource) })
+	t.Run("MatchesModel", func(t *testing.T) { testMatchesModel(t, newSource) })
+	t.Run("NoOvershootOneBucket", func(t *testing.T) { testNoOvershoot(t, newSource, 1) })
+	t.Run("NoOvershootBatch", func(t *testing.T) { testNoOvershoot(t, newSource, 3) })
+}
+
+func open(t *testing.T, newSource Factory) ratelimits.Source {
+	t.Helper()
+	src := newSource(t)
+	t.Cleanup(func() {
+		if err := src.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return src
+}
+
+func spend(t *testing.T, src ratelimits.Source, now int64, ops ...gcra.Op) []gcra.Outcome {
+	t.Helper()
+	out := make([]gcra.Outcome, len(ops))
+	if err := src.Spend(context.Background(), now, ops, out); err != nil {
+		t.Fatalf("Spend: %v", err)
+	}
+	return out
+}
+
+func refund(t *testing.T, src ratelimits.Source, now int64, ops ...gcra.Op) []gcra.Outcome {
+	t.Helper()
+	out := make([]gcra.Outcome, len(ops))
+	if err := src.Refund(context.Background(), now, ops, out); err != nil {
+		t.Fatalf("Refund: %v", err)
+	}
+	return out
+}
+
+// remaining reads a bucket with a cost-0 check.
+func remaining(t *testing.T, src ratelimits.Source, now int64, l limit, key string) int64 {
+	t.Helper()
+	return spend(t, src, now, l.op(key, 0, gcra.CheckOnly))[0].Remaining
+}
+
+func key(t *testing.T, name string) string {
+	// Test names keep keys of different tests apart on a shared server.
+	return fmt.Sprintf("t:%s:%s", t.Name(), name)
+}
+
+func testSpendThenDenied(t *testing.T, newSource Factory) {
+	src := open(t, newSource)
+	k := key(t, "a")
+	// Ten tokens at once empty the bucket; the eleventh is denied, and the
+	// denial says when one token is back.
+	if got := spend(t, src, base, tenPerSecond.op(k, 10, gcra.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 0 {
+		t.Fatalf("spend 10 of 10: %+v, want allowed with 0 remaining", got)
+	}
+	got := spend(t, src, base, tenPerSecond.op(k, 1, gcra.CheckAndSpend))[0]
+	if got.Allowed || got.RetryIn != tenPerSecond.ei {
+		t.Fatalf("spend 1 more: %+v, want denied, retry in %d", got, tenPerSecond.ei)
+	}
+	// One emission interval later exactly one token is back.
+	if got := spend(t, src, base+tenPerSecond.ei, tenPerSecond.op(k, 1, gcra.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 0 {
+		t.Fatalf("spend after one interval: %+v, want allowed with 0 remaining", got)
+	}
+}
+
+func testDeniedBatchWritesNothing(t *testing.T, newSource Factory) {
+	src := open(t, newSource)
+	a, b := key(t, "a"), key(t, "b")
+	spend(t, src, base, threePerSec.op(b, 3, gcra.CheckAndSpend))
+	// a could pay, b cannot: the whole batch is denied and a keeps its tokens.
+	out := spend(t, src, base, tenPerSecond.op(a, 5, gcra.CheckAndSpend), threePerSec.op(b, 1, gcra.CheckAndSpend))
+	if !out[0].Allowed || out[1].Allowed {
+		t.Fatalf("batch outcomes %+v, want a allowed and b denied", out)
+	}
+	if out[0].Write || out[1].Write {
+		t.Fatalf("denied batch marked writes: %+v", out)
+	}
+	if r := remaining(t, src, base, tenPerSecond, a); r != 10 {
+		t.Fatalf("a after a denied batch: %d remaining, want 10 (nothing written)", r)
+	}
+}
+
+func testModes(t *testing.T, newSource Factory) {
+	src := open(t, newSource)
+	a, b := key(t, "a"), key(t, "b")
+	// check-only counts but never writes.
+	spend(t, src, base, tenPerSecond.op(a, 4, gcra.CheckOnly), tenPerSecond.op(b, 1, gcra.CheckAndSpend))
+	if r := remaining(t, src, base, tenPerSecond, a); r != 10 {
+		t.Fatalf("check-only wrote: %d remaining, want 10", r)
+	}
+	if r := remaining(t, src, base, tenPerSecond, b); r != 9 {
+		t.Fatalf("check-and-spend beside check-only: %d remaining, want 9", r)
+	}
+	// A denied spend-only does not deny the batch and is not written; the
+	// allowed rest of the batch is.
+	spend(t, src, base, threePerSec.op(a, 3, gcra.CheckAndSpend))
+	out := spend(t, src, base, threePerSec.op(a, 1, gcra.SpendOnly), tenPerSecond.op(b, 1, gcra.CheckAndSpend))
+	if out[0].Allowed || out[0].Write || !out[1].Allowed || !out[1].Write {
+		t.Fatalf("spend-only denied beside allowed: %+v", out)
+	}
+	if r := remaining(t, src, base, tenPerSecond, b); r != 8 {
+		t.Fatalf("b after batch with denied spend-only: %d remaining, want 8", r)
+	}
+	// An allowed spend-only in a denied batch is not written either.
+	c := key(t, "c")
+	out = spend(t, src, base, tenPerSecond.op(c, 1, gcra.SpendOnly), threePerSec.op(a, 1, gcra.CheckAndSpend))
+	if !out[0].Allowed || out[1].Allowed {
+		t.Fatalf("spend-only in denied batch: %+v", out)
+	}
+	if r := remaining(t, src, base, tenPerSecond, c); r != 10 {
+		t.Fatalf("spend-only written in a denied batch: %d remaining, want 10", r)
+	}
+}
+
+func testRefund(t *testing.T, newSource Factory) {
+	src := open(t, newSource)
+	a, missing := key(t, "a"), key(t, "missing")
+	// A refund never creates a bucket.
+	if got := refund(t, src, base, tenPerSecond.op(missing, 3, gcra.CheckAndSpend))[0]; got.Allowed || got.Remaining != 10 {
+		t.Fatalf("refund of a missing bucket: %+v, want not allowed, 10 remaining", got)
+	}
+	if r := remaining(t, src, base, tenPerSecond, missing); r != 10 {
+		t.Fatalf("missing bucket after refund: %d remaining", r)
+	}
+	spend(t, src, base, tenPerSecond.op(a, 6, gcra.CheckAndSpend))
+	// Refunding more than was spent never makes the bucket more than full.
+	if got := refund(t, src, base, tenPerSecond.op(a, 2, gcra.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 6 {
+		t.Fatalf("refund 2 of 6 spent: %+v, want allowed with 6 remaining", got)
+	}
+	if got := refund(t, src, base, tenPerSecond.op(a, 2, gcra.CheckOnly))[0]; got.Allowed {
+		t.Fatalf("check-only refund gave something back: %+v", got)
+	}
+	if got := refund(t, src, base, tenPerSecond.op(a, 9, gcra.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 10 || got.ResetIn != 0 {
+		t.Fatalf("refund past full: %+v, want allowed, 10 remaining, reset 0", got)
+	}
+	if r := remaining(t, src, base, tenPerSecond, a); r != 10 {
+		t.Fatalf("after refund to full: %d remaining", r)
+	}
+}
+
+func testReset(t *testing.T, newSource Factory) {
+	src := open(t, newSource)
+	a, b, c := key(t, "a"), key(t, "b"), key(t, "c")
+	spend(t, src, base, tenPerSecond.op(a, 5, gcra.CheckAndSpend), threePerSec.op(b, 1, gcra.CheckAndSpend))
+	n, err := src.Reset(context.Background(), base, []string{a, b, c})
+	if err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	if n != 2 {
+		t.Fatalf("Reset counted %d buckets, want 2 (c was never spent)", n)
+	}
+	if r := remaining(t, src, base, tenPerSecond, a); r != 10 {
+		t.Fatalf("a after reset: %d remaining, want 10", r)
+	}
+	// A bucket that has refilled by itself counts as full, not as reset.
+	spend(t, src, base, tenPerSecond.op(a, 1, gcra.CheckAndSpend))
+	n, err = src.Reset(context.Background(), base+int64(time.Hour), []string{a})
+	if err != nil || n != 0 {
+		t.Fatalf("Reset of a refilled bucket: %d, %v; want 0, nil", n, err)
+	}
+}
+
+func testFullBuckets(t *testing.T, newSource Factory) {
+	src := open(t, newSource)
+	a := key(t, "a")
+	spend(t, src, base, tenPerSecond.op(a, 10, gcra.CheckAndSpend))
+	// After a full refill, the bucket behaves exactly as a missing one.
+	later := base + tenPerSecond.ei*tenPerSecond.burst
+	got := spend(t, src, later, tenPerSecond.op(a, 1, gcra.CheckAndSpend))[0]
+	want := gcra.Spend(later, gcra.Missing, tenPerSecond.ei, tenPerSecond.ei*tenPerSecond.burst, 1)
+	if got.Decision != want {
+		t.Fatalf("spend on refilled bucket: %+v, want %+v", got.Decision, want)
+	}
+	got = refund(t, src, later+2*tenPerSecond.ei, tenPerSecond.op(a, 1, gcra.CheckAndSpend))[0]
+	if got.Allowed || got.Remaining != 10 {
+		t.Fatalf("refund on refilled bucket: %+v, want nothing given back", got)
+	}
+}
+
+// testMatchesModel drives the source and a reference model (the gcra
+// functions over a Go map) with the same random operations at random times
+// and demands identical outcomes to the nanosecond.
+func testMatchesModel(t *testing.T, newSource Factory) {
+	src := open(t, newSource)
+	rng := rand.New(rand.NewPCG(7, 11))
+	limits := []limit{tenPerSecond, threePerSec, hundredPerH, decade}
+	keys := make([]string, 6)
+	for i := range keys {
+		keys[i] = key(t, fmt.Sprint(i))
+	}
+	model := map[string]int64{}
+	now := base
+	const steps = 600
+	for step := range steps {
+		now += rng.Int64N(int64(400 * time.Millisecond))
+		if rng.IntN(50) == 0 {
+			now += int64(200 * 24 * time.Hour) // let even the long limits refill partly
+		}
+		n := 1 + rng.IntN(3)
+		perm := rng.Perm(len(keys))[:n]
+		ops := make([]gcra.Op, n)
+		for i, k := range perm {
+			// A key keeps its limit, as a bucket key keeps its limit name.
+			l := limits[k%len(limits)]
+			ops[i] = l.op(keys[k], rng.Int64N(l.burst+1), gcra.Mode(rng.IntN(3)))
+		}
+		isRefund := rng.IntN(4) == 0
+		var got []gcra.Outcome
+		if isRefund {
+			got = refund(t, src, now, ops...)
+		} else {
+			got = spend(t, src, now, ops...)
+		}
+		want := modelApply(model, now, ops, isRefund)
+		for i := range ops {
+			if got[i] != want[i] {
+				t.Fatalf("step %d (refund=%v) op %d %+v at %d:\n got %+v\nwant %+v", step, isRefund, i, ops[i], now, got[i], want[i])
+			}
+		}
+	}
+}
+
+// modelApply is the reference: one map, the gcra batch functions, and the
+// rule that a TAT not after now is a missing bucket.
+func modelApply(model map[string]int64, now int64, ops []gcra.Op, isRefund bool) []gcra.Outcome {
+	tats := make([]int64, len(ops))
+	for i, op := range ops {
+		tat, ok := model[op.Key]
+		if !ok || tat <= now {
+			tat = gcra.Missing
+		}
+		tats[i] = tat
+	}
+	out := make([]gcra.Outcome, len(ops))
+	if isRefund {
+		gcra.RefundBatch(now, ops, tats, out)
+	} else {
+		gcra.SpendBatch(now, ops, tats, out)
+	}
+	for i, o := range out {
+		if o.Write {
+			model[ops[i].Key] = o.NewTAT
+		}
+	}
+	return out
+}
+
+// testNoOvershoot has many goroutines spend cost 1 at the same instant on
+// a bucket of burst 100 (or on batches of width buckets): exactly 100
+// spends may succeed, however the source interleaves them.
+func testNoOvershoot(t *testing.T, newSource Factory, width int) {
+	src := open(t, newSource)
+	ops := make([]gcra.Op, width)
+	for i := range ops {
+		ops[i] = hundredPerH.op(key(t, fmt.Sprint(i)), 1, gcra.CheckAndSpend)
+	}
+	const workers, perWorker = 64, 5
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]gcra.Outcome, width)
+			for range perWorker {
+				if err := src.Spend(context.Background(), base, ops, out); err != nil {
+					errs <- err
+					return
+				}
+				batchAllowed := true
+				for _, o := range out {
+					batchAllowed = batchAllowed && o.Allowed
+				}
+				if batchAllowed {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Spend: %v", err)
+	}
+	if got := allowed.Load(); got != hundredPerH.burst {
+		t.Fatalf("%d concurrent spends allowed, want exactly %d", got, hundredPerH.burst)
+	}
+	for _, op := range ops {
+		if r := remaining(t, src, base, hundredPerH, op.Key); r != 0 {
+			t.Fatalf("bucket %s has %d remaining after the race, want 0", op.Key, r)
+		}
+	}
+}
