@@ -1,0 +1,199 @@
+// Package vectors loads the public GCRA decision vectors (a copy of
+// shared/vectors/gcra-public.json, embedded) and runs them against any
+// driver: the Limiter directly, or the binary over HTTP. The same
+// scenarios at every level make a difference between levels a failure.
+package vectors
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+//go:embed testdata/gcra-public.json
+var publicJSON []byte
+
+// File is a vectors file: the configuration its scenarios run under, and
+// the scenarios, which run in order in one service on one clock.
+type File struct {
+	Defaults  json.RawMessage `json:"defaults"`
+	Overrides json.RawMessage `json:"overrides"`
+	Scenarios []Scenario      `json:"scenarios"`
+}
+
+// Scenario is a named sequence of steps.
+type Scenario struct {
+	Name  string `json:"name"`
+	Steps []Step `json:"steps"`
+}
+
+// Step either advances the clock or sends one request.
+type Step struct {
+	Advance      string  `json:"advance"`
+	Op           string  `json:"op"`
+	Txns         []Txn   `json:"txns"`
+	Expect       *Expect `json:"expect"`
+	ExpectStatus int     `json:"expect_status"`
+}
+
+// Txn is a transaction as the API takes it. Cost and Mode are optional.
+type Txn struct {
+	Limit string `json:"limit"`
+	ID    string `json:"id"`
+	Cost  *int64 `json:"cost,omitempty"`
+	Mode  string `json:"mode,omitempty"`
+}
+
+// Expect is an expected answer in exact nanoseconds. The batch fields are
+// absent for refunds, whose vectors check only the decisions.
+type Expect struct {
+	Allowed   *bool            `json:"allowed"`
+	Remaining *int64           `json:"remaining"`
+	RetryInNS *int64           `json:"retry_in_ns"`
+	ResetInNS *int64           `json:"reset_in_ns"`
+	Decisions []ExpectDecision `json:"decisions"`
+}
+
+// ExpectDecision is one transaction's expected decision.
+type ExpectDecision struct {
+	Limit     string `json:"limit"`
+	ID        string `json:"id"`
+	Allowed   bool   `json:"allowed"`
+	Remaining int64  `json:"remaining"`
+	RetryInNS int64  `json:"retry_in_ns"`
+	ResetInNS int64  `json:"reset_in_ns"`
+}
+
+// Result is what a driver got back. Durations are in the driver's unit:
+// nanoseconds from the Limiter, milliseconds over HTTP.
+type Result struct {
+	Status    int
+	Allowed   bool
+	Remaining int64
+	RetryIn   int64
+	ResetIn   int64
+	Decisions []ResultDecision
+}
+
+// ResultDecision is one transaction's decision as a driver got it.
+type ResultDecision struct {
+	Limit     string
+	ID        string
+	Allowed   bool
+	Remaining int64
+	RetryIn   int64
+	ResetIn   int64
+}
+
+// Driver runs steps against one level of the service.
+type Driver interface {
+	// Advance moves the service's fake clock forward.
+	Advance(d time.Duration) error
+	// Do sends one operation (spend, check, refund, reset). A refusal of
+	// bad input is a Result with its status, not an error.
+	Do(op string, txns []Txn) (Result, error)
+}
+
+// Public returns the public vectors.
+func Public() (*File, error) {
+	var f File
+	if err := json.Unmarshal(publicJSON, &f); err != nil {
+		return nil, fmt.Errorf("vectors: %w", err)
+	}
+	return &f, nil
+}
+
+// PublicBytes returns the embedded copy as it is on disk.
+func PublicBytes() []byte { return publicJSON }
+
+// WriteConfig writes the file's defaults and overrides as config files in
+// dir (JSON is YAML) and returns their paths.
+func (f *File) WriteConfig(dir string) (defaults, overrides string, err error) {
+	defaults = filepath.Join(dir, "defaults.yaml")
+	overrides = filepath.Join(dir, "overrides.yaml")
+	if err := os.WriteFile(defaults, f.Defaults, 0o644); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(overrides, f.Overrides, 0o644); err != nil {
+		return "", "", err
+	}
+	return defaults, overrides, nil
+}
+
+// Run runs every scenario in order against d. unit is the resolution of
+// d's durations: expected nanoseconds are rounded up to it, as the HTTP
+// API rounds durations up to whole milliseconds.
+func Run(t *testing.T, f *File, d Driver, unit time.Duration) {
+	t.Helper()
+	steps := 0
+	for _, sc := range f.Scenarios {
+		for i, st := range sc.Steps {
+			where := fmt.Sprintf("scenario %q step %d", sc.Name, i)
+			if st.Advance != "" {
+				dur, err := time.ParseDuration(st.Advance)
+				if err != nil {
+					t.Fatalf("%s: bad advance %q: %v", where, st.Advance, err)
+				}
+				if err := d.Advance(dur); err != nil {
+					t.Fatalf("%s: advance: %v", where, err)
+				}
+				continue
+			}
+			got, err := d.Do(st.Op, st.Txns)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", where, st.Op, err)
+			}
+			steps++
+			checkStep(t, where, st, got, unit)
+		}
+	}
+	if steps == 0 {
+		t.Fatal("the vectors ran no step")
+	}
+}
+
+func checkStep(t *testing.T, where string, st Step, got Result, unit time.Duration) {
+	t.Helper()
+	if st.ExpectStatus != 0 {
+		if got.Status != st.ExpectStatus {
+			t.Errorf("%s: %s %+v: status %d, want %d", where, st.Op, st.Txns, got.Status, st.ExpectStatus)
+		}
+		return
+	}
+	if got.Status != 200 {
+		t.Errorf("%s: %s %+v: status %d, want 200", where, st.Op, st.Txns, got.Status)
+		return
+	}
+	e := st.Expect
+	if e == nil {
+		return // reset steps expect only success
+	}
+	if e.Allowed != nil {
+		want := Result{Allowed: *e.Allowed, Remaining: *e.Remaining, RetryIn: round(*e.RetryInNS, unit), ResetIn: round(*e.ResetInNS, unit)}
+		if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.RetryIn != want.RetryIn || got.ResetIn != want.ResetIn {
+			t.Errorf("%s: %s %+v: batch (allowed %v, remaining %d, retry %d, reset %d), want (%v, %d, %d, %d)",
+				where, st.Op, st.Txns, got.Allowed, got.Remaining, got.RetryIn, got.ResetIn,
+				want.Allowed, want.Remaining, want.RetryIn, want.ResetIn)
+		}
+	}
+	if len(got.Decisions) != len(e.Decisions) {
+		t.Errorf("%s: %d decisions, want %d", where, len(got.Decisions), len(e.Decisions))
+		return
+	}
+	for i, wd := range e.Decisions {
+		want := ResultDecision{Limit: wd.Limit, ID: wd.ID, Allowed: wd.Allowed, Remaining: wd.Remaining, RetryIn: round(wd.RetryInNS, unit), ResetIn: round(wd.ResetInNS, unit)}
+		if got.Decisions[i] != want {
+			t.Errorf("%s: %s decision %d:\n got %+v\nwant %+v", where, st.Op, i, got.Decisions[i], want)
+		}
+	}
+}
+
+// round converts nanoseconds to unit, rounding up.
+func round(ns int64, unit time.Duration) int64 {
+	u := int64(unit)
+	return (ns + u - 1) / u
+}
