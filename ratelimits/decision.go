@@ -44,6 +44,26 @@ type BatchDecision struct {
 	// batch is allowed with Remaining math.MaxInt64.
 	Deciding  int
 	Decisions []Decision
+	// Degraded is set when the source failed and the Limiter fails open:
+	// every transaction is allowed without having been decided. Cause is
+	// the source's error then.
+	Degraded bool
+	Cause    error
+}
+
+// degradedDecision allows every transaction of a batch the source could
+// not decide, for a Limiter that fails open. Remaining and the durations
+// are unknown and reported as 0.
+func degradedDecision(prepared []preparedTxn, cause error) *BatchDecision {
+	bd := &BatchDecision{Allowed: true, Deciding: -1, Degraded: true, Cause: cause, Decisions: make([]Decision, len(prepared))}
+	for i, p := range prepared {
+		if p.unlimited {
+			bd.Decisions[i] = unlimitedDecision(p)
+			continue
+		}
+		bd.Decisions[i] = Decision{Name: p.info.String, ID: p.bucketID, Allowed: true, Limit: p.limit}
+	}
+	return bd
 }
 
 // unlimitedDecision is the answer for a transaction whose limit is disabled.

@@ -21,6 +21,7 @@ type Limiter struct {
 	source        Source
 	clock         clock.Clock
 	sourceTimeout time.Duration
+	failOpen      bool
 	config        atomic.Pointer[Config]
 }
 
@@ -33,6 +34,14 @@ type Option func(*Limiter)
 // context deadline alone.
 func WithSourceTimeout(d time.Duration) Option {
 	return func(l *Limiter) { l.sourceTimeout = d }
+}
+
+// WithFailOpen makes spends and checks whose source fails answer allowed,
+// marked Degraded, instead of failing: for callers that would rather let
+// traffic through unlimited than stop it while the store is down. Refunds
+// and resets still fail, since pretending they happened would lie.
+func WithFailOpen() Option {
+	return func(l *Limiter) { l.failOpen = true }
 }
 
 // NewLimiter returns a Limiter deciding with cfg's limits, storing buckets
@@ -138,7 +147,11 @@ func (l *Limiter) decide(ctx context.Context, txns []Transaction, checkOnly bool
 			prepared[i].mode = CheckOnly
 		}
 	}
-	return l.run(ctx, prepared, l.source.Spend)
+	bd, err := l.run(ctx, prepared, l.source.Spend)
+	if err != nil && l.failOpen && errors.Is(err, ErrSourceUnavailable) {
+		return degradedDecision(prepared, err), nil
+	}
+	return bd, err
 }
 
 // batchFunc is a Source method that decides a batch of ops.
