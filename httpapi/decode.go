@@ -1,0 +1,184 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// txnJSON is one transaction as sent. Pointers tell a missing field (or
+// null) from a zero one: cost defaults to 1 only when it is absent.
+type txnJSON struct {
+	Limit *string `json:"limit"`
+	ID    *string `json:"id"`
+	Cost  *int64  `json:"cost"`
+	Mode  *string `json:"mode"`
+}
+
+// requestJSON is either one transaction or {"transactions": [...]}.
+// The batch is kept raw so that each transaction is decoded on its own and
+// an error can say which one it was.
+type requestJSON struct {
+	txnJSON
+	Transactions *[]json.RawMessage `json:"transactions"`
+}
+
+// decodeTransactions reads a request body into transactions, refusing
+// anything the contract does not allow. It only parses: nothing is decided
+// or written until the whole batch has been read and validated. When
+// ignoreMode is set (reset), a mode is type-checked but not interpreted.
+func decodeTransactions(r *http.Request, maxBody int64, maxBatch int, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
+	if e := checkContentType(r); e != nil {
+		return nil, e
+	}
+	body, e := readBody(r, maxBody)
+	if e != nil {
+		return nil, e
+	}
+	var req requestJSON
+	if e := decodeStrict(body, &req, -1); e != nil {
+		return nil, e
+	}
+	if req.Transactions == nil {
+		txn, e := req.txnJSON.transaction(-1, ignoreMode)
+		if e != nil {
+			return nil, e
+		}
+		return []ratelimits.Transaction{txn}, nil
+	}
+	if req.Limit != nil || req.ID != nil || req.Cost != nil || req.Mode != nil {
+		return nil, badRequest(codeInvalidRequest, `send either one transaction or {"transactions": [...]}, not both`, -1)
+	}
+	raw := *req.Transactions
+	if len(raw) == 0 {
+		return nil, badRequest(codeEmptyBatch, "transactions is empty: send at least one", -1)
+	}
+	if maxBatch > 0 && len(raw) > maxBatch {
+		return nil, badRequest(codeBatchTooLarge, fmt.Sprintf("%d transactions in one batch; at most %d are allowed", len(raw), maxBatch), -1)
+	}
+	txns := make([]ratelimits.Transaction, len(raw))
+	for i, msg := range raw {
+		var tj txnJSON
+		if e := decodeStrict(msg, &tj, i); e != nil {
+			return nil, e
+		}
+		txn, e := tj.transaction(i, ignoreMode)
+		if e != nil {
+			return nil, e
+		}
+		txns[i] = txn
+	}
+	return txns, nil
+}
+
+// transaction checks the fields' presence and mode and fills defaults.
+func (tj *txnJSON) transaction(index int, ignoreMode bool) (ratelimits.Transaction, *apiError) {
+	if tj.Limit == nil {
+		return ratelimits.Transaction{}, badRequest(codeInvalidRequest, `"limit" is required`, index)
+	}
+	if tj.ID == nil {
+		return ratelimits.Transaction{}, badRequest(codeInvalidRequest, `"id" is required`, index)
+	}
+	txn := ratelimits.Transaction{Limit: *tj.Limit, ID: *tj.ID, Cost: 1}
+	if tj.Cost != nil {
+		txn.Cost = *tj.Cost
+	}
+	if tj.Mode != nil && !ignoreMode {
+		mode, err := ratelimits.ParseMode(*tj.Mode)
+		if err != nil {
+			return ratelimits.Transaction{}, badRequest(codeInvalidMode, err.Error(), index)
+		}
+		txn.Mode = mode
+	}
+	return txn, nil
+}
+
+// checkContentType accepts application/json (with any parameters) and a
+// missing Content-Type; anything else is 415.
+func checkContentType(r *http.Request) *apiError {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mediaType, _, err := mime.ParseMediaType(ct)
+	if err == nil && mediaType == "application/json" {
+		return nil
+	}
+	return &apiError{
+		status:      http.StatusUnsupportedMediaType,
+		code:        codeUnsupportedType,
+		message:     fmt.Sprintf("Content-Type %q is not application/json", ct),
+		transaction: -1,
+	}
+}
+
+// readBody reads at most maxBody bytes; a larger body is 413.
+func readBody(r *http.Request, maxBody int64) ([]byte, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, &apiError{
+			status:      http.StatusRequestEntityTooLarge,
+			code:        codeBodyTooLarge,
+			message:     fmt.Sprintf("request body is larger than %d bytes", maxBody),
+			transaction: -1,
+		}
+	case err != nil:
+		return nil, badRequest(codeMalformedJSON, "reading the request body failed", -1)
+	}
+	return body, nil
+}
+
+// decodeStrict decodes exactly one JSON value into v: unknown fields,
+// wrong types, fractional or out-of-range numbers and trailing data are
+// all refused with a message that names the problem.
+func decodeStrict(data []byte, v any, index int) *apiError {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return badRequest(codeMalformedJSON, "the request body is empty; send a JSON object", index)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, index)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest(codeMalformedJSON, "unexpected data after the JSON object", index)
+	}
+	return nil
+}
+
+// decodeError turns an encoding/json error into the API's words.
+func decodeError(err error, index int) *apiError {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if i := strings.LastIndexByte(field, '.'); i >= 0 {
+			field = field[i+1:]
+		}
+		switch field {
+		case "":
+			return badRequest(codeInvalidRequest, fmt.Sprintf("expected a JSON object, got %s", typeErr.Value), index)
+		case "cost":
+			return badRequest(codeInvalidCost, fmt.Sprintf("cost must be a whole number from 0 to the limit's burst, got %s", typeErr.Value), index)
+		case "transactions":
+			return badRequest(codeInvalidRequest, "transactions must be an array of transaction objects", index)
+		}
+		return badRequest(codeInvalidRequest, fmt.Sprintf("%q must be a %s, got %s", field, typeErr.Type, typeErr.Value), index)
+	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return badRequest(codeMalformedJSON, "the request body is not valid JSON: "+err.Error(), index)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		// encoding/json has no error type for this one.
+		return badRequest(codeUnknownField, strings.TrimPrefix(err.Error(), "json: "), index)
+	}
+	return badRequest(codeMalformedJSON, "the request body is not valid JSON: "+err.Error(), index)
+}

@@ -1,0 +1,153 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// ceilDiv divides a non-negative duration by unit, rounding up, so that a
+// client that waits the answer is never early (1ns -> 1ms).
+func ceilDiv(d, unit time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	q := int64(d / unit)
+	if d%unit != 0 {
+		q++
+	}
+	return q
+}
+
+func millisUp(d time.Duration) int64 { return ceilDiv(d, time.Millisecond) }
+
+// setRateLimitHeaders writes RateLimit-Policy, RateLimit and, when the
+// batch is denied, Retry-After, all from the deciding transaction. A batch
+// that no transaction decides (all spend-only or unlimited) gets none.
+func setRateLimitHeaders(h http.Header, bd *ratelimits.BatchDecision) {
+	if bd.Deciding < 0 {
+		return
+	}
+	d := &bd.Decisions[bd.Deciding]
+	// The window is whole seconds, truncated, and never 0.
+	window := max(int64(d.Limit.Period/time.Second), 1)
+	buf := make([]byte, 0, 64)
+	buf = strconv.AppendQuote(buf, d.Name)
+	buf = append(buf, ";q="...)
+	buf = strconv.AppendInt(buf, d.Limit.Count, 10)
+	buf = append(buf, ";w="...)
+	buf = strconv.AppendInt(buf, window, 10)
+	h["Ratelimit-Policy"] = []string{string(buf)}
+
+	buf = strconv.AppendQuote(buf[:0], d.Name)
+	buf = append(buf, ";r="...)
+	buf = strconv.AppendInt(buf, d.Remaining, 10)
+	buf = append(buf, ";t="...)
+	buf = strconv.AppendInt(buf, ceilDiv(d.ResetIn, time.Second), 10)
+	h["Ratelimit"] = []string{string(buf)}
+
+	if !bd.Allowed {
+		h["Retry-After"] = []string{strconv.FormatInt(max(ceilDiv(bd.RetryIn, time.Second), 1), 10)}
+	}
+}
+
+// appendBatch encodes a batch decision as the API's JSON object. It is
+// written by hand because it is on every request's path and its shape is
+// fixed: no reflection, one buffer.
+func appendBatch(buf []byte, bd *ratelimits.BatchDecision) []byte {
+	buf = append(buf, `{"allowed":`...)
+	buf = strconv.AppendBool(buf, bd.Allowed)
+	buf = append(buf, `,"remaining":`...)
+	buf = strconv.AppendInt(buf, max(bd.Remaining, 0), 10)
+	buf = append(buf, `,"retry_in_ms":`...)
+	buf = strconv.AppendInt(buf, millisUp(bd.RetryIn), 10)
+	buf = append(buf, `,"reset_in_ms":`...)
+	buf = strconv.AppendInt(buf, millisUp(bd.ResetIn), 10)
+	if bd.Degraded {
+		buf = append(buf, `,"degraded":true`...)
+	}
+	buf = append(buf, `,"decisions":[`...)
+	for i := range bd.Decisions {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendDecision(buf, &bd.Decisions[i])
+	}
+	return append(buf, "]}\n"...)
+}
+
+// appendDecision encodes one transaction's decision.
+func appendDecision(buf []byte, d *ratelimits.Decision) []byte {
+	buf = append(buf, `{"limit":`...)
+	buf = appendString(buf, d.Name)
+	buf = append(buf, `,"id":`...)
+	buf = appendString(buf, d.ID)
+	buf = append(buf, `,"allowed":`...)
+	buf = strconv.AppendBool(buf, d.Allowed)
+	buf = append(buf, `,"remaining":`...)
+	buf = strconv.AppendInt(buf, max(d.Remaining, 0), 10)
+	buf = append(buf, `,"retry_in_ms":`...)
+	buf = strconv.AppendInt(buf, millisUp(d.RetryIn), 10)
+	buf = append(buf, `,"reset_in_ms":`...)
+	buf = strconv.AppendInt(buf, millisUp(d.ResetIn), 10)
+	buf = append(buf, `,"unlimited":`...)
+	buf = strconv.AppendBool(buf, d.Unlimited)
+	buf = append(buf, `,"burst":`...)
+	buf = strconv.AppendInt(buf, d.Limit.Burst, 10)
+	buf = append(buf, `,"count":`...)
+	buf = strconv.AppendInt(buf, d.Limit.Count, 10)
+	buf = append(buf, `,"period":`...)
+	buf = appendString(buf, d.Limit.Period.String())
+	buf = append(buf, `,"override":`...)
+	buf = strconv.AppendBool(buf, d.Limit.Override)
+	return append(buf, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Quotes, backslashes and control
+// characters are escaped; invalid UTF-8 becomes U+FFFD, as encoding/json
+// does, so the output is always valid JSON.
+func appendString(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			buf = append(buf, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				buf = append(buf, '\\', c)
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	buf = append(buf, s[start:]...)
+	return append(buf, '"')
+}

@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// apiError is a refusal the client can act on: a status, a stable
+// machine-readable code, a sentence for people, and which transaction of
+// the batch it concerns (when one does).
+type apiError struct {
+	status      int
+	code        string
+	message     string
+	transaction int // -1: not about one transaction
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+// Error codes: stable strings clients can switch on.
+const (
+	codeMalformedJSON   = "malformed_json"
+	codeUnknownField    = "unknown_field"
+	codeInvalidRequest  = "invalid_request"
+	codeEmptyBatch      = "empty_batch"
+	codeBatchTooLarge   = "batch_too_large"
+	codeUnknownLimit    = "unknown_limit"
+	codeInvalidID       = "invalid_id"
+	codeInvalidCost     = "invalid_cost"
+	codeInvalidMode     = "invalid_mode"
+	codeDuplicateBucket = "duplicate_bucket"
+	codeBodyTooLarge    = "body_too_large"
+	codeUnsupportedType = "unsupported_media_type"
+	codeUnavailable     = "source_unavailable"
+	codeNotFound        = "not_found"
+	codeMethod          = "method_not_allowed"
+	codeInternal        = "internal"
+)
+
+func badRequest(code, message string, transaction int) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: code, message: message, transaction: transaction}
+}
+
+// limiterError maps an error from the Limiter to what the client sees.
+// Validation errors are the client's (400); anything else means the source
+// failed (503), since the Limiter produces no other kind.
+func limiterError(err error) *apiError {
+	index := -1
+	var te *ratelimits.TransactionError
+	if errors.As(err, &te) {
+		index = te.Index
+	}
+	for _, m := range []struct {
+		target error
+		code   string
+	}{
+		{ratelimits.ErrEmptyBatch, codeEmptyBatch},
+		{ratelimits.ErrUnknownLimit, codeUnknownLimit},
+		{ratelimits.ErrInvalidID, codeInvalidID},
+		{ratelimits.ErrInvalidCost, codeInvalidCost},
+		{ratelimits.ErrInvalidMode, codeInvalidMode},
+		{ratelimits.ErrDuplicateBucket, codeDuplicateBucket},
+	} {
+		if errors.Is(err, m.target) {
+			return badRequest(m.code, err.Error(), index)
+		}
+	}
+	return &apiError{
+		status:      http.StatusServiceUnavailable,
+		code:        codeUnavailable,
+		message:     "the bucket store did not answer in time; nothing was decided",
+		transaction: -1,
+	}
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code        string `json:"code"`
+	Message     string `json:"message"`
+	Transaction *int   `json:"transaction,omitempty"`
+}
+
+// writeError sends e as the JSON error shape of the API.
+func writeError(w http.ResponseWriter, e *apiError) {
+	body := errorBody{Error: errorDetail{Code: e.code, Message: e.message}}
+	if e.transaction >= 0 {
+		body.Error.Transaction = &e.transaction
+	}
+	writeJSON(w, e.status, body)
+}
+
+// writeJSON sends v with status. Values given to it always encode.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Unreachable for the types this package sends; say so plainly.
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"response encoding failed"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,312 @@
+// Package httpapi is the HTTP front end of the limiter: it decodes and
+// validates JSON into transactions, asks a ratelimits.Limiter, and encodes
+// the answer (body, RateLimit headers, status). It knows nothing of how
+// buckets are stored. The contract it serves is spec/http-api.md.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jmhodges/clock"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// DefaultMaxBodyBytes is the largest request body accepted by default.
+const DefaultMaxBodyBytes = 1 << 20
+
+// DefaultMaxBatch is the most transactions one request may carry by default.
+const DefaultMaxBatch = 100
+
+// Options configures the handler.
+type Options struct {
+	// Limiter decides; required.
+	Limiter *ratelimits.Limiter
+	// Logger receives one line per panic or source failure; nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds request bodies (DefaultMaxBodyBytes when <= 0).
+	MaxBodyBytes int64
+	// MaxBatch bounds transactions per request (DefaultMaxBatch when <= 0).
+	MaxBatch int
+	// FakeClock, when set, is the clock the Limiter runs on and is exposed
+	// at POST /debug/clock for tests. Without it that path does not exist.
+	FakeClock clock.FakeClock
+	// Registry receives the handler's metrics and the Go runtime
+	// collectors, and is served at /metrics. Nil makes a new one.
+	Registry *prometheus.Registry
+}
+
+// handler holds what every route needs.
+type handler struct {
+	limiter  *ratelimits.Limiter
+	log      *slog.Logger
+	maxBody  int64
+	maxBatch int
+	metrics  *metrics
+	bufs     sync.Pool
+}
+
+// New returns the API's http.Handler.
+func New(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	h := &handler{
+		limiter:  opts.Limiter,
+		log:      opts.Logger,
+		maxBody:  opts.MaxBodyBytes,
+		maxBatch: opts.MaxBatch,
+		metrics:  newMetrics(opts.Registry),
+	}
+	h.bufs.New = func() any { b := make([]byte, 0, 1024); return &b }
+
+	r := chi.NewRouter()
+	r.Use(h.recoverPanics, h.observe)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{status: http.StatusNotFound, code: codeNotFound, message: "no such path: " + r.URL.Path, transaction: -1})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: codeMethod, message: r.Method + " is not allowed on " + r.URL.Path, transaction: -1})
+	})
+	r.Post("/v1/spend", h.decision(opSpend))
+	r.Post("/v1/check", h.decision(opCheck))
+	r.Post("/v1/refund", h.decision(opRefund))
+	r.Post("/v1/reset", h.reset)
+	r.Get("/v1/limits", h.limits)
+	r.Get("/v1/limits/{limit}/*", h.subscriber)
+	r.Get("/healthz", h.healthz)
+	r.Get("/readyz", h.readyz)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
+	if opts.FakeClock != nil {
+		fc := fakeClockHandler{clock: opts.FakeClock}
+		r.Post("/debug/clock", fc.move)
+		r.Get("/debug/clock", fc.read)
+	}
+	return r
+}
+
+// op is a decision endpoint's operation.
+type op int
+
+const (
+	opSpend op = iota
+	opCheck
+	opRefund
+)
+
+func (o op) String() string {
+	return [...]string{"spend", "check", "refund"}[o]
+}
+
+// decision serves spend, check and refund: the same body, the same answer
+// shape; spend and check also set the RateLimit headers.
+func (h *handler) decision(o op) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		txns, e := decodeTransactions(r, h.maxBody, h.maxBatch, false)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		bd, err := h.run(r.Context(), o, txns)
+		if err != nil {
+			h.limiterFailure(w, r, err)
+			return
+		}
+		if bd.Degraded {
+			h.metrics.degraded.Inc()
+			h.log.Warn("source failed; answering allowed (fail-open)", "path", r.URL.Path, "err", bd.Cause)
+		}
+		h.metrics.countDecisions(o, bd)
+		if o != opRefund {
+			setRateLimitHeaders(w.Header(), bd)
+		}
+		bufp := h.bufs.Get().(*[]byte)
+		buf := appendBatch((*bufp)[:0], bd)
+		hdr := w.Header()
+		hdr["Content-Type"] = []string{"application/json"}
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(buf)
+		if cap(buf) <= 64<<10 { // do not keep rare huge buffers alive
+			*bufp = buf
+			h.bufs.Put(bufp)
+		}
+	}
+}
+
+func (h *handler) run(ctx context.Context, o op, txns []ratelimits.Transaction) (*ratelimits.BatchDecision, error) {
+	switch o {
+	case opCheck:
+		return h.limiter.Check(ctx, txns)
+	case opRefund:
+		return h.limiter.Refund(ctx, txns)
+	}
+	return h.limiter.Spend(ctx, txns)
+}
+
+// limiterFailure answers a Limiter error: the client's mistake is a 400,
+// a source failure a 503 that is also logged and counted.
+func (h *handler) limiterFailure(w http.ResponseWriter, r *http.Request, err error) {
+	e := limiterError(err)
+	if e.status == http.StatusServiceUnavailable {
+		h.metrics.sourceErrors.Inc()
+		h.log.Error("source failed", "path", r.URL.Path, "err", err)
+	}
+	writeError(w, e)
+}
+
+type resetResponse struct {
+	Reset int `json:"reset"`
+}
+
+func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
+	txns, e := decodeTransactions(r, h.maxBody, h.maxBatch, true)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	n, err := h.limiter.Reset(r.Context(), txns)
+	if err != nil {
+		h.limiterFailure(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resetResponse{Reset: n})
+}
+
+// subscriber serves GET /v1/limits/{limit}/{id}: the effective limit for
+// one subscriber and its bucket as a cost-0 check. The id is the rest of
+// the path, so ids that contain "/" (CIDR ranges) work, escaped or not.
+func (h *handler) subscriber(w http.ResponseWriter, r *http.Request) {
+	limit, id := chi.URLParam(r, "limit"), chi.URLParam(r, "*")
+	if r.URL.RawPath != "" {
+		// chi matched the escaped path: unescape the parts it returned.
+		var err1, err2 error
+		limit, err1 = url.PathUnescape(limit)
+		id, err2 = url.PathUnescape(id)
+		if err1 != nil || err2 != nil {
+			writeError(w, badRequest(codeInvalidID, "the path is not validly escaped", -1))
+			return
+		}
+	}
+	d, err := h.limiter.Inspect(r.Context(), limit, id)
+	if err != nil {
+		h.limiterFailure(w, r, err)
+		return
+	}
+	bufp := h.bufs.Get().(*[]byte)
+	buf := append(appendDecision((*bufp)[:0], &d), '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf)
+	*bufp = buf
+	h.bufs.Put(bufp)
+}
+
+type limitsResponse struct {
+	Limits []limitJSON `json:"limits"`
+}
+
+type limitJSON struct {
+	Limit     string        `json:"limit"`
+	Enum      int           `json:"enum"`
+	IDKind    string        `json:"id_kind"`
+	Declared  bool          `json:"declared"`
+	Default   *limitDetails `json:"default"`
+	Overrides int           `json:"overrides"`
+}
+
+type limitDetails struct {
+	Burst  int64  `json:"burst"`
+	Count  int64  `json:"count"`
+	Period string `json:"period"`
+}
+
+// limits serves GET /v1/limits: every known name, its default (null when
+// it has none) and how many overrides are loaded for it.
+func (h *handler) limits(w http.ResponseWriter, _ *http.Request) {
+	cfg := h.limiter.Config()
+	names := cfg.Names()
+	resp := limitsResponse{Limits: make([]limitJSON, 0, len(names))}
+	for _, n := range names {
+		l := limitJSON{
+			Limit:     n.String,
+			Enum:      int(n.Name),
+			IDKind:    n.Kind.String(),
+			Declared:  n.Declared,
+			Overrides: cfg.OverrideCount(n.Name),
+		}
+		if def, ok := cfg.Default(n.Name); ok {
+			l.Default = &limitDetails{Burst: def.Burst, Count: def.Count, Period: def.Period.String()}
+		}
+		resp.Limits = append(resp.Limits, l)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+type statusResponse struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, statusResponse{Status: "ok"})
+}
+
+// readyz is 200 when a configuration is loaded and the source answers.
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if h.limiter.Config() == nil {
+		writeJSON(w, http.StatusServiceUnavailable, statusResponse{Status: "unavailable", Error: "no configuration loaded"})
+		return
+	}
+	if err := h.limiter.Ready(r.Context()); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, statusResponse{Status: "unavailable", Error: "source does not answer"})
+		return
+	}
+	writeJSON(w, http.StatusOK, statusResponse{Status: "ok"})
+}
+
+// recoverPanics turns a panic in a handler into a logged 500: one bad
+// request must never take the process down.
+func (h *handler) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				h.log.Error("panic in handler", "path", r.URL.Path, "panic", v)
+				writeError(w, &apiError{status: http.StatusInternalServerError, code: codeInternal, message: "internal error", transaction: -1})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// routePattern is the matched route for metrics labels: never the raw
+// path, which would carry ids.
+func routePattern(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		if p := rc.RoutePattern(); p != "" {
+			return strings.TrimSuffix(p, "/*")
+		}
+	}
+	return "unmatched"
+}

@@ -1,0 +1,479 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmhodges/clock"
+
+	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/source/memory"
+)
+
+const defaults = `
+Logins:
+  enum: 101
+  id: string
+  burst: 3
+  count: 3
+  period: 1m
+Fast:
+  enum: 102
+  id: string
+  burst: 20
+  count: 20
+  period: 1s
+Ranges:
+  enum: 103
+  id: ipv6-range
+  burst: 2
+  count: 2
+  period: 500ms
+`
+
+var start = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
+type server struct {
+	t     *testing.T
+	h     http.Handler
+	clock clock.FakeClock
+}
+
+func newServer(t *testing.T, src ratelimits.Source, withFakeClock bool, opts ...ratelimits.Option) *server {
+	t.Helper()
+	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake()
+	clk.Set(start)
+	l, err := ratelimits.NewLimiter(cfg, src, clk, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hopts := httpapi.Options{Limiter: l, MaxBatch: 10}
+	if withFakeClock {
+		hopts.FakeClock = clk
+	}
+	return &server{t: t, h: httpapi.New(hopts), clock: clk}
+}
+
+func (s *server) do(method, path, contentType, body string) *httptest.ResponseRecorder {
+	s.t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	rec := httptest.NewRecorder()
+	s.h.ServeHTTP(rec, req)
+	return rec
+}
+
+func (s *server) post(path, body string) *httptest.ResponseRecorder {
+	return s.do(http.MethodPost, path, "application/json", body)
+}
+
+type batchJSON struct {
+	Allowed   bool           `json:"allowed"`
+	Remaining int64          `json:"remaining"`
+	RetryInMS int64          `json:"retry_in_ms"`
+	ResetInMS int64          `json:"reset_in_ms"`
+	Decisions []decisionJSON `json:"decisions"`
+}
+
+type decisionJSON struct {
+	Limit     string `json:"limit"`
+	ID        string `json:"id"`
+	Allowed   bool   `json:"allowed"`
+	Remaining int64  `json:"remaining"`
+	RetryInMS int64  `json:"retry_in_ms"`
+	ResetInMS int64  `json:"reset_in_ms"`
+	Unlimited bool   `json:"unlimited"`
+	Burst     int64  `json:"burst"`
+	Count     int64  `json:"count"`
+	Period    string `json:"period"`
+	Override  bool   `json:"override"`
+}
+
+type errorJSON struct {
+	Error struct {
+		Code        string `json:"code"`
+		Message     string `json:"message"`
+		Transaction *int   `json:"transaction"`
+	} `json:"error"`
+}
+
+func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
+	t.Helper()
+	var v T
+	dec := json.NewDecoder(rec.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decoding %T from %q: %v", v, rec.Body.String(), err)
+	}
+	return v
+}
+
+func TestSpendAnswerAndHeaders(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	rec := s.post("/v1/spend", `{"limit":"Logins","id":"alice","cost":3}`)
+	if rec.Code != 200 {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	got := decode[batchJSON](t, rec)
+	// retry_in is for another spend of the same cost: three tokens, 60s.
+	want := batchJSON{Allowed: true, Remaining: 0, RetryInMS: 60000, ResetInMS: 60000, Decisions: []decisionJSON{{
+		Limit: "Logins", ID: "alice", Allowed: true, Remaining: 0, RetryInMS: 60000, ResetInMS: 60000,
+		Burst: 3, Count: 3, Period: "1m0s",
+	}}}
+	if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.RetryInMS != want.RetryInMS || got.ResetInMS != want.ResetInMS || got.Decisions[0] != want.Decisions[0] {
+		t.Fatalf("answer\n got %+v\nwant %+v", got, want)
+	}
+	if h := rec.Header().Get("RateLimit-Policy"); h != `"Logins";q=3;w=60` {
+		t.Errorf("RateLimit-Policy = %q", h)
+	}
+	if h := rec.Header().Get("RateLimit"); h != `"Logins";r=0;t=60` {
+		t.Errorf("RateLimit = %q", h)
+	}
+	if h := rec.Header().Get("Retry-After"); h != "" {
+		t.Errorf("Retry-After on an allowed answer: %q", h)
+	}
+
+	// Denied: still 200, with Retry-After in whole seconds rounded up.
+	s.clock.Add(500 * time.Millisecond)
+	rec = s.post("/v1/spend", `{"limit":"Logins","id":"alice"}`)
+	got = decode[batchJSON](t, rec)
+	if rec.Code != 200 || got.Allowed || got.RetryInMS != 19500 {
+		t.Fatalf("denied spend: %d %+v", rec.Code, got)
+	}
+	if h := rec.Header().Get("Retry-After"); h != "20" {
+		t.Errorf("Retry-After = %q, want 20 (19.5s rounded up)", h)
+	}
+	if h := rec.Header().Get("RateLimit"); h != `"Logins";r=0;t=60` {
+		t.Errorf("RateLimit when denied = %q, want t=60 (59.5s rounded up)", h)
+	}
+}
+
+// Sub-second windows are reported as 1 second; sub-millisecond waits as 1ms.
+func TestRounding(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	rec := s.post("/v1/spend", `{"limit":"Ranges","id":"2001:db8:abcd::/48","cost":2}`)
+	if h := rec.Header().Get("RateLimit-Policy"); h != `"Ranges";q=2;w=1` {
+		t.Errorf("RateLimit-Policy = %q, want w=1 for a 500ms period", h)
+	}
+	s.clock.Add(250*time.Millisecond - time.Nanosecond)
+	got := decode[batchJSON](t, s.post("/v1/spend", `{"limit":"Ranges","id":"2001:db8:abcd::/48"}`))
+	if got.Allowed || got.RetryInMS != 1 {
+		t.Fatalf("1ns before a token: %+v, want denied with retry 1ms", got)
+	}
+}
+
+func TestBatchAndModes(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	body := `{"transactions":[
+		{"limit":"Fast","id":"a","cost":1},
+		{"limit":"Logins","id":"a","cost":1,"mode":"check-only"},
+		{"limit":"Ranges","id":"2001:DB8:ABCD:1::/48","cost":1,"mode":"spend-only"}]}`
+	got := decode[batchJSON](t, s.post("/v1/spend", body))
+	if !got.Allowed || got.Remaining != 2 || len(got.Decisions) != 3 {
+		t.Fatalf("batch: %+v, want allowed, deciding Logins (2 remaining)", got)
+	}
+	if got.Decisions[2].ID != "2001:db8:abcd::/48" {
+		t.Errorf("range id %q, want canonical 2001:db8:abcd::/48", got.Decisions[2].ID)
+	}
+	// check-only wrote nothing; spend-only and check-and-spend did.
+	got = decode[batchJSON](t, s.post("/v1/check", `{"transactions":[{"limit":"Logins","id":"a","cost":0},{"limit":"Fast","id":"a","cost":0}]}`))
+	if got.Decisions[0].Remaining != 3 || got.Decisions[1].Remaining != 19 {
+		t.Fatalf("after batch: %+v", got.Decisions)
+	}
+}
+
+// Every refusal is a JSON error with the right status and code, names the
+// transaction when one is at fault, and changes no bucket.
+func TestRefusals(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	huge := `{"limit":"Logins","id":"` + strings.Repeat("x", 2<<20) + `"}`
+	many := `{"transactions":[` + strings.TrimSuffix(strings.Repeat(`{"limit":"Logins","id":"a"},`, 11), ",") + `]}`
+	tests := []struct {
+		name, method, path, ctype, body string
+		status                          int
+		code                            string
+		txn                             int // -1: no transaction index
+	}{
+		{"malformed JSON", "POST", "/v1/spend", "application/json", `{"limit":`, 400, "malformed_json", -1},
+		{"not an object", "POST", "/v1/spend", "application/json", `[1,2]`, 400, "invalid_request", -1},
+		{"empty body", "POST", "/v1/spend", "application/json", ``, 400, "malformed_json", -1},
+		{"trailing data", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a"} {}`, 400, "malformed_json", -1},
+		{"unknown field", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","costs":1}`, 400, "unknown_field", -1},
+		{"unknown field in a batch", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"b","x":1}]}`, 400, "unknown_field", 1},
+		{"missing limit", "POST", "/v1/spend", "application/json", `{"id":"a"}`, 400, "invalid_request", -1},
+		{"missing id", "POST", "/v1/spend", "application/json", `{"limit":"Logins"}`, 400, "invalid_request", -1},
+		{"wrong type", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":7}`, 400, "invalid_request", -1},
+		{"both forms", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","transactions":[]}`, 400, "invalid_request", -1},
+		{"empty batch", "POST", "/v1/spend", "application/json", `{"transactions":[]}`, 400, "empty_batch", -1},
+		{"batch too large", "POST", "/v1/spend", "application/json", many, 400, "batch_too_large", -1},
+		{"unknown limit", "POST", "/v1/spend", "application/json", `{"limit":"Nope","id":"a"}`, 400, "unknown_limit", 0},
+		{"invalid id", "POST", "/v1/spend", "application/json", `{"limit":"Ranges","id":"10.0.0.0/8"}`, 400, "invalid_id", 0},
+		{"control character in id", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a\u0007b"}`, 400, "invalid_id", 0},
+		{"cost above burst", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":4}`, 400, "invalid_cost", 0},
+		{"negative cost", "POST", "/v1/check", "application/json", `{"limit":"Logins","id":"a","cost":-1}`, 400, "invalid_cost", 0},
+		{"fractional cost", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":1.5}`, 400, "invalid_cost", -1},
+		{"huge cost", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":99999999999999999999}`, 400, "invalid_cost", -1},
+		{"string cost", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":"1"}`, 400, "invalid_cost", -1},
+		{"bad mode", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","mode":"spend"}`, 400, "invalid_mode", -1},
+		{"bad mode in a batch", "POST", "/v1/refund", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"b","mode":"x"}]}`, 400, "invalid_mode", 1},
+		{"duplicate bucket", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Fast","id":"a"},{"limit":"Logins","id":"a"}]}`, 400, "duplicate_bucket", 2},
+		{"duplicate bucket in reset", "POST", "/v1/reset", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"a"}]}`, 400, "duplicate_bucket", 1},
+		{"body too large", "POST", "/v1/spend", "application/json", huge, 413, "body_too_large", -1},
+		{"wrong content type", "POST", "/v1/spend", "text/plain", `{"limit":"Logins","id":"a"}`, 415, "unsupported_media_type", -1},
+		{"form content type", "POST", "/v1/reset", "application/x-www-form-urlencoded", `{"limit":"Logins","id":"a"}`, 415, "unsupported_media_type", -1},
+		{"wrong method", "GET", "/v1/spend", "", ``, 405, "method_not_allowed", -1},
+		{"unknown path", "GET", "/v2/spend", "", ``, 404, "not_found", -1},
+		{"no fake clock, no debug path", "POST", "/debug/clock", "application/json", `{"advance":"1s"}`, 404, "not_found", -1},
+		{"unknown limit on the subscriber view", "GET", "/v1/limits/Nope/a", "", ``, 400, "unknown_limit", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := s.do(tt.method, tt.path, tt.ctype, tt.body)
+			if rec.Code != tt.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+			e := decode[errorJSON](t, rec)
+			if e.Error.Code != tt.code || e.Error.Message == "" {
+				t.Errorf("error %+v, want code %q and a message", e.Error, tt.code)
+			}
+			if got := e.Error.Transaction; (got == nil) != (tt.txn < 0) || (got != nil && *got != tt.txn) {
+				t.Errorf("transaction %v, want %d", got, tt.txn)
+			}
+		})
+	}
+	// None of the refusals spent anything.
+	got := decode[batchJSON](t, s.post("/v1/check", `{"transactions":[{"limit":"Logins","id":"a","cost":0},{"limit":"Logins","id":"b","cost":0},{"limit":"Fast","id":"a","cost":0}]}`))
+	for _, d := range got.Decisions {
+		if d.Remaining != d.Burst {
+			t.Errorf("after refusals %s/%s has %d of %d", d.Limit, d.ID, d.Remaining, d.Burst)
+		}
+	}
+}
+
+// A missing Content-Type is accepted as JSON, and parameters are allowed.
+func TestContentTypes(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	for _, ct := range []string{"", "application/json", "application/json; charset=utf-8", "Application/JSON"} {
+		if rec := s.do("POST", "/v1/check", ct, `{"limit":"Logins","id":"a"}`); rec.Code != 200 {
+			t.Errorf("Content-Type %q: status %d", ct, rec.Code)
+		}
+	}
+}
+
+func TestRefundAndReset(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	s.post("/v1/spend", `{"limit":"Logins","id":"a","cost":3}`)
+	rec := s.post("/v1/refund", `{"limit":"Logins","id":"a","cost":2}`)
+	got := decode[batchJSON](t, rec)
+	if !got.Decisions[0].Allowed || got.Decisions[0].Remaining != 2 || rec.Header().Get("RateLimit") != "" {
+		t.Fatalf("refund: %+v headers %v", got, rec.Header())
+	}
+	rec = s.post("/v1/reset", `{"transactions":[{"limit":"Logins","id":"a","cost":99,"mode":"whatever"},{"limit":"Logins","id":"never"}]}`)
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"reset":1}` {
+		t.Fatalf("reset: %d %s, want {\"reset\":1}", rec.Code, rec.Body)
+	}
+	if d := decode[decisionJSON](t, s.do("GET", "/v1/limits/Logins/a", "", "")); d.Remaining != 3 {
+		t.Fatalf("after reset: %+v", d)
+	}
+}
+
+// The subscriber view takes ids with "/" in them, escaped or not.
+func TestSubscriberView(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	s.post("/v1/spend", `{"limit":"Ranges","id":"2001:db8:abcd::/48"}`)
+	for _, path := range []string{"/v1/limits/Ranges/2001:db8:abcd::/48", "/v1/limits/Ranges/2001:DB8:ABCD::%2F48"} {
+		rec := s.do("GET", path, "", "")
+		d := decode[decisionJSON](t, rec)
+		if rec.Code != 200 || d.ID != "2001:db8:abcd::/48" || d.Remaining != 1 || d.Burst != 2 || d.Override {
+			t.Errorf("%s: %d %+v", path, rec.Code, d)
+		}
+	}
+	rec := s.do("GET", "/v1/limits/CertificatesPerDomainPerAccount/7:example.com", "", "")
+	if d := decode[decisionJSON](t, rec); !d.Unlimited || !d.Allowed {
+		t.Errorf("limit without default: %+v, want unlimited", d)
+	}
+}
+
+func TestLimitsListing(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	rec := s.do("GET", "/v1/limits", "", "")
+	var got struct {
+		Limits []struct {
+			Limit     string `json:"limit"`
+			Enum      int    `json:"enum"`
+			IDKind    string `json:"id_kind"`
+			Declared  bool   `json:"declared"`
+			Default   *struct{ Burst, Count int64 }
+			Overrides int `json:"overrides"`
+		} `json:"limits"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 200 {
+		t.Fatalf("%d %s: %v", rec.Code, rec.Body, err)
+	}
+	byName := map[string]int{}
+	for i, l := range got.Limits {
+		byName[l.Limit] = i
+	}
+	if i, ok := byName["Logins"]; !ok || got.Limits[i].Enum != 101 || !got.Limits[i].Declared || got.Limits[i].Default == nil || got.Limits[i].Default.Burst != 3 {
+		t.Errorf("Logins entry missing or wrong: %s", rec.Body)
+	}
+	if i, ok := byName["NewOrdersPerAccount"]; !ok || got.Limits[i].Default != nil || got.Limits[i].IDKind != "account" {
+		t.Errorf("built-in without default should be listed with default null: %s", rec.Body)
+	}
+}
+
+func TestFakeClockEndpoint(t *testing.T) {
+	s := newServer(t, memory.New(0), true)
+	rec := s.post("/debug/clock", `{"advance":"1500ms"}`)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"now":"2026-11-22T00:00:01.5Z"`) {
+		t.Fatalf("advance: %d %s", rec.Code, rec.Body)
+	}
+	rec = s.post("/debug/clock", `{"set":"2027-01-02T03:04:05Z"}`)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"now":"2027-01-02T03:04:05Z"`) {
+		t.Fatalf("set: %d %s", rec.Code, rec.Body)
+	}
+	for _, bad := range []string{`{}`, `{"advance":"soon"}`, `{"set":"yesterday"}`, `{"advance":"1s","set":"2027-01-02T03:04:05Z"}`} {
+		if rec := s.post("/debug/clock", bad); rec.Code != 400 {
+			t.Errorf("%s: status %d, want 400", bad, rec.Code)
+		}
+	}
+}
+
+func TestHealthReadyMetrics(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	if rec := s.do("GET", "/healthz", "", ""); rec.Code != 200 {
+		t.Errorf("healthz %d", rec.Code)
+	}
+	if rec := s.do("GET", "/readyz", "", ""); rec.Code != 200 {
+		t.Errorf("readyz %d", rec.Code)
+	}
+	s.post("/v1/spend", `{"limit":"Logins","id":"secret-subscriber"}`)
+	rec := s.do("GET", "/metrics", "", "")
+	body := rec.Body.String()
+	for _, want := range []string{
+		`limiter_decisions_total{limit="Logins",op="spend",outcome="allowed"} 1`,
+		`limiter_http_request_duration_seconds_count{method="POST",route="/v1/spend",status="200"} 1`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "secret-subscriber") {
+		t.Error("/metrics contains a subscriber id")
+	}
+}
+
+// failingSource fails every call, as an unreachable store does.
+type failingSource struct{ panics bool }
+
+var errDown = errors.New("store down")
+
+func (f failingSource) fail() error {
+	if f.panics {
+		panic("source bug")
+	}
+	return errDown
+}
+func (f failingSource) Spend(context.Context, int64, []gcra.Op, []gcra.Outcome) error {
+	return f.fail()
+}
+func (f failingSource) Refund(context.Context, int64, []gcra.Op, []gcra.Outcome) error {
+	return f.fail()
+}
+func (f failingSource) Reset(context.Context, int64, []string) (int, error) { return 0, f.fail() }
+func (f failingSource) Ping(context.Context) error                          { return f.fail() }
+func (f failingSource) Close() error                                        { return nil }
+
+func TestSourceFailureIs503(t *testing.T) {
+	s := newServer(t, failingSource{}, false)
+	for _, path := range []string{"/v1/spend", "/v1/check", "/v1/refund", "/v1/reset"} {
+		rec := s.post(path, `{"limit":"Logins","id":"a"}`)
+		if e := decode[errorJSON](t, rec); rec.Code != 503 || e.Error.Code != "source_unavailable" {
+			t.Errorf("%s: %d %+v, want 503 source_unavailable", path, rec.Code, e)
+		}
+	}
+	if rec := s.do("GET", "/readyz", "", ""); rec.Code != 503 {
+		t.Errorf("readyz with a failing source: %d, want 503", rec.Code)
+	}
+	// Bad input is still the client's error, whatever the source does.
+	if rec := s.post("/v1/spend", `{"limit":"Nope","id":"a"}`); rec.Code != 400 {
+		t.Errorf("bad input with a failing source: %d, want 400", rec.Code)
+	}
+}
+
+// With fail-open, a failing source lets spends and checks through, marked
+// degraded; refunds and resets still fail, and bad input is still a 400.
+func TestFailOpen(t *testing.T) {
+	s := newServer(t, failingSource{}, false, ratelimits.WithFailOpen())
+	for _, path := range []string{"/v1/spend", "/v1/check"} {
+		rec := s.post(path, `{"limit":"Logins","id":"a"}`)
+		var got struct {
+			Allowed  bool `json:"allowed"`
+			Degraded bool `json:"degraded"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 200 || !got.Allowed || !got.Degraded {
+			t.Errorf("%s: %d %s, want 200 allowed and degraded", path, rec.Code, rec.Body)
+		}
+	}
+	for _, path := range []string{"/v1/refund", "/v1/reset"} {
+		if rec := s.post(path, `{"limit":"Logins","id":"a"}`); rec.Code != 503 {
+			t.Errorf("%s with fail-open: %d, want 503", path, rec.Code)
+		}
+	}
+	if rec := s.post("/v1/spend", `{"limit":"Logins","id":"a","cost":9}`); rec.Code != 400 {
+		t.Errorf("bad cost with fail-open: %d, want 400", rec.Code)
+	}
+	if !strings.Contains(s.do("GET", "/metrics", "", "").Body.String(), "limiter_degraded_answers_total 2") {
+		t.Error("degraded answers not counted")
+	}
+}
+
+func TestPanicIs500(t *testing.T) {
+	s := newServer(t, failingSource{panics: true}, false)
+	rec := s.post("/v1/spend", `{"limit":"Logins","id":"a"}`)
+	if e := decode[errorJSON](t, rec); rec.Code != 500 || e.Error.Code != "internal" {
+		t.Fatalf("panicking source: %d %+v, want 500 internal", rec.Code, e)
+	}
+	if rec := s.do("GET", "/healthz", "", ""); rec.Code != 200 {
+		t.Fatalf("after a panic: healthz %d", rec.Code)
+	}
+}
+
+func BenchmarkSpendHandler(b *testing.B) {
+	cfg, err := ratelimits.ParseConfig("d", []byte(defaults), "o", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.New())
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := httpapi.New(httpapi.Options{Limiter: l})
+	body := `{"limit":"Fast","id":"12345","cost":0}`
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest("POST", "/v1/spend", strings.NewReader(body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		_, _ = io.Copy(io.Discard, rec.Body)
+	}
+}
