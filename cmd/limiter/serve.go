@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jmhodges/clock"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// serveFlags are serve's settings, each also read from the environment.
+type serveFlags struct {
+	configFlags
+	listen          string
+	source          string
+	maxBuckets      int
+	maxBodyBytes    int64
+	maxBatch        int
+	sourceTimeout   time.Duration
+	shutdownTimeout time.Duration
+	failOpen        bool
+	logFormat       string
+	logLevel        string
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+	var bad []string
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("limiter serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f.configFlags.register(fs)
+	fs.StringVar(&f.listen, "listen", envString("LIMITER_LISTEN", "127.0.0.1:8080"), "address to serve HTTP on (env LIMITER_LISTEN)")
+	fs.StringVar(&f.source, "source", envString("LIMITER_SOURCE", "memory"), "bucket source: memory, redis://host:port[/db], or redis-cluster://host:port[,host:port...] (env LIMITER_SOURCE)")
+	fs.IntVar(&f.maxBuckets, "max-buckets", envParsed("LIMITER_MAX_BUCKETS", 1_000_000, parseInt, &bad), "most buckets the memory source holds; the least recently used is evicted beyond (env LIMITER_MAX_BUCKETS)")
+	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", envParsed("LIMITER_MAX_BODY_BYTES", int64(httpapi.DefaultMaxBodyBytes), parseInt64, &bad), "largest request body accepted (env LIMITER_MAX_BODY_BYTES)")
+	fs.IntVar(&f.maxBatch, "max-batch", envParsed("LIMITER_MAX_BATCH", httpapi.DefaultMaxBatch, parseInt, &bad), "most transactions in one request (env LIMITER_MAX_BATCH)")
+	fs.DurationVar(&f.sourceTimeout, "source-timeout", envParsed("LIMITER_SOURCE_TIMEOUT", 100*time.Millisecond, time.ParseDuration, &bad), "longest wait for the bucket source before answering 503 (env LIMITER_SOURCE_TIMEOUT)")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envParsed("LIMITER_SHUTDOWN_TIMEOUT", 15*time.Second, time.ParseDuration, &bad), "how long in-flight requests may finish after SIGINT/SIGTERM (env LIMITER_SHUTDOWN_TIMEOUT)")
+	fs.BoolVar(&f.failOpen, "fail-open", envParsed("LIMITER_FAIL_OPEN", false, strconv.ParseBool, &bad), "when the source fails, answer spends and checks allowed with \"degraded\": true instead of 503 (env LIMITER_FAIL_OPEN)")
+	fs.StringVar(&f.logFormat, "log-format", envString("LIMITER_LOG_FORMAT", "text"), "log format: text or json (env LIMITER_LOG_FORMAT)")
+	fs.StringVar(&f.logLevel, "log-level", envString("LIMITER_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env LIMITER_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("bad environment: %s", strings.Join(bad, "; "))
+	}
+	if f.maxBuckets <= 0 || f.maxBodyBytes <= 0 || f.maxBatch <= 0 || f.sourceTimeout <= 0 || f.shutdownTimeout <= 0 {
+		return nil, errors.New("--max-buckets, --max-body-bytes, --max-batch, --source-timeout and --shutdown-timeout must be positive")
+	}
+	return f, nil
+}
+
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// newClock returns the real clock, or a fake one starting at
+// LIMITER_FAKECLOCK (RFC 3339) for tests; the fake one is also returned so
+// that /debug/clock can move it.
+func newClock() (clock.Clock, clock.FakeClock, error) {
+	v, ok := os.LookupEnv("LIMITER_FAKECLOCK")
+	if !ok || v == "" {
+		return clock.New(), nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("LIMITER_FAKECLOCK=%q is not an RFC 3339 time: %w", v, err)
+	}
+	fake := clock.NewFake()
+	fake.Set(t)
+	return fake, fake, nil
+}
+
+// serve wires flags → config → source → Limiter → handlers → server, and
+// shuts down in reverse order on SIGINT or SIGTERM.
+func serve(args []string, stderr io.Writer) int {
+	f, err := parseServeFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "limiter serve:", err)
+		return 2
+	}
+	log, err := newLogger(f.logFormat, f.logLevel, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "limiter serve:", err)
+		return 2
+	}
+	if err := runServer(f, log); err != nil {
+		log.Error("limiter stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func runServer(f *serveFlags, log *slog.Logger) error {
+	cfg, err := ratelimits.LoadConfig(f.defaults, f.overrides)
+	if err != nil {
+		logConfigProblems(log, err)
+		return errors.New("configuration did not load")
+	}
+	clk, fake, err := newClock()
+	if err != nil {
+		return err
+	}
+	src, err := openSource(f)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := src.Close(); err != nil {
+			log.Warn("closing the source", "err", err)
+		}
+	}()
+	opts := []ratelimits.Option{ratelimits.WithSourceTimeout(f.sourceTimeout)}
+	if f.failOpen {
+		opts = append(opts, ratelimits.WithFailOpen())
+	}
+	limiter, err := ratelimits.NewLimiter(cfg, src, clk, opts...)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	handler := httpapi.New(httpapi.Options{
+		Limiter:      limiter,
+		Logger:       log,
+		MaxBodyBytes: f.maxBodyBytes,
+		MaxBatch:     f.maxBatch,
+		FakeClock:    fake,
+		Registry:     reg,
+	})
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "source", sourceKind(f.source), "defaults", f.defaults,
+		"overrides", f.overrides, "fake_clock", fake != nil, "version", buildVersion())
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests", "timeout", f.shutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// logConfigProblems logs every problem of a failed load, one line each.
+func logConfigProblems(log *slog.Logger, err error) {
+	var ce *ratelimits.ConfigError
+	if !errors.As(err, &ce) {
+		log.Error("configuration", "err", err)
+		return
+	}
+	for _, p := range ce.Problems {
+		log.Error("configuration problem", "problem", p.String())
+	}
+}
