@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: formatting, vet, and every test
+# (unit, conformance, public vectors, black-box tests of the binary against
+# real redis-server processes) under the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The Redis tests start their own redis-server processes on free loopback
+# ports; they need the binaries, not a running server.
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "scripts/test.sh: installing redis-server (apt-get)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "scripts/test.sh: redis-server and redis-cli are required; install them (e.g. sudo apt-get install -y redis-server)" >&2
+    exit 1
+  fi
+fi
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
+if [ -n "$unformatted" ]; then
+  echo "scripts/test.sh: gofmt would change: $unformatted" >&2
+  exit 1
+fi
+go vet ./...
+go test -race -count=1 -timeout 12m ./...
