@@ -48,10 +48,11 @@ func badRequest(code, message string, transaction int) *apiError {
 // Validation errors are the client's (400); anything else means the source
 // failed (503), since the Limiter produces no other kind.
 func limiterError(err error) *apiError {
-	index := -1
+	index, message := -1, err.Error()
 	var te *ratelimits.TransactionError
 	if errors.As(err, &te) {
-		index = te.Index
+		// The index travels in its own field; the message need not repeat it.
+		index, message = te.Index, te.Err.Error()
 	}
 	for _, m := range []struct {
 		target error
@@ -65,7 +66,7 @@ func limiterError(err error) *apiError {
 		{ratelimits.ErrDuplicateBucket, codeDuplicateBucket},
 	} {
 		if errors.Is(err, m.target) {
-			return badRequest(m.code, err.Error(), index)
+			return badRequest(m.code, message, index)
 		}
 	}
 	return &apiError{
