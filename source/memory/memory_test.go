@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,10 +162,13 @@ func BenchmarkSpendParallel(b *testing.B) {
 			src, keys := filled(b, buckets)
 			b.ReportAllocs()
 			b.ResetTimer()
+			var goroutines atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				out := make([]gcra.Outcome, 1)
 				ops := make([]gcra.Op, 1)
-				i := 0
+				// Each goroutine walks the keys from its own place; from the
+				// same place they would all queue on the same shard.
+				i := int(goroutines.Add(1)) * len(keys) / 7
 				for pb.Next() {
 					ops[0] = hourly(keys[i%len(keys)], 1)
 					_ = src.Spend(context.Background(), now, ops, out)
@@ -194,14 +198,18 @@ func BenchmarkSpendBatchOf3(b *testing.B) {
 func BenchmarkMemoryPerBucket(b *testing.B) {
 	const buckets = 1_000_000
 	for b.Loop() {
+		// Measured from before the keys exist, so their bytes count; the
+		// slice holding them is dropped before the second reading.
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		keys := make([]string, buckets)
 		for i := range keys {
 			keys[i] = fmt.Sprintf("3:%d", 100_000_000+i)
 		}
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		src := memory.New(buckets)
+		// Headroom: with a bound of exactly one million, uneven hashing
+		// would make a few shards evict before all are stored.
+		src := memory.New(2 * buckets)
 		out := make([]gcra.Outcome, 1)
 		ops := make([]gcra.Op, 1)
 		for _, k := range keys {
