@@ -36,6 +36,8 @@ const (
 	codeUnsupportedType = "unsupported_media_type"
 	codeUnavailable     = "source_unavailable"
 	codeNotFound        = "not_found"
+	codeUnauthorized    = "unauthorized"
+	codeReloadFailed    = "reload_failed"
 	codeMethod          = "method_not_allowed"
 	codeInternal        = "internal"
 )

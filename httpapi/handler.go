@@ -43,16 +43,35 @@ type Options struct {
 	// Registry receives the handler's metrics and the Go runtime
 	// collectors, and is served at /metrics. Nil makes a new one.
 	Registry *prometheus.Registry
+	// OmitMetrics leaves /metrics off this handler, for when metrics are
+	// served on a listener of their own.
+	OmitMetrics bool
+	// APITokens, when any are set, are required (as "Authorization: Bearer
+	// <token>") on every /v1/ call. AdminTokens, when any are set, are
+	// required on reset and reload, where an API token is then not enough;
+	// an admin token is accepted everywhere an API token is.
+	APITokens   [][]byte
+	AdminTokens [][]byte
+	// Reload, when set, is called by POST /v1/admin/reload to load the
+	// configuration files again. Its error is shown to the caller.
+	Reload func() error
+	// AccessLog logs one line per request (method, route, status,
+	// duration; never the raw path, which can carry ids).
+	AccessLog bool
 }
 
 // handler holds what every route needs.
 type handler struct {
-	limiter  *ratelimits.Limiter
-	log      *slog.Logger
-	maxBody  int64
-	maxBatch int
-	metrics  *metrics
-	bufs     sync.Pool
+	limiter     *ratelimits.Limiter
+	log         *slog.Logger
+	maxBody     int64
+	maxBatch    int
+	metrics     *metrics
+	bufs        sync.Pool
+	apiTokens   tokens
+	adminTokens tokens
+	reload      func() error
+	accessLog   bool
 }
 
 // New returns the API's http.Handler.
@@ -71,11 +90,15 @@ func New(opts Options) http.Handler {
 		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	h := &handler{
-		limiter:  opts.Limiter,
-		log:      opts.Logger,
-		maxBody:  opts.MaxBodyBytes,
-		maxBatch: opts.MaxBatch,
-		metrics:  newMetrics(opts.Registry),
+		limiter:     opts.Limiter,
+		log:         opts.Logger,
+		maxBody:     opts.MaxBodyBytes,
+		maxBatch:    opts.MaxBatch,
+		metrics:     newMetrics(opts.Registry),
+		apiTokens:   opts.APITokens,
+		adminTokens: opts.AdminTokens,
+		reload:      opts.Reload,
+		accessLog:   opts.AccessLog,
 	}
 	h.bufs.New = func() any { b := make([]byte, 0, 1024); return &b }
 
@@ -87,15 +110,20 @@ func New(opts Options) http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: codeMethod, message: r.Method + " is not allowed on " + r.URL.Path, transaction: -1})
 	})
-	r.Post("/v1/spend", h.decision(opSpend))
-	r.Post("/v1/check", h.decision(opCheck))
-	r.Post("/v1/refund", h.decision(opRefund))
-	r.Post("/v1/reset", h.reset)
-	r.Get("/v1/limits", h.limits)
-	r.Get("/v1/limits/{limit}/*", h.subscriber)
+	r.Post("/v1/spend", h.authorize(accessAPI, h.decision(opSpend)))
+	r.Post("/v1/check", h.authorize(accessAPI, h.decision(opCheck)))
+	r.Post("/v1/refund", h.authorize(accessAPI, h.decision(opRefund)))
+	r.Post("/v1/reset", h.authorize(accessAdmin, h.reset))
+	r.Get("/v1/limits", h.authorize(accessAPI, h.limits))
+	r.Get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
+	if h.reload != nil {
+		r.Post("/v1/admin/reload", h.authorize(accessAdmin, h.reloadConfig))
+	}
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
+	if !opts.OmitMetrics {
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
+	}
 	if opts.FakeClock != nil {
 		fc := fakeClockHandler{clock: opts.FakeClock}
 		r.Post("/debug/clock", fc.move)
@@ -259,6 +287,21 @@ func (h *handler) limits(w http.ResponseWriter, _ *http.Request) {
 		resp.Limits = append(resp.Limits, l)
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+type reloadResponse struct {
+	Reloaded bool `json:"reloaded"`
+}
+
+// reloadConfig serves POST /v1/admin/reload: the files are loaded and
+// validated whole; a failure leaves the running configuration untouched
+// and answers 422 with every problem.
+func (h *handler) reloadConfig(w http.ResponseWriter, _ *http.Request) {
+	if err := h.reload(); err != nil {
+		writeError(w, &apiError{status: http.StatusUnprocessableEntity, code: codeReloadFailed, message: err.Error(), transaction: -1})
+		return
+	}
+	writeJSON(w, http.StatusOK, reloadResponse{Reloaded: true})
 }
 
 type statusResponse struct {

@@ -87,6 +87,11 @@ func (h *handler) observe(next http.Handler) http.Handler {
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
-		h.metrics.requests.WithLabelValues(routePattern(r), r.Method, strconv.Itoa(rec.status)).Observe(time.Since(start).Seconds())
+		route, elapsed := routePattern(r), time.Since(start)
+		h.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
+		if h.accessLog {
+			h.log.Info("request", "method", r.Method, "route", route, "status", rec.status,
+				"duration_ms", float64(elapsed.Microseconds())/1000, "remote", r.RemoteAddr)
+		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/jmhodges/clock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -27,6 +28,7 @@ import (
 // serveFlags are serve's settings, each also read from the environment.
 type serveFlags struct {
 	configFlags
+	redisFlags
 	listen          string
 	source          string
 	maxBuckets      int
@@ -37,6 +39,11 @@ type serveFlags struct {
 	failOpen        bool
 	logFormat       string
 	logLevel        string
+	accessLog       bool
+	apiTokenFile    string
+	adminTokenFile  string
+	metricsListen   string
+	reloadInterval  time.Duration
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -45,6 +52,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs := flag.NewFlagSet("limiter serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f.configFlags.register(fs)
+	f.redisFlags.register(fs, &bad)
 	fs.StringVar(&f.listen, "listen", envString("LIMITER_LISTEN", "127.0.0.1:8080"), "address to serve HTTP on (env LIMITER_LISTEN)")
 	fs.StringVar(&f.source, "source", envString("LIMITER_SOURCE", "memory"), "bucket source: memory, redis://host:port[/db], or redis-cluster://host:port[,host:port...] (env LIMITER_SOURCE)")
 	fs.IntVar(&f.maxBuckets, "max-buckets", envParsed("LIMITER_MAX_BUCKETS", 1_000_000, parseInt, &bad), "most buckets the memory source holds; the least recently used is evicted beyond (env LIMITER_MAX_BUCKETS)")
@@ -55,6 +63,11 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.BoolVar(&f.failOpen, "fail-open", envParsed("LIMITER_FAIL_OPEN", false, strconv.ParseBool, &bad), "when the source fails, answer spends and checks allowed with \"degraded\": true instead of 503 (env LIMITER_FAIL_OPEN)")
 	fs.StringVar(&f.logFormat, "log-format", envString("LIMITER_LOG_FORMAT", "text"), "log format: text or json (env LIMITER_LOG_FORMAT)")
 	fs.StringVar(&f.logLevel, "log-level", envString("LIMITER_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env LIMITER_LOG_LEVEL)")
+	fs.BoolVar(&f.accessLog, "access-log", envParsed("LIMITER_ACCESS_LOG", false, strconv.ParseBool, &bad), "log one line per request: method, route, status, duration (env LIMITER_ACCESS_LOG)")
+	fs.StringVar(&f.apiTokenFile, "api-token-file", envString("LIMITER_API_TOKEN_FILE", ""), "file of bearer tokens, one per line, required on every /v1/ call when set (env LIMITER_API_TOKEN_FILE)")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", envString("LIMITER_ADMIN_TOKEN_FILE", ""), "file of admin bearer tokens, required on reset and reload when set (env LIMITER_ADMIN_TOKEN_FILE)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", envString("LIMITER_METRICS_LISTEN", ""), "serve /metrics on this address instead of --listen (env LIMITER_METRICS_LISTEN)")
+	fs.DurationVar(&f.reloadInterval, "reload-interval", envParsed("LIMITER_RELOAD_INTERVAL", time.Second, time.ParseDuration, &bad), "how often the config files are checked for changes; 0 turns watching off (SIGHUP and the admin endpoint still reload) (env LIMITER_RELOAD_INTERVAL)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -63,6 +76,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("bad environment: %s", strings.Join(bad, "; "))
+	}
+	if f.reloadInterval < 0 {
+		return nil, errors.New("--reload-interval must not be negative")
 	}
 	if f.maxBuckets <= 0 || f.maxBodyBytes <= 0 || f.maxBatch <= 0 || f.sourceTimeout <= 0 || f.shutdownTimeout <= 0 {
 		return nil, errors.New("--max-buckets, --max-body-bytes, --max-batch, --source-timeout and --shutdown-timeout must be positive")
@@ -131,6 +147,14 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		logConfigProblems(log, err)
 		return errors.New("configuration did not load")
 	}
+	apiTokens, err := readTokenFile(f.apiTokenFile)
+	if err != nil {
+		return err
+	}
+	adminTokens, err := readTokenFile(f.adminTokenFile)
+	if err != nil {
+		return err
+	}
 	clk, fake, err := newClock()
 	if err != nil {
 		return err
@@ -144,16 +168,17 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 			log.Warn("closing the source", "err", err)
 		}
 	}()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := []ratelimits.Option{ratelimits.WithSourceTimeout(f.sourceTimeout)}
 	if f.failOpen {
 		opts = append(opts, ratelimits.WithFailOpen())
 	}
-	limiter, err := ratelimits.NewLimiter(cfg, src, clk, opts...)
+	limiter, err := ratelimits.NewLimiter(cfg, observeSource(src, reg), clk, opts...)
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reload := newReloader(f.defaults, f.overrides, limiter, log, reg)
 	handler := httpapi.New(httpapi.Options{
 		Limiter:      limiter,
 		Logger:       log,
@@ -161,14 +186,86 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		MaxBatch:     f.maxBatch,
 		FakeClock:    fake,
 		Registry:     reg,
+		OmitMetrics:  f.metricsListen != "",
+		APITokens:    apiTokens,
+		AdminTokens:  adminTokens,
+		Reload:       reload.adminReload,
+		AccessLog:    f.accessLog,
 	})
 
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// SIGHUP is taken over before the process says it is listening: its
+	// default action would otherwise end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	servers := []*namedServer{{name: "api", addr: f.listen, handler: handler}}
+	if f.metricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		servers = append(servers, &namedServer{name: "metrics", addr: f.metricsListen, handler: mux})
+	}
+	served := make(chan error, len(servers))
+	for _, s := range servers {
+		if err := s.start(log, served); err != nil {
+			shutdownAll(servers, f.shutdownTimeout, log)
+			return err
+		}
+	}
+	go reloadOnSignal(ctx, hup, reload)
+	if f.reloadInterval > 0 {
+		go reload.watch(ctx, f.reloadInterval)
+	}
+	log.Info("listening", "addr", servers[0].bound, "source", sourceKind(f.source), "defaults", f.defaults,
+		"overrides", f.overrides, "fake_clock", fake != nil, "auth", len(apiTokens) > 0 || len(adminTokens) > 0, "version", buildVersion())
+
+	select {
+	case err := <-served:
+		shutdownAll(servers, f.shutdownTimeout, log)
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests", "timeout", f.shutdownTimeout)
+	if err := shutdownAll(servers, f.shutdownTimeout, log); err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           handler,
+	log.Info("stopped")
+	return nil
+}
+
+// reloadOnSignal reloads the configuration on every signal from hup until
+// ctx ends.
+func reloadOnSignal(ctx context.Context, hup <-chan os.Signal, r *reloader) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			_ = r.Reload("SIGHUP") // failures are logged and counted
+		}
+	}
+}
+
+// namedServer is one listener of the process: the API, or metrics.
+type namedServer struct {
+	name    string
+	addr    string
+	handler http.Handler
+	bound   string
+	srv     *http.Server
+}
+
+// start listens (so a taken port fails the start at once) and serves in
+// the background; the end of serving is reported on served.
+func (n *namedServer) start(log *slog.Logger, served chan<- error) error {
+	ln, err := net.Listen("tcp", n.addr)
+	if err != nil {
+		return fmt.Errorf("%s listener: %w", n.name, err)
+	}
+	n.bound = ln.Addr().String()
+	n.srv = &http.Server{
+		Handler:           n.handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -176,26 +273,33 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "source", sourceKind(f.source), "defaults", f.defaults,
-		"overrides", f.overrides, "fake_clock", fake != nil, "version", buildVersion())
-
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
+	if n.name != "api" {
+		log.Info("listening", "server", n.name, "addr", n.bound)
 	}
-	log.Info("shutting down: finishing in-flight requests", "timeout", f.shutdownTimeout)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	log.Info("stopped")
+	go func() {
+		if err := n.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			served <- fmt.Errorf("%s server: %w", n.name, err)
+		}
+	}()
 	return nil
+}
+
+// shutdownAll stops every started server, letting in-flight requests
+// finish within timeout.
+func shutdownAll(servers []*namedServer, timeout time.Duration, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var errs []error
+	for _, s := range servers {
+		if s.srv == nil {
+			continue
+		}
+		if err := s.srv.Shutdown(ctx); err != nil {
+			log.Warn("shutdown", "server", s.name, "err", err)
+			errs = append(errs, fmt.Errorf("%s shutdown: %w", s.name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // logConfigProblems logs every problem of a failed load, one line each.

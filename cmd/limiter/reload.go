@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// reloader loads both configuration files again and swaps the result into
+// the Limiter. The new set is loaded and validated whole before the swap, so
+// no request ever sees half a configuration, and a set that fails to load
+// leaves the running one untouched. Buckets are not touched: a changed limit
+// applies from the next decision.
+type reloader struct {
+	defaults, overrides string
+	limiter             *ratelimits.Limiter
+	log                 *slog.Logger
+
+	mu        sync.Mutex // one reload at a time, so swaps happen in order
+	seen      string     // the files' signature at the last load attempt
+	successes prometheus.Counter
+	failures  prometheus.Counter
+	lastGood  prometheus.Gauge
+
+	overridesByLimit *prometheus.GaugeVec
+}
+
+func newReloader(defaults, overrides string, limiter *ratelimits.Limiter, log *slog.Logger, reg prometheus.Registerer) *reloader {
+	r := &reloader{
+		defaults:  defaults,
+		overrides: overrides,
+		limiter:   limiter,
+		log:       log,
+		successes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "limiter_config_reloads_total",
+			Help: "Configuration reloads that loaded and replaced the running configuration.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "limiter_config_reload_failures_total",
+			Help: "Configuration reloads that failed; the running configuration was kept.",
+		}),
+		lastGood: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "limiter_config_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful configuration load (startup included).",
+		}),
+		overridesByLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "limiter_overrides_loaded",
+			Help: "Overrides in the running configuration, per limit name.",
+		}, []string{"limit"}),
+	}
+	reg.MustRegister(r.successes, r.failures, r.lastGood, r.overridesByLimit)
+	r.seen = signature(defaults, overrides)
+	r.loaded(limiter.Config())
+	return r
+}
+
+// loaded records a configuration that just went into use.
+func (r *reloader) loaded(cfg *ratelimits.Config) {
+	r.lastGood.SetToCurrentTime()
+	r.overridesByLimit.Reset()
+	for _, n := range cfg.Names() {
+		r.overridesByLimit.WithLabelValues(n.String).Set(float64(cfg.OverrideCount(n.Name)))
+	}
+}
+
+// Reload loads the files and, if they are valid, puts them in use. trigger
+// says in the log what asked for it. The error lists every problem.
+func (r *reloader) Reload(trigger string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = signature(r.defaults, r.overrides)
+	cfg, err := ratelimits.LoadConfig(r.defaults, r.overrides)
+	if err != nil {
+		r.failures.Inc()
+		var ce *ratelimits.ConfigError
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				r.log.Error("config reload failed; keeping the running configuration", "trigger", trigger, "problem", p.String())
+			}
+		} else {
+			r.log.Error("config reload failed; keeping the running configuration", "trigger", trigger, "err", err)
+		}
+		return err
+	}
+	r.limiter.SetConfig(cfg)
+	r.successes.Inc()
+	r.loaded(cfg)
+	r.log.Info("configuration reloaded", "trigger", trigger, "defaults", r.defaults, "overrides", r.overrides)
+	return nil
+}
+
+// adminReload is Reload for the admin endpoint.
+func (r *reloader) adminReload() error { return r.Reload("admin endpoint") }
+
+// watch reloads whenever either file's signature changes, checking every
+// interval until ctx ends. Polling the paths (following symlinks) sees every
+// way a file is replaced: an edit in place, a write-then-rename, and the
+// symlink swap Kubernetes does for ConfigMaps, without a dependency on
+// inotify or on which directory entry changed.
+func (r *reloader) watch(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		changed := signature(r.defaults, r.overrides) != r.seen
+		r.mu.Unlock()
+		if changed {
+			_ = r.Reload("file change") // failures are logged and counted
+		}
+	}
+}
+
+// signature identifies the current contents of the files without reading
+// them: device, inode, size and modification time of what each path points
+// to, or "missing".
+func signature(paths ...string) string {
+	var b strings.Builder
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			b.WriteString("missing;")
+			continue
+		}
+		var dev, ino uint64
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			dev, ino = uint64(st.Dev), st.Ino
+		}
+		fmt.Fprintf(&b, "%d:%d:%d:%d;", dev, ino, fi.Size(), fi.ModTime().UnixNano())
+	}
+	return b.String()
+}

@@ -1,0 +1,120 @@
+package httpapi_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/jmhodges/clock"
+
+	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/source/memory"
+)
+
+func newAuthServer(t *testing.T, api, admin []string, reload func() error) http.Handler {
+	t.Helper()
+	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
+	if err != nil {
+		t.Fatal(err)
+	}
+	toBytes := func(ss []string) (out [][]byte) {
+		for _, s := range ss {
+			out = append(out, []byte(s))
+		}
+		return out
+	}
+	return httpapi.New(httpapi.Options{Limiter: l, APITokens: toBytes(api), AdminTokens: toBytes(admin), Reload: reload})
+}
+
+func call(h http.Handler, method, path, token, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// Who may do what, for each way the two token files can be set.
+func TestTokens(t *testing.T) {
+	const spend, reset, reload = "/v1/spend", "/v1/reset", "/v1/admin/reload"
+	const body = `{"limit":"Logins","id":"a"}`
+	ok := func() error { return nil }
+	tests := []struct {
+		name       string
+		api, admin []string
+		path       string
+		token      string
+		want       int
+	}{
+		{"no tokens configured: open", nil, nil, spend, "", 200},
+		{"no tokens configured: reset open", nil, nil, reset, "", 200},
+		{"api tokens: missing token", []string{"t1", "t2"}, nil, spend, "", 401},
+		{"api tokens: wrong token", []string{"t1", "t2"}, nil, spend, "t3", 401},
+		{"api tokens: prefix of a token", []string{"t1", "t2"}, nil, spend, "t", 401},
+		{"api tokens: second token", []string{"t1", "t2"}, nil, spend, "t2", 200},
+		{"api tokens only: reset takes an api token", []string{"t1"}, nil, reset, "t1", 200},
+		{"admin tokens: reset refuses an api token", []string{"t1"}, []string{"boss"}, reset, "t1", 401},
+		{"admin tokens: reset takes an admin token", []string{"t1"}, []string{"boss"}, reset, "boss", 200},
+		{"admin tokens: reload refuses an api token", []string{"t1"}, []string{"boss"}, reload, "t1", 401},
+		{"admin tokens: reload takes an admin token", []string{"t1"}, []string{"boss"}, reload, "boss", 200},
+		{"admin tokens: an admin token may spend", []string{"t1"}, []string{"boss"}, spend, "boss", 200},
+		{"admin tokens only: spend stays open", nil, []string{"boss"}, spend, "", 200},
+		{"admin tokens only: reset needs one", nil, []string{"boss"}, reset, "", 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newAuthServer(t, tt.api, tt.admin, ok)
+			b := body
+			if tt.path == reload {
+				b = ""
+			}
+			rec := call(h, "POST", tt.path, tt.token, b)
+			if rec.Code != tt.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.want, rec.Body)
+			}
+			if tt.want == 401 {
+				if !strings.Contains(rec.Body.String(), `"code":"unauthorized"`) || rec.Header().Get("WWW-Authenticate") == "" {
+					t.Errorf("401 without the JSON error or WWW-Authenticate: %v %s", rec.Header(), rec.Body)
+				}
+			}
+		})
+	}
+}
+
+// A refused call changes nothing, and health and metrics need no token.
+func TestRefusedCallChangesNothing(t *testing.T) {
+	h := newAuthServer(t, []string{"t1"}, nil, nil)
+	for range 5 {
+		call(h, "POST", "/v1/spend", "wrong", `{"limit":"Logins","id":"a"}`)
+	}
+	rec := call(h, "GET", "/v1/limits/Logins/a", "t1", "")
+	if !strings.Contains(rec.Body.String(), `"remaining":3`) {
+		t.Fatalf("refused spends changed the bucket: %s", rec.Body)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		if rec := call(h, "GET", path, "", ""); rec.Code != 200 {
+			t.Errorf("%s without a token: %d", path, rec.Code)
+		}
+	}
+	// Without a Reload function the admin route does not exist.
+	if rec := call(h, "POST", "/v1/admin/reload", "t1", ""); rec.Code != 404 {
+		t.Errorf("reload without a reloader: %d, want 404", rec.Code)
+	}
+}
+
+func TestReloadEndpointReportsFailure(t *testing.T) {
+	h := newAuthServer(t, nil, nil, func() error { return errors.New("bad.yaml:3: Logins: burst must be positive") })
+	rec := call(h, "POST", "/v1/admin/reload", "", "")
+	if rec.Code != 422 || !strings.Contains(rec.Body.String(), "bad.yaml:3") || !strings.Contains(rec.Body.String(), "reload_failed") {
+		t.Fatalf("failed reload: %d %s", rec.Code, rec.Body)
+	}
+}
