@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/limiter-dev/limiter/ratelimits"
 )
@@ -41,6 +42,11 @@ func decodeTransactions(r *http.Request, maxBody int64, maxBatch int, ignoreMode
 	body, e := readBody(r, maxBody)
 	if e != nil {
 		return nil, e
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would quietly turn invalid bytes into U+FFFD, making
+		// a binary id into a different, valid-looking subscriber.
+		return nil, badRequest(codeMalformedJSON, "the request body is not valid UTF-8", -1)
 	}
 	var req requestJSON
 	if e := decodeStrict(body, &req, -1); e != nil {

@@ -223,6 +223,7 @@ func TestRefusals(t *testing.T) {
 		{"batch too large", "POST", "/v1/spend", "application/json", many, 400, "batch_too_large", -1},
 		{"unknown limit", "POST", "/v1/spend", "application/json", `{"limit":"Nope","id":"a"}`, 400, "unknown_limit", 0},
 		{"invalid id", "POST", "/v1/spend", "application/json", `{"limit":"Ranges","id":"10.0.0.0/8"}`, 400, "invalid_id", 0},
+		{"invalid UTF-8 in id", "POST", "/v1/spend", "application/json", "{\"limit\":\"Logins\",\"id\":\"a\xffb\"}", 400, "malformed_json", -1},
 		{"control character in id", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a\u0007b"}`, 400, "invalid_id", 0},
 		{"cost above burst", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":4}`, 400, "invalid_cost", 0},
 		{"negative cost", "POST", "/v1/check", "application/json", `{"limit":"Logins","id":"a","cost":-1}`, 400, "invalid_cost", 0},

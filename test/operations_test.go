@@ -281,3 +281,60 @@ func TestMetricsFamilies(t *testing.T) {
 		t.Error("/metrics carries an id or a client-chosen name in a label")
 	}
 }
+
+// The bad-input suite against a binary with tokens on: every request gets
+// a 4xx with the JSON error shape, and afterwards no bucket has changed.
+func TestBadInputSuiteWithTokens(t *testing.T) {
+	dir := t.TempDir()
+	api := writeFile(t, dir, "api.tokens", "good-token\n")
+	p := startLimiter(t, procOptions{Args: []string{"--api-token-file", api}})
+	const token = "good-token"
+	var manyTxns strings.Builder
+	manyTxns.WriteString(`{"transactions":[`)
+	for i := range 10_000 {
+		if i > 0 {
+			manyTxns.WriteByte(',')
+		}
+		fmt.Fprintf(&manyTxns, `{"limit":"LoginAttemptsPerUser","id":"u%d"}`, i)
+	}
+	manyTxns.WriteString(`]}`)
+	cases := []struct {
+		name, method, path, ctype, token, body string
+		want                                   int
+	}{
+		{"missing token", "POST", "/v1/spend", "application/json", "", `{"limit":"LoginAttemptsPerUser","id":"alice"}`, 401},
+		{"wrong token", "POST", "/v1/spend", "application/json", "bad-token", `{"limit":"LoginAttemptsPerUser","id":"alice"}`, 401},
+		{"2 MiB body", "POST", "/v1/spend", "application/json", token, `{"limit":"LoginAttemptsPerUser","id":"` + strings.Repeat("a", 2<<20) + `"}`, 413},
+		{"10,000 transactions", "POST", "/v1/spend", "application/json", token, manyTxns.String(), 400},
+		{"truncated JSON", "POST", "/v1/spend", "application/json", token, `{"limit":"LoginAttemptsPerUser","id":"al`, 400},
+		{"wrong type", "POST", "/v1/spend", "application/json", token, `{"limit":["LoginAttemptsPerUser"],"id":"alice"}`, 400},
+		{"huge cost", "POST", "/v1/spend", "application/json", token, `{"limit":"LoginAttemptsPerUser","id":"alice","cost":18446744073709551616}`, 400},
+		{"negative cost", "POST", "/v1/spend", "application/json", token, `{"limit":"LoginAttemptsPerUser","id":"alice","cost":-3}`, 400},
+		{"long id", "POST", "/v1/spend", "application/json", token, `{"limit":"LoginAttemptsPerUser","id":"` + strings.Repeat("x", 257) + `"}`, 400},
+		{"control characters in id", "POST", "/v1/spend", "application/json", token, `{"limit":"LoginAttemptsPerUser","id":"al\u0000ice"}`, 400},
+		{"binary body", "POST", "/v1/spend", "application/json", token, "\x00\x01\x02\xff", 400},
+		{"invalid UTF-8 id", "POST", "/v1/spend", "application/json", token, "{\"limit\":\"LoginAttemptsPerUser\",\"id\":\"\xff\xfe\"}", 400},
+		{"wrong method", "PUT", "/v1/spend", "application/json", token, `{"limit":"LoginAttemptsPerUser","id":"alice"}`, 405},
+		{"wrong method on limits", "DELETE", "/v1/limits", "", token, ``, 405},
+		{"wrong content type", "POST", "/v1/spend", "text/xml", token, `{"limit":"LoginAttemptsPerUser","id":"alice"}`, 415},
+	}
+	for _, c := range cases {
+		req := mustRequest(t, c.method, p.URL+c.path)
+		if c.body != "" {
+			req = mustRequestBody(t, c.method, p.URL+c.path, c.body)
+		}
+		req.Header.Set("Content-Type", c.ctype)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		r := p.send(req)
+		if r.Status != c.want || !strings.Contains(string(r.Body), `"error":{"code":"`) {
+			t.Errorf("%s: %d %.200s, want %d with the JSON error shape", c.name, r.Status, r.Body, c.want)
+		}
+	}
+	req := mustRequest(t, "GET", p.URL+"/v1/limits/LoginAttemptsPerUser/alice")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if r := p.send(req); !strings.Contains(string(r.Body), `"remaining":5`) {
+		t.Fatalf("a refused request changed alice's bucket: %s", r.Body)
+	}
+}
