@@ -1,0 +1,83 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func parseRedisFlags(t *testing.T, args ...string) *redisFlags {
+	t.Helper()
+	var bad []string
+	r := &redisFlags{}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	r.register(fs, &bad)
+	if err := fs.Parse(args); err != nil || len(bad) > 0 {
+		t.Fatalf("parse %v: %v %v", args, err, bad)
+	}
+	return r
+}
+
+func TestRedisFlagsOptions(t *testing.T) {
+	t.Setenv("LIMITER_REDIS_PASSWORD", "from-env")
+	r := parseRedisFlags(t, "--redis-pool-size=7", "--redis-read-timeout=250ms", "--redis-namespace=a:")
+	o, err := r.options("redis://u:from-url@h:1/2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Password != "from-env" || o.Username != "u" || o.PoolSize != 7 || o.ReadTimeout != 250*time.Millisecond ||
+		o.DialTimeout != 100*time.Millisecond || o.DB != 2 || o.Namespace != "a:" || o.ExpiryMargin != time.Minute {
+		t.Fatalf("options %+v", o)
+	}
+	if o, err := parseRedisFlags(t).options("redis://:from-url@h:1"); err != nil || o.Password != "from-env" {
+		t.Fatalf("env password does not override the URL's: %+v %v", o, err)
+	}
+}
+
+func TestRedisFlagsFakeClockMargin(t *testing.T) {
+	t.Setenv("LIMITER_FAKECLOCK", "2026-11-22T00:00:00Z")
+	if m := parseRedisFlags(t).expiryMargin; m != fakeClockExpiryMargin {
+		t.Fatalf("margin under a fake clock %v, want %v", m, fakeClockExpiryMargin)
+	}
+	if m := parseRedisFlags(t, "--redis-expiry-margin=5s").expiryMargin; m != 5*time.Second {
+		t.Fatalf("explicit margin %v, want 5s", m)
+	}
+}
+
+func TestRedisFlagsTLS(t *testing.T) {
+	if _, err := parseRedisFlags(t, "--redis-tls-insecure").options("redis://h:1"); err == nil {
+		t.Fatal("TLS flags accepted without a rediss URL")
+	}
+	o, err := parseRedisFlags(t, "--redis-tls-insecure").options("rediss-cluster://a:1,b:2")
+	if err != nil || o.TLS == nil || !o.TLS.InsecureSkipVerify || !o.Cluster {
+		t.Fatalf("rediss-cluster with --redis-tls-insecure: %+v %v", o, err)
+	}
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseRedisFlags(t, "--redis-tls-ca="+notPEM).options("rediss://h:1"); err == nil || !strings.Contains(err.Error(), "no PEM") {
+		t.Fatalf("a CA file without a certificate: %v", err)
+	}
+}
+
+func TestRedisFlagsRefuse(t *testing.T) {
+	for _, args := range [][]string{{"--redis-read-timeout=0s"}, {"--redis-pool-size=-1"}, {"--redis-expiry-margin=0s"}} {
+		if _, err := parseRedisFlags(t, args...).options("redis://h:1"); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// An unknown scheme's error never shows the password.
+func TestOpenSourceRedactsPassword(t *testing.T) {
+	_, err := openSource(&serveFlags{source: "redis+x://u:hunter2@h:1"})
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error %v", err)
+	}
+}

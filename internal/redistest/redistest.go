@@ -1,0 +1,126 @@
+// Package redistest starts real redis-server processes for tests: a
+// standalone server and a three-master Redis Cluster on free loopback
+// ports (never the standard 6379), without persistence, in temporary
+// directories, killed when the tests end (and, on Linux, when the test
+// binary dies).
+//
+// One standalone server and one cluster can be shared by all tests of a
+// test binary (Standalone, SharedCluster), started on first use and
+// stopped by Main, which the binary's TestMain must then call. Tests
+// sharing them keep apart by key prefix or call Flush. A test that stops
+// and restarts Redis, or a binary whose TestMain cannot call Main, takes
+// servers of its own from NewStandalone and NewCluster instead.
+//
+// A missing redis-server or redis-cli fails the test, never skips it: the
+// Redis source is only tested if Redis runs.
+package redistest
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// installHint is what a test says when Redis is not installed.
+const installHint = "run `apt-get install -y redis-server` (it provides redis-server and redis-cli)"
+
+// shared holds the servers a test binary shares. It is the one piece of
+// mutable package state, and only test binaries link this package.
+var shared struct {
+	mu         sync.Mutex
+	standalone *Server
+	cluster    *Cluster
+}
+
+// Main runs the tests of m and then stops the shared servers. Call it from
+// TestMain: os.Exit skips deferred functions and t.Cleanup does not span
+// tests, so nothing else would stop them.
+func Main(m *testing.M) {
+	code := m.Run()
+	stopShared()
+	os.Exit(code)
+}
+
+func stopShared() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.standalone != nil {
+		shared.standalone.destroy()
+		shared.standalone = nil
+	}
+	if shared.cluster != nil {
+		shared.cluster.destroy()
+		shared.cluster = nil
+	}
+}
+
+// Standalone returns the binary's shared standalone server, starting it
+// on first use.
+func Standalone(t testing.TB) *Server {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.standalone == nil {
+		s, err := startServer(false)
+		if err != nil {
+			t.Fatalf("redistest: starting redis-server: %v", err)
+		}
+		shared.standalone = s
+	}
+	return shared.standalone
+}
+
+// SharedCluster returns the binary's shared three-master cluster, creating
+// it on first use.
+func SharedCluster(t testing.TB) *Cluster {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.cluster == nil {
+		c, err := startCluster(3)
+		if err != nil {
+			t.Fatalf("redistest: starting a Redis Cluster: %v", err)
+		}
+		shared.cluster = c
+	}
+	return shared.cluster
+}
+
+// NewStandalone starts a standalone server of the test's own, stopped when
+// the test ends: for tests that stop and restart it.
+func NewStandalone(t testing.TB) *Server {
+	t.Helper()
+	s, err := startServer(false)
+	if err != nil {
+		t.Fatalf("redistest: starting redis-server: %v", err)
+	}
+	t.Cleanup(s.destroy)
+	return s
+}
+
+// NewCluster creates a three-master cluster of the test's own, stopped
+// when the test ends: for test binaries that cannot call Main.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := startCluster(3)
+	if err != nil {
+		t.Fatalf("redistest: starting a Redis Cluster: %v", err)
+	}
+	t.Cleanup(c.destroy)
+	return c
+}
+
+// lastLines returns the end of a log file, for failure messages.
+func lastLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return fmt.Sprintf("\n--- %s (last lines) ---\n%s", path, strings.Join(lines, "\n"))
+}

@@ -1,0 +1,197 @@
+package redistest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startTimeout bounds how long a server may take to answer after start.
+const startTimeout = 10 * time.Second
+
+// Server is one redis-server process on a loopback port.
+type Server struct {
+	port    int
+	busPort int // cluster bus port, 0 for a standalone server
+	dir     string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// URL is the server's address as a --source value.
+func (s *Server) URL() string { return "redis://" + s.Addr() }
+
+// Stop kills the server (its data is not kept). The address stays
+// reserved for Start.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	if err := s.stop(); err != nil {
+		t.Fatalf("redistest: stopping %s: %v", s.Addr(), err)
+	}
+}
+
+// Start starts a stopped server again on the same port, empty, and waits
+// until it answers.
+func (s *Server) Start(t testing.TB) {
+	t.Helper()
+	if err := s.start(); err != nil {
+		t.Fatalf("redistest: restarting %s: %v", s.Addr(), err)
+	}
+}
+
+// Pause freezes the server (SIGSTOP): connections stay open and accepted,
+// but nothing is answered, as with a Redis that hangs. Resume ends it.
+func (s *Server) Pause(t testing.TB) { s.signal(t, syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *Server) Resume(t testing.TB) { s.signal(t, syscall.SIGCONT) }
+
+func (s *Server) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		t.Fatalf("redistest: %s is not running", s.Addr())
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("redistest: %v to %s: %v", sig, s.Addr(), err)
+	}
+}
+
+// Flush deletes every key of the server.
+func (s *Server) Flush(t testing.TB) {
+	t.Helper()
+	if _, err := Do(s.Addr(), "FLUSHALL"); err != nil {
+		t.Fatalf("redistest: FLUSHALL on %s: %v", s.Addr(), err)
+	}
+}
+
+// startServer starts a new server on free ports; cluster adds the
+// cluster mode and a bus port.
+func startServer(cluster bool) (*Server, error) {
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return nil, fmt.Errorf("%s is not installed: %s", bin, installHint)
+		}
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir}
+	if s.port, err = freePort(); err != nil {
+		return nil, err
+	}
+	if cluster {
+		if s.busPort, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.start(); err != nil {
+		s.destroy()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) args() []string {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--logfile", s.logPath(),
+		"--daemonize", "no",
+	}
+	if s.busPort != 0 {
+		args = append(args,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(s.busPort),
+			"--cluster-node-timeout", "5000",
+		)
+	}
+	return args
+}
+
+func (s *Server) logPath() string { return filepath.Join(s.dir, "redis.log") }
+
+func (s *Server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return errors.New("already running")
+	}
+	cmd := exec.Command("redis-server", s.args()...)
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redis-server: %w (%s)", err, installHint)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.cmd, s.exited = cmd, exited
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if _, err := Do(s.Addr(), "PING"); err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			s.cmd = nil
+			return fmt.Errorf("redis-server on port %d exited at start%s", s.port, lastLines(s.logPath(), 20))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on port %d did not answer within %v%s", s.port, startTimeout, lastLines(s.logPath(), 20))
+		}
+	}
+}
+
+func (s *Server) stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return nil
+	}
+	_ = s.cmd.Process.Kill()
+	select {
+	case <-s.exited:
+	case <-time.After(startTimeout):
+		return errors.New("redis-server did not exit after SIGKILL")
+	}
+	s.cmd = nil
+	return nil
+}
+
+// destroy stops the server and removes its directory.
+func (s *Server) destroy() {
+	_ = s.stop()
+	_ = os.RemoveAll(s.dir)
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,200 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+)
+
+// ErrRollback means a denied multi-slot batch could not give back the
+// tokens its earlier slots had spent: they stay spent and refill as usual.
+var ErrRollback = errors.New("redis source: could not give back a denied batch's tokens")
+
+// A Redis script may only touch keys of one hash slot on a cluster, so a
+// batch whose keys span slots is applied as one script call per slot, in
+// ascending slot order. What this keeps (docs/redis.md says it for users):
+//
+//   - Each slot's part is atomic, and a batch within one slot is exactly
+//     as atomic as on one Redis.
+//   - No limit is ever overshot: every token is taken by an atomic check
+//     of its own bucket.
+//   - A denied batch leaves no trace: once a part is denied, the later
+//     parts are only read, and the tokens the earlier parts took are given
+//     back: each TAT moves back by exactly as much as the spend moved it
+//     forward (a refund, never a restore of the old TAT, so concurrent
+//     spenders on those buckets are never harmed).
+//   - Between a part's spend and its give-back, other requests see those
+//     tokens taken and may be denied for it. If this process dies in that
+//     window, or Redis fails, the tokens stay spent and refill normally.
+//
+// Applying parts in one global order means batches over the same buckets
+// meet their contention at the same first bucket: a batch that got past it
+// is not starved later by batches that have not.
+
+// slotGroups returns the indexes of keys grouped by hash slot, the groups
+// in ascending slot order and each group in batch order.
+func slotGroups(keys []string) [][]int {
+	order := make([]int, len(keys))
+	slots := make([]int, len(keys))
+	for i, k := range keys {
+		order[i], slots[i] = i, Slot(k)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return slots[a] - slots[b] })
+	var groups [][]int
+	for start := 0; start < len(order); {
+		end := start + 1
+		for end < len(order) && slots[order[end]] == slots[order[start]] {
+			end++
+		}
+		groups = append(groups, order[start:end])
+		start = end
+	}
+	return groups
+}
+
+// sameSlot reports whether all keys hash to one slot.
+func sameSlot(keys []string) bool {
+	if len(keys) < 2 {
+		return true
+	}
+	first := Slot(keys[0])
+	for _, k := range keys[1:] {
+		if Slot(k) != first {
+			return false
+		}
+	}
+	return true
+}
+
+// part is a batch's share in one slot. For a part to give back, decs
+// holds how far each of its spends moved the TAT.
+type part struct {
+	ops  []gcra.Op
+	keys []string
+	tats []int64
+	decs []int64
+}
+
+func gather(idx []int, ops []gcra.Op, keys []string) part {
+	p := part{ops: make([]gcra.Op, len(idx)), keys: make([]string, len(idx)), tats: make([]int64, len(idx))}
+	for j, i := range idx {
+		p.ops[j], p.keys[j] = ops[i], keys[i]
+	}
+	return p
+}
+
+// spendSlots applies a batch spanning slots part by part, and gives back
+// the parts already spent when a later part is denied.
+func (s *Source) spendSlots(ctx context.Context, now int64, ops []gcra.Op, keys []string, outcomes []gcra.Outcome) error {
+	tats := make([]int64, len(ops))
+	var spent []part // what the applied parts wrote, to give back if denied
+	denied := false
+	for _, idx := range slotGroups(keys) {
+		p := gather(idx, ops, keys)
+		verdict, err := s.runSpend(ctx, now, p.ops, p.keys, p.tats, !denied)
+		if err == nil {
+			err = checkPart(now, p, verdict, &spent, denied)
+		}
+		if err != nil {
+			return errors.Join(err, s.giveBack(ctx, now, spent))
+		}
+		denied = denied || !verdict
+		for j, i := range idx {
+			tats[i] = p.tats[j]
+		}
+	}
+	if gcra.SpendBatch(now, ops, tats, outcomes) == denied {
+		return errors.Join(fmt.Errorf("%w: parts say denied=%v", ErrVerdictMismatch, denied), s.giveBack(ctx, now, spent))
+	}
+	if denied {
+		return s.giveBack(ctx, now, spent)
+	}
+	return nil
+}
+
+// checkPart checks a part's verdict against gcra and, when the part was
+// written, records what it spent.
+func checkPart(now int64, p part, verdict bool, spent *[]part, readOnly bool) error {
+	out := make([]gcra.Outcome, len(p.ops))
+	if gcra.SpendBatch(now, p.ops, p.tats, out) != verdict {
+		return fmt.Errorf("%w: script says allowed=%v", ErrVerdictMismatch, verdict)
+	}
+	if !verdict || readOnly {
+		return nil
+	}
+	// What a spend took is how far it moved the TAT, which is less than
+	// its cost when the new TAT saturated at the largest int64: giving
+	// back exactly that restores the bucket as it was.
+	var w part
+	for j, o := range out {
+		if o.Write {
+			w.keys = append(w.keys, p.keys[j])
+			w.decs = append(w.decs, o.NewTAT-max(now, p.tats[j]))
+		}
+	}
+	if len(w.keys) > 0 {
+		w.tats = make([]int64, len(w.keys))
+		*spent = append(*spent, w)
+	}
+	return nil
+}
+
+// giveBack refunds what denied parts spent, by cost. It runs even when
+// ctx is done (the tokens must come back), bounded by its own timeout.
+func (s *Source) giveBack(ctx context.Context, now int64, spent []part) error {
+	if len(spent) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.rollbackTimeout)
+	defer cancel()
+	var errs []error
+	for _, p := range spent {
+		if err := s.runRefund(ctx, now, p.keys, p.decs, p.tats); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrRollback, errors.Join(errs...))
+	}
+	return nil
+}
+
+// refundSlots refunds a batch spanning slots part by part. Each bucket's
+// refund is atomic; the batch as a whole is not (nor does a refund need
+// to be: it never denies).
+func (s *Source) refundSlots(ctx context.Context, now int64, ops []gcra.Op, keys []string, tats []int64) error {
+	for _, idx := range slotGroups(keys) {
+		p := gather(idx, ops, keys)
+		p.decs = make([]int64, len(idx))
+		for j := range p.ops {
+			p.decs[j] = refundDecrement(&p.ops[j])
+		}
+		if err := s.runRefund(ctx, now, p.keys, p.decs, p.tats); err != nil {
+			return err
+		}
+		for j, i := range idx {
+			tats[i] = p.tats[j]
+		}
+	}
+	return nil
+}
+
+// resetSlots deletes keys spanning slots part by part.
+func (s *Source) resetSlots(ctx context.Context, now int64, keys []string) (int, error) {
+	total := 0
+	for _, idx := range slotGroups(keys) {
+		part := make([]string, len(idx))
+		for j, i := range idx {
+			part[j] = keys[i]
+		}
+		n, err := s.runReset(ctx, now, part)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}

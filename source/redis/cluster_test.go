@@ -1,0 +1,133 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/source/redis"
+)
+
+// bucketsInSlots returns n bucket keys in n different hash slots, in
+// ascending slot order (the order a multi-slot batch is applied in).
+func bucketsInSlots(n int) []string {
+	var out []string
+	last := -1
+	for i := 0; len(out) < n; i++ {
+		b := fmt.Sprintf("b:%d", i)
+		if s := redis.Slot(b); s > last+500 {
+			out, last = append(out, b), s
+		}
+	}
+	return out
+}
+
+// A batch denied in a later slot gives back what its earlier slot took:
+// the buckets are exactly as before, stored TATs and absent keys alike,
+// and spend-only ops are given back too.
+func TestClusterDeniedBatchLeavesNoTrace(t *testing.T) {
+	opts := cluster(t)
+	src := newSource(t, opts)
+	c := rawClient(t, opts)
+	ctx := context.Background()
+	b := bucketsInSlots(4)
+	first, fresh, spendOnly, last := b[0], b[1], b[2], b[3]
+	spend(t, src, now, hourly(first, 7))
+	spend(t, src, now, hourly(last, 100)) // empty: the batch will be denied here
+	before, err := c.Get(ctx, src.Key(first)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := hourly(spendOnly, 5)
+	so.Mode = gcra.SpendOnly
+	out := spend(t, src, now, hourly(first, 3), hourly(fresh, 4), so, hourly(last, 1))
+	if !out[0].Allowed || !out[1].Allowed || !out[2].Allowed || out[3].Allowed {
+		t.Fatalf("outcomes %+v: want the first three allowed, the last denied", out)
+	}
+	for i, o := range out {
+		if o.Write {
+			t.Fatalf("op %d of a denied batch marked written", i)
+		}
+	}
+	if after, _ := c.Get(ctx, src.Key(first)).Result(); after != before {
+		t.Fatalf("first bucket %q after the denied batch, want %q as before", after, before)
+	}
+	for _, k := range []string{fresh, spendOnly} {
+		if n, _ := c.Exists(ctx, src.Key(k)).Result(); n != 0 {
+			t.Fatalf("bucket %s was full before the denied batch but is stored after it", k)
+		}
+	}
+	// The same batch, the empty bucket first: nothing after it is written.
+	out = spend(t, src, now, hourly(last, 1), hourly(first, 3))
+	if out[0].Allowed || !out[1].Allowed {
+		t.Fatalf("outcomes %+v", out)
+	}
+	if after, _ := c.Get(ctx, src.Key(first)).Result(); after != before {
+		t.Fatalf("first bucket %q after the second denied batch, want %q", after, before)
+	}
+}
+
+// An allowed batch across slots is written in every slot, with the same
+// outcomes as the gcra functions give on the same TATs.
+func TestClusterAllowedBatchAcrossSlots(t *testing.T) {
+	src := newSource(t, cluster(t))
+	b := bucketsInSlots(3)
+	spend(t, src, now, hourly(b[1], 10))
+	out := spend(t, src, now, hourly(b[2], 1), hourly(b[1], 2), hourly(b[0], 3))
+	for i, want := range []int64{99, 88, 97} {
+		if !out[i].Allowed || !out[i].Write || out[i].Remaining != want {
+			t.Fatalf("op %d: %+v, want allowed, written, %d remaining", i, out[i], want)
+		}
+	}
+	got := refund(t, src, now, hourly(b[0], 3), hourly(b[1], 12), hourly(b[2], 0))
+	if !got[0].Allowed || got[0].Remaining != 100 || !got[1].Allowed || got[1].Remaining != 100 || got[2].Allowed {
+		t.Fatalf("refund across slots: %+v", got)
+	}
+	if n, err := src.Reset(context.Background(), now, []string{b[0], b[1], b[2]}); err != nil || n != 1 {
+		t.Fatalf("Reset across slots = %d, %v; want 1 (only the third bucket was not full)", n, err)
+	}
+}
+
+// 48 goroutines spend cost 1 on a batch of three buckets in three slots,
+// each of burst 100: exactly 100 batches are allowed, and every bucket
+// ends empty (no token lost to a give-back, none taken twice).
+func TestClusterNoOvershootAcrossSlots(t *testing.T) {
+	src := newSource(t, cluster(t))
+	b := bucketsInSlots(3)
+	ops := []gcra.Op{hourly(b[2], 1), hourly(b[0], 1), hourly(b[1], 1)}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 48)
+	for range 48 {
+		wg.Go(func() {
+			out := make([]gcra.Outcome, len(ops))
+			for range 5 {
+				if err := src.Spend(context.Background(), now, ops, out); err != nil {
+					errs <- err
+					return
+				}
+				if out[0].Allowed && out[1].Allowed && out[2].Allowed {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := allowed.Load(); got != 100 {
+		t.Fatalf("%d batches allowed, want exactly 100", got)
+	}
+	for _, k := range b[:3] {
+		check := hourly(k, 0)
+		check.Mode = gcra.CheckOnly
+		if r := spend(t, src, now, check)[0].Remaining; r != 0 {
+			t.Fatalf("bucket %s has %d remaining, want 0", k, r)
+		}
+	}
+}

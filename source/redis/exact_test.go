@@ -1,0 +1,181 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/source/redis"
+)
+
+// exactLimit is a limit as emission interval and burst.
+type exactLimit struct{ ei, burst int64 }
+
+const year = int64(365 * 24 * time.Hour)
+
+// Limits whose arithmetic needs all 63 bits: decades and centuries of
+// burst offset, nanosecond intervals with bursts near 2^63, and one whose
+// spends saturate at the largest int64.
+var exactLimits = []exactLimit{
+	{ei: year, burst: 12},                  // a 12-year limit
+	{ei: 3 * year, burst: 97},              // 291 years
+	{ei: 1, burst: math.MaxInt64 / 2},      // 1 ns interval, burst near 2^62
+	{ei: 7, burst: math.MaxInt64 / 7},      // burst offset just below 2^63
+	{ei: int64(time.Second) / 3, burst: 3}, // an interval with a remainder
+	{ei: 999_999_937, burst: 1_000_003},    // limbs that carry
+	{ei: math.MaxInt64 / 5, burst: 5},      // every spend near the top
+	{ei: int64(100 * time.Millisecond), burst: 10},
+}
+
+func (l exactLimit) op(key string, cost int64, mode gcra.Mode) gcra.Op {
+	return gcra.Op{Key: key, EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: cost, Mode: mode}
+}
+
+// model is the reference: a map and the gcra batch functions, with the
+// rule that a TAT not after now is a missing bucket.
+type model map[string]int64
+
+func (m model) apply(now int64, ops []gcra.Op, isRefund bool) []gcra.Outcome {
+	tats := make([]int64, len(ops))
+	for i, op := range ops {
+		tat, ok := m[op.Key]
+		if !ok || tat <= now {
+			tat = gcra.Missing
+		}
+		tats[i] = tat
+	}
+	out := make([]gcra.Outcome, len(ops))
+	if isRefund {
+		gcra.RefundBatch(now, ops, tats, out)
+	} else {
+		gcra.SpendBatch(now, ops, tats, out)
+	}
+	for i, o := range out {
+		if o.Write {
+			m[ops[i].Key] = o.NewTAT
+		}
+	}
+	return out
+}
+
+// Random batches at times near 2^62 (and, for one regime, before 1970)
+// with limits of decades to centuries decide exactly as the model, to the
+// nanosecond, and the stored values are the model's TATs in decimal.
+func TestExactAt63Bits(t *testing.T) {
+	regimes := []struct {
+		name   string
+		start  int64
+		limits []exactLimit
+	}{
+		{"near 2^62", 1<<62 + 123_456_789, exactLimits},
+		{"2026", now, exactLimits},
+		// Before 1970 gcra's int64 arithmetic stays exact only while
+		// now - burstOffset fits, so the limits here are shorter.
+		{"before 1970", -3_000_000_000_123_456_789, []exactLimit{{year, 12}, {int64(time.Second) / 3, 3}, {999_999_937, 1_000_003}}},
+	}
+	for _, b := range backends {
+		for _, rg := range regimes {
+			t.Run(b.name+"/"+rg.name, func(t *testing.T) {
+				opts := b.opts(t)
+				src := newSource(t, opts)
+				rng := rand.New(rand.NewPCG(uint64(rg.start), 3))
+				keys := make([]string, 8)
+				for i := range keys {
+					keys[i] = fmt.Sprintf("x:%d", i)
+				}
+				m := model{}
+				at := rg.start
+				for step := range 400 {
+					switch rng.IntN(10) {
+					case 0:
+						if at < rg.start+100*year { // never near overflow
+							at += rng.Int64N(50 * year)
+						}
+					case 1:
+						at += rng.Int64N(int64(time.Hour))
+					default:
+						at += rng.Int64N(int64(2 * time.Second))
+					}
+					n := 1 + rng.IntN(3)
+					perm := rng.Perm(len(keys))[:n]
+					ops := make([]gcra.Op, n)
+					for i, k := range perm {
+						l := rg.limits[k%len(rg.limits)]
+						var cost int64
+						switch rng.IntN(4) {
+						case 0:
+							cost = l.burst
+						case 1:
+							cost = min(1, l.burst)
+						default:
+							cost = rng.Int64N(l.burst + 1)
+						}
+						ops[i] = l.op(keys[k], cost, gcra.Mode(rng.IntN(3)))
+					}
+					isRefund := rng.IntN(4) == 0
+					got := make([]gcra.Outcome, n)
+					var err error
+					if isRefund {
+						err = src.Refund(context.Background(), at, ops, got)
+					} else {
+						err = src.Spend(context.Background(), at, ops, got)
+					}
+					if err != nil {
+						t.Fatalf("step %d: %v", step, err)
+					}
+					want := m.apply(at, ops, isRefund)
+					for i := range ops {
+						if got[i] != want[i] {
+							t.Fatalf("step %d (refund=%v) op %d %+v at %d:\n got %+v\nwant %+v", step, isRefund, i, ops[i], at, got[i], want[i])
+						}
+					}
+				}
+				checkStored(t, opts, src, m, at)
+			})
+		}
+	}
+}
+
+// checkStored compares what Redis holds with the model: every bucket
+// that is not full at now is stored as its TAT in decimal, and no full
+// bucket is stored.
+func checkStored(t *testing.T, opts redis.Options, src *redis.Source, m model, at int64) {
+	t.Helper()
+	c := rawClient(t, opts)
+	for bucket, tat := range m {
+		v, err := c.Get(context.Background(), rawKey(src, bucket)).Result()
+		switch {
+		case tat <= at:
+			// Full by now: a stale key may linger until its expiry or
+			// next read, and must read as full; nothing else to check.
+		case err != nil:
+			t.Errorf("bucket %s (TAT %d after now %d) is not stored: %v", bucket, tat, at, err)
+		case v != strconv.FormatInt(tat, 10):
+			t.Errorf("bucket %s stored %q, want %d", bucket, v, tat)
+		}
+	}
+}
+
+// rawClient is a plain go-redis client on the same Redis, for looking at
+// what the source stored.
+func rawClient(t testing.TB, opts redis.Options) goredis.UniversalClient {
+	t.Helper()
+	var c goredis.UniversalClient
+	if opts.Cluster {
+		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: opts.Addrs})
+	} else {
+		c = goredis.NewClient(&goredis.Options{Addr: opts.Addrs[0]})
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rawKey is the Redis key src stores bucket under.
+func rawKey(src *redis.Source, bucket string) string { return src.Key(bucket) }

@@ -1,0 +1,190 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/limiter-dev/limiter/internal/redistest"
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/source/redis"
+)
+
+// callBudget is the deadline the fault tests give each call, as the
+// Limiter's default --source-timeout does, and slack is how late past it
+// an answer may come (the race detector and a busy machine included).
+const (
+	callBudget = 100 * time.Millisecond
+	slack      = 150 * time.Millisecond
+)
+
+// spendWithin spends with a callBudget deadline and returns the error and
+// how long the call took.
+func spendWithin(src *redis.Source, at int64, op gcra.Op) (error, time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), callBudget)
+	defer cancel()
+	start := time.Now()
+	err := src.Spend(ctx, at, []gcra.Op{op}, make([]gcra.Outcome, 1))
+	return err, time.Since(start)
+}
+
+// waitWorking polls until a spend succeeds again, within limit.
+func waitWorking(t *testing.T, src *redis.Source, at int64, limit time.Duration) {
+	t.Helper()
+	waitWorkingOn(t, src, "probe", limit)
+}
+
+// waitWorkingOn polls until a spend on bucket succeeds, within limit.
+func waitWorkingOn(t *testing.T, src *redis.Source, bucket string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err, _ := spendWithin(src, now, hourly(bucket, 0))
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the source did not recover within %v: %v", limit, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Redis stopped: calls fail within their deadline, never hang, and Ping
+// fails. Redis restarted on the same port: the same Source works again
+// by itself (new connections, and the script reloaded after NOSCRIPT).
+func TestFaultStopAndRestart(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src := newSource(t, redis.Options{Addrs: []string{srv.Addr()}, ReadTimeout: redis.DefaultTimeout})
+	if err, _ := spendWithin(src, now, hourly("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop(t)
+	for range 20 {
+		err, took := spendWithin(src, now, hourly("a", 1))
+		if err == nil {
+			t.Fatal("a spend succeeded with Redis stopped")
+		}
+		if took > callBudget+slack {
+			t.Fatalf("a spend with Redis stopped took %v, want at most %v", took, callBudget+slack)
+		}
+	}
+	if err := src.Ping(context.Background()); err == nil {
+		t.Fatal("Ping succeeded with Redis stopped")
+	}
+	srv.Start(t) // empty: no keys, no cached script
+	waitWorking(t, src, now, 2*time.Second)
+	if got := spend(t, src, now, hourly("a", 1))[0]; got.Remaining != 99 {
+		t.Fatalf("after the restart: %+v, want a fresh bucket (Redis lost its data)", got)
+	}
+	if err := src.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping after the restart: %v", err)
+	}
+}
+
+// Redis hanging (alive, accepting, not answering): calls give up at
+// their deadline instead of waiting, and work again once it answers.
+func TestFaultHangingRedis(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src := newSource(t, redis.Options{Addrs: []string{srv.Addr()}, ReadTimeout: redis.DefaultTimeout})
+	spend(t, src, now, hourly("a", 1))
+	srv.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume(t)
+		}
+	}()
+	for range 5 {
+		err, took := spendWithin(src, now, hourly("a", 1))
+		if err == nil {
+			t.Fatal("a spend succeeded with Redis paused")
+		}
+		if took > callBudget+slack {
+			t.Fatalf("a spend with Redis paused took %v, want at most %v", took, callBudget+slack)
+		}
+	}
+	srv.Resume(t)
+	resumed = true
+	waitWorking(t, src, now, 2*time.Second)
+	// Nothing spent while Redis hung was applied twice or lost: at most the
+	// five attempts may have landed (a timed-out call may still run).
+	if r := spend(t, src, now, hourly("a", 0))[0].Remaining; r > 99 || r < 94 {
+		t.Fatalf("after the hang %d remaining, want 94..99", r)
+	}
+}
+
+// The script cache flushed under a running source (SCRIPT FLUSH, or a
+// failover to a replica that never saw the script): the next call loads
+// it again transparently.
+func TestScriptFlushIsTransparent(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src := newSource(t, redis.Options{Addrs: []string{srv.Addr()}})
+	spend(t, src, now, hourly("a", 1))
+	if _, err := redistest.Do(srv.Addr(), "SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	if got := spend(t, src, now, hourly("a", 1))[0]; got.Remaining != 98 {
+		t.Fatalf("after SCRIPT FLUSH: %+v, want 98 remaining", got)
+	}
+}
+
+// One cluster master hanging: calls on its slots fail within their
+// deadline, calls on the other masters' slots go on working, and the
+// hanging master's slots work again once it answers.
+func TestFaultClusterMasterHanging(t *testing.T) {
+	cl := redistest.NewCluster(t)
+	opts := redis.Options{Addrs: cl.Addrs(), Cluster: true}
+	src := newSource(t, opts)
+	slots, err := rawClient(t, opts).ClusterSlots(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := func(bucket string) string {
+		s := redis.Slot(bucket)
+		for _, r := range slots {
+			if s >= r.Start && s <= r.End {
+				return r.Nodes[0].Addr
+			}
+		}
+		t.Fatalf("no node serves slot %d", s)
+		return ""
+	}
+	victim := cl.Servers[0]
+	var onVictim, elsewhere string
+	for i := 0; onVictim == "" || elsewhere == ""; i++ {
+		b := fmt.Sprintf("b:%d", i)
+		if owner(b) == victim.Addr() {
+			onVictim = b
+		} else {
+			elsewhere = b
+		}
+	}
+	spend(t, src, now, hourly(onVictim, 1), hourly(elsewhere, 1)) // connections to all
+	victim.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			victim.Resume(t)
+		}
+	}()
+	for range 3 {
+		err, took := spendWithin(src, now, hourly(onVictim, 1))
+		if err == nil {
+			t.Fatal("a spend on a hanging master succeeded")
+		}
+		if took > callBudget+slack {
+			t.Fatalf("a spend on a hanging master took %v, want at most %v", took, callBudget+slack)
+		}
+	}
+	if err, _ := spendWithin(src, now, hourly(elsewhere, 1)); err != nil {
+		t.Fatalf("a spend on a healthy master failed while another hangs: %v", err)
+	}
+	if err := src.Ping(context.Background()); err == nil {
+		t.Fatal("Ping succeeded with a master hanging")
+	}
+	victim.Resume(t)
+	resumed = true
+	waitWorkingOn(t, src, onVictim, 2*time.Second)
+}

@@ -1,0 +1,82 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/limiter-dev/limiter/internal/redistest"
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/source/redis"
+)
+
+var _ ratelimits.Source = (*redis.Source)(nil)
+
+// A realistic now: unix nanoseconds in 2026, past 2^60.
+const now int64 = 1_790_000_000_123_456_789
+
+// backend is one kind of Redis a test runs against.
+type backend struct {
+	name string
+	opts func(t testing.TB) redis.Options
+}
+
+func standalone(t testing.TB) redis.Options {
+	return redis.Options{Addrs: []string{redistest.Standalone(t).Addr()}}
+}
+
+func cluster(t testing.TB) redis.Options {
+	return redis.Options{Addrs: redistest.SharedCluster(t).Addrs(), Cluster: true}
+}
+
+var backends = []backend{{"Standalone", standalone}, {"Cluster", cluster}}
+
+// newSource opens a source with a namespace of its own, so tests sharing
+// a server never see each other's buckets (even when repeated with
+// -count), and closes it when the test ends.
+func newSource(t testing.TB, opts redis.Options) *redis.Source {
+	t.Helper()
+	opts.Namespace = fmt.Sprintf("t%x:", rand.Uint64())
+	if opts.ReadTimeout == 0 {
+		// The race detector and a loaded CI machine slow everything down;
+		// these tests check correctness, the fault tests check timeouts.
+		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, time.Second, time.Second
+	}
+	src, err := redis.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := src.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return src
+}
+
+// hourly is a limit of burst 100 refilling over an hour.
+func hourly(key string, cost int64) gcra.Op {
+	ei := int64(36 * time.Second)
+	return gcra.Op{Key: key, EmissionInterval: ei, BurstOffset: ei * 100, Cost: cost}
+}
+
+func spend(t testing.TB, src ratelimits.Source, at int64, ops ...gcra.Op) []gcra.Outcome {
+	t.Helper()
+	out := make([]gcra.Outcome, len(ops))
+	if err := src.Spend(context.Background(), at, ops, out); err != nil {
+		t.Fatalf("Spend: %v", err)
+	}
+	return out
+}
+
+func refund(t testing.TB, src ratelimits.Source, at int64, ops ...gcra.Op) []gcra.Outcome {
+	t.Helper()
+	out := make([]gcra.Outcome, len(ops))
+	if err := src.Refund(context.Background(), at, ops, out); err != nil {
+		t.Fatalf("Refund: %v", err)
+	}
+	return out
+}

@@ -1,0 +1,124 @@
+package redis
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+)
+
+//go:embed bucket.lua
+var bucketLua string
+
+// limbBase splits an int64 into the two limbs the script computes with.
+const limbBase = 1_000_000_000
+
+// Script operations (ARGV[1]).
+const (
+	opSpend  = "S"
+	opRefund = "R"
+	opReset  = "D"
+)
+
+// Argument counts of the script: the header, and per key.
+const (
+	headerArgs      = 4
+	spendHeaderArgs = headerArgs + 1
+	spendArgsPerKey = 5
+	refundArgsPer   = 2
+)
+
+var (
+	// ErrBadReply means Redis answered the script with something it never
+	// returns: another program wrote under this source's key prefix, or
+	// the script and this code are out of step.
+	ErrBadReply = errors.New("redis source: unexpected reply from the bucket script")
+
+	// ErrVerdictMismatch means the script and the gcra functions decided
+	// a batch differently from the same TATs. It would be a bug in the
+	// script; the batch's answer is not trusted.
+	ErrVerdictMismatch = errors.New("redis source: the bucket script and gcra disagree on a batch")
+
+	// ErrInvalidOp means an op broke the Source contract (a non-positive
+	// emission interval, a negative cost or burst offset, or a cost whose
+	// increment overflows int64): nothing is sent to Redis.
+	ErrInvalidOp = errors.New("redis source: invalid op")
+)
+
+// limbs splits v into (hi, lo) with v = hi*1e9 + lo and 0 <= lo < 1e9, the
+// exact representation the script uses.
+func limbs(v int64) (hi, lo int64) {
+	hi, lo = v/limbBase, v%limbBase
+	if lo < 0 {
+		hi, lo = hi-1, lo+limbBase
+	}
+	return hi, lo
+}
+
+// appendHeader appends the arguments every call starts with.
+func appendHeader(args []any, op string, now, marginMS int64) []any {
+	hi, lo := limbs(now)
+	return append(args, op, hi, lo, marginMS)
+}
+
+// checkOp rejects ops outside the Source contract, whose arithmetic gcra
+// would wrap and the script would not.
+func checkOp(op *gcra.Op) error {
+	if op.EmissionInterval <= 0 || op.BurstOffset < 0 || op.Cost < 0 || op.Cost > math.MaxInt64/op.EmissionInterval {
+		return fmt.Errorf("%w: %q: emission interval %d, burst offset %d, cost %d",
+			ErrInvalidOp, op.Key, op.EmissionInterval, op.BurstOffset, op.Cost)
+	}
+	return nil
+}
+
+// appendSpendOp appends one op's spend arguments.
+func appendSpendOp(args []any, op *gcra.Op) []any {
+	ih, il := limbs(op.EmissionInterval * op.Cost)
+	bh, bl := limbs(op.BurstOffset)
+	return append(args, int64(op.Mode), ih, il, bh, bl)
+}
+
+// refundDecrement is how far a refund moves an op's TAT back: its cost in
+// time, or nothing for a check-only op, as in gcra.RefundBatch.
+func refundDecrement(op *gcra.Op) int64 {
+	if op.Mode == gcra.CheckOnly {
+		return 0
+	}
+	return op.EmissionInterval * op.Cost
+}
+
+// parseReply reads the script's {verdict, tat_1..tat_n} reply into tats
+// (len n), as the Source interface hands TATs to gcra: gcra.Missing for a
+// missing bucket or one that is full at now.
+func parseReply(reply any, now int64, tats []int64) (verdict bool, err error) {
+	items, ok := reply.([]any)
+	if !ok || len(items) != len(tats)+1 {
+		return false, fmt.Errorf("%w: %T of %d items for %d buckets", ErrBadReply, reply, len(items), len(tats))
+	}
+	v, ok := items[0].(int64)
+	if !ok || (v != 0 && v != 1) {
+		return false, fmt.Errorf("%w: verdict %v", ErrBadReply, items[0])
+	}
+	for i, item := range items[1:] {
+		s, ok := item.(string)
+		if !ok {
+			return false, fmt.Errorf("%w: TAT %v", ErrBadReply, item)
+		}
+		if s == "" {
+			tats[i] = gcra.Missing
+			continue
+		}
+		tat, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return false, fmt.Errorf("%w: TAT %q", ErrBadReply, s)
+		}
+		if tat <= now {
+			tat = gcra.Missing
+		}
+		tats[i] = tat
+	}
+	return v == 1, nil
+}

@@ -1,0 +1,347 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limiter-dev/limiter/internal/redistest"
+	"github.com/limiter-dev/limiter/source/redis"
+)
+
+// redisBackend is a Redis the binary is pointed at with --source.
+type redisBackend struct {
+	name  string
+	start func(t *testing.T) (url string, flush func())
+}
+
+var redisBackends = []redisBackend{
+	{"Standalone", func(t *testing.T) (string, func()) {
+		s := redistest.NewStandalone(t)
+		return s.URL(), func() { s.Flush(t) }
+	}},
+	{"Cluster", func(t *testing.T) (string, func()) {
+		c := redistest.NewCluster(t)
+		return c.URL(), func() { c.Flush(t) }
+	}},
+}
+
+// redisPatientArgs give a limiter generous timeouts, for tests of what is
+// decided rather than how fast: under the race detector, with many
+// processes on two cores, a first cluster call (topology, dials) can take
+// longer than the default 100 ms. The fault test keeps the defaults.
+var redisPatientArgs = []string{"--source-timeout=2s", "--redis-dial-timeout=1s", "--redis-read-timeout=1s", "--redis-write-timeout=1s"}
+
+// startRedisShared starts n limiter processes with the same env and args.
+func startRedisShared(t *testing.T, n int, env map[string]string, args ...string) []*limiterProc {
+	t.Helper()
+	procs := make([]*limiterProc, n)
+	for i := range procs {
+		procs[i] = startLimiter(t, procOptions{Env: env, Args: args})
+	}
+	return procs
+}
+
+// Every public vector through HTTP, with the fake clock driving decisions
+// made in Redis, through three processes sharing one Redis (or cluster):
+// the steps go round-robin, so each bucket is decided by all three.
+func TestRedisVectorsOverHTTP(t *testing.T) {
+	for _, b := range redisBackends {
+		t.Run(b.name, func(t *testing.T) {
+			url, _ := b.start(t)
+			f, env := vectorsConfig(t)
+			env["LIMITER_SOURCE"] = url
+			procs := startRedisShared(t, 3, env, redisPatientArgs...)
+			if scheme, _, _ := strings.Cut(url, "://"); !strings.Contains(procs[0].logs(), "source="+scheme) {
+				t.Fatalf("not serving from %s:\n%s", url, procs[0].logs())
+			}
+			runVectorsOverHTTP(t, f, procs...)
+		})
+	}
+}
+
+// redisOvershootDefaults declares a limit of burst 100 refilling over an
+// hour.
+const redisOvershootDefaults = `
+OvershootTest:
+  enum: 301
+  id: string
+  burst: 100
+  count: 100
+  period: 1h
+`
+
+// redisIDsInSlots returns n ids of OvershootTest whose buckets fall into
+// n different cluster hash slots, so a batch of them is applied per slot.
+func redisIDsInSlots(n int) []string {
+	var ids []string
+	seen := map[int]bool{}
+	for i := 0; len(ids) < n; i++ {
+		id := fmt.Sprintf("id%d", i)
+		if s := redis.Slot("301:" + id); !seen[s] {
+			seen[s] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Three processes sharing one Redis (or the cluster), 48 concurrent
+// clients spending cost 1: exactly 100 spends are allowed, on one bucket,
+// and on a batch of three buckets in three hash slots.
+func TestRedisNoOvershootOverHTTP(t *testing.T) {
+	for _, b := range redisBackends {
+		t.Run(b.name, func(t *testing.T) {
+			url, flush := b.start(t)
+			dir := t.TempDir()
+			env := map[string]string{
+				"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", redisOvershootDefaults),
+				"LIMITER_OVERRIDES": dir + "/none.yaml",
+				"LIMITER_SOURCE":    url,
+				"LIMITER_FAKECLOCK": fakeClockStart, // no refill during the test
+			}
+			procs := startRedisShared(t, 3, env, redisPatientArgs...)
+			t.Run("OneBucket", func(t *testing.T) {
+				flush()
+				redisOvershoot(t, procs, `{"limit":"OvershootTest","id":"42"}`)
+			})
+			t.Run("BatchAcrossSlots", func(t *testing.T) {
+				flush()
+				var txns []string
+				for _, id := range redisIDsInSlots(3) {
+					txns = append(txns, fmt.Sprintf(`{"limit":"OvershootTest","id":%q}`, id))
+				}
+				redisOvershoot(t, procs, `{"transactions":[`+strings.Join(txns, ",")+`]}`)
+			})
+		})
+	}
+}
+
+// redisOvershoot has 48 clients post body 4 times each, spread over
+// procs, and demands exactly 100 allowed answers.
+func redisOvershoot(t *testing.T, procs []*limiterProc, body string) {
+	t.Helper()
+	const clients, each = 48, 4
+	var allowed, denied atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan string, clients)
+	for c := range clients {
+		wg.Go(func() {
+			p := procs[c%len(procs)]
+			for range each {
+				status, b, _, err := redisPost(p.URL+"/v1/spend", body)
+				var a batchAnswer
+				if err != nil || status != 200 || json.Unmarshal(b, &a) != nil {
+					errs <- fmt.Sprintf("spend: %d %s %v", status, b, err)
+					return
+				}
+				if a.Allowed {
+					allowed.Add(1)
+				} else {
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	if allowed.Load() != 100 || denied.Load() != clients*each-100 {
+		t.Fatalf("allowed %d, denied %d; want exactly 100 and %d", allowed.Load(), denied.Load(), clients*each-100)
+	}
+}
+
+// redisPost posts a JSON body and returns the status, the body and how
+// long the answer took. Unlike the harness's post it never fails the
+// test, so load goroutines can use it.
+func redisPost(url, body string) (int, []byte, time.Duration, error) {
+	start := time.Now()
+	resp, err := client.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, nil, time.Since(start), err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, time.Since(start), err
+}
+
+// redisSample is one request of the fault test's load.
+type redisSample struct {
+	proc     int
+	start    time.Time
+	took     time.Duration
+	status   int
+	degraded bool
+	code     string
+	err      error
+}
+
+// redisLoad keeps a few clients spending on each process until stop is
+// closed, and returns a function that waits for them and returns what
+// they saw.
+func redisLoad(procs []*limiterProc, stop <-chan struct{}) func() []redisSample {
+	var mu sync.Mutex
+	var samples []redisSample
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		for c := range 3 {
+			wg.Go(func() {
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					start := time.Now()
+					status, b, took, err := redisPost(p.URL+"/v1/spend", fmt.Sprintf(`{"limit":"FaultTest","id":"c%d-%d"}`, c, n%50))
+					s := redisSample{proc: i, start: start, took: took, status: status, err: err}
+					var a struct {
+						Degraded bool `json:"degraded"`
+						Error    struct {
+							Code string `json:"code"`
+						} `json:"error"`
+					}
+					if json.Unmarshal(b, &a) == nil {
+						s.degraded, s.code = a.Degraded, a.Error.Code
+					}
+					mu.Lock()
+					samples = append(samples, s)
+					mu.Unlock()
+					time.Sleep(2 * time.Millisecond)
+				}
+			})
+		}
+	}
+	return func() []redisSample {
+		wg.Wait()
+		return samples
+	}
+}
+
+// redisPoll polls cond every 20 ms until it holds or limit passes.
+func redisPoll(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Redis hanging, then stopped, under load: answers come within
+// --source-timeout + 50 ms, as 503 source_unavailable (or, with
+// --fail-open, allowed and degraded); /readyz says 503; nothing crashes.
+// Redis back on the same port: answers are right again within 2 s,
+// without restarting the service.
+func TestRedisFaultsOverHTTP(t *testing.T) {
+	const sourceTimeout, grace = 100 * time.Millisecond, 50 * time.Millisecond
+	srv := redistest.NewStandalone(t)
+	dir := t.TempDir()
+	env := map[string]string{
+		"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", "FaultTest:\n  enum: 310\n  id: string\n  burst: 1000000\n  count: 1000000\n  period: 1h\n"),
+		"LIMITER_OVERRIDES": dir + "/none.yaml",
+		"LIMITER_SOURCE":    srv.URL(),
+	}
+	closed := startLimiter(t, procOptions{Env: env})
+	open := startLimiter(t, procOptions{Env: env, Args: []string{"--fail-open"}})
+	procs := []*limiterProc{closed, open}
+
+	healthy := func(p *limiterProc, id string) bool {
+		status, b, _, err := redisPost(p.URL+"/v1/spend", fmt.Sprintf(`{"limit":"FaultTest","id":%q}`, id))
+		var a batchAnswer
+		return err == nil && status == 200 && json.Unmarshal(b, &a) == nil && a.Allowed && !a.Degraded &&
+			len(a.Decisions) == 1 && a.Decisions[0].Remaining == 999_999
+	}
+	ready := func(p *limiterProc) int {
+		resp, err := client.Get(p.URL + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	for _, phase := range []struct {
+		name      string
+		fail, fix func(testing.TB)
+	}{
+		{"hanging", srv.Pause, srv.Resume},
+		{"stopped", srv.Stop, srv.Start},
+	} {
+		t.Run(phase.name, func(t *testing.T) {
+			stop := make(chan struct{})
+			collect := redisLoad(procs, stop)
+			time.Sleep(100 * time.Millisecond) // load running against a healthy Redis
+			failed := time.Now()
+			phase.fail(t)
+			time.Sleep(400 * time.Millisecond) // load running against a failed Redis
+			for i, p := range procs {
+				if s := ready(p); s != 503 {
+					t.Errorf("process %d /readyz with Redis %s: %d, want 503", i, phase.name, s)
+				}
+			}
+			fixed := time.Now()
+			phase.fix(t)
+			for i, p := range procs {
+				n := 0
+				if !redisPoll(2*time.Second-time.Since(fixed), func() bool {
+					n++
+					return healthy(p, fmt.Sprintf("fresh-%s-%d-%d", phase.name, i, n))
+				}) {
+					t.Errorf("process %d not answering correctly within 2s of Redis coming back:\n%s", i, p.logs())
+				}
+			}
+			close(stop)
+			samples := collect()
+			var during, unavailable, degraded int
+			for _, s := range samples {
+				if s.start.Before(failed) || s.start.After(fixed) {
+					continue
+				}
+				during++
+				if s.took > sourceTimeout+grace {
+					t.Errorf("process %d answered after %v with Redis %s, want at most %v", s.proc, s.took, phase.name, sourceTimeout+grace)
+				}
+				if s.code == "source_unavailable" {
+					unavailable++
+				}
+				if s.degraded {
+					degraded++
+				}
+				switch {
+				case s.err != nil:
+					t.Errorf("process %d: %v", s.proc, s.err)
+				case s.proc == 0 && s.status != 200 && (s.status != 503 || s.code != "source_unavailable"):
+					t.Errorf("fail-closed answer %d %q, want 503 source_unavailable", s.status, s.code)
+				case s.proc == 1 && s.status != 200:
+					t.Errorf("fail-open answer %d, want 200", s.status)
+				}
+			}
+			if during < 20 || unavailable == 0 || degraded == 0 {
+				t.Errorf("%d requests while Redis was %s (%d unavailable, %d degraded): the load did not exercise the failure", during, phase.name, unavailable, degraded)
+			}
+			for i, p := range procs {
+				select {
+				case <-p.exited:
+					t.Fatalf("process %d exited while Redis was %s:\n%s", i, phase.name, p.logs())
+				default:
+				}
+				if s := ready(p); s != 200 {
+					t.Errorf("process %d /readyz after Redis came back: %d", i, s)
+				}
+			}
+			t.Logf("Redis %s: %d requests during the failure: %d unavailable, %d degraded", phase.name, during, unavailable, degraded)
+		})
+	}
+}
