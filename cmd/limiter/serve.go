@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -44,6 +45,7 @@ type serveFlags struct {
 	adminTokenFile  string
 	metricsListen   string
 	reloadInterval  time.Duration
+	pprofListen     string
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -68,6 +70,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", envString("LIMITER_ADMIN_TOKEN_FILE", ""), "file of admin bearer tokens, required on reset and reload when set (env LIMITER_ADMIN_TOKEN_FILE)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", envString("LIMITER_METRICS_LISTEN", ""), "serve /metrics on this address instead of --listen (env LIMITER_METRICS_LISTEN)")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", envParsed("LIMITER_RELOAD_INTERVAL", time.Second, time.ParseDuration, &bad), "how often the config files are checked for changes; 0 turns watching off (SIGHUP and the admin endpoint still reload) (env LIMITER_RELOAD_INTERVAL)")
+	fs.StringVar(&f.pprofListen, "pprof-listen", envString("LIMITER_PPROF_LISTEN", ""), "serve Go's /debug/pprof/ profiles on this address (keep it private; off when empty) (env LIMITER_PPROF_LISTEN)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -205,6 +208,14 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		servers = append(servers, &namedServer{name: "metrics", addr: f.metricsListen, handler: mux})
+	}
+	if f.pprofListen != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		servers = append(servers, &namedServer{name: "pprof", addr: f.pprofListen, handler: mux})
 	}
 	served := make(chan error, len(servers))
 	for _, s := range servers {

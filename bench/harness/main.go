@@ -1,0 +1,400 @@
+// Command harness measures POST /v1/spend end to end: limiter on each
+// source next to the bare net/http JSON handler (bench/bare), in the same
+// run, alternating, and prints the medians of several rounds as a table.
+//
+// Closed loop (wrk, fixed connections) gives throughput, latency and server
+// CPU per request; open loop (a fixed request rate, latency measured from
+// when each request was due, so queueing is counted) gives latency where
+// queueing does not hide service time.
+//
+//	go run ./bench/harness                 # memory and, if redis-server exists, redis
+//	go run ./bench/harness -rounds 5 -duration 20s
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type options struct {
+	rounds      int
+	duration    time.Duration
+	warmup      time.Duration
+	connections int
+	threads     int
+	rate        int
+	openFor     time.Duration
+	sources     string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each server runs once per round, alternating")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "closed-loop measurement time per run")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "closed-loop warm-up per run, not measured")
+	flag.IntVar(&o.connections, "connections", 50, "wrk connections")
+	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
+	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
+	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
+	flag.StringVar(&o.sources, "sources", "memory,redis", "limiter sources to measure (redis is skipped without redis-server)")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
+}
+
+// server is one system under test.
+type server struct {
+	name string
+	cmd  []string
+	env  []string
+	proc *exec.Cmd
+	url  string
+}
+
+// result is one run's measurements.
+type result struct {
+	rps, p50, p99, cpuPerReq float64 // req/s, ms, ms, µs
+	openP50, openP99         float64 // ms
+	openAchieved             float64 // req/s
+	errors                   int64
+}
+
+func run(o options) error {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return errors.New("wrk is needed: apt-get install -y wrk")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "limiter-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for _, b := range []struct{ out, pkg string }{{"limiter", "./cmd/limiter"}, {"bare", "./bench/bare"}} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	servers := []*server{{name: "bare net/http + encoding/json", cmd: []string{filepath.Join(dir, "bare")}}}
+	limiterEnv := []string{"LIMITER_LISTEN=127.0.0.1:0",
+		"LIMITER_DEFAULTS=" + filepath.Join(root, "config/defaults.yaml"), "LIMITER_OVERRIDES=" + filepath.Join(root, "config/overrides.yaml")}
+	for _, src := range strings.Split(o.sources, ",") {
+		switch src {
+		case "memory":
+			servers = append(servers, &server{name: "limiter, memory", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv})
+		case "redis":
+			addr, stop, err := startRedis(dir)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "harness: skipping redis:", err)
+				continue
+			}
+			defer stop()
+			servers = append(servers, &server{name: "limiter, redis", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv})
+		}
+	}
+	for _, s := range servers {
+		if err := s.start(); err != nil {
+			return err
+		}
+		defer s.stop()
+	}
+	script := filepath.Join(root, "bench", "spend.lua")
+	results := make([][]result, len(servers))
+	for round := range o.rounds {
+		for i, s := range servers {
+			fmt.Fprintf(os.Stderr, "round %d/%d: %s\n", round+1, o.rounds, s.name)
+			r, err := measure(s, script, o)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			results[i] = append(results[i], r)
+		}
+	}
+	printTable(os.Stdout, servers, results, o)
+	return nil
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+func (s *server) start() error {
+	s.proc = exec.Command(s.cmd[0], s.cmd[1:]...)
+	s.proc.Env = append([]string{"PATH=" + os.Getenv("PATH")}, s.env...)
+	stderr, err := s.proc.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := s.proc.Start(); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+			s.url = "http://" + m[1]
+			go func() { _, _ = io.Copy(io.Discard, stderr) }()
+			return nil
+		}
+	}
+	return fmt.Errorf("%s exited before listening", s.name)
+}
+
+func (s *server) stop() {
+	if s.proc != nil && s.proc.Process != nil {
+		_ = s.proc.Process.Kill()
+		_ = s.proc.Wait()
+	}
+}
+
+// startRedis runs a private redis-server on a free loopback port.
+func startRedis(dir string) (string, func(), error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return "", nil, errors.New("redis-server not found")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := ln.Addr().String()
+	port := addr[strings.LastIndexByte(addr, ':')+1:]
+	ln.Close()
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr, stop, nil
+		}
+	}
+	stop()
+	return "", nil, errors.New("redis-server did not start")
+}
+
+// cpuSeconds is the user+system CPU time a process has used.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return (utime + stime) / ticksPerSecond, nil
+}
+
+func measure(s *server, script string, o options) (result, error) {
+	var r result
+	if _, err := wrk(s.url, script, o.warmup, o); err != nil {
+		return r, err
+	}
+	before, err := cpuSeconds(s.proc.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	out, err := wrk(s.url, script, o.duration, o)
+	if err != nil {
+		return r, err
+	}
+	after, err := cpuSeconds(s.proc.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	requests, rps, p50, p99, errs, err := parseWrk(out)
+	if err != nil {
+		return r, err
+	}
+	r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
+	r.cpuPerReq = (after - before) / float64(requests) * 1e6
+	r.openP50, r.openP99, r.openAchieved, err = openLoop(s.url, o.rate, o.openFor)
+	return r, err
+}
+
+func wrk(url, script string, d time.Duration, o options) (string, error) {
+	cmd := exec.Command("wrk", "-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.connections),
+		"-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, url)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("wrk: %v\n%s", err, out)
+	}
+	return string(out), nil
+}
+
+var (
+	wrkRequests = regexp.MustCompile(`(\d+) requests in`)
+	wrkRPS      = regexp.MustCompile(`Requests/sec:\s+([\d.]+)`)
+	wrkNon2xx   = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
+	wrkSocket   = regexp.MustCompile(`Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
+)
+
+func parseWrk(out string) (requests int64, rps, p50, p99 float64, errs int64, err error) {
+	m := wrkRequests.FindStringSubmatch(out)
+	m2 := wrkRPS.FindStringSubmatch(out)
+	if m == nil || m2 == nil {
+		return 0, 0, 0, 0, 0, fmt.Errorf("unreadable wrk output:\n%s", out)
+	}
+	requests, _ = strconv.ParseInt(m[1], 10, 64)
+	rps, _ = strconv.ParseFloat(m2[1], 64)
+	p50, err = wrkPercentile(out, "50%")
+	if err == nil {
+		p99, err = wrkPercentile(out, "99%")
+	}
+	if m := wrkNon2xx.FindStringSubmatch(out); m != nil {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		errs += n
+	}
+	if m := wrkSocket.FindStringSubmatch(out); m != nil {
+		for _, f := range m[1:] {
+			n, _ := strconv.ParseInt(f, 10, 64)
+			errs += n
+		}
+	}
+	return requests, rps, p50, p99, errs, err
+}
+
+// wrkPercentile reads a latency percentile line ("  99%  1.23ms") in ms.
+func wrkPercentile(out, pct string) (float64, error) {
+	m := regexp.MustCompile(`\s` + regexp.QuoteMeta(pct) + `\s+([\d.]+)(us|ms|s)`).FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no %s latency in wrk output", pct)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	switch m[2] {
+	case "us":
+		v /= 1000
+	case "s":
+		v *= 1000
+	}
+	return v, nil
+}
+
+// openLoop sends rate requests per second for d, each due at its own
+// moment; latency is measured from when a request was due, so a slow
+// server cannot hide its queue by slowing the sender down. It returns p50
+// and p99 in ms and the rate achieved.
+func openLoop(url string, rate int, d time.Duration) (p50, p99, achieved float64, err error) {
+	total := int(float64(rate) * d.Seconds())
+	interval := time.Second / time.Duration(rate)
+	transport := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}
+	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+	defer transport.CloseIdleConnections()
+	due := make(chan time.Time, total)
+	latencies := make([]time.Duration, 0, total)
+	var mu sync.Mutex
+	var failures atomic.Int64
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 256 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for at := range due {
+				body := fmt.Sprintf(`{"limit":"APIRequestsPerKey","id":"key-%d","cost":1}`, rand.IntN(10000)+1)
+				req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/spend", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					failures.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					failures.Add(1)
+				}
+				lat := time.Since(at)
+				mu.Lock()
+				latencies = append(latencies, lat)
+				mu.Unlock()
+			}
+		}()
+	}
+	start := time.Now()
+	for i := range total {
+		at := start.Add(time.Duration(i) * interval)
+		if wait := time.Until(at); wait > 0 {
+			time.Sleep(wait)
+		}
+		due <- at
+	}
+	close(due)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if n := failures.Load(); n > 0 {
+		return 0, 0, 0, fmt.Errorf("open loop: %d requests failed", n)
+	}
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		return float64(latencies[int(p*float64(len(latencies)-1))]) / 1e6
+	}
+	return pct(0.50), pct(0.99), float64(len(latencies)) / elapsed.Seconds(), nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func printTable(w io.Writer, servers []*server, results [][]result, o options) {
+	fmt.Fprintf(w, "Closed loop: wrk -t%d -c%d -d%s, POST /v1/spend, 10,000 random ids. Open loop: %d req/s for %s.\n",
+		o.threads, o.connections, o.duration, o.rate, o.openFor)
+	fmt.Fprintf(w, "Medians of %d alternating rounds.\n\n", o.rounds)
+	fmt.Fprintln(w, "| server | req/s | × bare | p50 ms | p99 ms | server CPU µs/req | open-loop p50 ms | open-loop p99 ms | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	col := func(rs []result, f func(result) float64) float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = f(r)
+		}
+		return median(xs)
+	}
+	bare := col(results[0], func(r result) float64 { return r.rps })
+	for i, s := range servers {
+		rs := results[i]
+		var errs int64
+		for _, r := range rs {
+			errs += r.errors
+		}
+		rps := col(rs, func(r result) float64 { return r.rps })
+		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %d |\n", s.name, rps, rps/bare,
+			col(rs, func(r result) float64 { return r.p50 }), col(rs, func(r result) float64 { return r.p99 }),
+			col(rs, func(r result) float64 { return r.cpuPerReq }),
+			col(rs, func(r result) float64 { return r.openP50 }), col(rs, func(r result) float64 { return r.openP99 }), errs)
+	}
+}
