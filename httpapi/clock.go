@@ -29,7 +29,7 @@ func (f fakeClockHandler) move(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	body, e := readBody(r, 4096)
+	body, e := readBody(r, 4096, nil)
 	if e != nil {
 		writeError(w, e)
 		return

@@ -35,18 +35,34 @@ type requestJSON struct {
 // anything the contract does not allow. It only parses: nothing is decided
 // or written until the whole batch has been read and validated. When
 // ignoreMode is set (reset), a mode is type-checked but not interpreted.
-func decodeTransactions(r *http.Request, maxBody int64, maxBatch int, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
+func (h *handler) decodeTransactions(r *http.Request, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
 	if e := checkContentType(r); e != nil {
 		return nil, e
 	}
-	body, e := readBody(r, maxBody)
+	// Every value decoded below is copied out of the body, so its buffer
+	// goes back to the pool when decoding is done.
+	bufp := h.bufs.Get().(*[]byte)
+	body, e := readBody(r, h.maxBody, (*bufp)[:0])
+	defer h.putBuffer(bufp, body)
 	if e != nil {
 		return nil, e
 	}
+	return decodeBody(body, h.maxBatch, ignoreMode)
+}
+
+// decodeBody decodes a request body already read whole.
+func decodeBody(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
 	if !utf8.Valid(body) {
 		// encoding/json would quietly turn invalid bytes into U+FFFD, making
 		// a binary id into a different, valid-looking subscriber.
 		return nil, badRequest(codeMalformedJSON, "the request body is not valid UTF-8", -1)
+	}
+	if tj, ok := decodeSingleFast(body); ok {
+		txn, e := tj.transaction(-1, ignoreMode)
+		if e != nil {
+			return nil, e
+		}
+		return []ratelimits.Transaction{txn}, nil
 	}
 	var req requestJSON
 	if e := decodeStrict(body, &req, -1); e != nil {
@@ -125,22 +141,32 @@ func checkContentType(r *http.Request) *apiError {
 	}
 }
 
-// readBody reads at most maxBody bytes; a larger body is 413.
-func readBody(r *http.Request, maxBody int64) ([]byte, *apiError) {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, &apiError{
+// readBody reads the body into buf (growing it as needed) and returns it;
+// a body over maxBody bytes is 413, and only maxBody+1 bytes are ever read.
+func readBody(r *http.Request, maxBody int64, buf []byte) ([]byte, *apiError) {
+	limited := io.LimitReader(r.Body, maxBody+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := limited.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return buf, badRequest(codeMalformedJSON, "reading the request body failed", -1)
+		}
+	}
+	if int64(len(buf)) > maxBody {
+		return buf, &apiError{
 			status:      http.StatusRequestEntityTooLarge,
 			code:        codeBodyTooLarge,
 			message:     fmt.Sprintf("request body is larger than %d bytes", maxBody),
 			transaction: -1,
 		}
-	case err != nil:
-		return nil, badRequest(codeMalformedJSON, "reading the request body failed", -1)
 	}
-	return body, nil
+	return buf, nil
 }
 
 // decodeStrict decodes exactly one JSON value into v: unknown fields,

@@ -32,25 +32,32 @@ func setRateLimitHeaders(h http.Header, bd *ratelimits.BatchDecision) {
 		return
 	}
 	d := &bd.Decisions[bd.Deciding]
-	// The window is whole seconds, truncated, and never 0.
-	window := max(int64(d.Limit.Period/time.Second), 1)
-	buf := make([]byte, 0, 64)
-	buf = strconv.AppendQuote(buf, d.Name)
+	// All three values are built in one buffer and become one string, and
+	// the header slices share one array: two allocations per answer.
+	var scratch [192]byte
+	buf := strconv.AppendQuote(scratch[:0], d.Name)
 	buf = append(buf, ";q="...)
 	buf = strconv.AppendInt(buf, d.Limit.Count, 10)
 	buf = append(buf, ";w="...)
-	buf = strconv.AppendInt(buf, window, 10)
-	h["Ratelimit-Policy"] = []string{string(buf)}
-
-	buf = strconv.AppendQuote(buf[:0], d.Name)
+	// The window is whole seconds, truncated, and never 0.
+	buf = strconv.AppendInt(buf, max(int64(d.Limit.Period/time.Second), 1), 10)
+	policyEnd := len(buf)
+	buf = strconv.AppendQuote(buf, d.Name)
 	buf = append(buf, ";r="...)
 	buf = strconv.AppendInt(buf, d.Remaining, 10)
 	buf = append(buf, ";t="...)
 	buf = strconv.AppendInt(buf, ceilDiv(d.ResetIn, time.Second), 10)
-	h["Ratelimit"] = []string{string(buf)}
-
+	limitEnd := len(buf)
 	if !bd.Allowed {
-		h["Retry-After"] = []string{strconv.FormatInt(max(ceilDiv(bd.RetryIn, time.Second), 1), 10)}
+		buf = strconv.AppendInt(buf, max(ceilDiv(bd.RetryIn, time.Second), 1), 10)
+	}
+	s := string(buf)
+	values := new([3]string)
+	values[0], values[1], values[2] = s[:policyEnd], s[policyEnd:limitEnd], s[limitEnd:]
+	h["Ratelimit-Policy"] = values[0:1:1]
+	h["Ratelimit"] = values[1:2:2]
+	if !bd.Allowed {
+		h["Retry-After"] = values[2:3:3]
 	}
 }
 

@@ -149,7 +149,7 @@ func (o op) String() string {
 // shape; spend and check also set the RateLimit headers.
 func (h *handler) decision(o op) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		txns, e := decodeTransactions(r, h.maxBody, h.maxBatch, false)
+		txns, e := h.decodeTransactions(r, false)
 		if e != nil {
 			writeError(w, e)
 			return
@@ -169,15 +169,24 @@ func (h *handler) decision(o op) http.HandlerFunc {
 		}
 		bufp := h.bufs.Get().(*[]byte)
 		buf := appendBatch((*bufp)[:0], bd)
-		hdr := w.Header()
-		hdr["Content-Type"] = []string{"application/json"}
+		w.Header()["Content-Type"] = contentTypeJSON
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(buf)
-		if cap(buf) <= 64<<10 { // do not keep rare huge buffers alive
-			*bufp = buf
-			h.bufs.Put(bufp)
-		}
+		h.putBuffer(bufp, buf)
 	}
+}
+
+// contentTypeJSON is shared by every answer; net/http only reads it.
+var contentTypeJSON = []string{"application/json"}
+
+// putBuffer returns a buffer to the pool, unless it grew so large that
+// keeping it would hold rare huge bodies in memory.
+func (h *handler) putBuffer(bufp *[]byte, buf []byte) {
+	if cap(buf) > 64<<10 {
+		return
+	}
+	*bufp = buf[:0]
+	h.bufs.Put(bufp)
 }
 
 func (h *handler) run(ctx context.Context, o op, txns []ratelimits.Transaction) (*ratelimits.BatchDecision, error) {
@@ -206,7 +215,7 @@ type resetResponse struct {
 }
 
 func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
-	txns, e := decodeTransactions(r, h.maxBody, h.maxBatch, true)
+	txns, e := h.decodeTransactions(r, true)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -241,11 +250,10 @@ func (h *handler) subscriber(w http.ResponseWriter, r *http.Request) {
 	}
 	bufp := h.bufs.Get().(*[]byte)
 	buf := append(appendDecision((*bufp)[:0], &d), '\n')
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = contentTypeJSON
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf)
-	*bufp = buf
-	h.bufs.Put(bufp)
+	h.putBuffer(bufp, buf)
 }
 
 type limitsResponse struct {

@@ -86,24 +86,22 @@ func (l *Limiter) Check(ctx context.Context, txns []Transaction) (*BatchDecision
 // Decisions report per transaction whether anything was given back; the
 // batch fields are combined as for a spend.
 func (l *Limiter) Refund(ctx context.Context, txns []Transaction) (*BatchDecision, error) {
-	cfg := l.config.Load()
-	prepared, err := prepareBatch(cfg, txns, true)
+	b, err := l.prepare(txns, true)
 	if err != nil {
 		return nil, err
 	}
-	return l.run(ctx, prepared, l.source.Refund)
+	return l.run(ctx, b, l.source.Refund)
 }
 
 // Reset deletes the buckets of the transactions (their cost and mode are
 // ignored), so they read as full, and returns how many were not full.
 func (l *Limiter) Reset(ctx context.Context, txns []Transaction) (int, error) {
-	cfg := l.config.Load()
-	prepared, err := prepareBatch(cfg, txns, false)
+	b, err := l.prepare(txns, false)
 	if err != nil {
 		return 0, err
 	}
-	keys := make([]string, len(prepared))
-	for i, p := range prepared {
+	keys := make([]string, len(b.prepared))
+	for i, p := range b.prepared {
 		keys[i] = p.key
 	}
 	ctx, cancel := l.sourceContext(ctx)
@@ -137,21 +135,54 @@ func (l *Limiter) Ready(ctx context.Context) error {
 
 // decide runs a spend, or a check when checkOnly is set.
 func (l *Limiter) decide(ctx context.Context, txns []Transaction, checkOnly bool) (*BatchDecision, error) {
-	cfg := l.config.Load()
-	prepared, err := prepareBatch(cfg, txns, true)
+	b, err := l.prepare(txns, true)
 	if err != nil {
 		return nil, err
 	}
 	if checkOnly {
-		for i := range prepared {
-			prepared[i].mode = CheckOnly
+		for i := range b.prepared {
+			b.prepared[i].mode = CheckOnly
 		}
 	}
-	bd, err := l.run(ctx, prepared, l.source.Spend)
+	bd, err := l.run(ctx, b, l.source.Spend)
 	if err != nil && l.failOpen && errors.Is(err, ErrSourceUnavailable) {
-		return degradedDecision(prepared, err), nil
+		return degradedDecision(b.prepared, err), nil
 	}
 	return bd, err
+}
+
+// batch is everything one batch needs while it runs. A batch of one, the
+// common case, keeps it all in one allocation instead of five.
+type batch struct {
+	bd       BatchDecision
+	prepared []preparedTxn
+	ops      []gcra.Op
+	outcomes []gcra.Outcome
+	single   struct {
+		prepared  [1]preparedTxn
+		ops       [1]gcra.Op
+		outcomes  [1]gcra.Outcome
+		decisions [1]Decision
+	}
+}
+
+// prepare validates txns against the current configuration snapshot, read
+// once so the whole batch decides on one configuration.
+func (l *Limiter) prepare(txns []Transaction, checkCost bool) (*batch, error) {
+	n := len(txns)
+	if n == 0 {
+		return nil, ErrEmptyBatch
+	}
+	b := &batch{}
+	if n == 1 {
+		b.prepared, b.ops, b.outcomes, b.bd.Decisions = b.single.prepared[:], b.single.ops[:0], b.single.outcomes[:0], b.single.decisions[:]
+	} else {
+		b.prepared, b.ops, b.outcomes, b.bd.Decisions = make([]preparedTxn, n), make([]gcra.Op, 0, n), make([]gcra.Outcome, 0, n), make([]Decision, n)
+	}
+	if err := prepareBatch(l.config.Load(), txns, checkCost, b.prepared); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // batchFunc is a Source method that decides a batch of ops.
@@ -160,13 +191,12 @@ type batchFunc func(ctx context.Context, now int64, ops []gcra.Op, outcomes []gc
 // run hands the limited transactions of a validated batch to the source in
 // one call and builds the batch decision. Unlimited transactions never
 // reach the source.
-func (l *Limiter) run(ctx context.Context, prepared []preparedTxn, apply batchFunc) (*BatchDecision, error) {
-	ops := make([]gcra.Op, 0, len(prepared))
-	for _, p := range prepared {
+func (l *Limiter) run(ctx context.Context, b *batch, apply batchFunc) (*BatchDecision, error) {
+	for _, p := range b.prepared {
 		if p.unlimited {
 			continue
 		}
-		ops = append(ops, gcra.Op{
+		b.ops = append(b.ops, gcra.Op{
 			Key:              p.key,
 			EmissionInterval: p.limit.EmissionInterval(),
 			BurstOffset:      p.limit.BurstOffset(),
@@ -174,26 +204,25 @@ func (l *Limiter) run(ctx context.Context, prepared []preparedTxn, apply batchFu
 			Mode:             p.mode,
 		})
 	}
-	outcomes := make([]gcra.Outcome, len(ops))
-	if len(ops) > 0 {
+	b.outcomes = b.outcomes[:len(b.ops)]
+	if len(b.ops) > 0 {
 		ctx, cancel := l.sourceContext(ctx)
 		defer cancel()
-		if err := apply(ctx, l.now(), ops, outcomes); err != nil {
+		if err := apply(ctx, l.now(), b.ops, b.outcomes); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSourceUnavailable, err)
 		}
 	}
-	bd := &BatchDecision{Decisions: make([]Decision, len(prepared))}
 	next := 0
-	for i, p := range prepared {
+	for i, p := range b.prepared {
 		if p.unlimited {
-			bd.Decisions[i] = unlimitedDecision(p)
+			b.bd.Decisions[i] = unlimitedDecision(p)
 			continue
 		}
-		bd.Decisions[i] = limitedDecision(p, outcomes[next].Decision)
+		b.bd.Decisions[i] = limitedDecision(p, b.outcomes[next].Decision)
 		next++
 	}
-	combine(bd, prepared)
-	return bd, nil
+	combine(&b.bd, b.prepared)
+	return &b.bd, nil
 }
 
 // now reads the clock once per batch, so every bucket of a batch is decided

@@ -116,28 +116,24 @@ func prepare(cfg *Config, txn Transaction, checkCost bool) (preparedTxn, error) 
 	return p, nil
 }
 
-// prepareBatch validates a whole batch: every transaction, and that no two
-// of them name the same bucket. checkCost is false for reset, which ignores
-// cost and mode.
-func prepareBatch(cfg *Config, txns []Transaction, checkCost bool) ([]preparedTxn, error) {
-	if len(txns) == 0 {
-		return nil, ErrEmptyBatch
-	}
-	prepared := make([]preparedTxn, len(txns))
+// prepareBatch validates a whole batch into prepared (len(txns) long):
+// every transaction, and that no two of them name the same bucket.
+// checkCost is false for reset, which ignores cost and mode.
+func prepareBatch(cfg *Config, txns []Transaction, checkCost bool, prepared []preparedTxn) error {
 	for i, txn := range txns {
 		if !checkCost {
 			txn.Mode = CheckAndSpend
 		}
 		p, err := prepare(cfg, txn, checkCost)
 		if err != nil {
-			return nil, &TransactionError{Index: i, Err: err}
+			return &TransactionError{Index: i, Err: err}
 		}
 		prepared[i] = p
 	}
 	if i, ok := firstDuplicateKey(prepared); ok {
-		return nil, &TransactionError{Index: i, Err: fmt.Errorf("%w: %s %q appears more than once", ErrDuplicateBucket, prepared[i].info.String, prepared[i].bucketID)}
+		return &TransactionError{Index: i, Err: fmt.Errorf("%w: %s %q appears more than once", ErrDuplicateBucket, prepared[i].info.String, prepared[i].bucketID)}
 	}
-	return prepared, nil
+	return nil
 }
 
 // firstDuplicateKey returns the index of the first transaction whose bucket

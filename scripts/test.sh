@@ -29,4 +29,5 @@ go test -race -count=1 -timeout 12m ./...
 # Short fixed-time fuzzing of the request decoder and of config parsing;
 # their seed corpora already ran above as ordinary tests.
 go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime 10s ./httpapi/
+go test -run '^$' -fuzz '^FuzzFastDecode$' -fuzztime 10s ./httpapi/
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 10s ./ratelimits/
