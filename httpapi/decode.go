@@ -57,8 +57,8 @@ func decodeBody(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 		// a binary id into a different, valid-looking subscriber.
 		return nil, badRequest(codeMalformedJSON, "the request body is not valid UTF-8", -1)
 	}
-	if tj, ok := decodeSingleFast(body); ok {
-		txn, e := tj.transaction(-1, ignoreMode)
+	if ft, ok := decodeSingleFast(body); ok {
+		txn, e := ft.transaction(ignoreMode)
 		if e != nil {
 			return nil, e
 		}

@@ -1,5 +1,7 @@
 package httpapi
 
+import "github.com/limiter-dev/limiter/ratelimits"
+
 // decodeSingleFast reads the common request, one transaction object such
 // as {"limit":"L","id":"x","cost":1}, without reflection. It accepts only a
 // narrow subset of JSON that it can read exactly as encoding/json would:
@@ -10,9 +12,9 @@ package httpapi
 // encoding/json, which also words every error. FuzzFastDecode checks that
 // whenever it answers, encoding/json answers the same. body must be valid
 // UTF-8.
-func decodeSingleFast(body []byte) (txnJSON, bool) {
+func decodeSingleFast(body []byte) (fastTxn, bool) {
 	p := fastParser{b: body}
-	var tj txnJSON
+	var tj fastTxn
 	p.space()
 	if !p.byte('{') {
 		return tj, false
@@ -42,25 +44,25 @@ func decodeSingleFast(body []byte) (txnJSON, bool) {
 				return tj, false
 			}
 			value := text[start : start+len(v)]
-			target := &tj.Limit
+			target, seen := &tj.limit, &tj.hasLimit
 			if string(key) == "id" {
-				target = &tj.ID
+				target, seen = &tj.id, &tj.hasID
 			} else if string(key) == "mode" {
-				target = &tj.Mode
+				target, seen = &tj.mode, &tj.hasMode
 			}
-			if *target != nil {
+			if *seen {
 				return tj, false // a duplicate key
 			}
-			*target = &value
+			*target, *seen = value, true
 		case "cost":
-			if tj.Cost != nil {
+			if tj.hasCost {
 				return tj, false
 			}
 			n, ok := p.integer()
 			if !ok {
 				return tj, false
 			}
-			tj.Cost = &n
+			tj.cost, tj.hasCost = n, true
 		default:
 			return tj, false
 		}
@@ -73,8 +75,34 @@ func decodeSingleFast(body []byte) (txnJSON, bool) {
 			return tj, false
 		}
 		p.space()
-		return tj, p.i == len(p.b) && tj.Limit != nil && tj.ID != nil
+		return tj, p.i == len(p.b) && tj.hasLimit && tj.hasID
 	}
+}
+
+// fastTxn is a transaction as decodeSingleFast read it: plain values and
+// presence flags, so reading one allocates nothing beyond the body string.
+type fastTxn struct {
+	limit, id, mode          string
+	cost                     int64
+	hasLimit, hasID, hasMode bool
+	hasCost                  bool
+}
+
+// transaction fills defaults and checks the mode, as txnJSON.transaction
+// does for the slow path.
+func (f fastTxn) transaction(ignoreMode bool) (ratelimits.Transaction, *apiError) {
+	txn := ratelimits.Transaction{Limit: f.limit, ID: f.id, Cost: 1}
+	if f.hasCost {
+		txn.Cost = f.cost
+	}
+	if f.hasMode && !ignoreMode {
+		mode, err := ratelimits.ParseMode(f.mode)
+		if err != nil {
+			return ratelimits.Transaction{}, badRequest(codeInvalidMode, err.Error(), -1)
+		}
+		txn.Mode = mode
+	}
+	return txn, nil
 }
 
 // fastParser walks a byte slice for decodeSingleFast.

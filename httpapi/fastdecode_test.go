@@ -14,10 +14,11 @@ func slowDecodeSingle(body []byte) (txnJSON, bool) {
 	return req.txnJSON, true
 }
 
-func sameTxn(a, b txnJSON) bool {
-	eqs := func(x, y *string) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
-	eqi := func(x, y *int64) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
-	return eqs(a.Limit, b.Limit) && eqs(a.ID, b.ID) && eqs(a.Mode, b.Mode) && eqi(a.Cost, b.Cost)
+// sameTxn compares what the fast path read with what encoding/json read.
+func sameTxn(f fastTxn, j txnJSON) bool {
+	eqs := func(has bool, v string, p *string) bool { return has == (p != nil) && (!has || v == *p) }
+	return eqs(f.hasLimit, f.limit, j.Limit) && eqs(f.hasID, f.id, j.ID) && eqs(f.hasMode, f.mode, j.Mode) &&
+		f.hasCost == (j.Cost != nil) && (!f.hasCost || f.cost == *j.Cost)
 }
 
 func TestFastDecodeTakesTheCommonForms(t *testing.T) {
