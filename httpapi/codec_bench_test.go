@@ -1,0 +1,43 @@
+package httpapi
+
+import (
+	"testing"
+	"time"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// BenchmarkDecode reads a one-transaction body (the fast path) and a
+// batch of three (encoding/json).
+func BenchmarkDecode(b *testing.B) {
+	for _, c := range []struct{ name, body string }{
+		{"single", `{"limit":"APIRequestsPerKey","id":"key-1234","cost":1}`},
+		{"batch3", `{"transactions":[{"limit":"A","id":"1"},{"limit":"B","id":"2","mode":"check-only"},{"limit":"C","id":"3","cost":2}]}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			body := []byte(c.body)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, e := decodeBody(body, 100, false); e != nil {
+					b.Fatal(e)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEncode writes the answer to a one-transaction spend, headers
+// included.
+func BenchmarkEncode(b *testing.B) {
+	bd := &ratelimits.BatchDecision{Allowed: true, Remaining: 99, ResetIn: 10 * time.Millisecond, Decisions: []ratelimits.Decision{{
+		Name: "APIRequestsPerKey", ID: "key-1234", Allowed: true, Remaining: 99, ResetIn: 10 * time.Millisecond,
+		Limit: ratelimits.Limit{Burst: 100, Count: 100, Period: time.Second},
+	}}}
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		h := make(map[string][]string, 4)
+		setRateLimitHeaders(h, bd)
+		buf = appendBatch(buf[:0], bd)
+	}
+}
