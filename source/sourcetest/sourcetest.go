@@ -238,7 +238,7 @@ func testMatchesModel(t *testing.T, newSource Factory) {
 	for i := range keys {
 		keys[i] = key(t, fmt.Sprint(i))
 	}
-	model := map[string]int64{}
+	model := Model{}
 	now := base
 	const steps = 600
 	for step := range steps {
@@ -261,7 +261,7 @@ func testMatchesModel(t *testing.T, newSource Factory) {
 		} else {
 			got = spend(t, src, now, ops...)
 		}
-		want := modelApply(model, now, ops, isRefund)
+		want := model.Apply(now, ops, isRefund)
 		for i := range ops {
 			if got[i] != want[i] {
 				t.Fatalf("step %d (refund=%v) op %d %+v at %d:\n got %+v\nwant %+v", step, isRefund, i, ops[i], now, got[i], want[i])
@@ -270,12 +270,16 @@ func testMatchesModel(t *testing.T, newSource Factory) {
 	}
 }
 
-// modelApply is the reference: one map, the gcra batch functions, and the
-// rule that a TAT not after now is a missing bucket.
-func modelApply(model map[string]int64, now int64, ops []gcra.Op, isRefund bool) []gcra.Outcome {
+// Model is the reference every source is compared with: a Go map of TATs,
+// the gcra batch functions, and the rule that a TAT not after now is a
+// missing bucket.
+type Model map[string]int64
+
+// Apply decides a batch as a source must, and stores what it writes.
+func (m Model) Apply(now int64, ops []gcra.Op, isRefund bool) []gcra.Outcome {
 	tats := make([]int64, len(ops))
 	for i, op := range ops {
-		tat, ok := model[op.Key]
+		tat, ok := m[op.Key]
 		if !ok || tat <= now {
 			tat = gcra.Missing
 		}
@@ -289,7 +293,7 @@ func modelApply(model map[string]int64, now int64, ops []gcra.Op, isRefund bool)
 	}
 	for i, o := range out {
 		if o.Write {
-			model[ops[i].Key] = o.NewTAT
+			m[ops[i].Key] = o.NewTAT
 		}
 	}
 	return out
