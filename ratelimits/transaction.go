@@ -49,10 +49,12 @@ type TransactionError struct {
 	Err   error
 }
 
+// Error says which transaction was refused and why.
 func (e *TransactionError) Error() string {
 	return fmt.Sprintf("transaction %d: %v", e.Index, e.Err)
 }
 
+// Unwrap returns the reason, so errors.Is finds the sentinel errors.
 func (e *TransactionError) Unwrap() error { return e.Err }
 
 // Transaction asks to spend (or check, or refund) Cost tokens of the limit
