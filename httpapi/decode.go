@@ -57,13 +57,14 @@ func decodeBody(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 		// a binary id into a different, valid-looking subscriber.
 		return nil, badRequest(codeMalformedJSON, "the request body is not valid UTF-8", -1)
 	}
-	if ft, ok := decodeSingleFast(body); ok {
-		txn, e := ft.transaction(ignoreMode)
-		if e != nil {
-			return nil, e
-		}
-		return []ratelimits.Transaction{txn}, nil
+	if txns, e, ok := decodeFast(body, maxBatch, ignoreMode); ok {
+		return txns, e
 	}
+	return decodeSlow(body, maxBatch, ignoreMode)
+}
+
+// decodeSlow decodes any body with encoding/json, and words every error.
+func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
 	var req requestJSON
 	if e := decodeStrict(body, &req, -1); e != nil {
 		return nil, e

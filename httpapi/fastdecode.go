@@ -1,39 +1,125 @@
 package httpapi
 
-import "github.com/limiter-dev/limiter/ratelimits"
+import (
+	"bytes"
 
-// decodeSingleFast reads the common request, one transaction object such
-// as {"limit":"L","id":"x","cost":1}, without reflection. It accepts only a
-// narrow subset of JSON that it can read exactly as encoding/json would:
-// the keys limit, id, cost and mode spelled in lower case, each at most
-// once; string values without escapes; cost a plain integer of at most 18
-// digits. For anything else (a batch, escapes, null, other spellings,
-// duplicates, any error) it reports !ok, and the caller decodes with
-// encoding/json, which also words every error. FuzzFastDecode checks that
-// whenever it answers, encoding/json answers the same. body must be valid
-// UTF-8.
-func decodeSingleFast(body []byte) (fastTxn, bool) {
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// decodeFast reads the common requests without reflection: one
+// transaction object such as {"limit":"L","id":"x","cost":1}, or
+// {"transactions":[...]} with 1 to maxBatch of them. It accepts only a
+// narrow subset of JSON that it reads exactly as encoding/json would: the
+// keys limit, id, cost and mode spelled in lower case, each at most once;
+// string values without escapes; cost a plain integer of at most 18 digits.
+// For anything else (escapes, null, other spellings, duplicates, an empty or
+// oversized batch, any syntax error) ok is false and the caller decodes with
+// encoding/json, which also words those errors. A bad mode is the one error
+// it reports itself, and only once the whole body has been read, as the slow
+// path would. FuzzFastDecode checks that whenever it answers, the slow path
+// answers the same. body must be valid UTF-8.
+func decodeFast(body []byte, maxBatch int, ignoreMode bool) (txns []ratelimits.Transaction, e *apiError, ok bool) {
 	p := fastParser{b: body}
-	var tj fastTxn
 	p.space()
-	if !p.byte('{') {
-		return tj, false
+	if p.peek() != '{' {
+		return nil, nil, false
 	}
-	// One string holds the body, so the values below are substrings of it:
+	// One string holds the body, so the values read are substrings of it:
 	// one allocation for all of them.
-	text := string(body)
+	p.text = string(body)
+	var single [1]fastTxn
+	read := single[:0]
+	if p.batchStart() {
+		for {
+			p.space()
+			ft, ok := p.object()
+			if !ok || (maxBatch > 0 && len(read) == maxBatch) {
+				return nil, nil, false
+			}
+			read = append(read, ft)
+			p.space()
+			if p.byte(',') {
+				continue
+			}
+			if !p.byte(']') {
+				return nil, nil, false
+			}
+			p.space()
+			if !p.byte('}') {
+				return nil, nil, false
+			}
+			break
+		}
+	} else {
+		ft, ok := p.object()
+		if !ok {
+			return nil, nil, false
+		}
+		read = append(read, ft)
+	}
+	p.space()
+	if p.i != len(p.b) {
+		return nil, nil, false
+	}
+	index := func(i int) int { return i }
+	if len(read) == 1 && !p.batch {
+		index = func(int) int { return -1 } // a single transaction has no index
+	}
+	txns = make([]ratelimits.Transaction, len(read))
+	for i, ft := range read {
+		txn, e := ft.transaction(index(i), ignoreMode)
+		if e != nil {
+			return nil, e, true
+		}
+		txns[i] = txn
+	}
+	return txns, nil, true
+}
+
+// batchStart consumes `{"transactions":[` and reports whether it was there;
+// otherwise it leaves the parser at the opening brace.
+func (p *fastParser) batchStart() bool {
+	const key = `"transactions"`
+	save := p.i
+	p.byte('{')
+	p.space()
+	if !bytes.HasPrefix(p.b[p.i:], []byte(key)) {
+		p.i = save
+		return false
+	}
+	p.i += len(key)
+	p.space()
+	if !p.byte(':') {
+		p.i = save
+		return false
+	}
+	p.space()
+	if !p.byte('[') {
+		p.i = save
+		return false
+	}
+	p.batch = true
+	return true
+}
+
+// object reads one transaction object, which must have limit and id.
+func (p *fastParser) object() (fastTxn, bool) {
+	var ft fastTxn
+	if !p.byte('{') {
+		return ft, false
+	}
 	p.space()
 	if p.peek() == '}' {
-		return tj, false // {} lacks limit and id: let the slow path say so
+		return ft, false // {} lacks limit and id: let the slow path say so
 	}
 	for {
 		key, ok := p.plainString()
 		if !ok {
-			return tj, false
+			return ft, false
 		}
 		p.space()
 		if !p.byte(':') {
-			return tj, false
+			return ft, false
 		}
 		p.space()
 		switch string(key) {
@@ -41,30 +127,30 @@ func decodeSingleFast(body []byte) (fastTxn, bool) {
 			start := p.i + 1
 			v, ok := p.plainString()
 			if !ok {
-				return tj, false
+				return ft, false
 			}
-			value := text[start : start+len(v)]
-			target, seen := &tj.limit, &tj.hasLimit
+			value := p.text[start : start+len(v)]
+			target, seen := &ft.limit, &ft.hasLimit
 			if string(key) == "id" {
-				target, seen = &tj.id, &tj.hasID
+				target, seen = &ft.id, &ft.hasID
 			} else if string(key) == "mode" {
-				target, seen = &tj.mode, &tj.hasMode
+				target, seen = &ft.mode, &ft.hasMode
 			}
 			if *seen {
-				return tj, false // a duplicate key
+				return ft, false // a duplicate key
 			}
 			*target, *seen = value, true
 		case "cost":
-			if tj.hasCost {
-				return tj, false
+			if ft.hasCost {
+				return ft, false
 			}
 			n, ok := p.integer()
 			if !ok {
-				return tj, false
+				return ft, false
 			}
-			tj.cost, tj.hasCost = n, true
+			ft.cost, ft.hasCost = n, true
 		default:
-			return tj, false
+			return ft, false
 		}
 		p.space()
 		if p.byte(',') {
@@ -72,14 +158,13 @@ func decodeSingleFast(body []byte) (fastTxn, bool) {
 			continue
 		}
 		if !p.byte('}') {
-			return tj, false
+			return ft, false
 		}
-		p.space()
-		return tj, p.i == len(p.b) && tj.hasLimit && tj.hasID
+		return ft, ft.hasLimit && ft.hasID
 	}
 }
 
-// fastTxn is a transaction as decodeSingleFast read it: plain values and
+// fastTxn is a transaction as decodeFast read it: plain values and
 // presence flags, so reading one allocates nothing beyond the body string.
 type fastTxn struct {
 	limit, id, mode          string
@@ -90,7 +175,7 @@ type fastTxn struct {
 
 // transaction fills defaults and checks the mode, as txnJSON.transaction
 // does for the slow path.
-func (f fastTxn) transaction(ignoreMode bool) (ratelimits.Transaction, *apiError) {
+func (f fastTxn) transaction(index int, ignoreMode bool) (ratelimits.Transaction, *apiError) {
 	txn := ratelimits.Transaction{Limit: f.limit, ID: f.id, Cost: 1}
 	if f.hasCost {
 		txn.Cost = f.cost
@@ -98,17 +183,19 @@ func (f fastTxn) transaction(ignoreMode bool) (ratelimits.Transaction, *apiError
 	if f.hasMode && !ignoreMode {
 		mode, err := ratelimits.ParseMode(f.mode)
 		if err != nil {
-			return ratelimits.Transaction{}, badRequest(codeInvalidMode, err.Error(), -1)
+			return ratelimits.Transaction{}, badRequest(codeInvalidMode, err.Error(), index)
 		}
 		txn.Mode = mode
 	}
 	return txn, nil
 }
 
-// fastParser walks a byte slice for decodeSingleFast.
+// fastParser walks a body for decodeFast.
 type fastParser struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	text  string // the body as a string, for the values read
+	batch bool   // the body is {"transactions": [...]}
 }
 
 func (p *fastParser) peek() byte {
