@@ -26,8 +26,10 @@ fi
 go vet ./...
 go test -race -count=1 -timeout 12m ./...
 
-# Short fixed-time fuzzing of the request decoder and of config parsing;
-# their seed corpora already ran above as ordinary tests.
+# Short fixed-time fuzzing: the handler (no 5xx for any body), the fast
+# decoder against encoding/json, config parsing, and id canonicalisation
+# (a fixed point). Their seed corpora already ran above as ordinary tests.
 go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime 10s ./httpapi/
 go test -run '^$' -fuzz '^FuzzFastDecode$' -fuzztime 10s ./httpapi/
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 10s ./ratelimits/
+go test -run '^$' -fuzz '^FuzzCanonicalize$' -fuzztime 10s ./ratelimits/
