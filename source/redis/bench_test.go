@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/source/redis"
@@ -36,6 +39,52 @@ func setParallelism(b *testing.B) {
 
 func reportRate(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
+
+// redisStats is what the Redis servers of a benchmark have used so far:
+// CPU seconds (user + system, all threads) and script calls (EVALSHA and
+// EVAL), summed over the servers.
+type redisStats struct {
+	cpu   float64
+	calls int64
+}
+
+func readRedisStats(b *testing.B, addrs []string) redisStats {
+	b.Helper()
+	var st redisStats
+	for _, addr := range addrs {
+		info, err := redistest.Do(addr, "INFO", "all")
+		if err != nil {
+			b.Fatalf("INFO on %s: %v", addr, err)
+		}
+		for line := range strings.SplitSeq(info, "\n") {
+			line = strings.TrimSpace(line)
+			name, value, _ := strings.Cut(line, ":")
+			switch name {
+			case "used_cpu_sys", "used_cpu_user":
+				f, _ := strconv.ParseFloat(value, 64)
+				st.cpu += f
+			case "cmdstat_evalsha", "cmdstat_eval":
+				calls, _, _ := strings.Cut(strings.TrimPrefix(value, "calls="), ",")
+				n, _ := strconv.ParseInt(calls, 10, 64)
+				st.calls += n
+			}
+		}
+	}
+	return st
+}
+
+// measureRedis reports, when the benchmark ends, Redis's own CPU time per
+// decision and how many script calls a decision took (below 1 when
+// concurrent decisions shared calls): the limiter process's numbers
+// alone would hide the half of the work that Redis does.
+func measureRedis(b *testing.B, addrs []string) {
+	before := readRedisStats(b, addrs)
+	b.Cleanup(func() {
+		after := readRedisStats(b, addrs)
+		b.ReportMetric((after.cpu-before.cpu)*1e6/float64(b.N), "redis-µs/decision")
+		b.ReportMetric(float64(after.calls-before.calls)/float64(b.N), "calls/decision")
+	})
 }
 
 func benchSource(b *testing.B, opts redis.Options) *redis.Source {
@@ -74,6 +123,7 @@ func BenchmarkLimiterSpendRedis(b *testing.B) {
 		}
 		b.Run(be.name+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
+			measureRedis(b, opts.Addrs)
 			for i := 0; b.Loop(); i++ {
 				spendOne(b, i)
 			}
@@ -81,6 +131,7 @@ func BenchmarkLimiterSpendRedis(b *testing.B) {
 		})
 		b.Run(be.name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
+			measureRedis(b, opts.Addrs)
 			setParallelism(b)
 			b.RunParallel(func(pb *testing.PB) {
 				for i := 0; pb.Next(); i += 7919 {
@@ -103,6 +154,7 @@ func BenchmarkSourceSpendRedis(b *testing.B) {
 		for _, width := range []int{1, 3} {
 			b.Run(fmt.Sprintf("%s/batch=%d", be.name, width), func(b *testing.B) {
 				b.ReportAllocs()
+				measureRedis(b, opts.Addrs)
 				setParallelism(b)
 				b.RunParallel(func(pb *testing.PB) {
 					ops := make([]gcra.Op, width)

@@ -11,26 +11,40 @@
 -- comparison below is exact. The service passes its own "now" (the script
 -- never reads TIME), so a fake clock drives these decisions too.
 --
--- ARGV[1]        operation: S spend, R refund, D reset
--- ARGV[2], [3]   now as (hi, lo)
--- ARGV[4]        expiry margin in whole milliseconds
--- S: ARGV[5]     1 to write when the batch is allowed, 0 to read only
---    then 5 values per key: mode (0 check-and-spend, 1 check-only,
---    2 spend-only), increment EI*cost as (hi, lo), burst offset as (hi, lo)
--- R: 2 values per key: the decrement EI*cost as (hi, lo) (0 for check-only)
+-- ARGV[1]        operation: S spend (and write when allowed), C spend
+--                without writing (decide only), R refund, D reset,
+--                M several batches
+-- ARGV[2]        expiry margin in whole milliseconds
+-- ARGV[3], [4]   now as (hi, lo)
+-- S, C: then 3 values per key: mode (0 check-and-spend, 1 check-only,
+--    2 spend-only), the increment EI*cost, the burst offset
+-- R: 1 value per key: the decrement EI*cost (0 for check-only)
+-- Increments, burst offsets and decrements are decimal int64 strings; the
+-- script splits them into limbs itself, so each costs one argument (Redis
+-- spends a fair share of a call on every argument it parses).
 --
--- Reply of S and R: {verdict, tat_1, ..., tat_n}, verdict 1 when the batch
--- is allowed (always 1 for R), tat_i the TAT read before the call as its
--- stored decimal string, or "" for a missing or full bucket. The service
--- recomputes every outcome from these TATs with the same GCRA functions
--- the memory source uses. Reply of D: how many buckets were not full.
+-- Reply of S, C and R: {verdict, tat_1, ..., tat_n}, verdict 1 when the
+-- batch is allowed (always 1 for R), tat_i the TAT read before the call as
+-- its stored decimal string, or "" for a missing or full bucket. The
+-- service recomputes every outcome from these TATs with the same GCRA
+-- functions the memory source uses. Reply of D: how many buckets were not
+-- full.
+--
+-- M packs several independent batches into one call, so that concurrent
+-- batches to one Redis share its per-call cost (standalone Redis only: on
+-- a cluster one call's keys must share a slot). KEYS holds the batches'
+-- keys one after another; after the margin, ARGV holds per batch its
+-- operation, its number of keys, its now as (hi, lo) and its values per
+-- key as above. Each batch is decided exactly as alone, under its own
+-- "now"; the reply is the list of the batches' replies, a batch that fails
+-- (say on a key that holds no TAT) answering its own error without
+-- touching the others. The whole call is still one atomic script run.
 
 local B = 1000000000
 local MAX_HI, MAX_LO = 9223372036, 854775807 -- math.MaxInt64
 
-local op = ARGV[1]
-local now_hi, now_lo = tonumber(ARGV[2]), tonumber(ARGV[3])
-local margin = tonumber(ARGV[4])
+-- The batch being decided: its "now" (set by run), and the margin.
+local now_hi, now_lo, margin
 
 local function lt(ah, al, bh, bl)
   return ah < bh or (ah == bh and al < bl)
@@ -52,12 +66,9 @@ local function sub(ah, al, bh, bl)
   return h, l
 end
 
--- parse turns a stored decimal integer string into limbs.
-local function parse(key, s)
-  if not string.find(s, '^%-?%d+$') or #s > 20 then
-    error('limiter: ' .. key .. ' does not hold a TAT')
-  end
-  local neg = string.sub(s, 1, 1) == '-'
+-- split turns a decimal integer string into limbs.
+local function split(s)
+  local neg = string.byte(s, 1) == 45 -- '-', without making a string
   if neg then
     s = string.sub(s, 2)
   end
@@ -71,6 +82,32 @@ local function parse(key, s)
       return -h, 0
     end
     return -h - 1, B - l
+  end
+  return h, l
+end
+
+-- parse turns a stored TAT into limbs, refusing anything else.
+local function parse(key, s)
+  if not string.find(s, '^%-?%d+$') or #s > 20 then
+    error('limiter: ' .. key .. ' does not hold a TAT')
+  end
+  return split(s)
+end
+
+-- num turns a decimal int64 argument into limbs. Up to 15 characters the
+-- value is below 2^53, so one tonumber holds it exactly and the limbs
+-- come by exact division; longer ones are split as text.
+local function num(s)
+  if #s > 15 then
+    return split(s)
+  end
+  local x = tonumber(s)
+  local h = math.floor(x / B)
+  local l = x - h * B
+  if l < 0 then
+    return h - 1, l + B
+  elseif l >= B then
+    return h + 1, l - B
   end
   return h, l
 end
@@ -113,17 +150,18 @@ local function store(key, h, l)
   redis.call('SET', key, format(h, l), 'PX', string.format('%d', ms))
 end
 
-if op == 'S' then
-  local write = ARGV[5] == '1'
+-- spend decides the batch of keys KEYS[k+1..k+n], whose values start at
+-- ARGV[a], and writes it when allowed and write is set.
+local function spend(k, n, a, write)
   local out = { 0 }
   local allowed = true
-  local new_hi, new_lo = {}, {}
-  for i = 1, #KEYS do
-    local a = 5 + (i - 1) * 5
-    local mode = ARGV[a + 1]
-    local ih, il = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    local bh, bl = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-    local v, th, tl = read(KEYS[i])
+  local nw -- new TATs to write as (hi, lo) pairs at 2i-1, 2i; made when needed
+  for i = 1, n do
+    local b = a + (i - 1) * 3
+    local mode = ARGV[b]
+    local ih, il = num(ARGV[b + 1])
+    local bh, bl = num(ARGV[b + 2])
+    local v, th, tl = read(KEYS[k + i])
     if v then
       out[i + 1] = v
     else
@@ -142,26 +180,31 @@ if op == 'S' then
         allowed = false
       end
     elseif mode ~= '1' and lt(th, tl, wh, wl) then
-      new_hi[i], new_lo[i] = wh, wl
+      nw = nw or {}
+      nw[2 * i - 1], nw[2 * i] = wh, wl
     end
   end
   if allowed then
     out[1] = 1
-    if write then
-      for i = 1, #KEYS do
-        if new_hi[i] then
-          store(KEYS[i], new_hi[i], new_lo[i])
+    if write and nw then
+      for i = 1, n do
+        local h = nw[2 * i - 1]
+        if h then
+          store(KEYS[k + i], h, nw[2 * i])
         end
       end
     end
   end
   return out
-elseif op == 'R' then
+end
+
+-- refund gives back to KEYS[k+1..k+n]; their decrements start at ARGV[a].
+local function refund(k, n, a)
   local out = { 1 }
-  for i = 1, #KEYS do
-    local a = 4 + (i - 1) * 2
-    local dh, dl = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-    local v, th, tl = read(KEYS[i])
+  for i = 1, n do
+    local dh, dl = num(ARGV[a + i - 1])
+    local key = KEYS[k + i]
+    local v, th, tl = read(key)
     if v then
       out[i + 1] = v
       -- newTAT = max(tat - decrement, now): never more than full.
@@ -171,9 +214,9 @@ elseif op == 'R' then
       end
       if lt(wh, wl, th, tl) then
         if lt(now_hi, now_lo, wh, wl) then
-          store(KEYS[i], wh, wl)
+          store(key, wh, wl)
         else
-          redis.call('DEL', KEYS[i])
+          redis.call('DEL', key)
         end
       end
     else
@@ -181,18 +224,65 @@ elseif op == 'R' then
     end
   end
   return out
-elseif op == 'D' then
-  local n = 0
-  for i = 1, #KEYS do
-    local v = redis.call('GET', KEYS[i])
+end
+
+-- reset deletes KEYS[k+1..k+n] and counts those that were not full.
+local function reset(k, n)
+  local c = 0
+  for i = 1, n do
+    local key = KEYS[k + i]
+    local v = redis.call('GET', key)
     if v then
-      local h, l = parse(KEYS[i], v)
+      local h, l = parse(key, v)
       if lt(now_hi, now_lo, h, l) then
-        n = n + 1
+        c = c + 1
       end
-      redis.call('DEL', KEYS[i])
+      redis.call('DEL', key)
     end
   end
-  return n
+  return c
 end
-return redis.error_reply('limiter: unknown operation ' .. tostring(op))
+
+-- run decides one batch: operation op on KEYS[k+1..k+n], with "now" at
+-- ARGV[a], ARGV[a+1] and its values after. It returns the batch's reply
+-- and how many values the batch took after its now.
+local function run(op, k, n, a)
+  now_hi, now_lo = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  if op == 'S' or op == 'C' then
+    return spend(k, n, a + 2, op == 'S'), 3 * n
+  elseif op == 'R' then
+    return refund(k, n, a + 2), n
+  elseif op == 'D' then
+    return reset(k, n), 0
+  end
+  error('limiter: unknown operation ' .. tostring(op))
+end
+
+margin = tonumber(ARGV[2])
+local op = ARGV[1]
+if op ~= 'M' then
+  return (run(op, 0, #KEYS, 3))
+end
+local replies = {}
+local k, a = 0, 3
+while a <= #ARGV do
+  local bop, n = ARGV[a], tonumber(ARGV[a + 1])
+  local ok, reply, used = pcall(run, bop, k, n, a + 2)
+  if not ok then
+    if type(reply) ~= 'table' then
+      reply = redis.error_reply(tostring(reply))
+    end
+    -- The batch's size is known without running it, so the batches after
+    -- a failed one are still found.
+    if bop == 'S' or bop == 'C' then
+      used = 3 * n
+    elseif bop == 'R' then
+      used = n
+    else
+      used = 0
+    end
+  end
+  replies[#replies + 1] = reply
+  k, a = k + n, a + 4 + used
+end
+return replies

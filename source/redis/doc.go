@@ -11,6 +11,11 @@
 // both sources answer identically to the nanosecond, and it checks that
 // the script's batch verdict agrees.
 //
+// Concurrent calls to one Redis node share round trips (coalesce.go): they
+// are queued and sent as one pipeline as soon as a flusher is free, and
+// on a standalone Redis packed into single script calls, each batch still
+// decided atomically by one script run.
+//
 // On a Redis Cluster a batch whose keys fall into several hash slots is
 // applied slot by slot in ascending slot order, and a denied batch gives
 // back what its earlier slots spent; docs/redis.md states the guarantees

@@ -19,16 +19,17 @@ const limbBase = 1_000_000_000
 // Script operations (ARGV[1]).
 const (
 	opSpend  = "S"
+	opCheck  = "C" // a spend decided but never written
 	opRefund = "R"
 	opReset  = "D"
+	opMulti  = "M" // several batches in one call, see coalesce.go
 )
 
 // Argument counts of the script: the header, and per key.
 const (
 	headerArgs      = 4
-	spendHeaderArgs = headerArgs + 1
-	spendArgsPerKey = 5
-	refundArgsPer   = 2
+	spendArgsPerKey = 3
+	refundArgsPer   = 1
 )
 
 var (
@@ -58,10 +59,12 @@ func limbs(v int64) (hi, lo int64) {
 	return hi, lo
 }
 
-// appendHeader appends the arguments every call starts with.
+// appendHeader appends the arguments every call starts with: the
+// operation, the margin and now (as limbs: the script reads now as two
+// plain numbers, cheaper than splitting a 19-digit string).
 func appendHeader(args []any, op string, now, marginMS int64) []any {
 	hi, lo := limbs(now)
-	return append(args, op, hi, lo, marginMS)
+	return append(args, op, marginMS, hi, lo)
 }
 
 // checkOp rejects ops outside the Source contract, whose arithmetic gcra
@@ -74,11 +77,10 @@ func checkOp(op *gcra.Op) error {
 	return nil
 }
 
-// appendSpendOp appends one op's spend arguments.
+// appendSpendOp appends one op's spend arguments. The script splits the
+// int64s into limbs itself.
 func appendSpendOp(args []any, op *gcra.Op) []any {
-	ih, il := limbs(op.EmissionInterval * op.Cost)
-	bh, bl := limbs(op.BurstOffset)
-	return append(args, int64(op.Mode), ih, il, bh, bl)
+	return append(args, int64(op.Mode), op.EmissionInterval*op.Cost, op.BurstOffset)
 }
 
 // refundDecrement is how far a refund moves an op's TAT back: its cost in

@@ -17,9 +17,13 @@ const smallBatch = 8
 // Source keeps buckets in one Redis or a Redis Cluster. It is safe for
 // concurrent use; its zero value is not usable (call New).
 type Source struct {
-	client   goredis.UniversalClient
-	cluster  bool
-	script   *goredis.Script
+	client  goredis.UniversalClient
+	cluster bool
+	script  *goredis.Script
+	// single coalesces the calls to a standalone Redis; nodes those to
+	// each cluster master (see coalesce.go).
+	single   *pipe
+	nodes    *pipes
 	prefix   string
 	marginMS int64
 	// rollbackTimeout bounds giving back a denied multi-slot batch's
@@ -44,8 +48,11 @@ func New(opts Options) (*Source, error) {
 	}
 	if opts.Cluster {
 		s.client = goredis.NewClusterClient(opts.clusterOptions())
+		s.nodes = &pipes{script: s.script, timeout: opts.rollbackTimeout()}
 	} else {
-		s.client = goredis.NewClient(opts.clientOptions())
+		c := goredis.NewClient(opts.clientOptions())
+		s.client = c
+		s.single = newPipe(c, s.script, true, opts.rollbackTimeout())
 	}
 	return s, nil
 }
@@ -157,17 +164,16 @@ func (s *Source) keys(ops []gcra.Op) ([]string, error) {
 // runSpend runs the spend script on keys (all in one slot) and fills tats
 // with the TATs it read. With write unset it only reads and decides.
 func (s *Source) runSpend(ctx context.Context, now int64, ops []gcra.Op, keys []string, tats []int64, write bool) (bool, error) {
-	args := make([]any, 0, spendHeaderArgs+spendArgsPerKey*len(ops))
-	args = appendHeader(args, opSpend, now, s.marginMS)
+	op := opCheck
 	if write {
-		args = append(args, 1)
-	} else {
-		args = append(args, 0)
+		op = opSpend
 	}
+	args := make([]any, 0, headerArgs+spendArgsPerKey*len(ops))
+	args = appendHeader(args, op, now, s.marginMS)
 	for i := range ops {
 		args = appendSpendOp(args, &ops[i])
 	}
-	reply, err := s.script.Run(ctx, s.client, keys, args...).Result()
+	reply, err := s.eval(ctx, keys, args)
 	if err != nil {
 		return false, fmt.Errorf("redis source: spend: %w", err)
 	}
@@ -181,10 +187,9 @@ func (s *Source) runRefund(ctx context.Context, now int64, keys []string, decs, 
 	args := make([]any, 0, headerArgs+refundArgsPer*len(keys))
 	args = appendHeader(args, opRefund, now, s.marginMS)
 	for _, dec := range decs {
-		hi, lo := limbs(dec)
-		args = append(args, hi, lo)
+		args = append(args, dec)
 	}
-	reply, err := s.script.Run(ctx, s.client, keys, args...).Result()
+	reply, err := s.eval(ctx, keys, args)
 	if err != nil {
 		return fmt.Errorf("redis source: refund: %w", err)
 	}
@@ -195,11 +200,34 @@ func (s *Source) runRefund(ctx context.Context, now int64, keys []string, decs, 
 // runReset runs the reset script on keys (all in one slot).
 func (s *Source) runReset(ctx context.Context, now int64, keys []string) (int, error) {
 	args := appendHeader(make([]any, 0, headerArgs), opReset, now, s.marginMS)
-	n, err := s.script.Run(ctx, s.client, keys, args...).Int()
+	reply, err := s.eval(ctx, keys, args)
 	if err != nil {
 		return 0, fmt.Errorf("redis source: reset: %w", err)
 	}
-	return n, nil
+	n, ok := reply.(int64)
+	if !ok {
+		return 0, fmt.Errorf("%w: reset answered %T", ErrBadReply, reply)
+	}
+	return int(n), nil
+}
+
+// eval runs the script once on keys (all in one slot), sharing a round
+// trip with concurrent calls to the same node (coalesce.go).
+func (s *Source) eval(ctx context.Context, keys []string, args []any) (any, error) {
+	if !s.cluster {
+		return s.single.do(ctx, keys, args)
+	}
+	node, err := s.client.(*goredis.ClusterClient).MasterForKey(ctx, keys[0])
+	if err != nil {
+		return nil, err
+	}
+	reply, err := s.nodes.forNode(node).do(ctx, keys, args)
+	if err != nil && isRedirect(err) {
+		// The slot moved (or its master left) since the cluster client
+		// last looked: let it follow the redirect and refresh its map.
+		return s.script.Run(ctx, s.client, keys, args...).Result()
+	}
+	return reply, err
 }
 
 // tatBuffer returns n int64 slots, from buf when they fit.

@@ -1,0 +1,396 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/limiter-dev/limiter/internal/redistest"
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+)
+
+// These tests look inside the coalescer (its queue, and every pipeline the
+// client sends), so they live in package redis. Redis is real throughout;
+// a paused server (SIGSTOP) holds pipelines in flight, so that later calls
+// queue up deterministically, without sleeping.
+
+const coalesceNow int64 = 1_790_000_000_123_456_789
+
+// roundTrips counts the round trips a client makes with script calls
+// (a pipeline, or a call sent alone by its caller) and the batches they
+// carry. Every batch in these tests has one key, so a command's key count
+// is its number of batches, packed or not.
+type roundTrips struct {
+	trips, batches, loads atomic.Int64
+}
+
+func (r *roundTrips) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+// count records the batches of one script command.
+func (r *roundTrips) count(c goredis.Cmder) {
+	if args := c.Args(); len(args) > 2 && (c.Name() == "evalsha" || c.Name() == "eval") {
+		if n, ok := args[2].(int); ok {
+			r.batches.Add(int64(n))
+		}
+	}
+}
+
+func (r *roundTrips) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		switch args := cmd.Args(); {
+		case cmd.Name() == "evalsha" || cmd.Name() == "eval":
+			r.trips.Add(1)
+			r.count(cmd)
+		case cmd.Name() == "script" && len(args) > 1 && fmt.Sprint(args[1]) == "load":
+			r.loads.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		r.trips.Add(1)
+		for _, c := range cmds {
+			r.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// coalesceSource opens a source on srv whose read timeout outlasts a
+// paused server, with a hook counting its round trips.
+func coalesceSource(t *testing.T, srv *redistest.Server) (*Source, *roundTrips) {
+	t.Helper()
+	src, err := New(Options{
+		Addrs:     []string{srv.Addr()},
+		Namespace: "coalesce:",
+		// Pipelines must wait out a paused server rather than time out.
+		DialTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	// Load the script and open a connection before counting.
+	if err := src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp("warm", 1)}, make([]gcra.Outcome, 1)); err != nil {
+		t.Fatal(err)
+	}
+	rt := &roundTrips{}
+	src.client.(*goredis.Client).AddHook(rt)
+	return src, rt
+}
+
+// testOp is an op on a bucket of burst 100 refilling over an hour.
+func testOp(key string, cost int64) gcra.Op {
+	ei := int64(36 * time.Second)
+	return gcra.Op{Key: key, EmissionInterval: ei, BurstOffset: 100 * ei, Cost: cost}
+}
+
+// waitFor polls cond until it holds, failing the test after a deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond) // polling, not waiting for an effect
+	}
+}
+
+func (p *pipe) state() (queued, flushers int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue), p.flushers
+}
+
+// Many concurrent callers share few round trips, and each gets its own
+// answer (computed under its own "now" and cost). The script cache is
+// flushed first, so the first calls meet NOSCRIPT (which ones depends on
+// timing; TestCoalescedPipelineReloadsScript covers pipelines for sure).
+func TestCoalescedCallsShareRoundTrips(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src, rt := coalesceSource(t, srv)
+	if _, err := redistest.Do(srv.Addr(), "SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	const callers = 200
+	srv.Pause(t)
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume(t)
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	outs := make([][]gcra.Outcome, callers)
+	for i := range callers {
+		wg.Go(func() {
+			outs[i] = make([]gcra.Outcome, 1)
+			op := testOp(fmt.Sprintf("share:%d", i), int64(1+i%50))
+			errs[i] = src.Spend(context.Background(), coalesceNow+int64(i), []gcra.Op{op}, outs[i])
+		})
+	}
+	// Every call is either sent (in a pipeline stuck on the paused
+	// server) or queued behind them.
+	waitFor(t, "all calls are sent or queued", func() bool {
+		q, _ := src.single.state()
+		return int64(q)+rt.batches.Load() == callers
+	})
+	srv.Resume(t)
+	paused = false
+	wg.Wait()
+	for i := range callers {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: %v", i, errs[i])
+		}
+		cost := int64(1 + i%50)
+		want := coalesceNow + int64(i) + cost*int64(36*time.Second)
+		if o := outs[i][0]; !o.Allowed || o.Remaining != 100-cost || o.NewTAT != want {
+			t.Errorf("caller %d got %+v, want allowed, %d remaining, new TAT %d", i, o, 100-cost, want)
+		}
+	}
+	// Stuck on the paused server: at most maxFlushers calls sent alone by
+	// their callers, or pipelines; behind them the queue, in pipelines of
+	// maxPipeline. Each of these may be sent twice (NOSCRIPT).
+	if n := rt.trips.Load(); n > 2*(maxFlushers+callers/maxPipeline+1) {
+		t.Errorf("%d callers took %d round trips", callers, n)
+	} else {
+		t.Logf("%d callers, %d round trips", callers, n)
+	}
+	// Each bucket was written exactly once.
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	for i := range callers {
+		v, err := c.Get(context.Background(), src.Key(fmt.Sprintf("share:%d", i))).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := outs[i][0].NewTAT; v != strconv.FormatInt(want, 10) {
+			t.Fatalf("bucket %d holds %s, want %d", i, v, want)
+		}
+	}
+}
+
+// A pipeline whose calls meet NOSCRIPT loads the script and sends them
+// again, packed (standalone) or one command per call (as on a cluster).
+func TestCoalescedPipelineReloadsScript(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src, rt := coalesceSource(t, srv)
+	for _, pack := range []bool{true, false} {
+		if _, err := redistest.Do(srv.Addr(), "SCRIPT", "FLUSH"); err != nil {
+			t.Fatal(err)
+		}
+		p := newPipe(src.client.(*goredis.Client), src.script, pack, time.Second)
+		var calls []*call
+		for i := range 5 {
+			op := testOp(fmt.Sprintf("reload:%v:%d", pack, i), int64(i+1))
+			args := appendSpendOp(appendHeader(nil, opSpend, coalesceNow, src.marginMS), &op)
+			calls = append(calls, &call{ctx: context.Background(), keys: []string{src.Key(op.Key)}, args: args, done: make(chan struct{})})
+		}
+		loads := rt.loads.Load()
+		p.send(calls)
+		for i, c := range calls {
+			<-c.done
+			if c.err != nil {
+				t.Fatalf("pack=%v: call %d: %v", pack, i, c.err)
+			}
+			tats := make([]int64, 1)
+			if ok, err := parseReply(c.reply, coalesceNow, tats); err != nil || !ok {
+				t.Fatalf("pack=%v: call %d: reply %v: allowed=%v, %v", pack, i, c.reply, ok, err)
+			}
+		}
+		if rt.loads.Load() != loads+1 {
+			t.Errorf("pack=%v: %d script loads, want 1", pack, rt.loads.Load()-loads)
+		}
+	}
+}
+
+// blockFlushers pauses srv and parks maxFlushers calls in flight on it, so
+// that the next calls stay queued. It returns a function that resumes the
+// server and waits for the parked calls.
+func blockFlushers(t *testing.T, srv *redistest.Server, src *Source, rt *roundTrips) func() {
+	t.Helper()
+	srv.Pause(t)
+	var wg sync.WaitGroup
+	for i := range maxFlushers {
+		wg.Go(func() {
+			_ = src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp(fmt.Sprintf("block:%d", i), 1)}, make([]gcra.Outcome, 1))
+		})
+		waitFor(t, "the blocking call is in flight", func() bool { return rt.batches.Load() == int64(i+1) })
+	}
+	waitFor(t, "both flushers are busy", func() bool {
+		q, f := src.single.state()
+		return q == 0 && f == maxFlushers
+	})
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			srv.Resume(t)
+		}
+	})
+	return func() {
+		srv.Resume(t)
+		resumed = true
+		wg.Wait()
+	}
+}
+
+// A caller whose context ends while its call waits gets the context's
+// error at once, and its call is never sent: the bucket is untouched.
+func TestCoalescedCallerCancelled(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src, rt := coalesceSource(t, srv)
+	resume := blockFlushers(t, srv, src, rt)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan error, 1)
+	go func() {
+		cancelled <- src.Spend(ctx, coalesceNow, []gcra.Op{testOp("cancelled", 1)}, make([]gcra.Outcome, 1))
+	}()
+	waitFor(t, "the call is queued", func() bool { q, _ := src.single.state(); return q == 1 })
+	start := time.Now()
+	cancel()
+	if err := <-cancelled; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller got %v, want context.Canceled", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a cancelled caller waited %v", took)
+	}
+	start = time.Now()
+	dctx, dcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer dcancel()
+	err := src.Spend(dctx, coalesceNow, []gcra.Op{testOp("expired", 1)}, make([]gcra.Outcome, 1))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("caller past its deadline got %v, want context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a caller with a 50ms deadline waited %v", took)
+	}
+	resume()
+	for _, b := range []string{"cancelled", "expired"} {
+		out := make([]gcra.Outcome, 1)
+		if err := src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp(b, 0)}, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Remaining != 100 {
+			t.Errorf("bucket %q has %d remaining: a call whose caller left was sent", b, out[0].Remaining)
+		}
+	}
+}
+
+// Batches packed into one script call fail alone: a key holding no TAT
+// fails its own batch, and the batches packed with it are decided.
+func TestCoalescedErrorsStayPerBatch(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src, rt := coalesceSource(t, srv)
+	if _, err := redistest.Do(srv.Addr(), "SET", src.Key("junk"), "not a number"); err != nil {
+		t.Fatal(err)
+	}
+	resume := blockFlushers(t, srv, src, rt)
+	const callers = 10
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	outs := make([][]gcra.Outcome, callers)
+	for i := range callers {
+		key := fmt.Sprintf("ok:%d", i)
+		if i == callers/2 {
+			key = "junk"
+		}
+		wg.Go(func() {
+			outs[i] = make([]gcra.Outcome, 1)
+			errs[i] = src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp(key, 2)}, outs[i])
+		})
+	}
+	waitFor(t, "all calls are queued", func() bool { q, _ := src.single.state(); return q == callers })
+	before := rt.trips.Load()
+	resume()
+	wg.Wait()
+	for i := range callers {
+		switch {
+		case i == callers/2 && errs[i] == nil:
+			t.Errorf("the batch on a key holding no TAT succeeded: %+v", outs[i])
+		case i != callers/2 && errs[i] != nil:
+			t.Errorf("caller %d failed with a packed neighbour's error: %v", i, errs[i])
+		case i != callers/2 && outs[i][0].Remaining != 98:
+			t.Errorf("caller %d: %+v, want 98 remaining", i, outs[i][0])
+		}
+	}
+	if n := rt.trips.Load() - before; n != 1 {
+		t.Errorf("%d queued calls took %d round trips, want 1", callers, n)
+	}
+}
+
+// Redis down: every waiting caller gets an error promptly, also callers
+// without any deadline of their own; nothing hangs.
+func TestCoalescedRedisDown(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src, err := New(Options{Addrs: []string{srv.Addr()}, Namespace: "down:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	srv.Stop(t)
+	const callers = 50
+	errs := make(chan error, callers)
+	for i := range callers {
+		go func() {
+			errs <- src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp(fmt.Sprintf("d:%d", i), 1)}, make([]gcra.Outcome, 1))
+		}()
+	}
+	deadline := time.After(2 * time.Second)
+	for range callers {
+		select {
+		case err := <-errs:
+			if err == nil {
+				t.Fatal("a spend succeeded with Redis stopped")
+			}
+		case <-deadline:
+			t.Fatal("callers still waiting 2s after Redis went down")
+		}
+	}
+}
+
+// On a cluster every master has a coalescer of its own: many concurrent
+// callers over many slots each get their own answer.
+func TestCoalescedCluster(t *testing.T) {
+	cl := redistest.SharedCluster(t)
+	src, err := New(Options{Addrs: cl.Addrs(), Cluster: true, Namespace: fmt.Sprintf("cc%d:", time.Now().UnixNano()),
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	const callers = 300
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := range callers {
+		wg.Go(func() {
+			cost := int64(1 + i%7)
+			out := make([]gcra.Outcome, 1)
+			if err := src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp(fmt.Sprintf("c:%d", i), cost)}, out); err != nil {
+				t.Errorf("caller %d: %v", i, err)
+				failed.Add(1)
+				return
+			}
+			if out[0].Remaining != 100-cost {
+				t.Errorf("caller %d: %+v, want %d remaining", i, out[0], 100-cost)
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	src.nodes.byNode.Range(func(_, _ any) bool { n++; return true })
+	if n != len(cl.Servers) {
+		t.Errorf("%d coalescers for %d masters", n, len(cl.Servers))
+	}
+}
