@@ -14,7 +14,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,6 +42,7 @@ type options struct {
 	rate        int
 	openFor     time.Duration
 	sources     string
+	env         string
 }
 
 func main() {
@@ -55,6 +55,7 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
 	flag.StringVar(&o.sources, "sources", "memory,redis", "limiter sources to measure (redis is skipped without redis-server)")
+	flag.StringVar(&o.env, "env", "", "extra environment for the limiter processes, comma-separated (e.g. GOGC=400)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)
@@ -74,8 +75,7 @@ type server struct {
 // result is one run's measurements.
 type result struct {
 	rps, p50, p99, cpuPerReq float64 // req/s, ms, ms, µs
-	openP50, openP99         float64 // ms
-	openAchieved             float64 // req/s
+	open                     openLoopResult
 	errors                   int64
 }
 
@@ -102,6 +102,9 @@ func run(o options) error {
 	servers := []*server{{name: "bare net/http + encoding/json", cmd: []string{filepath.Join(dir, "bare")}}}
 	limiterEnv := []string{"LIMITER_LISTEN=127.0.0.1:0",
 		"LIMITER_DEFAULTS=" + filepath.Join(root, "config/defaults.yaml"), "LIMITER_OVERRIDES=" + filepath.Join(root, "config/overrides.yaml")}
+	if o.env != "" {
+		limiterEnv = append(limiterEnv, strings.Split(o.env, ",")...)
+	}
 	for _, src := range strings.Split(o.sources, ",") {
 		switch src {
 		case "memory":
@@ -240,7 +243,7 @@ func measure(s *server, script string, o options) (result, error) {
 	}
 	r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
 	r.cpuPerReq = (after - before) / float64(requests) * 1e6
-	r.openP50, r.openP99, r.openAchieved, err = openLoop(s.url, o.rate, o.openFor)
+	r.open, err = openLoop(s.url, o.rate, o.openFor)
 	return r, err
 }
 
@@ -302,31 +305,51 @@ func wrkPercentile(out, pct string) (float64, error) {
 	return v, nil
 }
 
-// openLoop sends rate requests per second for d, each due at its own
-// moment; latency is measured from when a request was due, so a slow
-// server cannot hide its queue by slowing the sender down. It returns p50
-// and p99 in ms and the rate achieved.
-func openLoop(url string, rate int, d time.Duration) (p50, p99, achieved float64, err error) {
-	total := int(float64(rate) * d.Seconds())
+// openLoopResult is what the open loop measured, in ms.
+type openLoopResult struct {
+	p50, p99         float64 // from when each request was due (queueing counted)
+	sentP50, sentP99 float64 // from when each request was actually sent
+	lateP99          float64 // how late the sender itself was
+	achieved         float64 // req/s
+}
+
+// openLoop sends rate requests per second for d from 64 workers, each
+// pacing its own share. Latency is measured from when a request was due,
+// so a slow server cannot hide its queue by slowing the sender down; the
+// time from actual sending and the sender's own lateness (timer
+// granularity, scheduling on a shared machine) are reported beside it, so
+// that what belongs to the sender can be told from what belongs to the
+// server.
+func openLoop(url string, rate int, d time.Duration) (openLoopResult, error) {
+	const workers = 64
 	interval := time.Second / time.Duration(rate)
-	transport := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}
+	transport := &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers}
 	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
 	defer transport.CloseIdleConnections()
-	due := make(chan time.Time, total)
-	latencies := make([]time.Duration, 0, total)
+	type sample struct{ fromDue, fromSend, late time.Duration }
 	var mu sync.Mutex
+	samples := make([]sample, 0, int(float64(rate)*d.Seconds()))
 	var failures atomic.Int64
 	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for range 256 {
+	start := time.Now().Add(50 * time.Millisecond)
+	end := start.Add(d)
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for at := range due {
-				body := fmt.Sprintf(`{"limit":"APIRequestsPerKey","id":"key-%d","cost":1}`, rand.IntN(10000)+1)
-				req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/spend", strings.NewReader(body))
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for k := 0; ; k++ {
+				due := start.Add(time.Duration(k*workers+w) * interval)
+				if due.After(end) {
+					return
+				}
+				if wait := time.Until(due); wait > 0 {
+					time.Sleep(wait)
+				}
+				body := fmt.Sprintf(`{"limit":"APIRequestsPerKey","id":"key-%d","cost":1}`, rng.IntN(10000)+1)
+				req, _ := http.NewRequest("POST", url+"/v1/spend", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
+				sent := time.Now()
 				resp, err := client.Do(req)
 				if err != nil {
 					failures.Add(1)
@@ -334,35 +357,37 @@ func openLoop(url string, rate int, d time.Duration) (p50, p99, achieved float64
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
+				done := time.Now()
 				if resp.StatusCode != 200 {
 					failures.Add(1)
 				}
-				lat := time.Since(at)
 				mu.Lock()
-				latencies = append(latencies, lat)
+				samples = append(samples, sample{done.Sub(due), done.Sub(sent), sent.Sub(due)})
 				mu.Unlock()
 			}
 		}()
 	}
-	start := time.Now()
-	for i := range total {
-		at := start.Add(time.Duration(i) * interval)
-		if wait := time.Until(at); wait > 0 {
-			time.Sleep(wait)
-		}
-		due <- at
-	}
-	close(due)
 	wg.Wait()
 	elapsed := time.Since(start)
 	if n := failures.Load(); n > 0 {
-		return 0, 0, 0, fmt.Errorf("open loop: %d requests failed", n)
+		return openLoopResult{}, fmt.Errorf("open loop: %d requests failed", n)
 	}
-	slices.Sort(latencies)
-	pct := func(p float64) float64 {
-		return float64(latencies[int(p*float64(len(latencies)-1))]) / 1e6
+	pct := func(get func(sample) time.Duration, p float64) float64 {
+		xs := make([]time.Duration, len(samples))
+		for i, s := range samples {
+			xs[i] = get(s)
+		}
+		slices.Sort(xs)
+		return float64(xs[int(p*float64(len(xs)-1))]) / 1e6
 	}
-	return pct(0.50), pct(0.99), float64(len(latencies)) / elapsed.Seconds(), nil
+	fromDue := func(s sample) time.Duration { return s.fromDue }
+	fromSend := func(s sample) time.Duration { return s.fromSend }
+	return openLoopResult{
+		p50: pct(fromDue, 0.50), p99: pct(fromDue, 0.99),
+		sentP50: pct(fromSend, 0.50), sentP99: pct(fromSend, 0.99),
+		lateP99:  pct(func(s sample) time.Duration { return s.late }, 0.99),
+		achieved: float64(len(samples)) / elapsed.Seconds(),
+	}, nil
 }
 
 func median(xs []float64) float64 {
@@ -375,8 +400,8 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 	fmt.Fprintf(w, "Closed loop: wrk -t%d -c%d -d%s, POST /v1/spend, 10,000 random ids. Open loop: %d req/s for %s.\n",
 		o.threads, o.connections, o.duration, o.rate, o.openFor)
 	fmt.Fprintf(w, "Medians of %d alternating rounds.\n\n", o.rounds)
-	fmt.Fprintln(w, "| server | req/s | × bare | p50 ms | p99 ms | server CPU µs/req | open-loop p50 ms | open-loop p99 ms | errors |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| server | req/s | × bare | p50 ms | p99 ms | server CPU µs/req | open p50 ms | open p99 ms | open p99 from send ms | sender late p99 ms | open req/s | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	col := func(rs []result, f func(result) float64) float64 {
 		xs := make([]float64, len(rs))
 		for i, r := range rs {
@@ -392,9 +417,11 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 			errs += r.errors
 		}
 		rps := col(rs, func(r result) float64 { return r.rps })
-		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %d |\n", s.name, rps, rps/bare,
+		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %.2f | %.2f | %.0f | %d |\n", s.name, rps, rps/bare,
 			col(rs, func(r result) float64 { return r.p50 }), col(rs, func(r result) float64 { return r.p99 }),
 			col(rs, func(r result) float64 { return r.cpuPerReq }),
-			col(rs, func(r result) float64 { return r.openP50 }), col(rs, func(r result) float64 { return r.openP99 }), errs)
+			col(rs, func(r result) float64 { return r.open.p50 }), col(rs, func(r result) float64 { return r.open.p99 }),
+			col(rs, func(r result) float64 { return r.open.sentP99 }), col(rs, func(r result) float64 { return r.open.lateP99 }),
+			col(rs, func(r result) float64 { return r.open.achieved }), errs)
 	}
 }
