@@ -13,6 +13,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/source/redis"
+	"github.com/limiter-dev/limiter/source/sourcetest"
 )
 
 // exactLimit is a limit as emission interval and burst.
@@ -36,33 +37,6 @@ var exactLimits = []exactLimit{
 
 func (l exactLimit) op(key string, cost int64, mode gcra.Mode) gcra.Op {
 	return gcra.Op{Key: key, EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: cost, Mode: mode}
-}
-
-// model is the reference: a map and the gcra batch functions, with the
-// rule that a TAT not after now is a missing bucket.
-type model map[string]int64
-
-func (m model) apply(now int64, ops []gcra.Op, isRefund bool) []gcra.Outcome {
-	tats := make([]int64, len(ops))
-	for i, op := range ops {
-		tat, ok := m[op.Key]
-		if !ok || tat <= now {
-			tat = gcra.Missing
-		}
-		tats[i] = tat
-	}
-	out := make([]gcra.Outcome, len(ops))
-	if isRefund {
-		gcra.RefundBatch(now, ops, tats, out)
-	} else {
-		gcra.SpendBatch(now, ops, tats, out)
-	}
-	for i, o := range out {
-		if o.Write {
-			m[ops[i].Key] = o.NewTAT
-		}
-	}
-	return out
 }
 
 // Random batches at times near 2^62 (and, for one regime, before 1970)
@@ -90,7 +64,7 @@ func TestExactAt63Bits(t *testing.T) {
 				for i := range keys {
 					keys[i] = fmt.Sprintf("x:%d", i)
 				}
-				m := model{}
+				m := sourcetest.Model{}
 				at := rg.start
 				for step := range 400 {
 					switch rng.IntN(10) {
@@ -130,7 +104,7 @@ func TestExactAt63Bits(t *testing.T) {
 					if err != nil {
 						t.Fatalf("step %d: %v", step, err)
 					}
-					want := m.apply(at, ops, isRefund)
+					want := m.Apply(at, ops, isRefund)
 					for i := range ops {
 						if got[i] != want[i] {
 							t.Fatalf("step %d (refund=%v) op %d %+v at %d:\n got %+v\nwant %+v", step, isRefund, i, ops[i], at, got[i], want[i])
@@ -146,7 +120,7 @@ func TestExactAt63Bits(t *testing.T) {
 // checkStored compares what Redis holds with the model: every bucket
 // that is not full at now is stored as its TAT in decimal, and no full
 // bucket is stored.
-func checkStored(t *testing.T, opts redis.Options, src *redis.Source, m model, at int64) {
+func checkStored(t *testing.T, opts redis.Options, src *redis.Source, m sourcetest.Model, at int64) {
 	t.Helper()
 	c := rawClient(t, opts)
 	for bucket, tat := range m {
