@@ -61,13 +61,13 @@ func decodeFast(body []byte, maxBatch int, ignoreMode bool) (txns []ratelimits.T
 	if p.i != len(p.b) {
 		return nil, nil, false
 	}
-	index := func(i int) int { return i }
-	if len(read) == 1 && !p.batch {
-		index = func(int) int { return -1 } // a single transaction has no index
-	}
 	txns = make([]ratelimits.Transaction, len(read))
 	for i, ft := range read {
-		txn, e := ft.transaction(index(i), ignoreMode)
+		index := i
+		if !p.batch {
+			index = -1 // a lone transaction has no index, as in the slow path
+		}
+		txn, e := ft.transaction(index, ignoreMode)
 		if e != nil {
 			return nil, e, true
 		}

@@ -169,15 +169,12 @@ func (h *handler) decision(o op) http.HandlerFunc {
 		}
 		bufp := h.bufs.Get().(*[]byte)
 		buf := appendBatch((*bufp)[:0], bd)
-		w.Header()["Content-Type"] = contentTypeJSON
+		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(buf)
 		h.putBuffer(bufp, buf)
 	}
 }
-
-// contentTypeJSON is shared by every answer; net/http only reads it.
-var contentTypeJSON = []string{"application/json"}
 
 // putBuffer returns a buffer to the pool, unless it grew so large that
 // keeping it would hold rare huge bodies in memory.
@@ -250,7 +247,7 @@ func (h *handler) subscriber(w http.ResponseWriter, r *http.Request) {
 	}
 	bufp := h.bufs.Get().(*[]byte)
 	buf := append(appendDecision((*bufp)[:0], &d), '\n')
-	w.Header()["Content-Type"] = contentTypeJSON
+	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf)
 	h.putBuffer(bufp, buf)

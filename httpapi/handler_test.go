@@ -443,8 +443,12 @@ func TestFailOpen(t *testing.T) {
 	if rec := s.post("/v1/spend", `{"limit":"Logins","id":"a","cost":9}`); rec.Code != 400 {
 		t.Errorf("bad cost with fail-open: %d, want 400", rec.Code)
 	}
-	if !strings.Contains(s.do("GET", "/metrics", "", "").Body.String(), "limiter_degraded_answers_total 2") {
+	metrics := s.do("GET", "/metrics", "", "").Body.String()
+	if !strings.Contains(metrics, "limiter_degraded_answers_total 2") {
 		t.Error("degraded answers not counted")
+	}
+	if !strings.Contains(metrics, `limiter_decisions_total{limit="Logins",op="spend",outcome="degraded"} 1`) || strings.Contains(metrics, `outcome="allowed"`) {
+		t.Errorf("fail-open answers must count as degraded, not allowed:\n%s", metrics)
 	}
 }
 

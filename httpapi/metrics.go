@@ -24,7 +24,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "limiter_decisions_total",
-			Help: "Transaction decisions by operation, limit name and outcome (allowed, denied, unlimited).",
+			Help: "Transaction decisions by operation, limit name and outcome (allowed, denied, unlimited, degraded).",
 		}, []string{"op", "limit", "outcome"}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "limiter_http_request_duration_seconds",
@@ -49,6 +49,8 @@ func (m *metrics) countDecisions(o op, bd *ratelimits.BatchDecision) {
 		d := &bd.Decisions[i]
 		outcome := "denied"
 		switch {
+		case bd.Degraded && !d.Unlimited:
+			outcome = "degraded" // allowed without a decision (fail-open)
 		case d.Unlimited:
 			outcome = "unlimited"
 		case d.Allowed:
