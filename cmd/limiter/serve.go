@@ -60,7 +60,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.maxBuckets, "max-buckets", envParsed("LIMITER_MAX_BUCKETS", 1_000_000, parseInt, &bad), "most buckets the memory source holds; the least recently used is evicted beyond (env LIMITER_MAX_BUCKETS)")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", envParsed("LIMITER_MAX_BODY_BYTES", int64(httpapi.DefaultMaxBodyBytes), parseInt64, &bad), "largest request body accepted (env LIMITER_MAX_BODY_BYTES)")
 	fs.IntVar(&f.maxBatch, "max-batch", envParsed("LIMITER_MAX_BATCH", httpapi.DefaultMaxBatch, parseInt, &bad), "most transactions in one request (env LIMITER_MAX_BATCH)")
-	fs.DurationVar(&f.sourceTimeout, "source-timeout", envParsed("LIMITER_SOURCE_TIMEOUT", 100*time.Millisecond, time.ParseDuration, &bad), "longest wait for the bucket source before answering 503 (env LIMITER_SOURCE_TIMEOUT)")
+	fs.DurationVar(&f.sourceTimeout, "source-timeout", envParsed("LIMITER_SOURCE_TIMEOUT", 100*time.Millisecond, time.ParseDuration, &bad), "longest wait for a Redis source before answering 503; the memory source never waits and gets no deadline (env LIMITER_SOURCE_TIMEOUT)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envParsed("LIMITER_SHUTDOWN_TIMEOUT", 15*time.Second, time.ParseDuration, &bad), "how long in-flight requests may finish after SIGINT/SIGTERM (env LIMITER_SHUTDOWN_TIMEOUT)")
 	fs.BoolVar(&f.failOpen, "fail-open", envParsed("LIMITER_FAIL_OPEN", false, strconv.ParseBool, &bad), "when the source fails, answer spends and checks allowed with \"degraded\": true instead of 503 (env LIMITER_FAIL_OPEN)")
 	fs.StringVar(&f.logFormat, "log-format", envString("LIMITER_LOG_FORMAT", "text"), "log format: text or json (env LIMITER_LOG_FORMAT)")
