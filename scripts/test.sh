@@ -7,12 +7,17 @@ cd "$(dirname "$0")/.."
 
 # The Redis tests start their own redis-server processes on free loopback
 # ports; they need the binaries, not a running server.
-if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+have_redis() { command -v redis-server >/dev/null && command -v redis-cli >/dev/null; }
+if ! have_redis; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "scripts/test.sh: installing redis-server (apt-get)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
-  else
+    # The package's own service may fail to start where there is no init
+    # system or its port is taken; only the binaries matter here, so the
+    # outcome is judged by them, not by apt-get's exit code.
+    apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null || true
+  fi
+  if ! have_redis; then
     echo "scripts/test.sh: redis-server and redis-cli are required; install them (e.g. sudo apt-get install -y redis-server)" >&2
     exit 1
   fi
