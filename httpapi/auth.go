@@ -58,7 +58,10 @@ func (h *handler) authorize(need access, next http.HandlerFunc) http.HandlerFunc
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := bearer(r)
-		if ok && (h.adminTokens.has(tok) || allowed.has(tok)) {
+		// Both sets are always compared in full (no short-circuit), so the
+		// time taken does not tell an admin token from an API token.
+		isAdmin, isAllowed := h.adminTokens.has(tok), allowed.has(tok)
+		if ok && (isAdmin || isAllowed) {
 			next(w, r)
 			return
 		}
