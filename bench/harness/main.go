@@ -18,9 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,8 +26,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -303,91 +299,6 @@ func wrkPercentile(out, pct string) (float64, error) {
 		v *= 1000
 	}
 	return v, nil
-}
-
-// openLoopResult is what the open loop measured, in ms.
-type openLoopResult struct {
-	p50, p99         float64 // from when each request was due (queueing counted)
-	sentP50, sentP99 float64 // from when each request was actually sent
-	lateP99          float64 // how late the sender itself was
-	achieved         float64 // req/s
-}
-
-// openLoop sends rate requests per second for d from 64 workers, each
-// pacing its own share. Latency is measured from when a request was due,
-// so a slow server cannot hide its queue by slowing the sender down; the
-// time from actual sending and the sender's own lateness (timer
-// granularity, scheduling on a shared machine) are reported beside it, so
-// that what belongs to the sender can be told from what belongs to the
-// server.
-func openLoop(url string, rate int, d time.Duration) (openLoopResult, error) {
-	const workers = 64
-	interval := time.Second / time.Duration(rate)
-	transport := &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers}
-	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
-	defer transport.CloseIdleConnections()
-	type sample struct{ fromDue, fromSend, late time.Duration }
-	var mu sync.Mutex
-	samples := make([]sample, 0, int(float64(rate)*d.Seconds()))
-	var failures atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now().Add(50 * time.Millisecond)
-	end := start.Add(d)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			for k := 0; ; k++ {
-				due := start.Add(time.Duration(k*workers+w) * interval)
-				if due.After(end) {
-					return
-				}
-				if wait := time.Until(due); wait > 0 {
-					time.Sleep(wait)
-				}
-				body := fmt.Sprintf(`{"limit":"APIRequestsPerKey","id":"key-%d","cost":1}`, rng.IntN(10000)+1)
-				req, _ := http.NewRequest("POST", url+"/v1/spend", strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				sent := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					failures.Add(1)
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				done := time.Now()
-				if resp.StatusCode != 200 {
-					failures.Add(1)
-				}
-				mu.Lock()
-				samples = append(samples, sample{done.Sub(due), done.Sub(sent), sent.Sub(due)})
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if n := failures.Load(); n > 0 {
-		return openLoopResult{}, fmt.Errorf("open loop: %d requests failed", n)
-	}
-	pct := func(get func(sample) time.Duration, p float64) float64 {
-		xs := make([]time.Duration, len(samples))
-		for i, s := range samples {
-			xs[i] = get(s)
-		}
-		slices.Sort(xs)
-		return float64(xs[int(p*float64(len(xs)-1))]) / 1e6
-	}
-	fromDue := func(s sample) time.Duration { return s.fromDue }
-	fromSend := func(s sample) time.Duration { return s.fromSend }
-	return openLoopResult{
-		p50: pct(fromDue, 0.50), p99: pct(fromDue, 0.99),
-		sentP50: pct(fromSend, 0.50), sentP99: pct(fromSend, 0.99),
-		lateP99:  pct(func(s sample) time.Duration { return s.late }, 0.99),
-		achieved: float64(len(samples)) / elapsed.Seconds(),
-	}, nil
 }
 
 func median(xs []float64) float64 {
