@@ -228,7 +228,7 @@ func BenchmarkMemoryPerBucket(b *testing.B) {
 }
 
 func filled(b *testing.B, buckets int) (*memory.Source, []string) {
-	src := memory.New(buckets)
+	src := memory.New(2 * buckets)
 	keys := make([]string, buckets)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("3:%d", i)
