@@ -44,7 +44,7 @@ type options struct {
 func main() {
 	var o options
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each server runs once per round, alternating")
-	flag.DurationVar(&o.duration, "duration", 10*time.Second, "closed-loop measurement time per run")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "closed-loop measurement time per run (0: open loop only)")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "closed-loop warm-up per run, not measured")
 	flag.IntVar(&o.connections, "connections", 50, "wrk connections")
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
@@ -218,6 +218,11 @@ func cpuSeconds(pid int) (float64, error) {
 
 func measure(s *server, script string, o options) (result, error) {
 	var r result
+	if o.duration == 0 { // open loop only
+		var err error
+		r.open, err = openLoop(s.url, o.rate, o.openFor)
+		return r, err
+	}
 	if _, err := wrk(s.url, script, o.warmup, o); err != nil {
 		return r, err
 	}
