@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -66,6 +67,9 @@ func decodeBody(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 // decodeSlow decodes any body with encoding/json, and words every error.
 func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
 	var req requestJSON
+	if e := checkFieldNames(body, requestFields, -1); e != nil {
+		return nil, e
+	}
 	if e := decodeStrict(body, &req, -1); e != nil {
 		return nil, e
 	}
@@ -89,6 +93,9 @@ func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 	txns := make([]ratelimits.Transaction, len(raw))
 	for i, msg := range raw {
 		var tj txnJSON
+		if e := checkFieldNames(msg, transactionFields, i); e != nil {
+			return nil, e
+		}
 		if e := decodeStrict(msg, &tj, i); e != nil {
 			return nil, e
 		}
@@ -168,6 +175,46 @@ func readBody(r *http.Request, maxBody int64, buf []byte) ([]byte, *apiError) {
 		}
 	}
 	return buf, nil
+}
+
+// The field names of a request object and of a transaction object.
+var (
+	transactionFields = []string{"limit", "id", "cost", "mode"}
+	requestFields     = []string{"limit", "id", "cost", "mode", "transactions"}
+)
+
+// checkFieldNames refuses an object with a field not named exactly as in
+// names, or with a field given twice. encoding/json alone would take
+// "LIMIT" for "limit" (it matches names case-insensitively) and keep the
+// last of two "id"s: a body that a proxy or a log reader in front of this
+// service may read differently. Anything that is not an object is left to
+// decodeStrict, which words the error.
+func checkFieldNames(data []byte, names []string, index int) *apiError {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var seen [5]bool // one per name; names has at most five
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return decodeError(err, index)
+		}
+		key, _ := tok.(string)
+		i := slices.Index(names, key)
+		if i < 0 {
+			return badRequest(codeUnknownField, fmt.Sprintf("unknown field %q", key), index)
+		}
+		if seen[i] {
+			return badRequest(codeInvalidRequest, fmt.Sprintf("field %q appears twice", key), index)
+		}
+		seen[i] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return decodeError(err, index)
+		}
+	}
+	return nil
 }
 
 // decodeStrict decodes exactly one JSON value into v: unknown fields,
