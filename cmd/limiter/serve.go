@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -162,6 +163,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	goredis.SetLogger(redisClientLog{log})
 	src, err := openSource(f)
 	if err != nil {
 		return err
