@@ -39,6 +39,7 @@ type options struct {
 	openFor     time.Duration
 	sources     string
 	env         string
+	url         string
 }
 
 func main() {
@@ -52,6 +53,7 @@ func main() {
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
 	flag.StringVar(&o.sources, "sources", "memory,redis", "limiter sources to measure (redis is skipped without redis-server)")
 	flag.StringVar(&o.env, "env", "", "extra environment for the limiter processes, comma-separated (e.g. GOGC=400)")
+	flag.StringVar(&o.url, "url", "", "measure only this running server (e.g. http://127.0.0.1:8080), building and starting nothing")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)
@@ -76,6 +78,18 @@ type result struct {
 }
 
 func run(o options) error {
+	if o.url != "" && o.duration == 0 {
+		r, err := openLoop(o.url, o.rate, o.openFor)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("open loop, %d req/s for %s: p50 %.2f ms, p99 %.2f ms, p99 from send %.2f ms, sender late p99 %.2f ms, %.0f req/s\n",
+			o.rate, o.openFor, r.p50, r.p99, r.sentP99, r.lateP99, r.achieved)
+		return nil
+	}
+	if o.url != "" {
+		return errors.New("-url measures the open loop only: give -duration 0")
+	}
 	if _, err := exec.LookPath("wrk"); err != nil {
 		return errors.New("wrk is needed: apt-get install -y wrk")
 	}
