@@ -1,0 +1,61 @@
+package main
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
+
+func TestGCPercentFor(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name        string
+		live, floor uint64
+		want        int
+	}{
+		{"small heap: collect at the floor", 1 * mib, 64 * mib, 6300},
+		{"live heap at half the floor: Go's default", 32 * mib, 64 * mib, 100},
+		{"live heap past the floor: Go's default", 200 * mib, 64 * mib, 100},
+		{"nothing measured yet", 0, 64 * mib, 100},
+		{"a tiny heap does not overflow", 1, math.MaxUint64 / 200, math.MaxInt32},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := gcPercentFor(tt.live, tt.floor); got != tt.want {
+				t.Errorf("gcPercentFor(%d, %d) = %d, want %d", tt.live, tt.floor, got, tt.want)
+			}
+		})
+	}
+}
+
+// The percentage follows the live heap from one collection to the next:
+// raised while the heap is small, back to 100 once it holds more than half
+// the floor.
+func TestGCFloorFollowsTheLiveHeap(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const floor = 64 << 20
+	g := startGCFloor(floor)
+	defer g.stop()
+	if p := g.tuned.Load(); p <= 100 {
+		t.Fatalf("a test binary's small heap got GOGC %d, want more than 100", p)
+	}
+	if p := debug.SetGCPercent(-1); int64(p) != g.tuned.Load() {
+		t.Errorf("GOGC is %d, the tuner says it set %d", p, g.tuned.Load())
+	}
+	debug.SetGCPercent(int(g.tuned.Load()))
+
+	big := make([]byte, 48<<20) // more than half the floor, kept live
+	for i := range big {
+		big[i] = byte(i)
+	}
+	// The tuner runs in a cleanup after a collection; collect until it has.
+	for i := 0; i < 1000 && g.tuned.Load() != 100; i++ {
+		runtime.GC()
+		runtime.Gosched()
+	}
+	runtime.KeepAlive(big)
+	if p := g.tuned.Load(); p != 100 {
+		t.Errorf("with 48 MiB live and a 64 MiB floor, GOGC is %d, want 100", p)
+	}
+}
