@@ -347,7 +347,11 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 			errs += r.errors
 		}
 		rps := col(rs, func(r result) float64 { return r.rps })
-		fmt.Fprintf(w, "| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %.2f | %.2f | %.0f | %d |\n", s.name, rps, rps/bare,
+		ratio := "-" // no closed loop run (-duration 0)
+		if bare > 0 {
+			ratio = fmt.Sprintf("%.2f", rps/bare)
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %.2f | %.1f | %.2f | %.2f | %.2f | %.2f | %.0f | %d |\n", s.name, rps, ratio,
 			col(rs, func(r result) float64 { return r.p50 }), col(rs, func(r result) float64 { return r.p99 }),
 			col(rs, func(r result) float64 { return r.cpuPerReq }),
 			col(rs, func(r result) float64 { return r.open.p50 }), col(rs, func(r result) float64 { return r.open.p99 }),
