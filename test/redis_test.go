@@ -345,3 +345,39 @@ func TestRedisFaultsOverHTTP(t *testing.T) {
 		})
 	}
 }
+
+// The binary on a TLS-only Redis whose certificate comes from a CA of its
+// own: with --redis-tls-ca naming that CA, spends are decided in Redis and
+// /readyz is 200; without, the binary trusts the system's roots, so every
+// call fails verification: a spend answers 503 and /readyz 503.
+func TestRedisTLSOverHTTP(t *testing.T) {
+	srv := redistest.NewStandaloneTLS(t)
+	const spend = `{"limit":"NewOrdersPerAccount","id":"42"}`
+	t.Run("WithCA", func(t *testing.T) {
+		p := startLimiter(t, procOptions{Args: append([]string{"--source", srv.URL(), "--redis-tls-ca", srv.CAFile()}, redisPatientArgs...)})
+		if !strings.Contains(p.logs(), "source=rediss ") {
+			t.Fatalf("not serving from rediss:\n%s", p.logs())
+		}
+		r := p.post("/v1/spend", spend)
+		var a batchAnswer
+		if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 || !a.Allowed || len(a.Decisions) != 1 ||
+			a.Decisions[0].Remaining != a.Decisions[0].Burst-1 {
+			t.Fatalf("spend over TLS: %d %s", r.Status, r.Body)
+		}
+		if r := p.do("GET", "/readyz", ""); r.Status != 200 {
+			t.Fatalf("/readyz over TLS: %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("WithoutCA", func(t *testing.T) {
+		p := startLimiter(t, procOptions{Args: append([]string{"--source", srv.URL()}, redisPatientArgs...)})
+		if r := p.post("/v1/spend", spend); r.Status != 503 || !strings.Contains(string(r.Body), "source_unavailable") {
+			t.Fatalf("spend with an untrusted certificate: %d %s, want 503 source_unavailable", r.Status, r.Body)
+		}
+		if r := p.do("GET", "/readyz", ""); r.Status != 503 {
+			t.Fatalf("/readyz with an untrusted certificate: %d %s, want 503", r.Status, r.Body)
+		}
+		if !strings.Contains(p.logs(), "certificate signed by unknown authority") {
+			t.Fatalf("the failure is not logged as a certificate error:\n%s", p.logs())
+		}
+	})
+}

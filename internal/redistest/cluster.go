@@ -40,7 +40,7 @@ func (c *Cluster) Flush(t testing.TB) {
 func startCluster(n int) (*Cluster, error) {
 	c := &Cluster{}
 	for range n {
-		s, err := startServer(true)
+		s, err := startServer(true, false)
 		if err != nil {
 			c.destroy()
 			return nil, err

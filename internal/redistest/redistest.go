@@ -9,7 +9,9 @@
 // stopped by Main, which the binary's TestMain must then call. Tests
 // sharing them keep apart by key prefix or call Flush. A test that stops
 // and restarts Redis, or a binary whose TestMain cannot call Main, takes
-// servers of its own from NewStandalone and NewCluster instead.
+// servers of its own from NewStandalone and NewCluster instead, and a
+// test of TLS one from NewStandaloneTLS (a server speaking TLS only, with
+// a certificate from a CA made for it).
 //
 // A missing redis-server or redis-cli fails the test, never skips it: the
 // Redis source is only tested if Redis runs.
@@ -63,7 +65,7 @@ func Standalone(t testing.TB) *Server {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.standalone == nil {
-		s, err := startServer(false)
+		s, err := startServer(false, false)
 		if err != nil {
 			t.Fatalf("redistest: starting redis-server: %v", err)
 		}
@@ -92,9 +94,28 @@ func SharedCluster(t testing.TB) *Cluster {
 // the test ends: for tests that stop and restart it.
 func NewStandalone(t testing.TB) *Server {
 	t.Helper()
-	s, err := startServer(false)
+	s, err := startServer(false, false)
 	if err != nil {
 		t.Fatalf("redistest: starting redis-server: %v", err)
+	}
+	t.Cleanup(s.destroy)
+	return s
+}
+
+// NewStandaloneTLS starts a standalone server of the test's own that
+// speaks TLS only, for tests of rediss:// sources; it is stopped when the
+// test ends. Its plaintext port is off (--port 0), so a client that works
+// cannot have fallen back to plaintext. Its certificate, for 127.0.0.1 and
+// localhost, is signed by a CA made for this server alone (CAFile): a
+// client that trusts only the system's roots fails verification, as it
+// would against a private CA in production. URL gives
+// rediss://127.0.0.1:port. Clients are not asked for certificates
+// (--tls-auth-clients no). Not shared: few tests need one.
+func NewStandaloneTLS(t testing.TB) *Server {
+	t.Helper()
+	s, err := startServer(false, true)
+	if err != nil {
+		t.Fatalf("redistest: starting redis-server with TLS: %v", err)
 	}
 	t.Cleanup(s.destroy)
 	return s

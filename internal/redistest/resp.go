@@ -20,6 +20,12 @@ func Do(addr string, args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return roundTrip(conn, args)
+}
+
+// roundTrip sends one command on conn, reads its reply as Do describes,
+// and closes conn.
+func roundTrip(conn net.Conn, args []string) (string, error) {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	var b strings.Builder

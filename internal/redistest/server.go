@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +23,10 @@ type Server struct {
 	port    int
 	busPort int // cluster bus port, 0 for a standalone server
 	dir     string
+	// tls, for a TLS-only server (NewStandaloneTLS), is a client config
+	// trusting the server's CA, for the readiness check and Flush; nil for
+	// a plaintext server.
+	tls *tls.Config
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -31,8 +36,24 @@ type Server struct {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-// URL is the server's address as a --source value.
-func (s *Server) URL() string { return "redis://" + s.Addr() }
+// URL is the server's address as a --source value: redis://, or
+// rediss:// for a TLS server.
+func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr()
+	}
+	return "redis://" + s.Addr()
+}
+
+// CAFile is the PEM file of the CA that signed a TLS server's
+// certificate (the value for --redis-tls-ca), or "" for a plaintext
+// server.
+func (s *Server) CAFile() string {
+	if s.tls == nil {
+		return ""
+	}
+	return filepath.Join(s.dir, caFileName)
+}
 
 // Stop kills the server (its data is not kept). The address stays
 // reserved for Start.
@@ -74,14 +95,30 @@ func (s *Server) signal(t testing.TB, sig syscall.Signal) {
 // Flush deletes every key of the server.
 func (s *Server) Flush(t testing.TB) {
 	t.Helper()
-	if _, err := Do(s.Addr(), "FLUSHALL"); err != nil {
+	if _, err := s.do("FLUSHALL"); err != nil {
 		t.Fatalf("redistest: FLUSHALL on %s: %v", s.Addr(), err)
 	}
 }
 
+// do sends one command to the server as Do does, over TLS (trusting the
+// server's CA) for a TLS server.
+func (s *Server) do(args ...string) (string, error) {
+	if s.tls == nil {
+		return Do(s.Addr(), args...)
+	}
+	// The dialer's timeout covers the handshake too.
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: time.Second}, Config: s.tls}
+	conn, err := d.Dial("tcp", s.Addr())
+	if err != nil {
+		return "", err
+	}
+	return roundTrip(conn, args)
+}
+
 // startServer starts a new server on free ports; cluster adds the
-// cluster mode and a bus port.
-func startServer(cluster bool) (*Server, error) {
+// cluster mode and a bus port, withTLS makes it speak TLS only (see
+// NewStandaloneTLS).
+func startServer(cluster, withTLS bool) (*Server, error) {
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("%s is not installed: %s", bin, installHint)
@@ -93,11 +130,19 @@ func startServer(cluster bool) (*Server, error) {
 	}
 	s := &Server{dir: dir}
 	if s.port, err = freePort(); err != nil {
+		s.destroy()
 		return nil, err
 	}
 	if cluster {
 		if s.busPort, err = freePort(); err != nil {
+			s.destroy()
 			return nil, err
+		}
+	}
+	if withTLS {
+		if s.tls, err = writeTLSFiles(dir); err != nil {
+			s.destroy()
+			return nil, fmt.Errorf("making TLS certificates: %w", err)
 		}
 	}
 	if err := s.start(); err != nil {
@@ -108,15 +153,26 @@ func startServer(cluster bool) (*Server, error) {
 }
 
 func (s *Server) args() []string {
-	args := []string{
-		"--port", strconv.Itoa(s.port),
+	port := []string{"--port", strconv.Itoa(s.port)}
+	if s.tls != nil {
+		// TLS only: the plaintext port is off.
+		port = []string{
+			"--port", "0",
+			"--tls-port", strconv.Itoa(s.port),
+			"--tls-cert-file", filepath.Join(s.dir, certFileName),
+			"--tls-key-file", filepath.Join(s.dir, keyFileName),
+			"--tls-ca-cert-file", filepath.Join(s.dir, caFileName),
+			"--tls-auth-clients", "no",
+		}
+	}
+	args := append(port,
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
 		"--logfile", s.logPath(),
 		"--daemonize", "no",
-	}
+	)
 	if s.busPort != 0 {
 		args = append(args,
 			"--cluster-enabled", "yes",
@@ -149,7 +205,8 @@ func (s *Server) start() error {
 	s.cmd, s.exited = cmd, exited
 	deadline := time.Now().Add(startTimeout)
 	for {
-		if _, err := Do(s.Addr(), "PING"); err == nil {
+		_, err := s.do("PING")
+		if err == nil {
 			return nil
 		}
 		select {
@@ -159,7 +216,8 @@ func (s *Server) start() error {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on port %d did not answer within %v%s", s.port, startTimeout, lastLines(s.logPath(), 20))
+			// The last error tells a TLS handshake failure from silence.
+			return fmt.Errorf("redis-server on port %d did not answer within %v (last: %v)%s", s.port, startTimeout, err, lastLines(s.logPath(), 20))
 		}
 	}
 }
