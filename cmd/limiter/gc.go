@@ -13,23 +13,39 @@ import (
 // apart at thousands of requests per second.
 const defaultGCHeapFloorMiB = 64
 
-// gcPercentFor returns the GOGC percentage that lets the heap grow to floor
-// bytes before a collection when live bytes survive the last one, and
-// never less than Go's default of 100.
+// goHeapMinimum is the Go runtime's minimum heap goal at GOGC=100. The
+// runtime scales it with GOGC (runtime/mgcpacer.go: heapMinimum =
+// defaultHeapMinimum * GOGC / 100), so at GOGC=1600 no collection starts
+// below 64 MiB however small the live heap.
+const goHeapMinimum = 4 << 20
+
+// gcPercentFor returns the GOGC percentage that makes the next collection
+// start at about floor bytes of heap when live bytes survived the last
+// one, and never less than Go's default of 100.
 //
 // The service's live heap is small (about a megabyte with the Redis
 // source), while every request leaves a few kilobytes of garbage. Go's
-// default goal of twice the live heap, at least 4 MB, then collects about
+// default goal of twice the live heap, at least 4 MiB, then collects about
 // a dozen times a second at 5,000 requests per second, and each mark phase
 // of ~2 ms takes one of a small machine's cores: the 1-2% of requests
 // that meet one make the p99 latency. A floor of a few tens of megabytes
 // collects every few seconds instead, and once the live heap passes half
 // the floor (a big memory source) the default takes over.
+//
+// Go's heap goal is the larger of the live heap times (1 + GOGC/100) and
+// the minimum above, and both grow with GOGC, so the percentage is the
+// smaller of the two that reach the floor: raising GOGC only by the live
+// heap would raise the minimum with it, to gigabytes for a small heap.
 func gcPercentFor(live, floor uint64) int {
 	if live == 0 || floor <= 2*live {
 		return 100
 	}
-	p := floor*100/live - 100
+	byLive := floor*100/live - 100
+	byMinimum := floor * 100 / goHeapMinimum
+	p := min(byLive, byMinimum)
+	if p < 100 {
+		return 100
+	}
 	if p > math.MaxInt32 {
 		return math.MaxInt32
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 )
 
@@ -14,7 +15,8 @@ func TestGCPercentFor(t *testing.T) {
 		live, floor uint64
 		want        int
 	}{
-		{"small heap: collect at the floor", 1 * mib, 64 * mib, 6300},
+		{"small heap: the heap minimum reaches the floor", 1 * mib, 64 * mib, 1600},
+		{"bigger heap: live times (1 + GOGC/100) reaches the floor", 10 * mib, 64 * mib, 540},
 		{"live heap at half the floor: Go's default", 32 * mib, 64 * mib, 100},
 		{"live heap past the floor: Go's default", 200 * mib, 64 * mib, 100},
 		{"nothing measured yet", 0, 64 * mib, 100},
@@ -58,5 +60,39 @@ func TestGCFloorFollowsTheLiveHeap(t *testing.T) {
 	runtime.KeepAlive(big)
 	if p := g.tuned.Load(); p != 100 {
 		t.Errorf("with 48 MiB live and a 64 MiB floor, GOGC is %d, want 100", p)
+	}
+}
+
+// The heap grows to about the floor between collections, not to Go's
+// default of a few megabytes, and not past it either: a percentage set
+// from the live heap alone would also raise Go's minimum heap, which
+// scales with GOGC, to gigabytes.
+func TestGCFloorBoundsTheHeap(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	const floor = 64 << 20
+	runtime.GC()
+	g := startGCFloor(floor)
+	defer g.stop()
+	heap := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(heap)
+	cyclesBefore := heap[1].Value.Uint64()
+	var peak uint64
+	var sink []byte
+	for i := range 8192 { // 512 MiB of garbage, 64 KiB at a time
+		sink = make([]byte, 64<<10)
+		sink[len(sink)-1] = byte(i)
+		if i%16 == 0 {
+			metrics.Read(heap)
+			peak = max(peak, heap[0].Value.Uint64())
+		}
+	}
+	runtime.KeepAlive(sink)
+	metrics.Read(heap)
+	cycles := heap[1].Value.Uint64() - cyclesBefore
+	if cycles < 2 {
+		t.Errorf("512 MiB of garbage took %d collections, want several", cycles)
+	}
+	if peak < floor/2 || peak > 2*floor {
+		t.Errorf("heap peaked at %d MiB with a %d MiB floor, want about the floor", peak>>20, floor>>20)
 	}
 }
