@@ -2,9 +2,13 @@ package main
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -107,4 +111,37 @@ func (g *gcFloor) tune() {
 		debug.SetGCPercent(p)
 		g.tuned.Store(int64(p))
 	}
+}
+
+// Where a container's memory limit is found: cgroup v2, then v1, relative
+// to the cgroup file system's mount point.
+var cgroupLimitFiles = []string{"memory.max", "memory/memory.limit_in_bytes"}
+
+// cgroupMemoryLimit returns the memory limit of the cgroup mounted at root
+// (in a container, the container's own), or 0 when there is none or it
+// cannot be read. "max" (v2) and the huge values v1 uses for no limit
+// count as none.
+func cgroupMemoryLimit(root string) uint64 {
+	for _, name := range cgroupLimitFiles {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			continue
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || v >= 1<<62 {
+			return 0 // "max", or v1's "unlimited"
+		}
+		return v
+	}
+	return 0
+}
+
+// gcFloorFor returns the heap floor to use: the configured one, but at
+// most a quarter of the container's memory limit, so that a small
+// container does not spend its memory on garbage waiting to be collected.
+func gcFloorFor(configured, memoryLimit uint64) uint64 {
+	if memoryLimit > 0 && configured > memoryLimit/4 {
+		return memoryLimit / 4
+	}
+	return configured
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -94,5 +96,56 @@ func TestGCFloorBoundsTheHeap(t *testing.T) {
 	}
 	if peak < floor/2 || peak > 2*floor {
 		t.Errorf("heap peaked at %d MiB with a %d MiB floor, want about the floor", peak>>20, floor>>20)
+	}
+}
+
+func TestCgroupMemoryLimit(t *testing.T) {
+	write := func(t *testing.T, root, name, content string) {
+		t.Helper()
+		path := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, file, content string
+		want                uint64
+	}{
+		{"v2 limit", "memory.max", "268435456\n", 256 << 20},
+		{"v2 no limit", "memory.max", "max\n", 0},
+		{"v1 limit", "memory/memory.limit_in_bytes", "134217728\n", 128 << 20},
+		{"v1 no limit", "memory/memory.limit_in_bytes", "9223372036854771712\n", 0},
+		{"garbage", "memory.max", "lots\n", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, root, tt.file, tt.content)
+			if got := cgroupMemoryLimit(root); got != tt.want {
+				t.Errorf("cgroupMemoryLimit = %d, want %d", got, tt.want)
+			}
+		})
+	}
+	if got := cgroupMemoryLimit(t.TempDir()); got != 0 {
+		t.Errorf("no cgroup files: %d, want 0", got)
+	}
+}
+
+func TestGCFloorFor(t *testing.T) {
+	const mib = 1 << 20
+	for _, tt := range []struct {
+		name                     string
+		configured, limit, floor uint64
+	}{
+		{"no container limit", 64 * mib, 0, 64 * mib},
+		{"a roomy container", 64 * mib, 1024 * mib, 64 * mib},
+		{"a 128 MiB container: a quarter of it", 64 * mib, 128 * mib, 32 * mib},
+	} {
+		if got := gcFloorFor(tt.configured, tt.limit); got != tt.floor {
+			t.Errorf("%s: gcFloorFor(%d, %d) = %d, want %d", tt.name, tt.configured, tt.limit, got, tt.floor)
+		}
 	}
 }

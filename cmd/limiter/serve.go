@@ -73,7 +73,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", envString("LIMITER_METRICS_LISTEN", ""), "serve /metrics on this address instead of --listen (env LIMITER_METRICS_LISTEN)")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", envParsed("LIMITER_RELOAD_INTERVAL", time.Second, time.ParseDuration, &bad), "how often the config files are checked for changes; 0 turns watching off (SIGHUP and the admin endpoint still reload) (env LIMITER_RELOAD_INTERVAL)")
 	fs.StringVar(&f.pprofListen, "pprof-listen", envString("LIMITER_PPROF_LISTEN", ""), "serve Go's /debug/pprof/ profiles on this address (keep it private; off when empty) (env LIMITER_PPROF_LISTEN)")
-	fs.IntVar(&f.gcHeapFloorMiB, "gc-heap-floor-mib", envParsed("LIMITER_GC_HEAP_FLOOR_MIB", defaultGCHeapFloorMiB, parseInt, &bad), "let the Go heap grow to this many MiB before collecting garbage, for fewer collections while the live heap is small; 0 leaves Go's default, and so does setting GOGC (env LIMITER_GC_HEAP_FLOOR_MIB)")
+	fs.IntVar(&f.gcHeapFloorMiB, "gc-heap-floor-mib", envParsed("LIMITER_GC_HEAP_FLOOR_MIB", defaultGCHeapFloorMiB, parseInt, &bad), "let the Go heap grow to this many MiB before collecting garbage, for fewer collections while the live heap is small; at most a quarter of a container's memory limit; 0 leaves Go's default, and so does setting GOGC (env LIMITER_GC_HEAP_FLOOR_MIB)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -152,7 +152,13 @@ func serve(args []string, stderr io.Writer) int {
 
 func runServer(f *serveFlags, log *slog.Logger) error {
 	if f.gcHeapFloorMiB > 0 && os.Getenv("GOGC") == "" {
-		defer startGCFloor(uint64(f.gcHeapFloorMiB) << 20).stop()
+		limit := cgroupMemoryLimit("/sys/fs/cgroup")
+		floor := gcFloorFor(uint64(f.gcHeapFloorMiB)<<20, limit)
+		if floor < uint64(f.gcHeapFloorMiB)<<20 {
+			log.Info("GC heap floor lowered to a quarter of the container's memory limit",
+				"floor_mib", floor>>20, "memory_limit_mib", limit>>20)
+		}
+		defer startGCFloor(floor).stop()
 	}
 	cfg, err := ratelimits.LoadConfig(f.defaults, f.overrides)
 	if err != nil {
