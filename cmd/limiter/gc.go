@@ -57,7 +57,7 @@ func gcPercentFor(live, floor uint64) int {
 }
 
 // gcFloor re-tunes GOGC after every collection from the live heap it
-// left, so that collections start at floor bytes of heap at the soonest.
+// left, so that the next collection starts at about floor bytes of heap.
 type gcFloor struct {
 	floor   uint64
 	stopped atomic.Bool
@@ -113,16 +113,13 @@ func (g *gcFloor) tune() {
 	}
 }
 
-// Where a container's memory limit is found: cgroup v2, then v1, relative
-// to the cgroup file system's mount point.
-var cgroupLimitFiles = []string{"memory.max", "memory/memory.limit_in_bytes"}
-
 // cgroupMemoryLimit returns the memory limit of the cgroup mounted at root
 // (in a container, the container's own), or 0 when there is none or it
 // cannot be read. "max" (v2) and the huge values v1 uses for no limit
 // count as none.
 func cgroupMemoryLimit(root string) uint64 {
-	for _, name := range cgroupLimitFiles {
+	// cgroup v2, then v1, relative to the cgroup file system's mount point.
+	for _, name := range []string{"memory.max", "memory/memory.limit_in_bytes"} {
 		b, err := os.ReadFile(filepath.Join(root, name))
 		if err != nil {
 			continue
