@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -67,7 +66,7 @@ func decodeBody(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 // decodeSlow decodes any body with encoding/json, and words every error.
 func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
 	var req requestJSON
-	if e := checkFieldNames(body, requestFields, -1); e != nil {
+	if e := checkFieldNames(body, true, -1); e != nil {
 		return nil, e
 	}
 	if e := decodeStrict(body, &req, -1); e != nil {
@@ -93,7 +92,7 @@ func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 	txns := make([]ratelimits.Transaction, len(raw))
 	for i, msg := range raw {
 		var tj txnJSON
-		if e := checkFieldNames(msg, transactionFields, i); e != nil {
+		if e := checkFieldNames(msg, false, i); e != nil {
 			return nil, e
 		}
 		if e := decodeStrict(msg, &tj, i); e != nil {
@@ -177,32 +176,45 @@ func readBody(r *http.Request, maxBody int64, buf []byte) ([]byte, *apiError) {
 	return buf, nil
 }
 
-// The field names of a request object and of a transaction object.
-var (
-	transactionFields = []string{"limit", "id", "cost", "mode"}
-	requestFields     = []string{"limit", "id", "cost", "mode", "transactions"}
-)
+// fieldIndex numbers the field names a body may use: those of a
+// transaction, then "transactions" (top level only). -1 for any other.
+func fieldIndex(name string) int {
+	switch name {
+	case "limit":
+		return 0
+	case "id":
+		return 1
+	case "cost":
+		return 2
+	case "mode":
+		return 3
+	case "transactions":
+		return 4
+	}
+	return -1
+}
 
-// checkFieldNames refuses an object with a field not named exactly as in
-// names, or with a field given twice. encoding/json alone would take
-// "LIMIT" for "limit" (it matches names case-insensitively) and keep the
-// last of two "id"s: a body that a proxy or a log reader in front of this
-// service may read differently. Anything that is not an object is left to
-// decodeStrict, which words the error.
-func checkFieldNames(data []byte, names []string, index int) *apiError {
+// checkFieldNames refuses an object with a field not named exactly as the
+// API names it, or with a field given twice ("transactions" is allowed at
+// the top level only). encoding/json alone would take "LIMIT" for "limit"
+// (it matches names case-insensitively) and keep the last of two "id"s: a
+// body that a proxy or a log reader in front of this service may read
+// differently. Anything that is not an object is left to decodeStrict,
+// which words the error.
+func checkFieldNames(data []byte, topLevel bool, index int) *apiError {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil
 	}
-	var seen [5]bool // one per name; names has at most five
+	var seen [5]bool
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
 			return decodeError(err, index)
 		}
 		key, _ := tok.(string)
-		i := slices.Index(names, key)
-		if i < 0 {
+		i := fieldIndex(key)
+		if i < 0 || (i == 4 && !topLevel) {
 			return badRequest(codeUnknownField, fmt.Sprintf("unknown field %q", key), index)
 		}
 		if seen[i] {

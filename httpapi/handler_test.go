@@ -219,6 +219,7 @@ func TestRefusals(t *testing.T) {
 		{"field name in another case in a batch", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","Id":"b"}]}`, 400, "unknown_field", 1},
 		{"field given twice", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","id":"b"}`, 400, "invalid_request", -1},
 		{"field given twice in a batch", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a","cost":1,"cost":2}]}`, 400, "invalid_request", 0},
+		{"transactions inside a transaction", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a","transactions":[]}]}`, 400, "unknown_field", 0},
 		{"transactions given twice", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"}],"transactions":[{"limit":"Logins","id":"b"}]}`, 400, "invalid_request", -1},
 		{"missing limit", "POST", "/v1/spend", "application/json", `{"id":"a"}`, 400, "invalid_request", -1},
 		{"missing id", "POST", "/v1/spend", "application/json", `{"limit":"Logins"}`, 400, "invalid_request", -1},
