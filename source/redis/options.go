@@ -198,36 +198,21 @@ const (
 	dialRetries = 1
 )
 
-func (o *Options) clientOptions() *goredis.Options {
-	timeout := o.readWrite()
-	return &goredis.Options{
-		Addr:                     o.Addrs[0],
+func (o *Options) clientOptions() *goredis.Options { return o.universal().Simple() }
+
+func (o *Options) clusterOptions() *goredis.ClusterOptions { return o.universal().Cluster() }
+
+// universal holds the settings both kinds of client share; go-redis turns
+// them into a standalone client's options (Addrs[0], DB) or a cluster's.
+func (o *Options) universal() *goredis.UniversalOptions {
+	return &goredis.UniversalOptions{
+		Addrs:                    o.Addrs,
 		DB:                       o.DB,
 		Username:                 o.Username,
 		Password:                 o.Password,
 		TLSConfig:                o.TLS,
 		PoolSize:                 o.PoolSize,
-		PoolTimeout:              timeout,
-		DialTimeout:              orDefault(o.DialTimeout, DefaultTimeout),
-		ReadTimeout:              orDefault(o.ReadTimeout, DefaultTimeout),
-		WriteTimeout:             orDefault(o.WriteTimeout, DefaultTimeout),
-		ContextTimeoutEnabled:    true,
-		MaxRetries:               noRetries,
-		DialerRetries:            dialRetries,
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	}
-}
-
-func (o *Options) clusterOptions() *goredis.ClusterOptions {
-	timeout := o.readWrite()
-	return &goredis.ClusterOptions{
-		Addrs:                    o.Addrs,
-		Username:                 o.Username,
-		Password:                 o.Password,
-		TLSConfig:                o.TLS,
-		PoolSize:                 o.PoolSize,
-		PoolTimeout:              timeout,
+		PoolTimeout:              o.readWrite(),
 		DialTimeout:              orDefault(o.DialTimeout, DefaultTimeout),
 		ReadTimeout:              orDefault(o.ReadTimeout, DefaultTimeout),
 		WriteTimeout:             orDefault(o.WriteTimeout, DefaultTimeout),
