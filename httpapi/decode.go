@@ -120,13 +120,23 @@ func (tj *txnJSON) transaction(index int, ignoreMode bool) (ratelimits.Transacti
 		txn.Cost = *tj.Cost
 	}
 	if tj.Mode != nil && !ignoreMode {
-		mode, err := ratelimits.ParseMode(*tj.Mode)
+		mode, err := parseMode(*tj.Mode)
 		if err != nil {
 			return ratelimits.Transaction{}, badRequest(codeInvalidMode, err.Error(), index)
 		}
 		txn.Mode = mode
 	}
 	return txn, nil
+}
+
+// parseMode reads a mode as sent in a request. Unlike ratelimits.ParseMode,
+// which takes "" for the default, a mode that is sent must be one of the
+// three the API names (spec/http-api.md); only a missing mode defaults.
+func parseMode(s string) (ratelimits.Mode, error) {
+	if s == "" {
+		return 0, fmt.Errorf(`%w "": want check-and-spend, check-only or spend-only (or leave mode out for check-and-spend)`, ratelimits.ErrInvalidMode)
+	}
+	return ratelimits.ParseMode(s)
 }
 
 // checkContentType accepts application/json (with any parameters) and a

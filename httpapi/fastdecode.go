@@ -181,7 +181,7 @@ func (f fastTxn) transaction(index int, ignoreMode bool) (ratelimits.Transaction
 		txn.Cost = f.cost
 	}
 	if f.hasMode && !ignoreMode {
-		mode, err := ratelimits.ParseMode(f.mode)
+		mode, err := parseMode(f.mode)
 		if err != nil {
 			return ratelimits.Transaction{}, badRequest(codeInvalidMode, err.Error(), index)
 		}
