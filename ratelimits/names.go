@@ -29,8 +29,9 @@ const (
 	// CertificatesPerDomain limits certificates per registered domain
 	// (eTLD+1) or per IP prefix.
 	CertificatesPerDomain Name = 5
-	// CertificatesPerDomainPerAccount limits certificates per account and
-	// domain; Boulder uses it through account overrides only.
+	// CertificatesPerDomainPerAccount limits certificates per account (the
+	// spec's id kind), or per account and domain as Boulder keys it;
+	// overrides are per account, and Boulder uses it through them only.
 	CertificatesPerDomainPerAccount Name = 6
 	// CertificatesPerFQDNSet limits certificates for one exact set of names.
 	CertificatesPerFQDNSet Name = 7
@@ -89,7 +90,7 @@ var builtinNames = [...]NameInfo{
 	{Name: NewOrdersPerAccount, String: "NewOrdersPerAccount", Kind: KindAccount, prefix: "3:"},
 	{Name: FailedAuthorizationsPerDomainPerAccount, String: "FailedAuthorizationsPerDomainPerAccount", Kind: KindAccountDomain, prefix: "4:"},
 	{Name: CertificatesPerDomain, String: "CertificatesPerDomain", Kind: KindDomainOrIPPrefix, prefix: "5:"},
-	{Name: CertificatesPerDomainPerAccount, String: "CertificatesPerDomainPerAccount", Kind: KindAccountDomain, prefix: "6:"},
+	{Name: CertificatesPerDomainPerAccount, String: "CertificatesPerDomainPerAccount", Kind: KindAccountOrAccountDomain, prefix: "6:"},
 	{Name: CertificatesPerFQDNSet, String: "CertificatesPerFQDNSet", Kind: KindFQDNSet, prefix: "7:"},
 	{Name: FailedAuthorizationsForPausingPerDomainPerAccount, String: "FailedAuthorizationsForPausingPerDomainPerAccount", Kind: KindAccountDomain, prefix: "8:"},
 	{Name: LimitOverrideRequestsPerIPAddress, String: "LimitOverrideRequestsPerIPAddress", Kind: KindIP, prefix: "9:"},
