@@ -8,12 +8,13 @@
 // lock and allocate nothing.
 //
 // Memory stays bounded two ways. A bucket whose TAT has passed is full, and
-// full buckets are forgotten (on read, and from the cold end of each shard
-// on insert), which no answer can tell apart from keeping them. And each
-// shard holds at most its share of MaxBuckets, evicting its least recently
-// used bucket to make room: an evicted subscriber starts again from a full
-// bucket. Eviction is least-recently-used per shard, which approximates a
-// global LRU closely when keys hash evenly.
+// full buckets are forgotten (on read, and by a sweep that each insert moves
+// two slots on), which no answer can tell apart from keeping them. And each
+// shard holds at most its share of MaxBuckets, evicting to make room a
+// bucket not read recently (CLOCK, a close approximation of least recently
+// used that writes nothing but the bucket's own entry when it is read): an
+// evicted subscriber starts again from a full bucket. Full buckets are
+// always dropped before any other is evicted.
 //
 // Memory cost: a stored bucket takes its key's bytes (rounded up to Go's
 // allocation size classes, e.g. 16 bytes for "3:12345678"), a 32-byte entry
@@ -37,8 +38,8 @@ const DefaultMaxBuckets = 1_000_000
 // (or a few dozen) rarely wait on the same lock.
 const maxShards = 256
 
-// minPerShard keeps shards from being so small that per-shard LRU stops
-// resembling a global one.
+// minPerShard keeps shards from being so small that per-shard eviction
+// stops resembling a global one.
 const minPerShard = 64
 
 // smallBatch is the batch size handled with arrays on the stack.
@@ -152,7 +153,8 @@ func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund
 	s.lock(idx)
 	defer s.unlock(idx)
 	for i := range ops {
-		tats = append(tats, s.shardFor(ops[i].Key).get(ops[i].Key, now))
+		_, tat := s.shardFor(ops[i].Key).get(ops[i].Key, now)
+		tats = append(tats, tat)
 	}
 	if refund {
 		gcra.RefundBatch(now, ops, tats, outcomes)
@@ -172,14 +174,15 @@ func (s *Source) applyOne(now int64, ops []gcra.Op, outcomes []gcra.Outcome, ref
 	sh := s.shardFor(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	tats := [1]int64{sh.get(key, now)}
+	slot, tat := sh.get(key, now)
+	tats := [1]int64{tat}
 	if refund {
 		gcra.RefundBatch(now, ops, tats[:], outcomes)
 	} else {
 		gcra.SpendBatch(now, ops, tats[:], outcomes)
 	}
 	if outcomes[0].Write {
-		sh.put(key, outcomes[0].NewTAT, now)
+		sh.putAt(key, slot, outcomes[0].NewTAT, now)
 	}
 }
 

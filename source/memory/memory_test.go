@@ -66,28 +66,66 @@ func TestSmallBoundIsExact(t *testing.T) {
 	}
 }
 
-// With one shard the eviction order is plain LRU: the bucket touched least
-// recently goes first, and touching a bucket (even by a check) saves it.
-func TestEvictsLeastRecentlyUsed(t *testing.T) {
+// With one shard the eviction order is CLOCK's: the hand goes round the
+// slots in insertion order, a bucket read since the hand last passed it
+// (even by a check) is spared once, and the first one not read goes.
+func TestEvictionSparesBucketsReadSinceTheHandPassed(t *testing.T) {
 	src := memory.New(3) // below minPerShard: one shard
 	for _, k := range []string{"a", "b", "c"} {
 		spendOne(t, src, now, hourly(k, 1))
 	}
 	check := hourly("a", 0)
 	check.Mode = gcra.CheckOnly
-	spendOne(t, src, now, check) // a is now the most recently used
+	spendOne(t, src, now, check) // a has been read
 	spendOne(t, src, now, hourly("d", 1))
-	// b was the least recently used: it is gone (full again), a is kept.
+	// The hand spared a (clearing its bit) and evicted b, never read.
+	if n := src.Evictions(); n != 1 {
+		t.Fatalf("%d evictions after one insert into a full shard, want 1", n)
+	}
 	if r := spendOne(t, src, now, hourly("a", 0)).Remaining; r != 99 {
 		t.Errorf("a: %d remaining, want 99 (kept)", r)
 	}
 	if r := spendOne(t, src, now, hourly("b", 0)).Remaining; r != 100 {
 		t.Errorf("b: %d remaining, want 100 (evicted)", r)
 	}
+	// Reading b (as missing) stored nothing; the shard holds a, c, d. The
+	// hand stands at c, which was never read: the next insert evicts it,
+	// although a's bit was cleared longer ago.
+	spendOne(t, src, now, hourly("e", 1))
+	if r := spendOne(t, src, now, hourly("c", 0)).Remaining; r != 100 {
+		t.Errorf("c: %d remaining, want 100 (evicted second)", r)
+	}
+	if r := spendOne(t, src, now, hourly("a", 0)).Remaining; r != 99 {
+		t.Errorf("a: %d remaining, want 99 (still kept)", r)
+	}
+	if n, want := src.Len(), 3; n != want {
+		t.Errorf("holds %d buckets, want %d", n, want)
+	}
+}
+
+// Full buckets are dropped to make room before any bucket is evicted:
+// losing one changes no answer, so it must not count as an eviction nor
+// cost a subscriber with tokens spent its bucket.
+func TestFullBucketsGoBeforeEvictions(t *testing.T) {
+	src := memory.New(3) // one shard
+	secondly := gcra.Op{Key: "b", EmissionInterval: int64(time.Second), BurstOffset: int64(10 * time.Second), Cost: 1}
+	spendOne(t, src, now, hourly("a", 1))
+	spendOne(t, src, now, secondly) // b is full again one second later
+	spendOne(t, src, now, hourly("c", 1))
+	later := now + int64(2*time.Second)
+	spendOne(t, src, later, hourly("d", 1))
+	if n := src.Evictions(); n != 0 {
+		t.Errorf("%d evictions, want 0: the full bucket b should have made room", n)
+	}
+	for _, k := range []string{"a", "c", "d"} {
+		if r := spendOne(t, src, later, hourly(k, 0)).Remaining; r != 99 {
+			t.Errorf("%s: %d remaining, want 99 (kept)", k, r)
+		}
+	}
 }
 
 // Buckets that have refilled are forgotten: reading one drops it, and
-// inserts clear refilled buckets from the cold end.
+// inserts sweep refilled buckets away.
 func TestForgetsFullBuckets(t *testing.T) {
 	src := memory.New(0)
 	for i := range 10 {
@@ -183,7 +221,7 @@ func BenchmarkSpendParallel(b *testing.B) {
 // each goroutine spends on a source of its own (5,000 buckets each), so no
 // memory is written by both cores. Against it, the shared source shows
 // what the cores pay for handing each other the cache lines a spend writes
-// (its shard's lock and the LRU links).
+// (its shard's lock and its entry).
 func BenchmarkSpendParallelDisjoint(b *testing.B) {
 	const goroutines = 2
 	b.SetParallelism(1)

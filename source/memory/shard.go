@@ -6,27 +6,35 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
 
-// none marks the end of a shard's LRU list and of its free list.
+// none marks the end of a shard's free list, and a key with no slot.
 const none int32 = -1
 
-// entry is one stored bucket. Entries live in one slice per shard and link
-// to each other by index, so a bucket costs no pointer for the garbage
-// collector to chase other than its key.
+// entry is one stored bucket, or a free slot. Entries live in one slice per
+// shard and refer to each other by index, so a bucket costs no pointer for
+// the garbage collector to chase other than its key.
 type entry struct {
-	key        string
-	tat        int64
-	prev, next int32 // LRU neighbours: prev is more recently used
+	key  string
+	tat  int64
+	next int32 // the next free slot, while this one is free
+	used bool
+	// ref is CLOCK's reference bit: set when the bucket is read, cleared
+	// when the eviction hand passes it. Keeping recency in the entry itself
+	// means a spend writes only its own entry and its shard's lock, not the
+	// neighbours an LRU list relinks: on two or more cores each such write
+	// is a cache line the other core must hand over.
+	ref bool
 }
 
-// shard is one lock's worth of buckets: a map from key to slot, and a list
-// of slots from most to least recently used. A shard never holds more than
-// capacity buckets; adding one more evicts the least recently used.
+// shard is one lock's worth of buckets: a map from key to slot, and the
+// slots. A shard never holds more than capacity buckets; adding one more
+// evicts one that was not read since the hand last passed it (CLOCK, or
+// "second chance", a close approximation of least recently used).
 type shard struct {
 	mu       sync.Mutex
 	slots    map[string]int32
 	entries  []entry
-	head     int32 // most recently used, or none
-	tail     int32 // least recently used, or none
+	hand     int32 // where the eviction sweep goes on from
+	sweep    int32 // where the sweep for full buckets goes on from
 	free     int32 // first reusable slot, chained through entry.next
 	capacity int
 	evicted  uint64
@@ -38,49 +46,58 @@ type shard struct {
 
 func (s *shard) init(capacity int) {
 	s.slots = make(map[string]int32)
-	s.head, s.tail, s.free = none, none, none
+	s.free = none
 	s.capacity = capacity
 }
 
-// get returns the TAT stored under key, or gcra.Missing. A bucket whose TAT
-// is not after now is full, which is what a missing bucket means too, so it
-// is forgotten on the spot. The caller holds s.mu.
-func (s *shard) get(key string, now int64) int64 {
+// get returns the slot and TAT stored under key, or none and gcra.Missing.
+// A bucket whose TAT is not after now is full, which is what a missing
+// bucket means too, so it is forgotten on the spot. The caller holds s.mu.
+func (s *shard) get(key string, now int64) (int32, int64) {
 	i, ok := s.slots[key]
 	if !ok {
-		return gcra.Missing
+		return none, gcra.Missing
 	}
-	if s.entries[i].tat <= now {
+	e := &s.entries[i]
+	if e.tat <= now {
 		s.remove(key, i)
-		return gcra.Missing
+		return none, gcra.Missing
 	}
-	s.touch(i)
-	return s.entries[i].tat
+	if !e.ref {
+		e.ref = true
+	}
+	return i, e.tat
 }
 
 // put stores tat under key. A TAT that is not after now describes a full
 // bucket, so it is removed instead of stored. The caller holds s.mu.
 func (s *shard) put(key string, tat, now int64) {
 	i, ok := s.slots[key]
+	if !ok {
+		i = none
+	}
+	s.putAt(key, i, tat, now)
+}
+
+// putAt is put for a key whose slot get returned under the same hold of
+// s.mu (none when it had no bucket), saving a second map lookup.
+func (s *shard) putAt(key string, i int32, tat, now int64) {
 	if tat <= now {
-		if ok {
+		if i != none {
 			s.remove(key, i)
 		}
 		return
 	}
-	if ok {
+	if i != none {
 		s.entries[i].tat = tat
-		s.touch(i)
 		return
 	}
-	s.forgetFullTail(now)
+	s.forgetFull(now)
 	if len(s.slots) >= s.capacity {
-		s.remove(s.entries[s.tail].key, s.tail)
-		s.evicted++
+		s.evict(now)
 	}
 	i = s.alloc()
-	s.entries[i] = entry{key: key, tat: tat, prev: none, next: s.head}
-	s.linkFront(i)
+	s.entries[i] = entry{key: key, tat: tat, used: true}
 	s.slots[key] = i
 }
 
@@ -96,16 +113,53 @@ func (s *shard) delete(key string, now int64) bool {
 	return notFull
 }
 
-// forgetFullTail drops up to two full buckets from the cold end of the LRU
-// list. Called on every insert, it keeps a shard close to holding only
-// buckets that are not full without a background sweeper; the capacity
-// bound holds regardless.
-func (s *shard) forgetFullTail(now int64) {
+// forgetFull looks at the next two slots of a sweep that goes round the
+// shard and drops the full buckets among them. Called on every insert, it
+// visits every slot once per half as many inserts as the shard has slots,
+// so a shard holds few full buckets without a background sweeper; the
+// capacity bound holds regardless.
+func (s *shard) forgetFull(now int64) {
+	n := int32(len(s.entries))
+	if n == 0 {
+		return
+	}
 	for range 2 {
-		if s.tail == none || s.entries[s.tail].tat > now {
+		if s.sweep >= n {
+			s.sweep = 0
+		}
+		if e := &s.entries[s.sweep]; e.used && e.tat <= now {
+			s.remove(e.key, s.sweep)
+		}
+		s.sweep++
+	}
+}
+
+// evict frees one slot of a shard that holds capacity buckets. The hand
+// goes round the slots: a full bucket goes at once (no answer can tell it
+// from a missing one), a bucket read since the hand last passed loses its
+// reference bit and stays, and the first bucket without one is evicted.
+// Two rounds at most: the first clears every bit it passes.
+func (s *shard) evict(now int64) {
+	n := int32(len(s.entries))
+	for {
+		if s.hand >= n {
+			s.hand = 0
+		}
+		i := s.hand
+		s.hand++
+		e := &s.entries[i]
+		switch {
+		case !e.used:
+		case e.tat <= now:
+			s.remove(e.key, i)
+			return
+		case e.ref:
+			e.ref = false
+		default:
+			s.remove(e.key, i)
+			s.evicted++
 			return
 		}
-		s.remove(s.entries[s.tail].key, s.tail)
 	}
 }
 
@@ -121,42 +175,6 @@ func (s *shard) alloc() int32 {
 
 func (s *shard) remove(key string, i int32) {
 	delete(s.slots, key)
-	s.unlink(i)
 	s.entries[i] = entry{next: s.free} // drop the key so its memory can go
 	s.free = i
-}
-
-// touch moves slot i to the front of the LRU list.
-func (s *shard) touch(i int32) {
-	if s.head == i {
-		return
-	}
-	s.unlink(i)
-	s.entries[i].prev, s.entries[i].next = none, s.head
-	s.linkFront(i)
-}
-
-// linkFront makes slot i, whose next is already the old head, the head.
-func (s *shard) linkFront(i int32) {
-	if s.head != none {
-		s.entries[s.head].prev = i
-	}
-	s.head = i
-	if s.tail == none {
-		s.tail = i
-	}
-}
-
-func (s *shard) unlink(i int32) {
-	e := &s.entries[i]
-	if e.prev != none {
-		s.entries[e.prev].next = e.next
-	} else {
-		s.head = e.next
-	}
-	if e.next != none {
-		s.entries[e.next].prev = e.prev
-	} else {
-		s.tail = e.prev
-	}
 }
