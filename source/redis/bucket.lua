@@ -86,12 +86,21 @@ local function split(s)
   return h, l
 end
 
--- parse turns a stored TAT into limbs, refusing anything else.
+-- parse turns a stored TAT into limbs, refusing anything else. A stored
+-- TAT is nearly always a positive 19-digit number, and for those one
+-- tonumber of the whole string is within 2^11 of the value: subtracting the
+-- exact low limb and rounding the quotient gives the high limb exactly, for
+-- one string.sub and two tonumber instead of split's two and two.
 local function parse(key, s)
-  if not string.find(s, '^%-?%d+$') or #s > 20 then
+  local n = #s
+  if n > 20 or not string.find(s, '^%-?%d+$') then
     error('limiter: ' .. key .. ' does not hold a TAT')
   end
-  return split(s)
+  if n < 16 or string.byte(s, 1) == 45 then
+    return split(s)
+  end
+  local l = tonumber(string.sub(s, n - 8))
+  return math.floor((tonumber(s) - l) / B + 0.5), l
 end
 
 -- Converting text to numbers (tonumber, string.sub) is much of what this
@@ -172,7 +181,8 @@ end
 local function store(key, h, l)
   local dh, dl = sub(h, l, now_hi, now_lo)
   local ms = dh * 1000 + math.floor((dl + 999999) / 1000000) + margin
-  redis.call('SET', key, format(h, l), 'PX', string.format('%d', ms))
+  -- PSETEX is SET … PX without the option parsing, and one argument less.
+  redis.call('PSETEX', key, string.format('%d', ms), format(h, l))
 end
 
 -- spend decides the batch of keys KEYS[k+1..k+n], whose values start at

@@ -153,3 +153,50 @@ func rawClient(t testing.TB, opts redis.Options) goredis.UniversalClient {
 
 // rawKey is the Redis key src stores bucket under.
 func rawKey(src *redis.Source, bucket string) string { return src.Key(bucket) }
+
+// The script reads a stored TAT by one of two routes: values of 16 digits
+// and more through one inexact tonumber corrected by the exact low limb,
+// shorter or negative ones by splitting the text. Each stored value here
+// (at the edges of both routes, of the limbs and of int64) is spent on
+// once, and the TAT the script writes back must be the stored one plus the
+// increment, digit for digit.
+func TestStoredTATsReadExactly(t *testing.T) {
+	opts := standalone(t)
+	src := newSource(t, opts)
+	c := rawClient(t, opts)
+	ctx := context.Background()
+	stored := []int64{
+		999_999_999_999_999,       // 15 digits: split
+		1_000_000_000_000_000,     // 16 digits: the tonumber route
+		1_000_000_000_999_999_999, // low limb at its top
+		1_000_000_001_000_000_000, // low limb zero
+		now + 1,
+		4_503_599_627_370_497,   // 2^52 + 1
+		9_007_199_254_740_993,   // 2^53 + 1: the first integer a double misses
+		999_999_999_999_999_999, // 18 nines
+		1 << 62,                 // and its neighbours
+		1<<62 - 1,
+		math.MaxInt64 - 1_000_000,  // room for the increment below
+		-1_000_000_000_000_000_001, // negative: split
+	}
+	const increment = 999_999 // carries into the high limb from 1e9 - 1
+	for i, tat := range stored {
+		key := fmt.Sprintf("p:%d", i)
+		if err := c.Set(ctx, src.Key(key), strconv.FormatInt(tat, 10), time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		at := tat - 1 // the bucket is not full
+		op := gcra.Op{Key: key, EmissionInterval: increment, BurstOffset: 10 * increment, Cost: 1}
+		out := spend(t, src, at, op)
+		if !out[0].Allowed || out[0].NewTAT != tat+increment {
+			t.Fatalf("stored %d: outcome %+v, want allowed with new TAT %d", tat, out[0], tat+increment)
+		}
+		got, err := c.Get(ctx, src.Key(key)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strconv.FormatInt(tat+increment, 10); got != want {
+			t.Errorf("stored %d: the script wrote %s, want %s", tat, got, want)
+		}
+	}
+}
