@@ -131,7 +131,9 @@ func run(o options) error {
 				continue
 			}
 			defer stop()
-			servers = append(servers, &server{name: "limiter, redis", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv})
+			servers = append(servers,
+				&server{name: "bare + one Redis INCR", cmd: []string{filepath.Join(dir, "bare"), "-redis", addr}, env: []string{"GOGC=1600"}},
+				&server{name: "limiter, redis", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv})
 		}
 	}
 	for _, s := range servers {
