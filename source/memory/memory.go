@@ -9,18 +9,22 @@
 //
 // Memory stays bounded two ways. A bucket whose TAT has passed is full, and
 // full buckets are forgotten (on read, and by a sweep that each insert moves
-// two slots on), which no answer can tell apart from keeping them. And each
-// shard holds at most its share of MaxBuckets, evicting to make room a
+// two positions on), which no answer can tell apart from keeping them. And
+// each shard holds at most its share of MaxBuckets, evicting to make room a
 // bucket not read recently (CLOCK, a close approximation of least recently
-// used that writes nothing but the bucket's own entry when it is read): an
-// evicted subscriber starts again from a full bucket. Full buckets are
-// always dropped before any other is evicted.
+// used that writes nothing but the bucket's own slot when it is read): an
+// evicted subscriber starts again from a full bucket. A full bucket the
+// eviction hand meets is dropped instead, and is not counted as evicted.
+//
+// Each shard is an open-addressing hash table of its own, not a Go map:
+// the key's hash, the TAT and the key's header sit in one 40-byte slot, so
+// a spend on a bucket not in the CPU's caches waits for memory about once
+// (plus the key's bytes, compared when the hashes match).
 //
 // Memory cost: a stored bucket takes its key's bytes (rounded up to Go's
-// allocation size classes, e.g. 16 bytes for "3:12345678"), a 32-byte entry
-// and one map slot of a string and an int32 (24 bytes, plus the map's
-// control bytes and spare capacity). BenchmarkMemoryPerBucket measures the
-// total at one million buckets.
+// allocation size classes, e.g. 16 bytes for "3:12345678") and a 40-byte
+// slot, in a table kept between three eighths and three quarters full.
+// BenchmarkMemoryPerBucket measures the total at one million buckets.
 package memory
 
 import (
@@ -88,13 +92,18 @@ func (s *Source) Refund(_ context.Context, now int64, ops []gcra.Op, outcomes []
 
 // Reset implements ratelimits.Source.
 func (s *Source) Reset(_ context.Context, now int64, keys []string) (int, error) {
+	var hashesBuf [smallBatch]uint64
 	var shardsBuf [smallBatch]uint32
-	idx := s.shardIndexes(keys, shardsBuf[:0])
+	hashes := hashesBuf[:0]
+	for _, key := range keys {
+		hashes = append(hashes, s.hash(key))
+	}
+	idx := s.shardIndexes(hashes, shardsBuf[:0])
 	s.lock(idx)
 	defer s.unlock(idx)
 	n := 0
-	for _, key := range keys {
-		if s.shardFor(key).delete(key, now) {
+	for i, key := range keys {
+		if s.shardOf(hashes[i]).delete(key, hashes[i], now) {
 			n++
 		}
 	}
@@ -114,7 +123,7 @@ func (s *Source) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.slots)
+		n += sh.count
 		sh.mu.Unlock()
 	}
 	return n
@@ -139,21 +148,20 @@ func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund
 		return
 	}
 	var tatsBuf [smallBatch]int64
-	var keysBuf [smallBatch]string
+	var hashesBuf [smallBatch]uint64
 	var shardsBuf [smallBatch]uint32
-	tats := tatsBuf[:0]
+	tats, hashes := tatsBuf[:0], hashesBuf[:0]
 	if len(ops) > smallBatch {
-		tats = make([]int64, 0, len(ops))
+		tats, hashes = make([]int64, 0, len(ops)), make([]uint64, 0, len(ops))
 	}
-	keys := keysBuf[:0]
 	for i := range ops {
-		keys = append(keys, ops[i].Key)
+		hashes = append(hashes, s.hash(ops[i].Key))
 	}
-	idx := s.shardIndexes(keys, shardsBuf[:0])
+	idx := s.shardIndexes(hashes, shardsBuf[:0])
 	s.lock(idx)
 	defer s.unlock(idx)
 	for i := range ops {
-		_, tat := s.shardFor(ops[i].Key).get(ops[i].Key, now)
+		_, tat := s.shardOf(hashes[i]).get(ops[i].Key, hashes[i], now)
 		tats = append(tats, tat)
 	}
 	if refund {
@@ -163,7 +171,9 @@ func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund
 	}
 	for i := range ops {
 		if outcomes[i].Write {
-			s.shardFor(ops[i].Key).put(ops[i].Key, outcomes[i].NewTAT, now)
+			// Found again by key: a read above that dropped a full bucket
+			// may have moved others of the same shard.
+			s.shardOf(hashes[i]).put(ops[i].Key, hashes[i], outcomes[i].NewTAT, now)
 		}
 	}
 }
@@ -171,10 +181,11 @@ func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund
 // applyOne is apply for a batch of one op: one lock, nothing sorted.
 func (s *Source) applyOne(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) {
 	key := ops[0].Key
-	sh := s.shardFor(key)
+	h := s.hash(key)
+	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	slot, tat := sh.get(key, now)
+	pos, tat := sh.get(key, h, now)
 	tats := [1]int64{tat}
 	if refund {
 		gcra.RefundBatch(now, ops, tats[:], outcomes)
@@ -182,23 +193,25 @@ func (s *Source) applyOne(now int64, ops []gcra.Op, outcomes []gcra.Outcome, ref
 		gcra.SpendBatch(now, ops, tats[:], outcomes)
 	}
 	if outcomes[0].Write {
-		sh.putAt(key, slot, outcomes[0].NewTAT, now)
+		sh.putAt(key, h, pos, outcomes[0].NewTAT, now)
 	}
 }
 
-func (s *Source) shardIndex(key string) uint32 {
-	return uint32(maphash.String(s.seed, key) & s.mask)
+// hash is a key's hash: its low bits choose the shard, its high bits the
+// place in the shard's table.
+func (s *Source) hash(key string) uint64 {
+	return maphash.String(s.seed, key)
 }
 
-func (s *Source) shardFor(key string) *shard {
-	return &s.shards[s.shardIndex(key)]
+func (s *Source) shardOf(h uint64) *shard {
+	return &s.shards[h&s.mask]
 }
 
-// shardIndexes returns the distinct shard indexes of keys in ascending
-// order: the one lock order every batch follows.
-func (s *Source) shardIndexes(keys []string, buf []uint32) []uint32 {
-	for _, key := range keys {
-		buf = append(buf, s.shardIndex(key))
+// shardIndexes returns the distinct shard indexes of the keys whose hashes
+// are given, in ascending order: the one lock order every batch follows.
+func (s *Source) shardIndexes(hashes []uint64, buf []uint32) []uint32 {
+	for _, h := range hashes {
+		buf = append(buf, uint32(h&s.mask))
 	}
 	slices.Sort(buf)
 	return slices.Compact(buf)

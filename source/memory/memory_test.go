@@ -67,8 +67,8 @@ func TestSmallBoundIsExact(t *testing.T) {
 }
 
 // With one shard the eviction order is CLOCK's: the hand goes round the
-// slots in insertion order, a bucket read since the hand last passed it
-// (even by a check) is spared once, and the first one not read goes.
+// shard's table, a bucket read since the hand last passed it (even by a
+// check) is spared once, and the first one not read goes.
 func TestEvictionSparesBucketsReadSinceTheHandPassed(t *testing.T) {
 	src := memory.New(3) // below minPerShard: one shard
 	for _, k := range []string{"a", "b", "c"} {
@@ -78,34 +78,32 @@ func TestEvictionSparesBucketsReadSinceTheHandPassed(t *testing.T) {
 	check.Mode = gcra.CheckOnly
 	spendOne(t, src, now, check) // a has been read
 	spendOne(t, src, now, hourly("d", 1))
-	// The hand spared a (clearing its bit) and evicted b, never read.
+	// Within one round the hand meets all three: it spares a (clearing
+	// its bit) and evicts whichever of b and c it meets first.
 	if n := src.Evictions(); n != 1 {
 		t.Fatalf("%d evictions after one insert into a full shard, want 1", n)
 	}
 	if r := spendOne(t, src, now, hourly("a", 0)).Remaining; r != 99 {
 		t.Errorf("a: %d remaining, want 99 (kept)", r)
 	}
-	if r := spendOne(t, src, now, hourly("b", 0)).Remaining; r != 100 {
-		t.Errorf("b: %d remaining, want 100 (evicted)", r)
+	kept := 0
+	for _, k := range []string{"b", "c", "d"} {
+		if spendOne(t, src, now, hourly(k, 0)).Remaining == 99 {
+			kept++
+		}
 	}
-	// Reading b (as missing) stored nothing; the shard holds a, c, d. The
-	// hand stands at c, which was never read: the next insert evicts it,
-	// although a's bit was cleared longer ago.
-	spendOne(t, src, now, hourly("e", 1))
-	if r := spendOne(t, src, now, hourly("c", 0)).Remaining; r != 100 {
-		t.Errorf("c: %d remaining, want 100 (evicted second)", r)
-	}
-	if r := spendOne(t, src, now, hourly("a", 0)).Remaining; r != 99 {
-		t.Errorf("a: %d remaining, want 99 (still kept)", r)
+	if kept != 2 {
+		t.Errorf("%d of b, c and d kept, want 2 (one of b and c evicted)", kept)
 	}
 	if n, want := src.Len(), 3; n != want {
 		t.Errorf("holds %d buckets, want %d", n, want)
 	}
 }
 
-// Full buckets are dropped to make room before any bucket is evicted:
-// losing one changes no answer, so it must not count as an eviction nor
-// cost a subscriber with tokens spent its bucket.
+// A full bucket the hand meets is dropped instead of evicting one: losing
+// it changes no answer, so it does not count as an eviction nor cost a
+// subscriber with tokens spent its bucket. Here the other two were read,
+// so the hand spares both and meets the full one within its first round.
 func TestFullBucketsGoBeforeEvictions(t *testing.T) {
 	src := memory.New(3) // one shard
 	secondly := gcra.Op{Key: "b", EmissionInterval: int64(time.Second), BurstOffset: int64(10 * time.Second), Cost: 1}
@@ -113,6 +111,11 @@ func TestFullBucketsGoBeforeEvictions(t *testing.T) {
 	spendOne(t, src, now, secondly) // b is full again one second later
 	spendOne(t, src, now, hourly("c", 1))
 	later := now + int64(2*time.Second)
+	for _, k := range []string{"a", "c"} {
+		check := hourly(k, 0)
+		check.Mode = gcra.CheckOnly
+		spendOne(t, src, later, check)
+	}
 	spendOne(t, src, later, hourly("d", 1))
 	if n := src.Evictions(); n != 0 {
 		t.Errorf("%d evictions, want 0: the full bucket b should have made room", n)
@@ -204,13 +207,17 @@ func BenchmarkSpendParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				out := make([]gcra.Outcome, 1)
 				ops := make([]gcra.Op, 1)
-				// Each goroutine walks the keys from its own place; from the
-				// same place they would all queue on the same shard.
+				// Each goroutine walks the keys in order, as the serial
+				// benchmark does, from its own place: from the same place
+				// they would all queue on the same shard. (Walking them with
+				// a stride would measure cache misses on this benchmark's own
+				// key list and key bytes, which a request's freshly decoded
+				// key does not have: up to 200 ns/op more at 1,000,000.)
 				i := int(goroutines.Add(1)) * len(keys) / 7
 				for pb.Next() {
 					ops[0] = hourly(keys[i%len(keys)], 1)
 					_ = src.Spend(context.Background(), now, ops, out)
-					i += 7919
+					i++
 				}
 			})
 		})
