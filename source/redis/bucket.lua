@@ -13,7 +13,8 @@
 --
 -- ARGV[1]        operation: S spend (and write when allowed), C spend
 --                without writing (decide only), R refund, D reset,
---                M several batches
+--                M several batches, P several batches with their keys
+--                in ARGV
 -- ARGV[2]        expiry margin in whole milliseconds
 -- ARGV[3], [4]   now as (hi, lo)
 -- S, C: then 3 values per key: mode (0 check-and-spend, 1 check-only,
@@ -39,6 +40,15 @@
 -- "now"; the reply is the list of the batches' replies, a batch that fails
 -- (say on a key that holds no TAT) answering its own error without
 -- touching the others. The whole call is still one atomic script run.
+--
+-- P is M for a cluster node, where the keys of one call may only be
+-- declared in KEYS when they share a slot. KEYS is empty, and each batch
+-- carries its keys in ARGV, after its size: operation, n, n keys, now as
+-- (hi, lo), values. Redis lets a script without flags reach undeclared
+-- keys of any slot the node serves, and answers a key of another node's
+-- slot (one that moved since the caller looked) with an error, before the
+-- key is read: the service packs only one-key batches this way, so such a
+-- batch fails whole, having written nothing, and is sent again alone.
 
 local B = 1000000000
 local MAX_HI, MAX_LO = 9223372036, 854775807 -- math.MaxInt64
@@ -185,9 +195,9 @@ local function store(key, h, l)
   redis.call('PSETEX', key, string.format('%d', ms), format(h, l))
 end
 
--- spend decides the batch of keys KEYS[k+1..k+n], whose values start at
--- ARGV[a], and writes it when allowed and write is set.
-local function spend(k, n, a, write)
+-- spend decides the batch of keys K[k+1..k+n] (K is KEYS or ARGV), whose
+-- values start at ARGV[a], and writes it when allowed and write is set.
+local function spend(K, k, n, a, write)
   local out = { 0 }
   local allowed = true
   local nw -- new TATs to write as (hi, lo) pairs at 2i-1, 2i; made when needed
@@ -196,7 +206,7 @@ local function spend(k, n, a, write)
     local mode = ARGV[b]
     local ih, il = num(ARGV[b + 1])
     local bh, bl = num(ARGV[b + 2])
-    local v, th, tl = read(KEYS[k + i])
+    local v, th, tl = read(K[k + i])
     if v then
       out[i + 1] = v
     else
@@ -225,7 +235,7 @@ local function spend(k, n, a, write)
       for i = 1, n do
         local h = nw[2 * i - 1]
         if h then
-          store(KEYS[k + i], h, nw[2 * i])
+          store(K[k + i], h, nw[2 * i])
         end
       end
     end
@@ -237,8 +247,8 @@ end
 -- add written out and no table but the reply's: in Redis's Lua a function
 -- call costs about a third of a tonumber, and a growing table as much as
 -- two. It decides exactly as spend does with n = 1.
-local function spend1(k, a, write)
-  local key = KEYS[k + 1]
+local function spend1(K, k, a, write)
+  local key = K[k + 1]
   local mode = ARGV[a]
   local ih, il = num(ARGV[a + 1])
   local bh, bl = num(ARGV[a + 2])
@@ -269,12 +279,12 @@ local function spend1(k, a, write)
   return { 1, v }
 end
 
--- refund gives back to KEYS[k+1..k+n]; their decrements start at ARGV[a].
-local function refund(k, n, a)
+-- refund gives back to K[k+1..k+n]; their decrements start at ARGV[a].
+local function refund(K, k, n, a)
   local out = { 1 }
   for i = 1, n do
     local dh, dl = num(ARGV[a + i - 1])
-    local key = KEYS[k + i]
+    local key = K[k + i]
     local v, th, tl = read(key)
     if v then
       out[i + 1] = v
@@ -297,11 +307,11 @@ local function refund(k, n, a)
   return out
 end
 
--- reset deletes KEYS[k+1..k+n] and counts those that were not full.
-local function reset(k, n)
+-- reset deletes K[k+1..k+n] and counts those that were not full.
+local function reset(K, k, n)
   local c = 0
   for i = 1, n do
-    local key = KEYS[k + i]
+    local key = K[k + i]
     local v = redis.call('GET', key)
     if v then
       local h, l = parse(key, v)
@@ -314,34 +324,40 @@ local function reset(k, n)
   return c
 end
 
--- run decides one batch: operation op on KEYS[k+1..k+n], with "now" at
+-- run decides one batch: operation op on K[k+1..k+n], with "now" at
 -- ARGV[a], ARGV[a+1] and its values after. It returns the batch's reply
 -- and how many values the batch took after its now.
-local function run(op, k, n, a)
+local function run(op, K, k, n, a)
   now_hi, now_lo = count(ARGV[a]), tonumber(ARGV[a + 1])
   if op == 'S' or op == 'C' then
     if n == 1 then
-      return spend1(k, a + 2, op == 'S'), 3
+      return spend1(K, k, a + 2, op == 'S'), 3
     end
-    return spend(k, n, a + 2, op == 'S'), 3 * n
+    return spend(K, k, n, a + 2, op == 'S'), 3 * n
   elseif op == 'R' then
-    return refund(k, n, a + 2), n
+    return refund(K, k, n, a + 2), n
   elseif op == 'D' then
-    return reset(k, n), 0
+    return reset(K, k, n), 0
   end
   error('limiter: unknown operation ' .. tostring(op))
 end
 
 margin = tonumber(ARGV[2])
 local op = ARGV[1]
-if op ~= 'M' then
-  return (run(op, 0, #KEYS, 3))
+if op ~= 'M' and op ~= 'P' then
+  return (run(op, KEYS, 0, #KEYS, 3))
 end
+local inline = op == 'P'
 local replies = {}
 local k, a = 0, 3
 while a <= #ARGV do
   local bop, n = ARGV[a], count(ARGV[a + 1])
-  local ok, reply, used = pcall(run, bop, k, n, a + 2)
+  -- K, k: where the batch's keys are; v: where its now starts.
+  local K, v = KEYS, a + 2
+  if inline then
+    K, k, v = ARGV, a + 1, a + 2 + n
+  end
+  local ok, reply, used = pcall(run, bop, K, k, n, v)
   if not ok then
     if type(reply) ~= 'table' then
       reply = redis.error_reply(tostring(reply))
@@ -357,6 +373,10 @@ while a <= #ARGV do
     end
   end
   replies[#replies + 1] = reply
-  k, a = k + n, a + 4 + used
+  if inline then
+    a = v + 2 + used
+  else
+    k, a = k + n, a + 4 + used
+  end
 end
 return replies

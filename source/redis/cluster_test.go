@@ -3,10 +3,14 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/source/redis"
 )
@@ -130,4 +134,126 @@ func TestClusterNoOvershootAcrossSlots(t *testing.T) {
 			t.Fatalf("bucket %s has %d remaining, want 0", k, r)
 		}
 	}
+}
+
+// A slot moves from one master to another (IMPORTING, MIGRATING, MIGRATE
+// of its keys, SETSLOT NODE: what redis-cli --cluster reshard does) while
+// eight callers spend on a bucket in it and on buckets of the same master
+// in other slots, so that calls are packed with the moving key, answered
+// ASK, then MOVED. No spend is lost or counted twice: the tokens taken
+// and the tokens left add up to the burst.
+func TestClusterSlotMigrationUnderLoad(t *testing.T) {
+	cl := redistest.NewCluster(t)
+	src := newSource(t, redis.Options{Addrs: cl.Addrs(), Cluster: true})
+	ctx := context.Background()
+	nodes := map[string]*goredis.Client{}
+	for _, s := range cl.Servers {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		nodes[s.Addr()] = c
+	}
+	masterOf := func(bucket string) string {
+		t.Helper()
+		slots, err := nodes[cl.Servers[0].Addr()].ClusterSlots(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slot := int(redis.Slot(src.Key(bucket)))
+		for _, r := range slots {
+			if slot >= r.Start && slot <= r.End {
+				return r.Nodes[0].Addr
+			}
+		}
+		t.Fatalf("no master serves slot %d", slot)
+		return ""
+	}
+	const moving = "m:0"
+	slot := int(redis.Slot(src.Key(moving)))
+	from := masterOf(moving)
+	var to string
+	for addr := range nodes {
+		if addr != from {
+			to = addr
+			break
+		}
+	}
+	var neighbours []string
+	for i := 1; len(neighbours) < 5; i++ {
+		b := fmt.Sprintf("m:%d", i)
+		if int(redis.Slot(src.Key(b))) != slot && masterOf(b) == from {
+			neighbours = append(neighbours, b)
+		}
+	}
+	id := func(addr string) string {
+		t.Helper()
+		s, err := nodes[addr].Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	fromID, toID := id(from), id(to)
+
+	var allowed, failed, attempts atomic.Int64
+	var migrated atomic.Bool
+	started := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			after := 0
+			for i := 0; after < 20; i++ {
+				if migrated.Load() {
+					after++
+				}
+				out := make([]gcra.Outcome, 1)
+				if err := src.Spend(ctx, now, []gcra.Op{hourly(moving, 1)}, out); err != nil {
+					failed.Add(1)
+				} else if out[0].Allowed {
+					allowed.Add(1)
+				}
+				_ = src.Spend(ctx, now, []gcra.Op{hourly(neighbours[(g+i)%len(neighbours)], 0)}, out)
+				if attempts.Add(1) == 40 {
+					once.Do(func() { close(started) })
+				}
+			}
+		})
+	}
+	<-started
+	do := func(addr string, args ...any) {
+		t.Helper()
+		if err := nodes[addr].Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, addr, err)
+		}
+	}
+	do(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
+	do(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
+	host, port, _ := net.SplitHostPort(to)
+	for {
+		keys, err := nodes[from].ClusterGetKeysInSlot(ctx, slot, 10).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		for _, k := range keys {
+			do(from, "MIGRATE", host, port, k, 0, 5000)
+		}
+	}
+	for addr := range nodes {
+		do(addr, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+	}
+	migrated.Store(true)
+	wg.Wait()
+
+	if n, err := nodes[to].Exists(ctx, src.Key(moving)).Result(); err != nil || n != 1 {
+		t.Fatalf("the bucket is not on its new master (exists=%d, %v)", n, err)
+	}
+	out := spend(t, src, now, hourly(moving, 0))
+	if got := allowed.Load() + out[0].Remaining; got != 100 {
+		t.Fatalf("%d spends allowed and %d tokens left: %d, want the burst of 100 (%d calls failed)",
+			allowed.Load(), out[0].Remaining, got, failed.Load())
+	}
+	t.Logf("%d attempts, %d allowed, %d failed during the move", attempts.Load(), allowed.Load(), failed.Load())
 }

@@ -17,8 +17,8 @@ import (
 // a coalescer: one caller, one round trip, no added latency. Calls that
 // arrive while maxFlushers round trips are in flight are queued, and a
 // flusher sends everything queued as one pipeline as soon as a slot frees
-// up; on a standalone Redis the queued calls are also packed into single
-// script calls. The reason is CPU, not latency: on a small machine the
+// up, and packed into single script calls: any calls on a standalone
+// Redis, one-key calls on a cluster master. The reason is CPU, not latency: on a small machine the
 // system calls of one request per round trip, on both sides, and Redis's
 // fixed cost per script call weigh as much as the script's own work, and
 // a pipeline of fifty calls pays them once.
@@ -27,9 +27,9 @@ import (
 // run, and Redis runs each script to completion before anything else,
 // pipelined or not. A pipeline is not a transaction: its calls are
 // independent, other clients' commands may run between them, and each
-// gets its own reply or error. A packed call (operation M of bucket.lua)
-// decides its batches one after another inside one script run, each as if
-// alone, and a failing batch answers its own error.
+// gets its own reply or error. A packed call (operation M or P of
+// bucket.lua) decides its batches one after another inside one script run,
+// each as if alone, and a failing batch answers its own error.
 
 // maxPipeline bounds the calls one pipeline carries, so that one flush
 // cannot hold a connection for long and a burst is split between the
@@ -42,10 +42,30 @@ const maxPipeline = 128
 // callers; more would only make each pipeline shorter.
 const maxFlushers = 2
 
-// maxPack bounds the batches packed into one script call on a standalone
-// Redis: Redis runs nothing else while a script runs, and a few dozen
-// batches take it a few hundred microseconds.
+// maxPack bounds the batches packed into one script call: Redis runs
+// nothing else while a script runs, and a few dozen batches take it a few
+// hundred microseconds.
 const maxPack = 32
+
+// packing is how a pipe packs queued calls into script calls.
+type packing int
+
+const (
+	// packNone sends one script call per queued call.
+	packNone packing = iota
+	// packKeys packs any calls into M calls, their keys declared: for a
+	// standalone Redis, where a script may declare keys of any slot.
+	packKeys
+	// packInline packs one-key calls into P calls, their keys passed as
+	// arguments: for a cluster master, where the keys a script declares
+	// must share a slot but a script may reach undeclared keys of every
+	// slot the node serves. A key whose slot has moved fails its own
+	// batch before anything is written (bucket.lua), and Source.eval
+	// sends that call again alone. A call of several keys is never packed
+	// this way: its keys are declared, so that Redis checks them all
+	// before the script runs.
+	packInline
+)
 
 // call is one queued script call and, once done is closed, its answer.
 type call struct {
@@ -60,11 +80,9 @@ type call struct {
 // pipe coalesces the script calls to one Redis node (the standalone
 // server, or one cluster master).
 type pipe struct {
-	node   *goredis.Client
-	script *goredis.Script
-	// pack packs concurrent calls into single script calls; only where
-	// keys of different slots may meet in one script (not on a cluster).
-	pack bool
+	node    *goredis.Client
+	script  *goredis.Script
+	packing packing
 	// timeout bounds one flush (a free connection, sending, the replies):
 	// callers do not wait for it, they leave when their context ends, but
 	// the flusher must come back to serve the queue.
@@ -75,8 +93,8 @@ type pipe struct {
 	flushers int // round trips in flight, at most maxFlushers
 }
 
-func newPipe(node *goredis.Client, script *goredis.Script, pack bool, timeout time.Duration) *pipe {
-	return &pipe{node: node, script: script, pack: pack, timeout: timeout}
+func newPipe(node *goredis.Client, script *goredis.Script, packing packing, timeout time.Duration) *pipe {
+	return &pipe{node: node, script: script, packing: packing, timeout: timeout}
 }
 
 // do runs one script call: alone at once when nothing else waits, or else
@@ -158,10 +176,9 @@ func (p *pipe) flush() {
 }
 
 // send runs one pipeline and hands every call its reply. Calls whose
-// caller has already left are dropped first. On a standalone Redis the
-// calls are packed, up to maxPack at a time, into single script calls
-// (operation M of bucket.lua), which spares Redis most of its per-call
-// cost. Commands Redis answers with NOSCRIPT (it restarted, or its script
+// caller has already left are dropped first. The calls are packed, up to
+// maxPack at a time, into single script calls (see packing), which spares
+// Redis most of its per-call cost. Commands Redis answers with NOSCRIPT (it restarted, or its script
 // cache was flushed) are sent again after the script is loaded, in one
 // more round trip: NOSCRIPT means nothing of that command ran.
 func (p *pipe) send(batch []*call) {
@@ -205,18 +222,31 @@ func (p *pipe) send(batch []*call) {
 	}
 }
 
-// units splits calls into the groups that become one script call each:
-// one call per group on a cluster, up to maxPack on a standalone Redis.
+// units splits calls into the groups that become one script call each,
+// as p.packing allows.
 func (p *pipe) units(calls []*call) [][]*call {
-	size := 1
-	if p.pack {
-		size = maxPack
+	var units [][]*call
+	packable := calls
+	switch p.packing {
+	case packNone:
+		packable = nil
+		for _, c := range calls {
+			units = append(units, []*call{c})
+		}
+	case packInline:
+		packable = make([]*call, 0, len(calls))
+		for _, c := range calls {
+			if len(c.keys) == 1 {
+				packable = append(packable, c)
+			} else {
+				units = append(units, []*call{c})
+			}
+		}
 	}
-	units := make([][]*call, 0, (len(calls)+size-1)/size)
-	for len(calls) > 0 {
-		n := min(size, len(calls))
-		units = append(units, calls[:n:n])
-		calls = calls[n:]
+	for len(packable) > 0 {
+		n := min(maxPack, len(packable))
+		units = append(units, packable[:n:n])
+		packable = packable[n:]
 	}
 	return units
 }
@@ -228,7 +258,11 @@ func (p *pipe) exec(ctx context.Context, units [][]*call) []*goredis.Cmd {
 	cmds := make([]*goredis.Cmd, len(units))
 	for i, u := range units {
 		keys, args := u[0].keys, u[0].args
-		if len(u) > 1 {
+		switch {
+		case len(u) == 1:
+		case p.packing == packInline:
+			keys, args = packedInline(u)
+		default:
 			keys, args = packed(u)
 		}
 		cmds[i] = pl.EvalSha(ctx, p.script.Hash(), keys, args...)
@@ -256,6 +290,27 @@ func packed(u []*call) ([]string, []any) {
 		args = append(args, c.args[2:]...)
 	}
 	return keys, args
+}
+
+// packedInline builds the arguments of one P call carrying the one-key
+// calls of u: the margin once, then per call its operation, its number of
+// keys (1), its key, and the rest of its own arguments. No key is
+// declared.
+func packedInline(u []*call) ([]string, []any) {
+	na := 2
+	for _, c := range u {
+		na += len(c.args) + len(c.keys)
+	}
+	args := make([]any, 0, na)
+	args = append(args, opPackedInline, u[0].args[1])
+	for _, c := range u {
+		args = append(args, c.args[0], len(c.keys))
+		for _, k := range c.keys {
+			args = append(args, k)
+		}
+		args = append(args, c.args[2:]...)
+	}
+	return nil, args
 }
 
 // deliver hands the calls of a unit their replies from its command.
@@ -297,14 +352,17 @@ func isNoScript(err error) bool {
 // isRedirect reports a cluster error that the cluster client handles by
 // itself (following MOVED and ASK, reloading the slot map): a call sent to
 // the node that owned its slot a moment ago. ErrClosed is here too, since
-// the cluster client closes the clients of nodes that left.
+// the cluster client closes the clients of nodes that left, and so is
+// Redis's answer to a packed call's batch whose undeclared key is not
+// served by the node (see packInline).
 func isRedirect(err error) bool {
 	if errors.Is(err, goredis.ErrClosed) {
 		return true
 	}
 	msg := err.Error()
 	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ") ||
-		strings.HasPrefix(msg, "TRYAGAIN") || strings.HasPrefix(msg, "CLUSTERDOWN")
+		strings.HasPrefix(msg, "TRYAGAIN") || strings.HasPrefix(msg, "CLUSTERDOWN") ||
+		strings.Contains(msg, nonLocalKey)
 }
 
 // pipes holds the coalescer of every cluster master a source talks to,
@@ -320,6 +378,6 @@ func (ps *pipes) forNode(node *goredis.Client) *pipe {
 	if p, ok := ps.byNode.Load(node); ok {
 		return p.(*pipe)
 	}
-	p, _ := ps.byNode.LoadOrStore(node, newPipe(node, ps.script, false, ps.timeout))
+	p, _ := ps.byNode.LoadOrStore(node, newPipe(node, ps.script, packInline, ps.timeout))
 	return p.(*pipe)
 }

@@ -186,7 +186,7 @@ func TestCoalescedCallsShareRoundTrips(t *testing.T) {
 func TestCoalescedPipelineReloadsScript(t *testing.T) {
 	srv := redistest.NewStandalone(t)
 	src, rt := coalesceSource(t, srv)
-	for _, pack := range []bool{true, false} {
+	for _, pack := range []packing{packKeys, packInline, packNone} {
 		if _, err := redistest.Do(srv.Addr(), "SCRIPT", "FLUSH"); err != nil {
 			t.Fatal(err)
 		}
@@ -392,5 +392,87 @@ func TestCoalescedCluster(t *testing.T) {
 	src.nodes.byNode.Range(func(_, _ any) bool { n++; return true })
 	if n != len(cl.Servers) {
 		t.Errorf("%d coalescers for %d masters", n, len(cl.Servers))
+	}
+}
+
+// On a cluster master, one-key calls of different slots are packed into
+// one script call with their keys passed as arguments. A key whose slot
+// the master does not serve (the caller's slot map is stale) fails its own
+// batch with an error the source treats as a redirect, writing nothing,
+// while the others are decided; sent through the source, such a call is
+// answered by the key's real master.
+func TestPackedClusterCallWithAMovedKey(t *testing.T) {
+	cl := redistest.SharedCluster(t)
+	src, err := New(Options{Addrs: cl.Addrs(), Cluster: true, Namespace: fmt.Sprintf("pm%d:", time.Now().UnixNano()),
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	ctx := context.Background()
+	cc := src.client.(*goredis.ClusterClient)
+	masterOf := func(key string) *goredis.Client {
+		t.Helper()
+		m, err := cc.MasterForKey(ctx, src.Key(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// Two keys of different slots on one master, and one of another master.
+	home := masterOf("p:0")
+	var near, far string
+	for i := 1; near == "" || far == ""; i++ {
+		k := fmt.Sprintf("p:%d", i)
+		switch {
+		case masterOf(k).String() != home.String():
+			if far == "" {
+				far = k
+			}
+		case Slot(src.Key(k)) != Slot(src.Key("p:0")) && near == "":
+			near = k
+		}
+	}
+	newCall := func(key string) *call {
+		op := testOp(key, 1)
+		args := appendSpendOp(appendHeader(nil, opSpend, coalesceNow, src.marginMS), &op)
+		return &call{ctx: ctx, keys: []string{src.Key(key)}, args: args, done: make(chan struct{})}
+	}
+	calls := []*call{newCall("p:0"), newCall(far), newCall(near)}
+	p := src.nodes.forNode(home)
+	if units := p.units(calls); len(units) != 1 {
+		t.Fatalf("%d script calls for three one-key calls to one master, want 1", len(units))
+	}
+	p.send(calls)
+	for _, c := range calls {
+		<-c.done
+	}
+	for _, i := range []int{0, 2} {
+		tats := make([]int64, 1)
+		if ok, err := parseReply(calls[i].reply, coalesceNow, tats); calls[i].err != nil || err != nil || !ok {
+			t.Errorf("call %d, a key of this master: %v %v allowed=%v", i, calls[i].err, err, ok)
+		}
+	}
+	if err := calls[1].err; err == nil || !isRedirect(err) {
+		t.Fatalf("the key of another master: error %v, want one treated as a redirect", err)
+	}
+	if n, err := cc.Exists(ctx, src.Key(far)).Result(); err != nil || n != 0 {
+		t.Fatalf("the moved key was written (exists=%d, %v)", n, err)
+	}
+	// Through the source, the same stale view ends in one spend on the
+	// key's real master.
+	op := testOp(far, 1)
+	args := appendSpendOp(appendHeader(nil, opSpend, coalesceNow, src.marginMS), &op)
+	reply, err := src.evalOn(ctx, home, []string{src.Key(far)}, args)
+	if err != nil {
+		t.Fatalf("evalOn the wrong master: %v", err)
+	}
+	tats := make([]int64, 1)
+	if ok, err := parseReply(reply, coalesceNow, tats); err != nil || !ok || tats[0] != gcra.Missing {
+		t.Fatalf("reply %v: allowed=%v, %v, TAT read %d; want a first spend", reply, ok, err, tats[0])
+	}
+	out := make([]gcra.Outcome, 1)
+	if err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp(far, 0)}, out); err != nil || out[0].Remaining != 99 {
+		t.Fatalf("after one spend of 1: %+v, %v; want 99 remaining", out[0], err)
 	}
 }

@@ -23,7 +23,14 @@ const (
 	opRefund = "R"
 	opReset  = "D"
 	opMulti  = "M" // several batches in one call, see coalesce.go
+	// opPackedInline is opMulti for a cluster master: the batches' keys
+	// are passed as arguments, none is declared (see packInline).
+	opPackedInline = "P"
 )
+
+// nonLocalKey is in Redis's error for a script reaching a key of a slot
+// its node does not serve.
+const nonLocalKey = "non local key"
 
 // Argument counts of the script: the header, and per key.
 const (

@@ -52,7 +52,7 @@ func New(opts Options) (*Source, error) {
 	} else {
 		c := goredis.NewClient(opts.clientOptions())
 		s.client = c
-		s.single = newPipe(c, s.script, true, opts.rollbackTimeout())
+		s.single = newPipe(c, s.script, packKeys, opts.rollbackTimeout())
 	}
 	return s, nil
 }
@@ -221,10 +221,17 @@ func (s *Source) eval(ctx context.Context, keys []string, args []any) (any, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.evalOn(ctx, node, keys, args)
+}
+
+// evalOn runs the script on keys through the coalescer of node, the master
+// the cluster client last knew to serve their slot.
+func (s *Source) evalOn(ctx context.Context, node *goredis.Client, keys []string, args []any) (any, error) {
 	reply, err := s.nodes.forNode(node).do(ctx, keys, args)
 	if err != nil && isRedirect(err) {
 		// The slot moved (or its master left) since the cluster client
 		// last looked: let it follow the redirect and refresh its map.
+		// Nothing of the call ran where it was sent.
 		return s.script.Run(ctx, s.client, keys, args...).Result()
 	}
 	return reply, err
