@@ -38,9 +38,20 @@ import (
 // DefaultMaxBuckets is the bucket bound used when none is given.
 const DefaultMaxBuckets = 1_000_000
 
-// maxShards is the most shards a source splits into: enough that two cores
-// (or a few dozen) rarely wait on the same lock.
-const maxShards = 256
+// minShards is how many shards a source splits into when its bound allows
+// minPerShard buckets each: enough that two cores (or a few dozen) rarely
+// wait on the same lock.
+const minShards = 256
+
+// maxPerShard is the most buckets a shard is meant to hold: beyond it, a
+// source splits into more shards. A shard's table is doubled under its
+// lock, and one of 4,096 buckets (8,192 slots, 320 KiB) is rebuilt in a
+// fraction of a millisecond; ten times that would stall the shard's callers
+// for milliseconds.
+const maxPerShard = 4096
+
+// maxShards caps the shards (128 MiB of them) for bounds past four billion.
+const maxShards = 1 << 20
 
 // minPerShard keeps shards from being so small that per-shard eviction
 // stops resembling a global one.
@@ -62,7 +73,10 @@ func New(maxBuckets int) *Source {
 	if maxBuckets <= 0 {
 		maxBuckets = DefaultMaxBuckets
 	}
-	n := maxShards
+	n := minShards
+	for n < maxShards && maxBuckets/n > maxPerShard {
+		n *= 2
+	}
 	for n > 1 && maxBuckets/n < minPerShard {
 		n /= 2
 	}

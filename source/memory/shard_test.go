@@ -106,3 +106,29 @@ func TestTableHoldsItsCapacity(t *testing.T) {
 		t.Fatalf("%d slots in use, count says 100", held)
 	}
 }
+
+// However large the bound, shards hold at most maxPerShard buckets each
+// (so a table never grows past a size rebuilt in well under a millisecond),
+// their number is a power of two, and their capacities add up to the bound
+// exactly.
+func TestShardsStaySmall(t *testing.T) {
+	for _, bound := range []int{1, 63, 64, 1000, 16_384, 1_000_000, 1_048_577, 10_000_000, 100_000_000} {
+		s := New(bound)
+		n := len(s.shards)
+		if n&(n-1) != 0 || uint64(n-1) != s.mask {
+			t.Errorf("bound %d: %d shards, mask %#x", bound, n, s.mask)
+		}
+		total := 0
+		for i := range s.shards {
+			c := s.shards[i].capacity
+			if c > maxPerShard+1 {
+				t.Errorf("bound %d: a shard of capacity %d", bound, c)
+				break
+			}
+			total += c
+		}
+		if total != bound {
+			t.Errorf("bound %d: capacities add up to %d", bound, total)
+		}
+	}
+}
