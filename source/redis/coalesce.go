@@ -313,7 +313,9 @@ func packedInline(u []*call) ([]string, []any) {
 	return nil, args
 }
 
-// deliver hands the calls of a unit their replies from its command.
+// deliver hands the calls of a unit their replies from its command. A
+// packed call's reply is its batches' replies one after another in one
+// flat list (bucket.lua): 1 + n items for a batch of n keys, 1 for a reset.
 func deliver(u []*call, cmd *goredis.Cmd) {
 	reply, err := cmd.Result()
 	if len(u) == 1 || err != nil {
@@ -323,20 +325,40 @@ func deliver(u []*call, cmd *goredis.Cmd) {
 		return
 	}
 	items, ok := reply.([]any)
-	if !ok || len(items) != len(u) {
-		err := fmt.Errorf("%w: %d replies for %d packed batches", ErrBadReply, len(items), len(u))
+	width := 0
+	for _, c := range u {
+		width += c.replyWidth()
+	}
+	if !ok || len(items) != width {
+		err := fmt.Errorf("%w: %d reply items for %d packed batches of %d", ErrBadReply, len(items), len(u), width)
 		for _, c := range u {
 			c.finish(nil, err)
 		}
 		return
 	}
-	for i, c := range u {
-		if e, ok := items[i].(error); ok {
+	for _, c := range u {
+		w := c.replyWidth()
+		mine := items[:w:w]
+		items = items[w:]
+		switch e, isErr := mine[0].(error); {
+		case isErr:
 			c.finish(nil, e)
-			continue
+		case w == 1:
+			c.finish(mine[0], nil)
+		default:
+			c.finish(mine, nil)
 		}
-		c.finish(items[i], nil)
 	}
+}
+
+// replyWidth is how many items the call's batch takes in a packed reply:
+// a reset answers one number, the other operations a verdict and a TAT
+// per key.
+func (c *call) replyWidth() int {
+	if c.args[0] == opReset {
+		return 1
+	}
+	return 1 + len(c.keys)
 }
 
 // finish hands a call its answer; the caller may have left already.

@@ -330,6 +330,98 @@ func TestCoalescedErrorsStayPerBatch(t *testing.T) {
 	}
 }
 
+// A packed call's reply is one flat list, each batch taking as many items
+// as its shape needs: batches of one and of three keys, a refund, a reset
+// and a failing two-key batch, packed into one script call, each get their
+// own answer, and the failing batch writes nothing.
+func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src, rt := coalesceSource(t, srv)
+	ctx := context.Background()
+	if _, err := redistest.Do(srv.Addr(), "SET", src.Key("junk"), "not a number"); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []gcra.Op{testOp("r1", 1), testOp("f1", 5)} {
+		if err := src.Spend(ctx, coalesceNow, []gcra.Op{op}, make([]gcra.Outcome, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt.trips.Store(0) // blockFlushers counts from here
+	rt.batches.Store(0)
+	resume := blockFlushers(t, srv, src, rt)
+	remaining := func(out []gcra.Outcome) []int64 {
+		var r []int64
+		for _, o := range out {
+			r = append(r, o.Remaining)
+		}
+		return r
+	}
+	calls := []struct {
+		name string
+		run  func() (any, error)
+		want string
+	}{
+		{"one key", func() (any, error) {
+			out := make([]gcra.Outcome, 1)
+			err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp("a", 2)}, out)
+			return remaining(out), err
+		}, "[98]"},
+		{"three keys", func() (any, error) {
+			out := make([]gcra.Outcome, 3)
+			err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp("b1", 1), testOp("b2", 2), testOp("b3", 3)}, out)
+			return remaining(out), err
+		}, "[99 98 97]"},
+		{"failing", func() (any, error) {
+			out := make([]gcra.Outcome, 2)
+			err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp("c", 1), testOp("junk", 1)}, out)
+			if err == nil {
+				return nil, errors.New("succeeded")
+			}
+			return "failed", nil
+		}, "failed"},
+		{"reset", func() (any, error) {
+			return src.Reset(ctx, coalesceNow, []string{"r1", "r2"})
+		}, "1"},
+		{"refund", func() (any, error) {
+			out := make([]gcra.Outcome, 2)
+			err := src.Refund(ctx, coalesceNow, []gcra.Op{testOp("f1", 2), testOp("f2", 2)}, out)
+			return remaining(out), err
+		}, "[97 100]"},
+		{"one key after", func() (any, error) {
+			out := make([]gcra.Outcome, 1)
+			err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp("z", 1)}, out)
+			return remaining(out), err
+		}, "[99]"},
+	}
+	got := make([]string, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() {
+			v, err := c.run()
+			got[i] = fmt.Sprint(v)
+			if err != nil {
+				got[i] = "error: " + err.Error()
+			}
+		})
+	}
+	waitFor(t, "all calls are queued", func() bool { q, _ := src.single.state(); return q == len(calls) })
+	before := rt.trips.Load()
+	resume()
+	wg.Wait()
+	for i, c := range calls {
+		if got[i] != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got[i], c.want)
+		}
+	}
+	if n := rt.trips.Load() - before; n != 1 {
+		t.Errorf("%d queued calls took %d round trips, want 1", len(calls), n)
+	}
+	out := make([]gcra.Outcome, 1)
+	if err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp("c", 0)}, out); err != nil || out[0].Remaining != 100 {
+		t.Errorf("c, in the failing batch: %+v, %v; want untouched", out[0], err)
+	}
+}
+
 // Redis down: every waiting caller gets an error promptly, also callers
 // without any deadline of their own; nothing hangs.
 func TestCoalescedRedisDown(t *testing.T) {
