@@ -24,8 +24,9 @@ sha=$(redis-cli -p "$port" script load "$(cat "$lua")")
 keys=() argv=(M 60000)
 for b in $(seq 10); do
 	keys+=("lim:v1:{3:key-$b-__rand_int__}")
-	# op S, one key, now as (seconds, nanoseconds), mode 0, increment 36 s, burst offset 1 h
-	argv+=(S 1 1790000000 123456789 0 36000000000 3600000000000)
+	# a one-key spend of mode 0, folded as the source packs it (S0), now as
+	# (seconds, nanoseconds), increment 36 s, burst offset 1 h
+	argv+=(S0 1790000000 123456789 36000000000 3600000000000)
 done
 redis-benchmark -p "$port" -n 2000 -r 1000 -P 10 -c 1 EVALSHA "$sha" 10 "${keys[@]}" "${argv[@]}" >/dev/null
 callgrind_control -d "$vpid" >/dev/null 2>&1 # part 1: start-up and warm-up

@@ -35,7 +35,9 @@
 -- batches to one Redis share its per-call cost (on a cluster, see P).
 -- KEYS holds the batches' keys one after another; after the margin, ARGV
 -- holds per batch its operation, its number of keys, its now as (hi, lo)
--- and its values per key as above. Each batch is decided exactly as alone,
+-- and its values per key as above, except that a one-key spend is folded
+-- (see FOLD_OP below): 'S0' to 'C2' for its operation and mode, its now,
+-- its increment and its burst offset. Each batch is decided exactly as alone,
 -- under its own "now". The reply is the batches' replies one after
 -- another in one flat list (one table per batch cost Redis 7% more per
 -- decision): 1 + n items for an S, C or R batch of n keys, 1 for a D
@@ -46,7 +48,7 @@
 -- P is M for a cluster node, where the keys of one call may only be
 -- declared in KEYS when they share a slot. KEYS is empty, and each batch
 -- carries its keys in ARGV, after its size: operation, n, n keys, now as
--- (hi, lo), values. Redis lets a script without flags reach undeclared
+-- (hi, lo), values; folded, the token, the key, now, the two values. Redis lets a script without flags reach undeclared
 -- keys of any slot the node serves, and answers a key of another node's
 -- slot (one that moved since the caller looked) with an error, before the
 -- key is read: the service packs only one-key batches this way, so such a
@@ -248,12 +250,12 @@ end
 -- spend1 is spend for a batch of one key, the common case, with lt and
 -- add written out and no table: in Redis's Lua a function call costs about
 -- a third of a tonumber, and a growing table as much as two. It decides
--- exactly as spend does with n = 1, and returns the reply's two items.
-local function spend1(K, k, a, write)
+-- exactly as spend does with n = 1, and returns the reply's two items. Its
+-- increment and burst offset are at ARGV[a], ARGV[a+1].
+local function spend1(K, k, a, write, mode)
   local key = K[k + 1]
-  local mode = ARGV[a]
-  local ih, il = num(ARGV[a + 1])
-  local bh, bl = num(ARGV[a + 2])
+  local ih, il = num(ARGV[a])
+  local bh, bl = num(ARGV[a + 1])
   local v, th, tl = read(key)
   if not v then
     v, th, tl = '', now_hi, now_lo -- t = max(now, tat)
@@ -330,12 +332,17 @@ end
 -- ARGV[a], ARGV[a+1] and its values after. It returns the batch's reply
 -- and how many values the batch took after its now; for a one-key spend,
 -- the reply's two items instead (verdict, then used, then the TAT), which
--- spares a table.
-local function run(op, K, k, n, a)
+-- spares a table. A folded one-key spend (see FOLD_OP) comes with its mode
+-- known, and only its increment and burst offset after its now.
+local function run(op, K, k, n, a, mode)
   now_hi, now_lo = count(ARGV[a]), tonumber(ARGV[a + 1])
   if op == 'S' or op == 'C' then
+    if mode then
+      local verdict, tat = spend1(K, k, a + 2, op == 'S', mode)
+      return verdict, 2, tat
+    end
     if n == 1 then
-      local verdict, tat = spend1(K, k, a + 2, op == 'S')
+      local verdict, tat = spend1(K, k, a + 3, op == 'S', ARGV[a + 2])
       return verdict, 3, tat
     end
     return spend(K, k, n, a + 2, op == 'S'), 3 * n
@@ -356,17 +363,31 @@ if op ~= 'M' and op ~= 'P' then
   end
   return reply
 end
+-- In a packed call a one-key spend comes folded: one token for its
+-- operation and mode ('S0' to 'C2') in place of operation, size and mode,
+-- and then, after its now, only its increment and burst offset. Two
+-- arguments fewer for the commonest batch: Redis parses and copies every
+-- argument into ARGV.
+local FOLD_OP = { S0 = 'S', S1 = 'S', S2 = 'S', C0 = 'C', C1 = 'C', C2 = 'C' }
+local FOLD_MODE = { S0 = '0', S1 = '1', S2 = '2', C0 = '0', C1 = '1', C2 = '2' }
 local inline = op == 'P'
 local replies, r = {}, 0
 local k, a = 0, 3
 while a <= #ARGV do
-  local bop, n = ARGV[a], count(ARGV[a + 1])
+  local bop, mode, n = FOLD_OP[ARGV[a]], FOLD_MODE[ARGV[a]], 1
   -- K, k: where the batch's keys are; v: where its now starts.
-  local K, v = KEYS, a + 2
-  if inline then
-    K, k, v = ARGV, a + 1, a + 2 + n
+  local K, v = KEYS, a + 1
+  if bop then
+    if inline then
+      K, k, v = ARGV, a, a + 2
+    end
+  else
+    bop, n, v = ARGV[a], count(ARGV[a + 1]), a + 2
+    if inline then
+      K, k, v = ARGV, a + 1, a + 2 + n
+    end
   end
-  local ok, reply, used, tat = pcall(run, bop, K, k, n, v)
+  local ok, reply, used, tat = pcall(run, bop, K, k, n, v, mode)
   if ok then
     r = r + 1
     replies[r] = reply
@@ -393,10 +414,13 @@ while a <= #ARGV do
         replies[r + i] = ''
       end
       r = r + n
+    end
+    if mode then
+      used = 2
+    elseif bop == 'S' or bop == 'C' then
+      used = 3 * n
+    elseif bop == 'R' then
       used = n
-      if bop ~= 'R' then
-        used = 3 * n
-      end
     else
       used = 0
     end
@@ -404,7 +428,7 @@ while a <= #ARGV do
   if inline then
     a = v + 2 + used
   else
-    k, a = k + n, a + 4 + used
+    k, a = k + n, v + 2 + used
   end
 end
 return replies

@@ -286,8 +286,7 @@ func packed(u []*call) ([]string, []any) {
 	args = append(args, opMulti, u[0].args[1])
 	for _, c := range u {
 		keys = append(keys, c.keys...)
-		args = append(args, c.args[0], len(c.keys))
-		args = append(args, c.args[2:]...)
+		args = c.appendPacked(args, false)
 	}
 	return keys, args
 }
@@ -304,13 +303,41 @@ func packedInline(u []*call) ([]string, []any) {
 	args := make([]any, 0, na)
 	args = append(args, opPackedInline, u[0].args[1])
 	for _, c := range u {
-		args = append(args, c.args[0], len(c.keys))
+		args = c.appendPacked(args, true)
+	}
+	return nil, args
+}
+
+// foldedSpend is the token that stands for a one-key spend's operation and
+// mode in a packed call (bucket.lua, FOLD_OP), by mode. Boxed once, so
+// appending one allocates nothing.
+var foldedSpend = map[any][3]any{
+	opSpend: {"S0", "S1", "S2"},
+	opCheck: {"C0", "C1", "C2"},
+}
+
+// appendPacked appends the call's batch to a packed call's arguments: its
+// operation, its number of keys, its keys when inline, then its own
+// arguments after the margin. A one-key spend is folded into a token for
+// its operation and mode, its key when inline, its now, its increment and
+// its burst offset (see appendHeader and appendSpendOp).
+func (c *call) appendPacked(args []any, inline bool) []any {
+	if tokens, ok := foldedSpend[c.args[0]]; ok && len(c.keys) == 1 {
+		if mode, ok := c.args[4].(int64); ok && mode >= 0 && mode < 3 {
+			args = append(args, tokens[mode])
+			if inline {
+				args = append(args, c.keys[0])
+			}
+			return append(args, c.args[2], c.args[3], c.args[5], c.args[6])
+		}
+	}
+	args = append(args, c.args[0], len(c.keys))
+	if inline {
 		for _, k := range c.keys {
 			args = append(args, k)
 		}
-		args = append(args, c.args[2:]...)
 	}
-	return nil, args
+	return append(args, c.args[2:]...)
 }
 
 // deliver hands the calls of a unit their replies from its command. A

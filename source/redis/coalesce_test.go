@@ -568,3 +568,76 @@ func TestPackedClusterCallWithAMovedKey(t *testing.T) {
 		t.Fatalf("after one spend of 1: %+v, %v; want 99 remaining", out[0], err)
 	}
 }
+
+// A one-key spend in a packed call is folded into one token for its
+// operation and mode. Every operation (spend, or decide only) and mode is
+// packed into one call, on buckets with one token left, spending one (which
+// fits) or two (which does not): verdicts and writes are exactly as each
+// would be alone (spec/gcra.md: check-only never writes, spend-only never
+// denies and writes only when it fits itself, the decide-only operation
+// writes nothing).
+func TestFoldedSpendsInPackedCalls(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src, _ := coalesceSource(t, srv)
+	ctx := context.Background()
+	type want struct {
+		op      string
+		mode    gcra.Mode
+		cost    int64
+		allowed bool
+		written bool
+	}
+	var cases []want
+	for _, op := range []string{opSpend, opCheck} {
+		for _, mode := range []gcra.Mode{gcra.CheckAndSpend, gcra.CheckOnly, gcra.SpendOnly} {
+			cases = append(cases,
+				want{op, mode, 1, true, op == opSpend && mode != gcra.CheckOnly},
+				want{op, mode, 2, mode == gcra.SpendOnly, false})
+		}
+	}
+	for _, packing := range []packing{packKeys, packInline} {
+		p := newPipe(src.client.(*goredis.Client), src.script, packing, time.Second)
+		var calls []*call
+		var stored []string
+		for i, w := range cases {
+			key := fmt.Sprintf("fold:%d:%d", packing, i)
+			out := make([]gcra.Outcome, 1)
+			if err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp(key, 99)}, out); err != nil || !out[0].Allowed {
+				t.Fatalf("leaving one token in %s: %+v %v", key, out[0], err)
+			}
+			tat, err := src.client.Get(ctx, src.Key(key)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored = append(stored, tat)
+			op := testOp(key, w.cost)
+			op.Mode = w.mode
+			args := appendSpendOp(appendHeader(nil, w.op, coalesceNow, src.marginMS), &op)
+			calls = append(calls, &call{ctx: ctx, keys: []string{src.Key(key)}, args: args, done: make(chan struct{})})
+		}
+		if _, args := packed(calls); len(args) != 2+5*len(calls) {
+			t.Fatalf("%d arguments for %d folded spends, want %d", len(args), len(calls), 2+5*len(calls))
+		}
+		p.send(calls)
+		for i, c := range calls {
+			<-c.done
+			w := cases[i]
+			name := fmt.Sprintf("packing %d, operation %s, mode %s, cost %d", packing, w.op, w.mode, w.cost)
+			tats := make([]int64, 1)
+			verdict, err := parseReply(c.reply, coalesceNow, tats)
+			if c.err != nil || err != nil {
+				t.Fatalf("%s: %v %v", name, c.err, err)
+			}
+			if verdict != w.allowed {
+				t.Errorf("%s: allowed=%v, want %v", name, verdict, w.allowed)
+			}
+			after, err := src.client.Get(ctx, c.keys[0]).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if written := after != stored[i]; written != w.written {
+				t.Errorf("%s: TAT %s -> %s, want written=%v", name, stored[i], after, w.written)
+			}
+		}
+	}
+}
