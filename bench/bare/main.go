@@ -5,10 +5,10 @@
 //
 // With -redis it also makes one Redis round trip per request, an INCR of a
 // key named after the request's id with go-redis's default client: the
-// least any service that keeps its counters in Redis must do (a fixed
-// window, not exact, one command per request). It is the ceiling for the
-// limiter's Redis source, which adds exact GCRA in a script and atomic
-// batches on top.
+// least any service that keeps its counters in Redis must do, one command
+// per request (a counter that never resets: a cost, not a working
+// limiter). It is the ceiling for the limiter's Redis source, which adds
+// exact GCRA in a script and atomic batches on top.
 package main
 
 import (

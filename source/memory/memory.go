@@ -23,7 +23,8 @@
 //
 // Memory cost: a stored bucket takes its key's bytes (rounded up to Go's
 // allocation size classes, e.g. 16 bytes for "3:12345678") and a 40-byte
-// slot, in a table kept between three eighths and three quarters full.
+// slot, in a table doubled when it is three quarters full (and never
+// shrunk: a shard that once held many buckets keeps its table).
 // BenchmarkMemoryPerBucket measures the total at one million buckets.
 package memory
 

@@ -48,11 +48,16 @@
 -- P is M for a cluster node, where the keys of one call may only be
 -- declared in KEYS when they share a slot. KEYS is empty, and each batch
 -- carries its keys in ARGV, after its size: operation, n, n keys, now as
--- (hi, lo), values; folded, the token, the key, now, the two values. Redis lets a script without flags reach undeclared
--- keys of any slot the node serves, and answers a key of another node's
--- slot (one that moved since the caller looked) with an error, before the
--- key is read: the service packs only one-key batches this way, so such a
--- batch fails whole, having written nothing, and is sent again alone.
+-- (hi, lo), values; folded, the token, the key, now, the two values.
+-- Redis lets a script without flags reach undeclared keys of any slot the
+-- node serves, and refuses a command on a key of another node's slot (one
+-- that moved since the caller looked) with an error. The service packs
+-- only one-key batches this way, so such a batch fails at its first
+-- command on its key, having changed nothing, and is sent again alone. One
+-- exception, while the slot migrates: a key still here but full is read
+-- and deleted, and then the write of its new TAT is refused (the key is
+-- gone from a migrating slot). That changes no answer: a full bucket and
+-- a missing one are the same, and the call sent again starts from that.
 
 local B = 1000000000
 local MAX_HI, MAX_LO = 9223372036, 854775807 -- math.MaxInt64

@@ -60,8 +60,9 @@ const (
 	// arguments: for a cluster master, where the keys a script declares
 	// must share a slot but a script may reach undeclared keys of every
 	// slot the node serves. A key whose slot has moved fails its own
-	// batch before anything is written (bucket.lua), and Source.eval
-	// sends that call again alone. A call of several keys is never packed
+	// batch having changed nothing that any answer can tell (bucket.lua,
+	// operation P), and Source.eval sends that call again alone, its key
+	// declared. A call of several keys is never packed
 	// this way: its keys are declared, so that Redis checks them all
 	// before the script runs.
 	packInline
@@ -401,9 +402,11 @@ func isNoScript(err error) bool {
 // isRedirect reports a cluster error that the cluster client handles by
 // itself (following MOVED and ASK, reloading the slot map): a call sent to
 // the node that owned its slot a moment ago. ErrClosed is here too, since
-// the cluster client closes the clients of nodes that left, and so is
-// Redis's answer to a packed call's batch whose undeclared key is not
-// served by the node (see packInline).
+// the cluster client closes the clients of nodes that left, and so are
+// Redis's answers to a packed call's batch whose undeclared key the node
+// does not serve, or that ran while the node saw the cluster down (see
+// packInline): the same call with its key declared would have been
+// answered MOVED, ASK or CLUSTERDOWN before running.
 func isRedirect(err error) bool {
 	if errors.Is(err, goredis.ErrClosed) {
 		return true
@@ -411,7 +414,8 @@ func isRedirect(err error) bool {
 	msg := err.Error()
 	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ") ||
 		strings.HasPrefix(msg, "TRYAGAIN") || strings.HasPrefix(msg, "CLUSTERDOWN") ||
-		strings.Contains(msg, nonLocalKey)
+		strings.Contains(msg, nonLocalKey) || strings.Contains(msg, slotNotServed) ||
+		strings.Contains(msg, scriptClusterDown)
 }
 
 // pipes holds the coalescer of every cluster master a source talks to,

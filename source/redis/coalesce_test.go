@@ -641,3 +641,28 @@ func TestFoldedSpendsInPackedCalls(t *testing.T) {
 		}
 	}
 }
+
+// Errors the cluster client resolves by itself, or that a packed call's
+// batch gets where the same call with its key declared would have been
+// redirected, are sent again through the cluster client; others are not.
+func TestIsRedirect(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"MOVED 1335 127.0.0.1:7001":                                           true,
+		"ASK 1335 127.0.0.1:7001":                                             true,
+		"TRYAGAIN Multiple keys request during rehashing of slot":             true,
+		"CLUSTERDOWN The cluster is down":                                     true,
+		"ERR Script attempted to access a non local key in a cluster node":    true,
+		"ERR Script attempted to access a slot not served":                    true,
+		"ERR Script attempted to execute a command while the cluster is down": true,
+		"ERR limiter: lim:v1:{x} does not hold a TAT":                         false,
+		"NOSCRIPT No matching script":                                         false,
+		"READONLY You can't write against a read only replica.":               false,
+	} {
+		if got := isRedirect(errors.New(msg)); got != want {
+			t.Errorf("isRedirect(%q) = %v, want %v", msg, got, want)
+		}
+	}
+	if !isRedirect(goredis.ErrClosed) {
+		t.Error("isRedirect(ErrClosed) = false")
+	}
+}

@@ -28,9 +28,15 @@ const (
 	opPackedInline = "P"
 )
 
-// nonLocalKey is in Redis's error for a script reaching a key of a slot
-// its node does not serve.
-const nonLocalKey = "non local key"
+// Parts of Redis's errors for a script's command that the cluster check
+// refuses: a key of a slot the node does not serve (Redis 7.0), the same
+// in later versions' words, and any key while the node sees the cluster
+// down.
+const (
+	nonLocalKey       = "non local key"
+	slotNotServed     = "slot not served"
+	scriptClusterDown = "while the cluster is down"
+)
 
 // Argument counts of the script: the header, and per key.
 const (

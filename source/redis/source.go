@@ -231,7 +231,8 @@ func (s *Source) evalOn(ctx context.Context, node *goredis.Client, keys []string
 	if err != nil && isRedirect(err) {
 		// The slot moved (or its master left) since the cluster client
 		// last looked: let it follow the redirect and refresh its map.
-		// Nothing of the call ran where it was sent.
+		// Where it was sent, the call changed nothing any answer can tell
+		// (see packInline).
 		return s.script.Run(ctx, s.client, keys, args...).Result()
 	}
 	return reply, err
