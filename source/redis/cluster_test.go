@@ -250,6 +250,11 @@ func TestClusterSlotMigrationUnderLoad(t *testing.T) {
 	if n, err := nodes[to].Exists(ctx, src.Key(moving)).Result(); err != nil || n != 1 {
 		t.Fatalf("the bucket is not on its new master (exists=%d, %v)", n, err)
 	}
+	// Every call is answered: a call sent to the slot's old master is sent
+	// again through the cluster client, which follows the redirect.
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d spends failed during the move, want 0", n)
+	}
 	out := spend(t, src, now, hourly(moving, 0))
 	if got := allowed.Load() + out[0].Remaining; got != 100 {
 		t.Fatalf("%d spends allowed and %d tokens left: %d, want the burst of 100 (%d calls failed)",
