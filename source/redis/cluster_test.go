@@ -208,7 +208,9 @@ func TestClusterSlotMigrationUnderLoad(t *testing.T) {
 				}
 				out := make([]gcra.Outcome, 1)
 				if err := src.Spend(ctx, now, []gcra.Op{hourly(moving, 1)}, out); err != nil {
-					failed.Add(1)
+					if failed.Add(1) <= 3 {
+						t.Logf("spend during the move: %v", err)
+					}
 				} else if out[0].Allowed {
 					allowed.Add(1)
 				}
@@ -241,8 +243,15 @@ func TestClusterSlotMigrationUnderLoad(t *testing.T) {
 			do(from, "MIGRATE", host, port, k, 0, 5000)
 		}
 	}
+	// The new owner first, then the old one, then the rest, as redis-cli
+	// does: the other way round, the old owner answers MOVED to a node that
+	// still sends callers back, until the client gives up.
+	do(to, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+	do(from, "CLUSTER", "SETSLOT", slot, "NODE", toID)
 	for addr := range nodes {
-		do(addr, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+		if addr != to && addr != from {
+			do(addr, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+		}
 	}
 	migrated.Store(true)
 	wg.Wait()
