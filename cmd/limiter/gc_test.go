@@ -94,7 +94,12 @@ func TestGCFloorBoundsTheHeap(t *testing.T) {
 	if cycles < 2 {
 		t.Errorf("512 MiB of garbage took %d collections, want several", cycles)
 	}
-	if peak < floor/2 || peak > 2*floor {
+	// The heap passes its goal while a collection marks, since this loop
+	// allocates as fast as it can and the mark runs alongside; on a busy
+	// machine (other tests' servers still stopping) that took it to 130 MiB
+	// once. The failure this test exists for went to 511 MiB, never
+	// collecting.
+	if peak < floor/2 || peak > 3*floor {
 		t.Errorf("heap peaked at %d MiB with a %d MiB floor, want about the floor", peak>>20, floor>>20)
 	}
 }
