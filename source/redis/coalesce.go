@@ -309,12 +309,28 @@ func packedInline(u []*call) ([]string, []any) {
 	return nil, args
 }
 
-// foldedSpend is the token that stands for a one-key spend's operation and
-// mode in a packed call (bucket.lua, FOLD_OP), by mode. Boxed once, so
-// appending one allocates nothing.
-var foldedSpend = map[any][3]any{
-	opSpend: {"S0", "S1", "S2"},
-	opCheck: {"C0", "C1", "C2"},
+// foldedToken returns the token that stands for the call's operation and
+// mode in a packed call (bucket.lua, FOLD_OP) when the call is a one-key
+// spend, whose arguments are the header and one key's spend values. The
+// tokens are constants, so appending one allocates nothing.
+func (c *call) foldedToken() (any, bool) {
+	if len(c.keys) != 1 || len(c.args) != headerArgs+spendArgsPerKey {
+		return nil, false
+	}
+	var tokens [3]any
+	switch c.args[0] {
+	case opSpend:
+		tokens = [3]any{"S0", "S1", "S2"}
+	case opCheck:
+		tokens = [3]any{"C0", "C1", "C2"}
+	default:
+		return nil, false
+	}
+	mode, ok := c.args[headerArgs].(int64)
+	if !ok || mode < 0 || mode >= int64(len(tokens)) {
+		return nil, false
+	}
+	return tokens[mode], true
 }
 
 // appendPacked appends the call's batch to a packed call's arguments: its
@@ -323,14 +339,14 @@ var foldedSpend = map[any][3]any{
 // its operation and mode, its key when inline, its now, its increment and
 // its burst offset (see appendHeader and appendSpendOp).
 func (c *call) appendPacked(args []any, inline bool) []any {
-	if tokens, ok := foldedSpend[c.args[0]]; ok && len(c.keys) == 1 {
-		if mode, ok := c.args[4].(int64); ok && mode >= 0 && mode < 3 {
-			args = append(args, tokens[mode])
-			if inline {
-				args = append(args, c.keys[0])
-			}
-			return append(args, c.args[2], c.args[3], c.args[5], c.args[6])
+	if token, ok := c.foldedToken(); ok {
+		args = append(args, token)
+		if inline {
+			args = append(args, c.keys[0])
 		}
+		// After the operation and margin: now (two limbs), then, past the
+		// mode, the increment and the burst offset.
+		return append(args, c.args[2], c.args[3], c.args[headerArgs+1], c.args[headerArgs+2])
 	}
 	args = append(args, c.args[0], len(c.keys))
 	if inline {
