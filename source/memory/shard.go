@@ -123,13 +123,19 @@ func (s *shard) putAt(key string, h uint64, i int, tat, now int64) {
 	if (s.count+1)*4 > len(s.table)*3 {
 		s.grow()
 	}
+	s.table[s.firstEmpty(h)] = slot{hash: h | 1, tat: tat, key: key}
+	s.count++
+}
+
+// firstEmpty is where a new bucket of hash h goes: the first empty slot
+// from its home on. The table is never full, so there is one.
+func (s *shard) firstEmpty(h uint64) int {
 	mask := len(s.table) - 1
-	i = s.home(h)
+	i := s.home(h)
 	for s.table[i].hash != 0 {
 		i = (i + 1) & mask
 	}
-	s.table[i] = slot{hash: h | 1, tat: tat, key: key}
-	s.count++
+	return i
 }
 
 // delete removes key, whose hash is h, and reports whether it held a
@@ -217,16 +223,10 @@ func (s *shard) removeAt(i int) {
 func (s *shard) grow() {
 	old := s.table
 	s.table = make([]slot, max(minTable, 2*len(old)))
-	mask := len(s.table) - 1
 	for k := range old {
-		if old[k].hash == 0 {
-			continue
+		if old[k].hash != 0 {
+			s.table[s.firstEmpty(old[k].hash)] = old[k]
 		}
-		i := s.home(old[k].hash)
-		for s.table[i].hash != 0 {
-			i = (i + 1) & mask
-		}
-		s.table[i] = old[k]
 	}
 	s.hand, s.sweep = 0, 0
 }
