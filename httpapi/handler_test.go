@@ -316,7 +316,7 @@ func TestSubscriberView(t *testing.T) {
 			t.Errorf("%s: %d %+v", path, rec.Code, d)
 		}
 	}
-	rec := s.do("GET", "/v1/limits/CertificatesPerDomainPerAccount/7:example.com", "", "")
+	rec := s.do("GET", "/v1/limits/CertificatesPerDomainPerAccount/7", "", "")
 	if d := decode[decisionJSON](t, rec); !d.Unlimited || !d.Allowed {
 		t.Errorf("limit without default: %+v, want unlimited", d)
 	}

@@ -41,11 +41,6 @@ const (
 	KindDomainOrIPPrefix
 	// KindFQDNSet is the hex SHA-256 of a set of DNS names.
 	KindFQDNSet
-	// KindAccountOrAccountDomain is "<account>" or "<account>:<domain>";
-	// overrides are per account. spec/config.md gives enum 6 the id kind
-	// "account", while Boulder keys its transactions "<account>:<domain>";
-	// both are taken, each its own bucket.
-	KindAccountOrAccountDomain
 )
 
 // maxStringID is the longest id of KindString, in bytes.
@@ -62,8 +57,6 @@ var idKindNames = [...]string{
 	KindAccountDomain:    "account:domain",
 	KindDomainOrIPPrefix: "domain-or-ip-prefix",
 	KindFQDNSet:          "fqdn-set",
-
-	KindAccountOrAccountDomain: "account or account:domain",
 }
 
 // String returns the kind as spelled in configuration files, e.g. "ipv6-range".
@@ -91,8 +84,8 @@ func parseIDKind(s string) (IDKind, bool) {
 
 // Canonicalize validates a transaction's id and returns its canonical form,
 // used in the bucket key, and the id under which overrides are looked up.
-// The two are the same string except for an account:domain id, whose
-// overrides are per account.
+// The two are the same string except for KindAccountDomain, whose overrides
+// are per account.
 //
 // When id is already canonical the returned strings are id itself (or a
 // substring of it): nothing is allocated on the hot path. Errors wrap
@@ -112,11 +105,6 @@ func (k IDKind) Canonicalize(id string) (bucketID, overrideID string, err error)
 		bucketID, err = canonicalString(id)
 	case KindAccountDomain:
 		return canonicalAccountDomain(id)
-	case KindAccountOrAccountDomain:
-		if strings.IndexByte(id, ':') >= 0 {
-			return canonicalAccountDomain(id)
-		}
-		bucketID, err = canonicalAccount(id)
 	case KindDomainOrIPPrefix:
 		bucketID, err = canonicalDomainOrIPPrefix(id)
 	case KindFQDNSet:
@@ -132,10 +120,10 @@ func (k IDKind) Canonicalize(id string) (bucketID, overrideID string, err error)
 
 // canonicalOverrideID validates an id listed in the overrides file and
 // returns the canonical form Config.Limit is called with. It is the
-// overrideID of Canonicalize, except that for the account:domain kinds an
-// override names the account alone.
+// overrideID of Canonicalize, except that for KindAccountDomain an override
+// names the account alone.
 func (k IDKind) canonicalOverrideID(id string) (string, error) {
-	if k == KindAccountDomain || k == KindAccountOrAccountDomain {
+	if k == KindAccountDomain {
 		c, err := canonicalAccount(id)
 		if err != nil {
 			return "", invalidID("overrides of this limit are per account: " + accountWant)

@@ -89,16 +89,6 @@ func TestIDsCanonicalize(t *testing.T) {
 				"012:example.com", "12345:*.example.com", "12345:example.com:1", "abc:example.com"},
 		},
 		{
-			// Enum 6: the spec's "account", or Boulder's account:domain.
-			kind: KindAccountOrAccountDomain,
-			valid: []valid{
-				{"12345", "12345", "12345"},
-				{"12345:WWW.Example.com", "12345:www.example.com", "12345"},
-			},
-			invalid: []string{"", "example.com", "007", "0", ":example.com", "12345:", "0:example.com",
-				"12345:example.com:1"},
-		},
-		{
 			kind: KindDomainOrIPPrefix,
 			valid: []valid{
 				{"example.com", "example.com", "example.com"},
@@ -184,8 +174,6 @@ func TestIDsOverrideID(t *testing.T) {
 		{KindAccountDomain, "12345", "12345"},
 		{KindAccountDomain, "12345:example.com", ""},
 		{KindAccountDomain, "007", ""},
-		{KindAccountOrAccountDomain, "12345", "12345"},
-		{KindAccountOrAccountDomain, "12345:example.com", ""},
 		{KindIP, "::ffff:10.0.0.2", "10.0.0.2"},
 		{KindFQDNSet, "www.example.com,example.com", exampleSetHash},
 		{KindDomainOrIPPrefix, "EXAMPLE.com", "example.com"},

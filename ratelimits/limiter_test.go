@@ -133,15 +133,15 @@ func TestRefusals(t *testing.T) {
 // allowed, reported unlimited, never deciding the batch.
 func TestUnlimited(t *testing.T) {
 	l, _ := newTestLimiter(t, testDefaults, testOverrides)
-	unlimited := ratelimits.Transaction{Limit: "CertificatesPerDomainPerAccount", ID: "7:example.com", Cost: 1000}
+	unlimited := ratelimits.Transaction{Limit: "CertificatesPerDomainPerAccount", ID: "7", Cost: 1000}
 	bd := spendOK(t, l, unlimited)
 	if !bd.Allowed || bd.Deciding != -1 || bd.Remaining != math.MaxInt64 || !bd.Decisions[0].Unlimited {
 		t.Fatalf("unlimited alone: %+v", bd)
 	}
 	// The same name with an override for account 42 is limited, by it.
-	limited := ratelimits.Transaction{Limit: "CertificatesPerDomainPerAccount", ID: "42:example.com", Cost: 1}
+	limited := ratelimits.Transaction{Limit: "CertificatesPerDomainPerAccount", ID: "42", Cost: 1}
 	bd = spendOK(t, l, limited, ratelimits.Transaction{Limit: "Logins", ID: "u", Cost: 1})
-	if d := bd.Decisions[0]; d.Unlimited || !d.Limit.Override || d.Remaining != 0 || d.ID != "42:example.com" {
+	if d := bd.Decisions[0]; d.Unlimited || !d.Limit.Override || d.Remaining != 0 || d.ID != "42" {
 		t.Fatalf("overridden account: %+v", d)
 	}
 	if bd.Deciding != 0 {

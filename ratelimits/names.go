@@ -29,9 +29,10 @@ const (
 	// CertificatesPerDomain limits certificates per registered domain
 	// (eTLD+1) or per IP prefix.
 	CertificatesPerDomain Name = 5
-	// CertificatesPerDomainPerAccount limits certificates per account (the
-	// spec's id kind), or per account and domain as Boulder keys it;
-	// overrides are per account, and Boulder uses it through them only.
+	// CertificatesPerDomainPerAccount limits certificates per account, the
+	// id kind spec/config.md gives it (Boulder keys it account:domain, but
+	// the spec gives that bucket id to enum 4 only); Boulder uses it
+	// through overrides only.
 	CertificatesPerDomainPerAccount Name = 6
 	// CertificatesPerFQDNSet limits certificates for one exact set of names.
 	CertificatesPerFQDNSet Name = 7
@@ -90,7 +91,7 @@ var builtinNames = [...]NameInfo{
 	{Name: NewOrdersPerAccount, String: "NewOrdersPerAccount", Kind: KindAccount, prefix: "3:"},
 	{Name: FailedAuthorizationsPerDomainPerAccount, String: "FailedAuthorizationsPerDomainPerAccount", Kind: KindAccountDomain, prefix: "4:"},
 	{Name: CertificatesPerDomain, String: "CertificatesPerDomain", Kind: KindDomainOrIPPrefix, prefix: "5:"},
-	{Name: CertificatesPerDomainPerAccount, String: "CertificatesPerDomainPerAccount", Kind: KindAccountOrAccountDomain, prefix: "6:"},
+	{Name: CertificatesPerDomainPerAccount, String: "CertificatesPerDomainPerAccount", Kind: KindAccount, prefix: "6:"},
 	{Name: CertificatesPerFQDNSet, String: "CertificatesPerFQDNSet", Kind: KindFQDNSet, prefix: "7:"},
 	{Name: FailedAuthorizationsForPausingPerDomainPerAccount, String: "FailedAuthorizationsForPausingPerDomainPerAccount", Kind: KindAccountDomain, prefix: "8:"},
 	{Name: LimitOverrideRequestsPerIPAddress, String: "LimitOverrideRequestsPerIPAddress", Kind: KindIP, prefix: "9:"},

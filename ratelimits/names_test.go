@@ -19,7 +19,7 @@ func TestNamesBuiltins(t *testing.T) {
 		{NewOrdersPerAccount, "NewOrdersPerAccount", KindAccount, "3:"},
 		{FailedAuthorizationsPerDomainPerAccount, "FailedAuthorizationsPerDomainPerAccount", KindAccountDomain, "4:"},
 		{CertificatesPerDomain, "CertificatesPerDomain", KindDomainOrIPPrefix, "5:"},
-		{CertificatesPerDomainPerAccount, "CertificatesPerDomainPerAccount", KindAccountOrAccountDomain, "6:"},
+		{CertificatesPerDomainPerAccount, "CertificatesPerDomainPerAccount", KindAccount, "6:"},
 		{CertificatesPerFQDNSet, "CertificatesPerFQDNSet", KindFQDNSet, "7:"},
 		{FailedAuthorizationsForPausingPerDomainPerAccount, "FailedAuthorizationsForPausingPerDomainPerAccount", KindAccountDomain, "8:"},
 		{LimitOverrideRequestsPerIPAddress, "LimitOverrideRequestsPerIPAddress", KindIP, "9:"},
