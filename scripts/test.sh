@@ -32,8 +32,8 @@ go vet ./...
 go test -race -count=1 -timeout 12m ./...
 
 # Short fuzzing: the handler (no 5xx for any body), the fast decoder
-# against encoding/json, config parsing, and id canonicalisation (a fixed
-# point). Their seed corpora already ran above as ordinary tests. The
+# against encoding/json, config parsing, id canonicalisation (a fixed
+# point), and the memory source's table against a map. Their seed corpora already ran above as ordinary tests. The
 # budgets are counts of inputs, about 10 s each on a 2-core machine, not
 # durations: Go 1.26's fuzzing coordinator can fail a run with a bare
 # "context deadline exceeded" when a -fuzztime duration ends while a worker
@@ -42,3 +42,4 @@ go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime 80000x ./httpapi/
 go test -run '^$' -fuzz '^FuzzFastDecode$' -fuzztime 100000x ./httpapi/
 go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 60000x ./ratelimits/
 go test -run '^$' -fuzz '^FuzzCanonicalize$' -fuzztime 150000x ./ratelimits/
+go test -run '^$' -fuzz '^FuzzTableAgainstModel$' -fuzztime 50000x ./source/memory/

@@ -274,37 +274,67 @@ func BenchmarkSpendBatchOf3(b *testing.B) {
 }
 
 // BenchmarkMemoryPerBucket reports the heap taken per stored bucket at one
-// million buckets, keys like "3:123456789" included.
+// million buckets, keys included: in a source with room to spare (half
+// full) and in a full one (more keys arrived than it holds, so it
+// evicted), with keys like "3:123456789" that the slots hold and keys of
+// 28 bytes that go to the arena.
 func BenchmarkMemoryPerBucket(b *testing.B) {
 	const buckets = 1_000_000
-	for b.Loop() {
-		// Measured from before the keys exist, so their bytes count; the
-		// slice holding them is dropped before the second reading.
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		keys := make([]string, buckets)
-		for i := range keys {
-			keys[i] = fmt.Sprintf("3:%d", 100_000_000+i)
-		}
-		// Headroom: with a bound of exactly one million, uneven hashing
-		// would make a few shards evict before all are stored.
-		src := memory.New(2 * buckets)
-		out := make([]gcra.Outcome, 1)
-		ops := make([]gcra.Op, 1)
-		for _, k := range keys {
-			ops[0] = hourly(k, 1)
-			_ = src.Spend(context.Background(), now, ops, out)
-		}
-		keys = nil
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		if src.Len() != buckets {
-			b.Fatalf("holds %d buckets, want %d", src.Len(), buckets)
-		}
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/buckets, "bytes/bucket")
-		runtime.KeepAlive(src)
+	for _, c := range []struct {
+		name          string
+		bound, offers int
+		format        string
+	}{
+		{"half-full", 2 * buckets, buckets, "3:%d"},
+		{"full", buckets, buckets + buckets/5, "3:%d"},
+		{"full,28-byte-keys", buckets, buckets + buckets/5, "8:%d.example.com.."},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				// Measured from before the keys exist, so their bytes count;
+				// the slice holding them is dropped before the second reading.
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				keys := make([]string, c.offers)
+				for i := range keys {
+					keys[i] = fmt.Sprintf(c.format, 100_000_000+i)
+				}
+				src := memory.New(c.bound)
+				out := make([]gcra.Outcome, 1)
+				ops := make([]gcra.Op, 1)
+				for _, k := range keys {
+					ops[0] = hourly(k, 1)
+					_ = src.Spend(context.Background(), now, ops, out)
+				}
+				keys = nil
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				if held := src.Len(); held != min(c.bound, c.offers) {
+					b.Fatalf("holds %d buckets, want %d", held, min(c.bound, c.offers))
+				}
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(src.Len()), "bytes/bucket")
+				runtime.KeepAlive(src)
+			}
+		})
 	}
+}
+
+// BenchmarkCollectionAtAMillionBuckets times one full garbage collection
+// (runtime.GC) of a process whose memory source holds a million buckets:
+// what every collection costs the service at that size, beyond the
+// collection of an idle process.
+func BenchmarkCollectionAtAMillionBuckets(b *testing.B) {
+	src, keys := filled(b, 1_000_000)
+	keys = nil
+	runtime.GC()
+	b.ResetTimer()
+	for b.Loop() {
+		runtime.GC()
+	}
+	b.StopTimer()
+	runtime.KeepAlive(src)
+	runtime.KeepAlive(keys)
 }
 
 func filled(b *testing.B, buckets int) (*memory.Source, []string) {

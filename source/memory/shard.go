@@ -12,21 +12,44 @@ const none = -1
 // minTable is the smallest table a shard allocates, in slots.
 const minTable = 8
 
-// slot is one position of a shard's table: a bucket, or empty (hash 0).
-// The key's hash, the TAT and the key's header share the slot, so finding
-// a bucket and reading its TAT touch one slot, and the key's bytes only
-// when the hashes match: at a million buckets each of those is a cache
-// miss, and a Go map with a slice of entries beside it cost two more.
-type slot struct {
-	hash uint64 // the key's hash with its lowest bit set; 0 marks an empty slot
-	tat  int64
-	key  string
+// The low byte of a slot's meta word is not hash: the shard was chosen by
+// the hash's low bits, so within a shard they say little, and the byte
+// holds the slot's flags instead.
+const (
+	// used marks a slot that holds a bucket; an empty slot's meta is 0.
+	used = 1 << 0
 	// ref is CLOCK's reference bit: set when the bucket is read, cleared
 	// when the eviction hand passes it. Keeping recency in the slot itself
 	// means a spend writes only its own slot and its shard's lock, not the
 	// neighbours an LRU list relinks: on two or more cores each such write
 	// is a cache line the other core must hand over.
-	ref bool
+	ref = 1 << 1
+	// The six bits from lengthShift up give the length of a key held in
+	// the slot itself (0 to maxInline), or longKey for a key in the
+	// shard's arena.
+	lengthShift = 2
+	longKey     = 63
+	flagBits    = 0xFF
+	// maxInline is the longest key kept in a slot: "<enum>:<id>" with an
+	// id of up to 13 characters (account numbers, IPv4 addresses, short
+	// domains) needs no other memory.
+	maxInline = 16
+)
+
+// slot is one position of a shard's table: a bucket, or empty (meta 0).
+// It holds no pointer, so the garbage collector never looks inside a
+// table: at a million buckets, a table of Go strings cost every collection
+// about 30 ms of marking. The key's hash, the TAT and the key itself (or,
+// when longer than maxInline, where it sits in the shard's arena) share
+// the slot, so finding a bucket and reading its TAT touch one slot and
+// nothing else; at a million buckets that is one wait for memory.
+type slot struct {
+	// meta is the key's hash with its low byte replaced by the flags above.
+	meta uint64
+	tat  int64
+	// k0, k1 are the key itself for a key of up to maxInline bytes (see
+	// keyOf); for a longer one, its offset in the arena and its length.
+	k0, k1 uint64
 }
 
 // shard is one lock's worth of buckets, in an open-addressing table with
@@ -35,27 +58,80 @@ type slot struct {
 // the hand last passed it (CLOCK, or "second chance", a close approximation
 // of least recently used).
 type shard struct {
-	mu       sync.Mutex
-	table    []slot // a power of two long, or empty
-	count    int
-	hand     int // where the eviction sweep goes on from
-	sweep    int // where the sweep for full buckets goes on from
-	capacity int
-	evicted  uint64
+	mu    sync.Mutex
+	table []slot // grown by doubling up to limit slots, or empty
+	// arena holds the keys longer than maxInline, one after another, and
+	// deadBytes how many of its bytes belong to keys no longer held. It is
+	// rebuilt with only the live keys once those are the minority.
+	arena     []byte
+	deadBytes int
+	count     int
+	hand      int // where the eviction sweep goes on from
+	sweep     int // where the sweep for full buckets goes on from
+	capacity  int
+	limit     int // the largest table: capacity buckets at three quarters full
+	evicted   uint64
 	// Pads a shard to 128 bytes, two cache lines, so that two cores
 	// working on neighbouring shards never write to the same line.
 	// TestShardIsCacheLinePadded keeps it so.
-	_ [56]byte
+	_ [16]byte
 }
 
 func (s *shard) init(capacity int) {
 	s.capacity = capacity
+	// The table holds capacity buckets at most three quarters full, and
+	// always has an empty slot (which ends every probe).
+	s.limit = (capacity*4 + 2) / 3
 }
 
-// home is where a key of hash h starts probing. The shard was chosen by
-// the hash's low bits; the table uses its high ones.
+// keyOf is how a slot holds key, whose hash is h: its tag (meta without
+// the ref bit) and, for a key of up to maxInline bytes, two words that
+// together with the key's length (part of the tag) determine it. A key of
+// 8 to 16 bytes is its first and its last 8 bytes, which overlap when it
+// is shorter than 16; a shorter key is likewise its first and last 4
+// bytes, or its first, middle and last byte. Loading them takes a few
+// instructions whatever the length, where zero-padding a copy took a loop.
+func keyOf(key string, h uint64) (tag, k0, k1 uint64) {
+	n := len(key)
+	if n > maxInline {
+		return h&^flagBits | longKey<<lengthShift | used, 0, 0
+	}
+	tag = h&^flagBits | uint64(n)<<lengthShift | used
+	switch {
+	case n >= 8:
+		return tag, word(key), word(key[n-8:])
+	case n >= 4:
+		return tag, uint64(half(key)) | uint64(half(key[n-4:]))<<32, 0
+	case n > 0:
+		return tag, uint64(key[0]) | uint64(key[n/2])<<8 | uint64(key[n-1])<<16, 0
+	}
+	return tag, 0, 0
+}
+
+// word is the first 8 bytes of s, little-endian (one load: the compiler
+// combines the byte reads).
+func word(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// half is the first 4 bytes of s, little-endian.
+func half(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
+// isLong reports whether a slot's (or tag's) key lives in the arena.
+func isLong(meta uint64) bool {
+	return meta>>lengthShift&longKey == longKey
+}
+
+// home is where a key whose hash (or meta) is h starts probing. The shard
+// was chosen by the hash's low bits; the table uses its high 32, scaled to
+// the table's length, which need not be a power of two.
 func (s *shard) home(h uint64) int {
-	return int(h>>32) & (len(s.table) - 1)
+	return int((h >> 32) * uint64(len(s.table)) >> 32)
 }
 
 // find returns the position of key, whose hash is h, or none.
@@ -63,15 +139,24 @@ func (s *shard) find(key string, h uint64) int {
 	if len(s.table) == 0 {
 		return none
 	}
-	tag := h | 1
-	mask := len(s.table) - 1
-	for i := s.home(h); ; i = (i + 1) & mask {
+	tag, k0, k1 := keyOf(key, h)
+	long := len(key) > maxInline
+	for i := s.home(h); ; {
 		sl := &s.table[i]
-		if sl.hash == tag && sl.key == key {
-			return i
+		if sl.meta&^ref == tag {
+			if !long {
+				if sl.k0 == k0 && sl.k1 == k1 {
+					return i
+				}
+			} else if int(sl.k1) == len(key) && string(s.arena[sl.k0:sl.k0+sl.k1]) == key {
+				return i
+			}
 		}
-		if sl.hash == 0 {
+		if sl.meta == 0 {
 			return none
+		}
+		if i++; i == len(s.table) {
+			i = 0
 		}
 	}
 }
@@ -90,8 +175,8 @@ func (s *shard) get(key string, h uint64, now int64) (int, int64) {
 		s.removeAt(i)
 		return none, gcra.Missing
 	}
-	if !sl.ref {
-		sl.ref = true
+	if sl.meta&ref == 0 {
+		sl.meta |= ref
 	}
 	return i, sl.tat
 }
@@ -123,17 +208,25 @@ func (s *shard) putAt(key string, h uint64, i int, tat, now int64) {
 	if (s.count+1)*4 > len(s.table)*3 {
 		s.grow()
 	}
-	s.table[s.firstEmpty(h)] = slot{hash: h | 1, tat: tat, key: key}
+	tag, k0, k1 := keyOf(key, h)
+	sl := slot{meta: tag, tat: tat, k0: k0, k1: k1}
+	if len(key) > maxInline {
+		s.compactArena(len(key))
+		sl.k0, sl.k1 = uint64(len(s.arena)), uint64(len(key))
+		s.arena = append(s.arena, key...)
+	}
+	s.table[s.firstEmpty(h)] = sl
 	s.count++
 }
 
 // firstEmpty is where a new bucket of hash h goes: the first empty slot
 // from its home on. The table is never full, so there is one.
 func (s *shard) firstEmpty(h uint64) int {
-	mask := len(s.table) - 1
 	i := s.home(h)
-	for s.table[i].hash != 0 {
-		i = (i + 1) & mask
+	for s.table[i].meta != 0 {
+		if i++; i == len(s.table) {
+			i = 0
+		}
 	}
 	return i
 }
@@ -163,7 +256,7 @@ func (s *shard) forgetFull(now int64) {
 				return
 			}
 		}
-		if sl := &s.table[s.sweep]; sl.hash != 0 && sl.tat <= now {
+		if sl := &s.table[s.sweep]; sl.meta != 0 && sl.tat <= now {
 			// The bucket shifted into this position by the removal is
 			// looked at by a later sweep.
 			s.removeAt(s.sweep)
@@ -186,12 +279,12 @@ func (s *shard) evict(now int64) {
 		s.hand++
 		sl := &s.table[i]
 		switch {
-		case sl.hash == 0:
+		case sl.meta == 0:
 		case sl.tat <= now:
 			s.removeAt(i)
 			return
-		case sl.ref:
-			sl.ref = false
+		case sl.meta&ref != 0:
+			sl.meta &^= ref
 		default:
 			s.removeAt(i)
 			s.evicted++
@@ -204,29 +297,66 @@ func (s *shard) evict(now int64) {
 // run back into the gap (backward-shift deletion), so that lookups need no
 // tombstones and every run stays unbroken.
 func (s *shard) removeAt(i int) {
-	mask := len(s.table) - 1
-	for j := (i + 1) & mask; s.table[j].hash != 0; j = (j + 1) & mask {
+	if sl := &s.table[i]; isLong(sl.meta) {
+		s.deadBytes += int(sl.k1)
+	}
+	n := len(s.table)
+	// distance is how far position b lies after position a, going round.
+	distance := func(a, b int) int {
+		if d := b - a; d >= 0 {
+			return d
+		}
+		return b - a + n
+	}
+	for j := i + 1; ; j++ {
+		if j == n {
+			j = 0
+		}
+		if s.table[j].meta == 0 {
+			break
+		}
 		// The bucket at j may fill the gap at i unless its home lies
 		// cyclically in (i, j]: then probing from home reaches j before i.
-		home := s.home(s.table[j].hash)
-		if (j-home)&mask >= (j-i)&mask {
+		if distance(s.home(s.table[j].meta), j) >= distance(i, j) {
 			s.table[i] = s.table[j]
 			i = j
 		}
 	}
-	s.table[i] = slot{} // drops the key so its memory can go
+	s.table[i] = slot{}
 	s.count--
 }
 
-// grow doubles the table (or makes the first one) and puts every bucket
-// back at its place in the new one.
+// grow doubles the table (or makes the first one), up to limit slots, and
+// puts every bucket back at its place in the new one.
 func (s *shard) grow() {
 	old := s.table
-	s.table = make([]slot, max(minTable, 2*len(old)))
+	s.table = make([]slot, min(max(minTable, 2*len(old)), s.limit))
 	for k := range old {
-		if old[k].hash != 0 {
-			s.table[s.firstEmpty(old[k].hash)] = old[k]
+		if old[k].meta != 0 {
+			s.table[s.firstEmpty(old[k].meta)] = old[k]
 		}
 	}
 	s.hand, s.sweep = 0, 0
+}
+
+// compactArena makes room for a key of extra bytes, rebuilding the arena
+// with only the keys still held once the bytes of keys no longer held are
+// the majority (and worth a rebuild). The arena thus stays within about
+// twice the bytes of the long keys held, and each rebuild is paid for by
+// as many bytes of removed keys as it copies.
+func (s *shard) compactArena(extra int) {
+	if s.deadBytes < 4096 || s.deadBytes*2 < len(s.arena) {
+		return
+	}
+	live := len(s.arena) - s.deadBytes
+	arena := make([]byte, 0, live+live/4+extra)
+	for i := range s.table {
+		sl := &s.table[i]
+		if isLong(sl.meta) {
+			off := uint64(len(arena))
+			arena = append(arena, s.arena[sl.k0:sl.k0+sl.k1]...)
+			sl.k0 = off
+		}
+	}
+	s.arena, s.deadBytes = arena, 0
 }
