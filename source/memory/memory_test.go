@@ -259,6 +259,31 @@ func BenchmarkSpendParallelDisjoint(b *testing.B) {
 	})
 }
 
+// BenchmarkSpendNewKeyFullSource spends on keys the source has never
+// seen, with the source full: each spend misses (the longest probe), then
+// evicts a bucket and inserts its own. It is the cost of a flood of new
+// subscribers against the bound.
+func BenchmarkSpendNewKeyFullSource(b *testing.B) {
+	const buckets = 1_000_000
+	src := memory.New(buckets)
+	out := make([]gcra.Outcome, 1)
+	ops := make([]gcra.Op, 1)
+	for i := range buckets + buckets/5 {
+		ops[0] = hourly(fmt.Sprintf("3:%d", i), 1)
+		_ = src.Spend(context.Background(), now, ops, out)
+	}
+	keys := make([]string, 1<<20)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("3:%d", 10_000_000+i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		ops[0] = hourly(keys[i%len(keys)], 1)
+		_ = src.Spend(context.Background(), now, ops, out)
+	}
+}
+
 func BenchmarkSpendBatchOf3(b *testing.B) {
 	src, keys := filled(b, 10_000)
 	out := make([]gcra.Outcome, 3)

@@ -70,11 +70,12 @@ type shard struct {
 	sweep     int // where the sweep for full buckets goes on from
 	capacity  int
 	limit     int // the largest table: capacity buckets at three quarters full
+	stride    int // the step of the hand and the sweep (see strideFor)
 	evicted   uint64
 	// Pads a shard to 128 bytes, two cache lines, so that two cores
 	// working on neighbouring shards never write to the same line.
 	// TestShardIsCacheLinePadded keeps it so.
-	_ [16]byte
+	_ [8]byte
 }
 
 func (s *shard) init(capacity int) {
@@ -269,14 +270,19 @@ func (s *shard) forgetFull(now int64) {
 // round the table: a full bucket goes at once (no answer can tell it from
 // a missing one), a bucket read since the hand last passed loses its
 // reference bit and stays, and the first bucket without one is evicted.
-// Two rounds at most: the first clears every bit it passes.
+// Two rounds at most: the first clears every bit it passes. The hand
+// visits the slots in steps of stride, not one by one: a full shard
+// evicts one bucket per insert, and evicting slot after slot emptied one
+// stretch of the table while new buckets landed all over it, so the rest
+// packed into runs that made lookups read dozens of slots
+// (TestChurnKeepsProbesShort).
 func (s *shard) evict(now int64) {
 	for {
 		if s.hand >= len(s.table) {
 			s.hand = 0
 		}
 		i := s.hand
-		s.hand++
+		s.hand = s.step(s.hand)
 		sl := &s.table[i]
 		switch {
 		case sl.meta == 0:
@@ -337,6 +343,37 @@ func (s *shard) grow() {
 		}
 	}
 	s.hand, s.sweep = 0, 0
+	s.stride = strideFor(len(s.table))
+}
+
+// step is the position after i in the order the eviction hand and the
+// sweep for full buckets go round the table.
+func (s *shard) step(i int) int {
+	if i += s.stride; i >= len(s.table) {
+		i -= len(s.table)
+	}
+	return i
+}
+
+// strideFor returns a step near 0.618 of n that shares no factor with n, so
+// that stepping by it from any position visits all n positions before it
+// comes back.
+func strideFor(n int) int {
+	if n <= 2 {
+		return 1
+	}
+	stride := n * 618 / 1000
+	for gcd(stride, n) != 1 {
+		stride++
+	}
+	return stride
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // compactArena makes room for a key of extra bytes, rebuilding the arena
