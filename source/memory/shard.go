@@ -13,8 +13,8 @@ const none = -1
 const minTable = 8
 
 // The low byte of a slot's meta word is not hash: the shard was chosen by
-// the hash's low bits, so within a shard they say little, and the byte
-// holds the slot's flags instead.
+// the hash's low bits, so within a shard they say little (nothing, with
+// 256 shards or more), and the byte holds the slot's flags instead.
 const (
 	// used marks a slot that holds a bucket; an empty slot's meta is 0.
 	used = 1 << 0
@@ -70,7 +70,7 @@ type shard struct {
 	sweep     int // where the sweep for full buckets goes on from
 	capacity  int
 	limit     int // the largest table: capacity buckets at three quarters full
-	stride    int // the step of the hand and the sweep (see strideFor)
+	stride    int // the step of the eviction hand (see evict and strideFor)
 	evicted   uint64
 	// Pads a shard to 128 bytes, two cache lines, so that two cores
 	// working on neighbouring shards never write to the same line.
