@@ -346,8 +346,8 @@ func (s *shard) grow() {
 	s.stride = strideFor(len(s.table))
 }
 
-// step is the position after i in the order the eviction hand and the
-// sweep for full buckets go round the table.
+// step is the position after i in the order the eviction hand goes round
+// the table.
 func (s *shard) step(i int) int {
 	if i += s.stride; i >= len(s.table) {
 		i -= len(s.table)

@@ -316,3 +316,19 @@ func TestChurnKeepsProbesShort(t *testing.T) {
 	}
 	t.Logf("an absent key's lookup reads %.1f slots after churn, %.1f when first filled", churned, fresh)
 }
+
+// The hand's stride visits every slot once per round, at every table
+// length a shard can have.
+func TestStrideVisitsEverySlot(t *testing.T) {
+	for n := 1; n <= 6000; n++ {
+		s := shard{table: make([]slot, n), stride: strideFor(n)}
+		seen := make([]bool, n)
+		for i, k := 0, 0; k < n; k++ {
+			if seen[i] {
+				t.Fatalf("length %d, stride %d: position %d again after %d steps", n, s.stride, i, k)
+			}
+			seen[i] = true
+			i = s.step(i)
+		}
+	}
+}
