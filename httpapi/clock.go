@@ -35,7 +35,7 @@ func (f fakeClockHandler) move(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req clockRequest
-	if e := decodeStrict(body, &req, -1); e != nil {
+	if e := decodeStrict(body, &req, noTransaction); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -66,14 +66,21 @@ func decodeBody(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 // decodeSlow decodes any body with encoding/json, and words every error.
 func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
 	var req requestJSON
-	if e := checkFieldNames(body, true, -1); e != nil {
+	// A body of one transaction is transaction 0: a fault in its fields
+	// names it. A fault in the body's shape names no transaction, and
+	// neither does one at the top of a batch.
+	top := place{field: 0, shape: -1}
+	if hasTransactionsField(body) {
+		top.field = -1
+	}
+	if e := checkFieldNames(body, true, top); e != nil {
 		return nil, e
 	}
-	if e := decodeStrict(body, &req, -1); e != nil {
+	if e := decodeStrict(body, &req, top); e != nil {
 		return nil, e
 	}
 	if req.Transactions == nil {
-		txn, e := req.txnJSON.transaction(-1, ignoreMode)
+		txn, e := req.txnJSON.transaction(0, ignoreMode)
 		if e != nil {
 			return nil, e
 		}
@@ -92,10 +99,10 @@ func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 	txns := make([]ratelimits.Transaction, len(raw))
 	for i, msg := range raw {
 		var tj txnJSON
-		if e := checkFieldNames(msg, false, i); e != nil {
+		if e := checkFieldNames(msg, false, place{i, i}); e != nil {
 			return nil, e
 		}
-		if e := decodeStrict(msg, &tj, i); e != nil {
+		if e := decodeStrict(msg, &tj, place{i, i}); e != nil {
 			return nil, e
 		}
 		txn, e := tj.transaction(i, ignoreMode)
@@ -211,7 +218,7 @@ func fieldIndex(name string) int {
 // body that a proxy or a log reader in front of this service may read
 // differently. Anything that is not an object is left to decodeStrict,
 // which words the error.
-func checkFieldNames(data []byte, topLevel bool, index int) *apiError {
+func checkFieldNames(data []byte, topLevel bool, at place) *apiError {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil
@@ -220,20 +227,24 @@ func checkFieldNames(data []byte, topLevel bool, index int) *apiError {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return decodeError(err, index)
+			return decodeError(err, at)
 		}
 		key, _ := tok.(string)
 		i := fieldIndex(key)
 		if i < 0 || (i == 4 && !topLevel) {
-			return badRequest(codeUnknownField, fmt.Sprintf("unknown field %q", key), index)
+			return badRequest(codeUnknownField, fmt.Sprintf("unknown field %q", key), at.field)
 		}
 		if seen[i] {
+			index := at.field
+			if i == 4 {
+				index = at.shape // "transactions" twice: the body's fault
+			}
 			return badRequest(codeInvalidRequest, fmt.Sprintf("field %q appears twice", key), index)
 		}
 		seen[i] = true
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return decodeError(err, index)
+			return decodeError(err, at)
 		}
 	}
 	return nil
@@ -242,23 +253,57 @@ func checkFieldNames(data []byte, topLevel bool, index int) *apiError {
 // decodeStrict decodes exactly one JSON value into v: unknown fields,
 // wrong types, fractional or out-of-range numbers and trailing data are
 // all refused with a message that names the problem.
-func decodeStrict(data []byte, v any, index int) *apiError {
+func decodeStrict(data []byte, v any, at place) *apiError {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return badRequest(codeMalformedJSON, "the request body is empty; send a JSON object", index)
+		return badRequest(codeMalformedJSON, "the request body is empty; send a JSON object", at.shape)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err, index)
+		return decodeError(err, at)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return badRequest(codeMalformedJSON, "unexpected data after the JSON object", index)
+		return badRequest(codeMalformedJSON, "unexpected data after the JSON object", at.shape)
 	}
 	return nil
 }
 
+// place is where the part of a body being decoded sits, and so which
+// transaction an error found there names: a fault in one of a
+// transaction's fields names that transaction (field), a fault in the
+// shape of the part itself (not JSON, not an object, data after it) names
+// one only when the part is a transaction of a batch (shape). -1 names
+// none.
+type place struct{ field, shape int }
+
+// noTransaction is the place of a body that holds no transaction.
+var noTransaction = place{-1, -1}
+
+// hasTransactionsField reports whether body is an object with a
+// "transactions" field at its top level, read as far as it is valid JSON.
+func hasTransactionsField(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if tok == "transactions" {
+			return true
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return false
+		}
+	}
+	return false
+}
+
 // decodeError turns an encoding/json error into the API's words.
-func decodeError(err error, index int) *apiError {
+func decodeError(err error, at place) *apiError {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
@@ -269,18 +314,18 @@ func decodeError(err error, index int) *apiError {
 		}
 		switch field {
 		case "":
-			return badRequest(codeInvalidRequest, fmt.Sprintf("expected a JSON object, got %s", typeErr.Value), index)
+			return badRequest(codeInvalidRequest, fmt.Sprintf("expected a JSON object, got %s", typeErr.Value), at.shape)
 		case "cost":
-			return badRequest(codeInvalidCost, fmt.Sprintf("cost must be a whole number from 0 to the limit's burst, got %s", typeErr.Value), index)
+			return badRequest(codeInvalidCost, fmt.Sprintf("cost must be a whole number from 0 to the limit's burst, got %s", typeErr.Value), at.field)
 		case "transactions":
-			return badRequest(codeInvalidRequest, "transactions must be an array of transaction objects", index)
+			return badRequest(codeInvalidRequest, "transactions must be an array of transaction objects", at.shape)
 		}
-		return badRequest(codeInvalidRequest, fmt.Sprintf("%q must be a %s, got %s", field, typeErr.Type, typeErr.Value), index)
+		return badRequest(codeInvalidRequest, fmt.Sprintf("%q must be a %s, got %s", field, typeErr.Type, typeErr.Value), at.field)
 	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return badRequest(codeMalformedJSON, "the request body is not valid JSON: "+err.Error(), index)
+		return badRequest(codeMalformedJSON, "the request body is not valid JSON: "+err.Error(), at.shape)
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
 		// encoding/json has no error type for this one.
-		return badRequest(codeUnknownField, strings.TrimPrefix(err.Error(), "json: "), index)
+		return badRequest(codeUnknownField, strings.TrimPrefix(err.Error(), "json: "), at.field)
 	}
-	return badRequest(codeMalformedJSON, "the request body is not valid JSON: "+err.Error(), index)
+	return badRequest(codeMalformedJSON, "the request body is not valid JSON: "+err.Error(), at.shape)
 }

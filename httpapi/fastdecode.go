@@ -63,11 +63,7 @@ func decodeFast(body []byte, maxBatch int, ignoreMode bool) (txns []ratelimits.T
 	}
 	txns = make([]ratelimits.Transaction, len(read))
 	for i, ft := range read {
-		index := i
-		if !p.batch {
-			index = -1 // a lone transaction has no index, as in the slow path
-		}
-		txn, e := ft.transaction(index, ignoreMode)
+		txn, e := ft.transaction(i, ignoreMode) // a lone transaction is 0, as in the slow path
 		if e != nil {
 			return nil, e, true
 		}

@@ -213,18 +213,21 @@ func TestRefusals(t *testing.T) {
 		{"not an object", "POST", "/v1/spend", "application/json", `[1,2]`, 400, "invalid_request", -1},
 		{"empty body", "POST", "/v1/spend", "application/json", ``, 400, "malformed_json", -1},
 		{"trailing data", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a"} {}`, 400, "malformed_json", -1},
-		{"unknown field", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","costs":1}`, 400, "unknown_field", -1},
+		{"unknown field", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","costs":1}`, 400, "unknown_field", 0},
 		{"unknown field in a batch", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"b","x":1}]}`, 400, "unknown_field", 1},
-		{"field name in another case", "POST", "/v1/spend", "application/json", `{"LIMIT":"Logins","id":"a"}`, 400, "unknown_field", -1},
+		{"field name in another case", "POST", "/v1/spend", "application/json", `{"LIMIT":"Logins","id":"a"}`, 400, "unknown_field", 0},
 		{"field name in another case in a batch", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","Id":"b"}]}`, 400, "unknown_field", 1},
-		{"field given twice", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","id":"b"}`, 400, "invalid_request", -1},
+		{"field given twice", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","id":"b"}`, 400, "invalid_request", 0},
 		{"field given twice in a batch", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a","cost":1,"cost":2}]}`, 400, "invalid_request", 0},
 		{"transactions inside a transaction", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a","transactions":[]}]}`, 400, "unknown_field", 0},
 		{"transactions given twice", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"}],"transactions":[{"limit":"Logins","id":"b"}]}`, 400, "invalid_request", -1},
-		{"missing limit", "POST", "/v1/spend", "application/json", `{"id":"a"}`, 400, "invalid_request", -1},
-		{"missing id", "POST", "/v1/spend", "application/json", `{"limit":"Logins"}`, 400, "invalid_request", -1},
-		{"wrong type", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":7}`, 400, "invalid_request", -1},
+		{"missing limit", "POST", "/v1/spend", "application/json", `{"id":"a"}`, 400, "invalid_request", 0},
+		{"missing id", "POST", "/v1/spend", "application/json", `{"limit":"Logins"}`, 400, "invalid_request", 0},
+		{"wrong type", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":7}`, 400, "invalid_request", 0},
 		{"both forms", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","transactions":[]}`, 400, "invalid_request", -1},
+		{"unknown field at the top of a batch", "POST", "/v1/spend", "application/json", `{"x":1,"transactions":[{"limit":"Logins","id":"a"}]}`, 400, "unknown_field", -1},
+		{"transactions not an array", "POST", "/v1/spend", "application/json", `{"transactions":{"limit":"Logins","id":"a"}}`, 400, "invalid_request", -1},
+		{"a transaction not an object", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},7]}`, 400, "invalid_request", 1},
 		{"empty batch", "POST", "/v1/spend", "application/json", `{"transactions":[]}`, 400, "empty_batch", -1},
 		{"batch too large", "POST", "/v1/spend", "application/json", many, 400, "batch_too_large", -1},
 		{"unknown limit", "POST", "/v1/spend", "application/json", `{"limit":"Nope","id":"a"}`, 400, "unknown_limit", 0},
@@ -233,13 +236,13 @@ func TestRefusals(t *testing.T) {
 		{"control character in id", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a\u0007b"}`, 400, "invalid_id", 0},
 		{"cost above burst", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":4}`, 400, "invalid_cost", 0},
 		{"negative cost", "POST", "/v1/check", "application/json", `{"limit":"Logins","id":"a","cost":-1}`, 400, "invalid_cost", 0},
-		{"fractional cost", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":1.5}`, 400, "invalid_cost", -1},
-		{"huge cost", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":99999999999999999999}`, 400, "invalid_cost", -1},
-		{"string cost", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":"1"}`, 400, "invalid_cost", -1},
-		{"bad mode", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","mode":"spend"}`, 400, "invalid_mode", -1},
-		{"empty mode", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","mode":""}`, 400, "invalid_mode", -1},
+		{"fractional cost", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":1.5}`, 400, "invalid_cost", 0},
+		{"huge cost", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":99999999999999999999}`, 400, "invalid_cost", 0},
+		{"string cost", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":"1"}`, 400, "invalid_cost", 0},
+		{"bad mode", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","mode":"spend"}`, 400, "invalid_mode", 0},
+		{"empty mode", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","mode":""}`, 400, "invalid_mode", 0},
 		{"empty mode in a batch", "POST", "/v1/check", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"b","mode":""}]}`, 400, "invalid_mode", 1},
-		{"empty mode, slow path", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":null,"mode":""}`, 400, "invalid_mode", -1},
+		{"empty mode, slow path", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":null,"mode":""}`, 400, "invalid_mode", 0},
 		{"bad mode in a batch", "POST", "/v1/refund", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"b","mode":"x"}]}`, 400, "invalid_mode", 1},
 		{"duplicate bucket", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Fast","id":"a"},{"limit":"Logins","id":"a"}]}`, 400, "duplicate_bucket", 2},
 		{"duplicate bucket in reset", "POST", "/v1/reset", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"a"}]}`, 400, "duplicate_bucket", 1},
@@ -265,7 +268,7 @@ func TestRefusals(t *testing.T) {
 				t.Errorf("error %+v, want code %q and a message", e.Error, tt.code)
 			}
 			if got := e.Error.Transaction; (got == nil) != (tt.txn < 0) || (got != nil && *got != tt.txn) {
-				t.Errorf("transaction %v, want %d", got, tt.txn)
+				t.Errorf("transaction %s, want %d", rec.Body, tt.txn)
 			}
 		})
 	}
