@@ -76,6 +76,21 @@ func ParseConfig(defaultsFile string, defaults []byte, overridesFile string, ove
 	l.loadDefaults(defaultsFile, defaults)
 	l.loadOverrides(overridesFile, overrides)
 	if len(l.problems) > 0 {
+		// Problems are found in passes (fields, then names, then
+		// duplicates); an operator reads them top to bottom, file by file.
+		// Problems of one line keep the order they were found in.
+		slices.SortStableFunc(l.problems, func(a, b Problem) int {
+			if a.File != b.File {
+				if a.File == defaultsFile {
+					return -1
+				}
+				if b.File == defaultsFile {
+					return 1
+				}
+				return 0
+			}
+			return a.Line - b.Line
+		})
 		return nil, &ConfigError{Problems: l.problems}
 	}
 	return l.config(), nil

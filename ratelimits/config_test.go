@@ -671,3 +671,40 @@ func TestConfigProblemString(t *testing.T) {
 		t.Errorf("empty ConfigError.Error() = %q", got)
 	}
 }
+
+// Problems come file by file, defaults first, and in line order within a
+// file, though they are found in passes: here the unknown field of Bar
+// (line 8) is found before Bar's name is known to be undeclared (line 5),
+// and a burst out of range (line 3) before the missing period (reported
+// at the limit's own line, 2).
+func TestProblemsInLineOrder(t *testing.T) {
+	defaults := `
+NewOrdersPerAccount:
+  burst: 0
+  count: 1
+Bar:
+  burst: 5
+  count: 5
+  extra: 1
+  period: 1m
+`
+	overrides := `
+- NewOrdersPerAccount:
+    burst: 1
+    count: 1
+    period: 1s
+    ids:
+      - id: "01"
+      - id: "7"
+      - id: "7"
+`
+	_, err := ParseConfig(dfile, []byte(defaults), ofile, []byte(overrides))
+	checkProblems(t, err, []wantProblem{
+		{dfile, 2, "NewOrdersPerAccount", "period"},
+		{dfile, 3, "NewOrdersPerAccount", "burst"},
+		{dfile, 5, "Bar", "unknown limit name"},
+		{dfile, 8, "Bar", "unknown field"},
+		{ofile, 7, "NewOrdersPerAccount", "invalid id"},
+		{ofile, 9, "NewOrdersPerAccount", "duplicate id"},
+	})
+}
