@@ -23,8 +23,19 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// URL is the cluster as a --source value.
-func (c *Cluster) URL() string { return "redis-cluster://" + strings.Join(c.Addrs(), ",") }
+// URL is the cluster as a --source value: redis-cluster://, or
+// rediss-cluster:// for a TLS cluster.
+func (c *Cluster) URL() string {
+	scheme := "redis-cluster://"
+	if c.Servers[0].tls != nil {
+		scheme = "rediss-cluster://"
+	}
+	return scheme + strings.Join(c.Addrs(), ",")
+}
+
+// CAFile is the PEM file of the CA that signed a TLS cluster's
+// certificates, or "" for a plaintext cluster.
+func (c *Cluster) CAFile() string { return c.Servers[0].CAFile() }
 
 // Flush deletes every key on every master.
 func (c *Cluster) Flush(t testing.TB) {
@@ -34,20 +45,26 @@ func (c *Cluster) Flush(t testing.TB) {
 	}
 }
 
-// startCluster starts n cluster-mode servers, joins them with
+// startCluster starts n cluster-mode servers (speaking TLS only, with
+// certificates ca signs, when ca is not nil), joins them with
 // `redis-cli --cluster create` and waits until every node reports
 // cluster_state:ok with all 16384 slots served.
-func startCluster(n int) (*Cluster, error) {
+func startCluster(n int, ca *testCA) (*Cluster, error) {
 	c := &Cluster{}
 	for range n {
-		s, err := startServer(true, false)
+		s, err := startServer(true, ca)
 		if err != nil {
 			c.destroy()
 			return nil, err
 		}
 		c.Servers = append(c.Servers, s)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	var args []string
+	if ca != nil {
+		args = []string{"--tls", "--cacert", c.CAFile()}
+	}
+	args = append(args, "--cluster", "create")
+	args = append(args, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		c.destroy()
@@ -64,7 +81,7 @@ func (c *Cluster) waitReady() error {
 	deadline := time.Now().Add(30 * time.Second)
 	for _, s := range c.Servers {
 		for {
-			info, err := Do(s.Addr(), "CLUSTER", "INFO")
+			info, err := s.do("CLUSTER", "INFO")
 			if err == nil && strings.Contains(info, "cluster_state:ok") &&
 				strings.Contains(info, "cluster_slots_ok:16384") &&
 				strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(c.Servers))) {

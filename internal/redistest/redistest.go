@@ -65,7 +65,7 @@ func Standalone(t testing.TB) *Server {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.standalone == nil {
-		s, err := startServer(false, false)
+		s, err := startServer(false, nil)
 		if err != nil {
 			t.Fatalf("redistest: starting redis-server: %v", err)
 		}
@@ -81,7 +81,7 @@ func SharedCluster(t testing.TB) *Cluster {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.cluster == nil {
-		c, err := startCluster(3)
+		c, err := startCluster(3, nil)
 		if err != nil {
 			t.Fatalf("redistest: starting a Redis Cluster: %v", err)
 		}
@@ -94,7 +94,7 @@ func SharedCluster(t testing.TB) *Cluster {
 // the test ends: for tests that stop and restart it.
 func NewStandalone(t testing.TB) *Server {
 	t.Helper()
-	s, err := startServer(false, false)
+	s, err := startServer(false, nil)
 	if err != nil {
 		t.Fatalf("redistest: starting redis-server: %v", err)
 	}
@@ -113,7 +113,11 @@ func NewStandalone(t testing.TB) *Server {
 // (--tls-auth-clients no). Not shared: few tests need one.
 func NewStandaloneTLS(t testing.TB) *Server {
 	t.Helper()
-	s, err := startServer(false, true)
+	ca, err := newCA()
+	if err != nil {
+		t.Fatalf("redistest: making a CA: %v", err)
+	}
+	s, err := startServer(false, ca)
 	if err != nil {
 		t.Fatalf("redistest: starting redis-server with TLS: %v", err)
 	}
@@ -125,9 +129,27 @@ func NewStandaloneTLS(t testing.TB) *Server {
 // when the test ends: for test binaries that cannot call Main.
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
-	c, err := startCluster(3)
+	c, err := startCluster(3, nil)
 	if err != nil {
 		t.Fatalf("redistest: starting a Redis Cluster: %v", err)
+	}
+	t.Cleanup(c.destroy)
+	return c
+}
+
+// NewClusterTLS creates a three-master cluster of the test's own that
+// speaks TLS only, clients and bus alike, stopped when the test ends, for
+// tests of rediss-cluster:// sources. Its nodes' certificates are signed
+// by one CA made for this cluster (CAFile), as NewStandaloneTLS's are.
+func NewClusterTLS(t testing.TB) *Cluster {
+	t.Helper()
+	ca, err := newCA()
+	if err != nil {
+		t.Fatalf("redistest: making a CA: %v", err)
+	}
+	c, err := startCluster(3, ca)
+	if err != nil {
+		t.Fatalf("redistest: starting a Redis Cluster with TLS: %v", err)
 	}
 	t.Cleanup(c.destroy)
 	return c

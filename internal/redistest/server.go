@@ -116,9 +116,9 @@ func (s *Server) do(args ...string) (string, error) {
 }
 
 // startServer starts a new server on free ports; cluster adds the
-// cluster mode and a bus port, withTLS makes it speak TLS only (see
-// NewStandaloneTLS).
-func startServer(cluster, withTLS bool) (*Server, error) {
+// cluster mode and a bus port, and a CA makes it speak TLS only, with a
+// certificate that CA signs (see NewStandaloneTLS).
+func startServer(cluster bool, ca *testCA) (*Server, error) {
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("%s is not installed: %s", bin, installHint)
@@ -139,8 +139,8 @@ func startServer(cluster, withTLS bool) (*Server, error) {
 			return nil, err
 		}
 	}
-	if withTLS {
-		if s.tls, err = writeTLSFiles(dir); err != nil {
+	if ca != nil {
+		if s.tls, err = writeTLSFiles(dir, ca); err != nil {
 			s.destroy()
 			return nil, fmt.Errorf("making TLS certificates: %w", err)
 		}
@@ -180,6 +180,11 @@ func (s *Server) args() []string {
 			"--cluster-port", strconv.Itoa(s.busPort),
 			"--cluster-node-timeout", "5000",
 		)
+		if s.tls != nil {
+			// The bus speaks TLS too, and the nodes announce their TLS
+			// port, the only one they have, in redirects and CLUSTER SLOTS.
+			args = append(args, "--tls-cluster", "yes")
+		}
 	}
 	return args
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
@@ -82,5 +85,82 @@ func TestTLSUnknownAuthority(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A rediss-cluster:// source trusting the cluster's CA spends over TLS on
+// every master, and a batch whose keys sit on three masters is decided
+// whole: the nodes speak TLS only, clients and bus alike, so nothing can
+// have gone over plaintext.
+func TestClusterTLS(t *testing.T) {
+	c := redistest.NewClusterTLS(t)
+	opts := tlsOptions(t, c.URL(), c.CAFile())
+	src := newSource(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := src.Ping(ctx); err != nil {
+		t.Fatalf("Ping over TLS: %v", err)
+	}
+	// The cluster's own view of who serves which slot, over TLS too.
+	raw := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: opts.Addrs, TLSConfig: opts.TLS})
+	defer raw.Close()
+	slots, err := raw.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	masterOf := func(key string) string {
+		slot := redis.Slot(key)
+		for _, r := range slots {
+			if slot >= r.Start && slot <= r.End {
+				return r.Nodes[0].Addr
+			}
+		}
+		t.Fatalf("no master serves slot %d", slot)
+		return ""
+	}
+	// Keys until every master has some, each spent twice; one key per
+	// master for the batch below.
+	var keys []string
+	first := map[string]string{}
+	for i := 0; len(first) < len(c.Servers) || len(keys) < 12; i++ {
+		key := fmt.Sprintf("k%d", i)
+		keys = append(keys, key)
+		if m := masterOf(key); first[m] == "" {
+			first[m] = key
+		}
+	}
+	for round, want := range []int64{99, 98} {
+		for _, key := range keys {
+			if out := spend(t, src, now, hourly(key, 1))[0]; !out.Allowed || out.Remaining != want {
+				t.Fatalf("round %d, %s: %+v, want allowed with %d remaining", round, key, out.Decision, want)
+			}
+		}
+	}
+	err = raw.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		n, err := m.DBSize(ctx).Result()
+		if err == nil && n == 0 {
+			err = fmt.Errorf("master %s holds no bucket", m.Options().Addr)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A batch across the three masters that one bucket cannot take: none
+	// of the three is spent.
+	var batch []gcra.Op
+	for _, key := range first {
+		batch = append(batch, hourly(key, 1))
+	}
+	batch[1].Cost = 99
+	if out := spend(t, src, now, batch...); out[0].Allowed && out[1].Allowed && out[2].Allowed {
+		t.Fatalf("a batch over the burst was allowed: %+v", out)
+	}
+	for _, op := range batch {
+		check := hourly(op.Key, 0)
+		check.Mode = gcra.CheckOnly
+		if out := spend(t, src, now, check)[0]; out.Remaining != 98 {
+			t.Fatalf("%s after the denied batch: %d remaining, want 98", op.Key, out.Remaining)
+		}
 	}
 }
