@@ -31,7 +31,7 @@ fi
 go vet ./...
 # The peer benchmark is a module of its own (bench/peers/redisrate): vet it
 # so that it keeps building.
-(cd bench/peers/redisrate && go vet .)
+(cd bench/peers/redisrate && go vet ./...)
 go test -race -count=1 -timeout 12m ./...
 
 # Short fuzzing: the handler (no 5xx for any body), the fast decoder

@@ -9,6 +9,7 @@
 //
 //	go run ./bench/harness                 # memory and, if redis-server exists, redis
 //	go run ./bench/harness -rounds 5 -duration 20s
+//	go run ./bench/harness -sources memory,redis,redisrate   # with the redis_rate peer
 package main
 
 import (
@@ -51,7 +52,7 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
-	flag.StringVar(&o.sources, "sources", "memory,redis", "limiter sources to measure (redis is skipped without redis-server)")
+	flag.StringVar(&o.sources, "sources", "memory,redis", "what to measure besides bare: memory, redis (the limiter and bare + INCR), redisrate (go-redis/redis_rate behind net/http); redis ones are skipped without redis-server")
 	flag.StringVar(&o.env, "env", "", "extra environment for the limiter processes, comma-separated (e.g. GOGC=400)")
 	flag.StringVar(&o.url, "url", "", "measure only this running server (e.g. http://127.0.0.1:8080), building and starting nothing")
 	flag.Parse()
@@ -115,25 +116,62 @@ func run(o options) error {
 	// run. With a live heap of a few hundred kilobytes, GOGC=1600 puts Go's
 	// minimum heap goal (4 MiB at GOGC=100) at the same 64 MiB.
 	servers := []*server{{name: "bare net/http + encoding/json", cmd: []string{filepath.Join(dir, "bare")}, env: []string{"GOGC=1600"}}}
+	var stopRedis func()
 	limiterEnv := []string{"LIMITER_LISTEN=127.0.0.1:0",
 		"LIMITER_DEFAULTS=" + filepath.Join(root, "config/defaults.yaml"), "LIMITER_OVERRIDES=" + filepath.Join(root, "config/overrides.yaml")}
 	if o.env != "" {
 		limiterEnv = append(limiterEnv, strings.Split(o.env, ",")...)
 	}
+	// One private Redis serves every Redis-backed server, started when the
+	// first one needs it.
+	var redisAddr string
+	redis := func() (string, error) {
+		if redisAddr != "" {
+			return redisAddr, nil
+		}
+		addr, stop, err := startRedis(dir)
+		if err != nil {
+			return "", err
+		}
+		stopRedis = stop
+		redisAddr = addr
+		return addr, nil
+	}
+	defer func() {
+		if stopRedis != nil {
+			stopRedis()
+		}
+	}()
 	for _, src := range strings.Split(o.sources, ",") {
 		switch src {
 		case "memory":
 			servers = append(servers, &server{name: "limiter, memory", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv})
 		case "redis":
-			addr, stop, err := startRedis(dir)
+			addr, err := redis()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "harness: skipping redis:", err)
 				continue
 			}
-			defer stop()
 			servers = append(servers,
 				&server{name: "bare + one Redis INCR", cmd: []string{filepath.Join(dir, "bare"), "-redis", addr}, env: []string{"GOGC=1600"}},
 				&server{name: "limiter, redis", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv})
+		case "redisrate":
+			addr, err := redis()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "harness: skipping redisrate:", err)
+				continue
+			}
+			// A module of its own (bench/peers/redisrate), built from its
+			// directory; the first build fetches redis_rate.
+			out := filepath.Join(dir, "redisrate-http")
+			build := exec.Command("go", "build", "-o", out, "./cmd/redisrate-http")
+			build.Dir = filepath.Join(root, "bench", "peers", "redisrate")
+			if b, err := build.CombinedOutput(); err != nil {
+				return fmt.Errorf("building bench/peers/redisrate: %v\n%s", err, b)
+			}
+			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}})
+		default:
+			return fmt.Errorf("unknown source %q in -sources (memory, redis, redisrate)", src)
 		}
 	}
 	for _, s := range servers {
