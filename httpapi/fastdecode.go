@@ -94,7 +94,6 @@ func (p *fastParser) batchStart() bool {
 		p.i = save
 		return false
 	}
-	p.batch = true
 	return true
 }
 
@@ -188,10 +187,9 @@ func (f fastTxn) transaction(index int, ignoreMode bool) (ratelimits.Transaction
 
 // fastParser walks a body for decodeFast.
 type fastParser struct {
-	b     []byte
-	i     int
-	text  string // the body as a string, for the values read
-	batch bool   // the body is {"transactions": [...]}
+	b    []byte
+	i    int
+	text string // the body as a string, for the values read
 }
 
 func (p *fastParser) peek() byte {
