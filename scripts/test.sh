@@ -36,8 +36,9 @@ go test -race -count=1 -timeout 12m ./...
 
 # Short fuzzing: the handler (no 5xx for any body), the fast decoder
 # against encoding/json, config parsing, id canonicalisation (a fixed
-# point), and the memory source's table against a map. Their seed corpora already ran above as ordinary tests. The
-# budgets are counts of inputs, about 10 s each on a 2-core machine, not
+# point), and the memory source's table against a map. Their seed corpora
+# already ran above as ordinary tests. The budgets are counts of inputs,
+# about 10 s each or less on a 2-core machine, not
 # durations: Go 1.26's fuzzing coordinator can fail a run with a bare
 # "context deadline exceeded" when a -fuzztime duration ends while a worker
 # is busy (golang/go#75804, fixed in Go 1.27), and a count has no deadline.

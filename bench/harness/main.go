@@ -116,7 +116,6 @@ func run(o options) error {
 	// run. With a live heap of a few hundred kilobytes, GOGC=1600 puts Go's
 	// minimum heap goal (4 MiB at GOGC=100) at the same 64 MiB.
 	servers := []*server{{name: "bare net/http + encoding/json", cmd: []string{filepath.Join(dir, "bare")}, env: []string{"GOGC=1600"}}}
-	var stopRedis func()
 	limiterEnv := []string{"LIMITER_LISTEN=127.0.0.1:0",
 		"LIMITER_DEFAULTS=" + filepath.Join(root, "config/defaults.yaml"), "LIMITER_OVERRIDES=" + filepath.Join(root, "config/overrides.yaml")}
 	if o.env != "" {
@@ -125,6 +124,7 @@ func run(o options) error {
 	// One private Redis serves every Redis-backed server, started when the
 	// first one needs it.
 	var redisAddr string
+	var stopRedis func()
 	redis := func() (string, error) {
 		if redisAddr != "" {
 			return redisAddr, nil
