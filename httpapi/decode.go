@@ -70,11 +70,12 @@ func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 	// names it. A fault in the body's shape names no transaction, and
 	// neither does one at the top of a batch.
 	top := place{field: 0, shape: -1}
-	if hasTransactionsField(body) {
-		top.field = -1
-	}
-	if e := checkFieldNames(body, true, top); e != nil {
+	batch, e := checkFieldNames(body, true, top)
+	if e != nil {
 		return nil, e
+	}
+	if batch {
+		top.field = -1
 	}
 	if e := decodeStrict(body, &req, top); e != nil {
 		return nil, e
@@ -99,7 +100,7 @@ func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 	txns := make([]ratelimits.Transaction, len(raw))
 	for i, msg := range raw {
 		var tj txnJSON
-		if e := checkFieldNames(msg, false, place{i, i}); e != nil {
+		if _, e := checkFieldNames(msg, false, place{i, i}); e != nil {
 			return nil, e
 		}
 		if e := decodeStrict(msg, &tj, place{i, i}); e != nil {
@@ -218,36 +219,58 @@ func fieldIndex(name string) int {
 // body that a proxy or a log reader in front of this service may read
 // differently. Anything that is not an object is left to decodeStrict,
 // which words the error.
-func checkFieldNames(data []byte, topLevel bool, at place) *apiError {
+//
+// It also reports whether the object has a "transactions" field. At the
+// top level that decides what a fault in a field names (at.field, the
+// lone transaction, or nothing in a batch), so there the walk goes on past
+// the first such fault, as far as the body is valid JSON, to find out; the
+// fault reported is still the first one met.
+func checkFieldNames(data []byte, topLevel bool, at place) (hasTransactions bool, e *apiError) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
+		return false, nil
 	}
 	var seen [5]bool
+	var code, message string // the first fault in a field, once met
 	for dec.More() {
 		tok, err := dec.Token()
-		if err != nil {
-			return decodeError(err, at)
-		}
-		key, _ := tok.(string)
-		i := fieldIndex(key)
-		if i < 0 || (i == 4 && !topLevel) {
-			return badRequest(codeUnknownField, fmt.Sprintf("unknown field %q", key), at.field)
-		}
-		if seen[i] {
-			index := at.field
-			if i == 4 {
-				index = at.shape // "transactions" twice: the body's fault
+		if err == nil {
+			key, _ := tok.(string)
+			i := fieldIndex(key)
+			known := i >= 0 && (i != 4 || topLevel)
+			switch {
+			case code != "":
+				// Past the first fault: only looking for "transactions".
+			case !known:
+				code, message = codeUnknownField, fmt.Sprintf("unknown field %q", key)
+			case seen[i] && i == 4:
+				return true, badRequest(codeInvalidRequest, `field "transactions" appears twice`, at.shape)
+			case seen[i]:
+				code, message = codeInvalidRequest, fmt.Sprintf("field %q appears twice", key)
 			}
-			return badRequest(codeInvalidRequest, fmt.Sprintf("field %q appears twice", key), index)
+			if known {
+				seen[i] = true
+			}
+			if code != "" && !topLevel {
+				break
+			}
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
 		}
-		seen[i] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return decodeError(err, at)
+		if err != nil {
+			if code != "" {
+				break
+			}
+			return seen[4], decodeError(err, at)
 		}
 	}
-	return nil
+	if code == "" {
+		return seen[4], nil
+	}
+	if seen[4] {
+		at.field = -1 // a batch: the fault is the body's
+	}
+	return seen[4], badRequest(code, message, at.field)
 }
 
 // decodeStrict decodes exactly one JSON value into v: unknown fields,
@@ -278,29 +301,6 @@ type place struct{ field, shape int }
 
 // noTransaction is the place of a body that holds no transaction.
 var noTransaction = place{-1, -1}
-
-// hasTransactionsField reports whether body is an object with a
-// "transactions" field at its top level, read as far as it is valid JSON.
-func hasTransactionsField(body []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return false
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		if tok == "transactions" {
-			return true
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return false
-		}
-	}
-	return false
-}
 
 // decodeError turns an encoding/json error into the API's words.
 func decodeError(err error, at place) *apiError {

@@ -226,6 +226,8 @@ func TestRefusals(t *testing.T) {
 		{"wrong type", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":7}`, 400, "invalid_request", 0},
 		{"both forms", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","transactions":[]}`, 400, "invalid_request", -1},
 		{"unknown field at the top of a batch", "POST", "/v1/spend", "application/json", `{"x":1,"transactions":[{"limit":"Logins","id":"a"}]}`, 400, "unknown_field", -1},
+		{"unknown field, then not JSON", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","x":1,"transactions":`, 400, "unknown_field", -1},
+		{"field given twice, then not JSON", "POST", "/v1/spend", "application/json", `{"id":"a","id":"b",`, 400, "invalid_request", 0},
 		{"transactions not an array", "POST", "/v1/spend", "application/json", `{"transactions":{"limit":"Logins","id":"a"}}`, 400, "invalid_request", -1},
 		{"a transaction not an object", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},7]}`, 400, "invalid_request", 1},
 		{"empty batch", "POST", "/v1/spend", "application/json", `{"transactions":[]}`, 400, "empty_batch", -1},
