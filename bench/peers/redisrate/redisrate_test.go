@@ -3,8 +3,6 @@ package redisrate
 import (
 	"context"
 	"fmt"
-	"net"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,36 +11,14 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/limiter-dev/limiter/internal/redistest"
 )
 
-// startRedis runs a private redis-server (no persistence) on a free
-// loopback port until the benchmark ends.
-func startRedis(b *testing.B) *redis.Client {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("redis-server: %v (install it: apt-get install -y redis-server)", err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
-	b.Cleanup(func() { c.Close() })
-	for deadline := time.Now().Add(5 * time.Second); c.Ping(context.Background()).Err() != nil; {
-		if time.Now().After(deadline) {
-			b.Fatal("redis-server did not answer within 5 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return c
-}
-
-// redisCPU is the CPU time, user and system, that Redis has used so far.
-func redisCPU(b *testing.B, c *redis.Client) float64 {
-	info, err := c.Info(context.Background(), "cpu").Result()
+// redisCPU is the CPU time, user and system, that the Redis at addr has
+// used so far.
+func redisCPU(b *testing.B, addr string) float64 {
+	info, err := redistest.Do(addr, "INFO", "cpu")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -62,7 +38,9 @@ func redisCPU(b *testing.B, c *redis.Client) float64 {
 // limiter's Redis source uses), walking the ids as BenchmarkLimiterSpendRedis
 // does. The limit never denies, so every decision writes, as there.
 func BenchmarkRedisRateAllow(b *testing.B) {
-	c := startRedis(b)
+	srv := redistest.NewStandalone(b) // a private redis-server, as the limiter's benchmarks use
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
 	limiter := redis_rate.NewLimiter(c)
 	limit := redis_rate.Limit{Rate: 1_000_000, Burst: 1_000_000, Period: time.Hour}
 	ids := make([]string, 10_000)
@@ -71,7 +49,7 @@ func BenchmarkRedisRateAllow(b *testing.B) {
 	}
 	b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
-	before := redisCPU(b, c)
+	before := redisCPU(b, srv.Addr())
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for i := 0; pb.Next(); i += 7919 {
@@ -83,5 +61,5 @@ func BenchmarkRedisRateAllow(b *testing.B) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-	b.ReportMetric((redisCPU(b, c)-before)*1e6/float64(b.N), "redis-µs/decision")
+	b.ReportMetric((redisCPU(b, srv.Addr())-before)*1e6/float64(b.N), "redis-µs/decision")
 }
