@@ -4,10 +4,13 @@
 # count repeats within a fraction of a percent on a noisy machine.
 #
 #   bench/script-instructions.sh [script.lua] [calls]
+#   GROUPED=1 bench/script-instructions.sh      # key format v2
 #
 # Each call is one packed EVALSHA (operation M) of ten one-key spends, as
 # the source sends under concurrent load, over 10 x 1,000 keys created by
-# a warm-up. Needs valgrind, redis-server, redis-cli, redis-benchmark.
+# a warm-up. With GROUPED=1 the script runs as key format v2 (its GROUPED
+# switch on) and the buckets are fields of 1,000 hashes, ten each.
+# Needs valgrind, redis-server, redis-cli, redis-benchmark.
 set -euo pipefail
 lua=${1:-"$(dirname "$0")/../source/redis/bucket.lua"}
 calls=${2:-3000}
@@ -19,11 +22,20 @@ valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$dir/redis.log" 2>&1 &
 vpid=$!
 for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-sha=$(redis-cli -p "$port" script load "$(cat "$lua")")
+script=$(cat "$lua")
+if [[ -n ${GROUPED:-} ]]; then
+	script=${script/$'\n'local GROUPED = false$'\n'/$'\n'local GROUPED = true$'\n'}
+	grep -q '^local GROUPED = true$' <<<"$script" || { echo "no GROUPED switch in $lua" >&2; exit 1; }
+fi
+sha=$(redis-cli -p "$port" script load "$script")
 
 keys=() argv=(M 60000)
 for b in $(seq 10); do
-	keys+=("lim:v1:{3:key-$b-__rand_int__}")
+	if [[ -n ${GROUPED:-} ]]; then
+		keys+=("lim:v2:{__rand_int__}3:key-$b")
+	else
+		keys+=("lim:v1:{3:key-$b-__rand_int__}")
+	fi
 	# a one-key spend of mode 0, folded as the source packs it (S0), now as
 	# (seconds, nanoseconds), increment 36 s, burst offset 1 h
 	argv+=(S0 1790000000 123456789 36000000000 3600000000000)

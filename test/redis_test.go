@@ -50,18 +50,59 @@ func startRedisShared(t *testing.T, n int, env map[string]string, args ...string
 // Every public vector through HTTP, with the fake clock driving decisions
 // made in Redis, through three processes sharing one Redis (or cluster):
 // the steps go round-robin, so each bucket is decided by all three.
+// Both key formats: one key per bucket, and buckets as fields of 64
+// hashes (--redis-groups), where the vectors' buckets share hashes.
 func TestRedisVectorsOverHTTP(t *testing.T) {
 	for _, b := range redisBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
-			f, env := vectorsConfig(t)
-			env["LIMITER_SOURCE"] = url
-			procs := startRedisShared(t, 3, env, redisPatientArgs...)
-			if scheme, _, _ := strings.Cut(url, "://"); !strings.Contains(procs[0].logs(), "source="+scheme) {
-				t.Fatalf("not serving from %s:\n%s", url, procs[0].logs())
+			for _, format := range []struct{ name, groups string }{{"v1", "0"}, {"v2", "64"}} {
+				t.Run(format.name, func(t *testing.T) {
+					f, env := vectorsConfig(t)
+					env["LIMITER_SOURCE"] = url
+					env["LIMITER_REDIS_GROUPS"] = format.groups
+					env["LIMITER_REDIS_NAMESPACE"] = format.name + ":" // each format's buckets apart
+					procs := startRedisShared(t, 3, env, redisPatientArgs...)
+					if scheme, _, _ := strings.Cut(url, "://"); !strings.Contains(procs[0].logs(), "source="+scheme) {
+						t.Fatalf("not serving from %s:\n%s", url, procs[0].logs())
+					}
+					runVectorsOverHTTP(t, f, procs...)
+				})
 			}
-			runVectorsOverHTTP(t, f, procs...)
 		})
+	}
+}
+
+// With --redis-groups the buckets are fields of hashes: three processes
+// sharing one Redis that way still allow exactly 100 of 192 concurrent
+// spends, and Redis holds the bucket as a field of its group's hash, not
+// as a key of its own.
+func TestRedisGroupsOverHTTP(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	dir := t.TempDir()
+	env := map[string]string{
+		"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", redisOvershootDefaults),
+		"LIMITER_OVERRIDES": dir + "/none.yaml",
+		"LIMITER_SOURCE":    srv.URL(),
+		"LIMITER_FAKECLOCK": fakeClockStart,
+	}
+	procs := startRedisShared(t, 3, env, append([]string{"--redis-groups=16"}, redisPatientArgs...)...)
+	redisOvershoot(t, procs, `{"limit":"OvershootTest","id":"42"}`)
+
+	layout, err := redis.New(redis.Options{Addrs: []string{srv.Addr()}, Groups: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer layout.Close()
+	key, field := layout.Key("301:42"), layout.Field("301:42")
+	if typ, err := redistest.Do(srv.Addr(), "TYPE", key); err != nil || typ != "hash" {
+		t.Fatalf("TYPE %s = %q (%v), want hash", key, typ, err)
+	}
+	if tat, err := redistest.Do(srv.Addr(), "HGET", key, field); err != nil || len(tat) != 19 {
+		t.Fatalf("HGET %s %s = %q (%v), want a TAT", key, field, tat, err)
+	}
+	if n, err := redistest.Do(srv.Addr(), "DBSIZE"); err != nil || n != "1" {
+		t.Fatalf("DBSIZE = %q (%v), want 1: the hash alone", n, err)
 	}
 }
 

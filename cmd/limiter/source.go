@@ -34,6 +34,7 @@ type redisFlags struct {
 	tlsInsecure  bool
 	expiryMargin time.Duration
 	namespace    string
+	groups       int
 }
 
 func (r *redisFlags) register(fs *flag.FlagSet, bad *[]string) {
@@ -51,6 +52,7 @@ func (r *redisFlags) register(fs *flag.FlagSet, bad *[]string) {
 	fs.BoolVar(&r.tlsInsecure, "redis-tls-insecure", envParsed("LIMITER_REDIS_TLS_INSECURE", false, strconv.ParseBool, bad), "do not verify Redis's TLS certificate (testing only) (env LIMITER_REDIS_TLS_INSECURE)")
 	fs.DurationVar(&r.expiryMargin, "redis-expiry-margin", envParsed("LIMITER_REDIS_EXPIRY_MARGIN", margin, time.ParseDuration, bad), "how long a Redis key outlives the moment its bucket is full again; more than the clock skew between hosts (default 1m, 24h under LIMITER_FAKECLOCK) (env LIMITER_REDIS_EXPIRY_MARGIN)")
 	fs.StringVar(&r.namespace, "redis-namespace", envString("LIMITER_REDIS_NAMESPACE", ""), "text put between the key prefix and the bucket, so independent services can share one Redis; no braces (env LIMITER_REDIS_NAMESPACE)")
+	fs.IntVar(&r.groups, "redis-groups", envParsed("LIMITER_REDIS_GROUPS", 0, parseInt, bad), fmt.Sprintf("key format: 0 keeps each bucket in a Redis key of its own (v1); 1 to %d keeps buckets as fields of that many Redis hashes (v2, about a quarter of the memory at ten or more buckets per hash); every process sharing a Redis must use the same (env LIMITER_REDIS_GROUPS)", redis.MaxGroups))
 }
 
 // options turns a redis URL and the flags into the source's options.
@@ -62,10 +64,14 @@ func (r *redisFlags) options(url string) (redis.Options, error) {
 	if r.poolSize < 0 || r.dialTimeout <= 0 || r.readTimeout <= 0 || r.writeTimeout <= 0 || r.expiryMargin <= 0 {
 		return o, errors.New("--redis-pool-size must not be negative; the Redis timeouts and --redis-expiry-margin must be positive")
 	}
+	if r.groups < 0 || r.groups > redis.MaxGroups {
+		return o, fmt.Errorf("--redis-groups %d: want 0 (a key per bucket) to %d", r.groups, redis.MaxGroups)
+	}
 	o.PoolSize = r.poolSize
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = r.dialTimeout, r.readTimeout, r.writeTimeout
 	o.ExpiryMargin = r.expiryMargin
 	o.Namespace = r.namespace
+	o.Groups = r.groups
 	if r.username != "" {
 		o.Username = r.username
 	}

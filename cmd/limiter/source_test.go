@@ -25,13 +25,13 @@ func parseRedisFlags(t *testing.T, args ...string) *redisFlags {
 
 func TestRedisFlagsOptions(t *testing.T) {
 	t.Setenv("LIMITER_REDIS_PASSWORD", "from-env")
-	r := parseRedisFlags(t, "--redis-pool-size=7", "--redis-read-timeout=250ms", "--redis-namespace=a:")
+	r := parseRedisFlags(t, "--redis-pool-size=7", "--redis-read-timeout=250ms", "--redis-namespace=a:", "--redis-groups=4096")
 	o, err := r.options("redis://u:from-url@h:1/2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Password != "from-env" || o.Username != "u" || o.PoolSize != 7 || o.ReadTimeout != 250*time.Millisecond ||
-		o.DialTimeout != 100*time.Millisecond || o.DB != 2 || o.Namespace != "a:" || o.ExpiryMargin != time.Minute {
+		o.DialTimeout != 100*time.Millisecond || o.DB != 2 || o.Namespace != "a:" || o.ExpiryMargin != time.Minute || o.Groups != 4096 {
 		t.Fatalf("options %+v", o)
 	}
 	if o, err := parseRedisFlags(t).options("redis://:from-url@h:1"); err != nil || o.Password != "from-env" {
@@ -67,7 +67,7 @@ func TestRedisFlagsTLS(t *testing.T) {
 }
 
 func TestRedisFlagsRefuse(t *testing.T) {
-	for _, args := range [][]string{{"--redis-read-timeout=0s"}, {"--redis-pool-size=-1"}, {"--redis-expiry-margin=0s"}} {
+	for _, args := range [][]string{{"--redis-read-timeout=0s"}, {"--redis-pool-size=-1"}, {"--redis-expiry-margin=0s"}, {"--redis-groups=-1"}, {"--redis-groups=16777217"}} {
 		if _, err := parseRedisFlags(t, args...).options("redis://h:1"); err == nil {
 			t.Errorf("%v accepted", args)
 		}
@@ -79,5 +79,12 @@ func TestOpenSourceRedactsPassword(t *testing.T) {
 	_, err := openSource(&serveFlags{source: "redis+x://u:hunter2@h:1"})
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+func TestRedisGroupsFromEnv(t *testing.T) {
+	t.Setenv("LIMITER_REDIS_GROUPS", "8")
+	if o, err := parseRedisFlags(t).options("redis://h:1"); err != nil || o.Groups != 8 {
+		t.Fatalf("LIMITER_REDIS_GROUPS=8: %+v %v", o, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jmhodges/clock"
@@ -31,6 +32,16 @@ BenchLimit:
   count: 1000000
   period: 1h
 `
+
+// benchBackends are the backends the speed benchmarks run on: key format
+// v2 with 1,024 groups puts about ten of the benchmarks' buckets in each
+// hash, as 65,536 groups would at 600,000 buckets (the tests' 4 groups
+// would make hashes of thousands).
+var benchBackends = []backend{
+	backends[0], backends[1],
+	{"StandaloneV2", grouped(standalone, 1024)},
+	{"ClusterV2", grouped(cluster, 1024)},
+}
 
 // setParallelism makes b.RunParallel run about benchCallers goroutines.
 func setParallelism(b *testing.B) {
@@ -108,7 +119,7 @@ func BenchmarkLimiterSpendRedis(b *testing.B) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("user%d", i)
 	}
-	for _, be := range backends {
+	for _, be := range benchBackends {
 		opts := be.opts(b)
 		opts.Namespace = "bench:"
 		l, err := ratelimits.NewLimiter(cfg, benchSource(b, opts), clock.New())
@@ -147,7 +158,7 @@ func BenchmarkLimiterSpendRedis(b *testing.B) {
 // config lookup) with about fifty concurrent callers, one op per batch,
 // and with a batch of three ops (on a cluster, three hash slots).
 func BenchmarkSourceSpendRedis(b *testing.B) {
-	for _, be := range backends {
+	for _, be := range benchBackends {
 		opts := be.opts(b)
 		opts.Namespace = "bench:"
 		src := benchSource(b, opts)
@@ -173,4 +184,67 @@ func BenchmarkSourceSpendRedis(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkMemoryPerBucket stores 1,000,000 buckets (3:123000000 to
+// 3:123999999, each spent once on an hourly limit, so none is full) through
+// the source into a fresh Redis, in each key format, and reports Redis's
+// used_memory grown per bucket. Run it once: -bench MemoryPerBucket
+// -benchtime 1x.
+func BenchmarkMemoryPerBucket(b *testing.B) {
+	const buckets, width, writers = 1_000_000, 8, 16
+	for _, groups := range []int{0, 65536} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			srv := redistest.NewStandalone(b)
+			src := benchSource(b, redis.Options{Addrs: []string{srv.Addr()}, Groups: groups})
+			for b.Loop() {
+				srv.Flush(b)
+				before := usedMemory(b, srv.Addr())
+				var wg sync.WaitGroup
+				for w := range writers {
+					wg.Go(func() {
+						ops := make([]gcra.Op, width)
+						out := make([]gcra.Outcome, width)
+						for first := w * width; first < buckets; first += writers * width {
+							for j := range ops {
+								ops[j] = hourly("3:"+strconv.Itoa(123_000_000+first+j), 1)
+							}
+							if err := src.Spend(context.Background(), now, ops, out); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				b.ReportMetric(float64(usedMemory(b, srv.Addr())-before)/buckets, "B/bucket")
+				if groups > 0 {
+					enc, err := redistest.Do(srv.Addr(), "OBJECT", "ENCODING", src.Key("3:123000000"))
+					if err != nil || enc != "listpack" {
+						b.Fatalf("a hash is encoded as %q (%v), want listpack", enc, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// usedMemory reads used_memory from INFO memory.
+func usedMemory(b *testing.B, addr string) int64 {
+	b.Helper()
+	info, err := redistest.Do(addr, "INFO", "memory")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO memory")
+	return 0
 }

@@ -1,4 +1,5 @@
--- Bucket script of the limiter's Redis source, key format v1 (docs/redis.md).
+-- Bucket script of the limiter's Redis source, key formats v1 and v2
+-- (docs/redis.md).
 --
 -- One call decides and writes the buckets named in KEYS atomically: Redis
 -- runs a script to completion before any other command, so two calls on
@@ -61,6 +62,23 @@
 
 local B = 1000000000
 local MAX_HI, MAX_LO = 9223372036, 854775807 -- math.MaxInt64
+
+-- Key format. In v1 every bucket is a key of its own, holding its TAT. In
+-- v2 a bucket is a field of a hash that many buckets share (its group),
+-- and the name the service passes for it, declared or not, is the hash's
+-- name followed by the field: 'lim:v2:{12345}3:alice' is field '3:alice'
+-- of hash 'lim:v2:{12345}'. The name has the hash's slot (its hash tag is
+-- the group), so Redis Cluster routes and checks it as it would the hash.
+-- The service loads this script with the next line set to true for v2:
+-- the two formats are two scripts, with two SHA-1s.
+local GROUPED = false
+
+-- A v2 hash is swept of its full buckets when a new field brings it to
+-- SWEEP_AT fields, and after that whenever it has grown to twice the
+-- fields its last sweep left (recorded in its field ''), so a sweep's
+-- cost is shared by as many new fields as the hash held, and a hash never
+-- holds much more than twice its buckets that are not full, or SWEEP_AT.
+local SWEEP_AT = 32
 
 -- The batch being decided: its "now" (set by run), and the margin.
 local now_hi, now_lo, margin
@@ -179,17 +197,105 @@ local function format(h, l)
   return string.format('%d%09d', h, l)
 end
 
+-- Key format v2's own functions, made only for v2: the script's functions
+-- are made afresh on every call.
+local at, sweep, put
+if GROUPED then
+  -- at splits a v2 name into its hash and its field. The name's first '}'
+  -- closes the group: the prefix and the namespace hold no braces.
+  at = function(key)
+    local e = string.find(key, '}', 1, true)
+    return string.sub(key, 1, e), string.sub(key, e + 1)
+  end
+
+  -- sweep deletes the fields of a hash whose buckets are full at now, and
+  -- records how many fields are left. A value that is not a TAT (written
+  -- by someone else) is left alone: a sweep runs after a batch has been
+  -- decided and while it is being written, where an error would stop the
+  -- write half way.
+  sweep = function(hash)
+    local all = redis.call('HGETALL', hash)
+    local full, n = {}, 0
+    local left = 1 -- the record of this sweep
+    for i = 1, #all, 2 do
+      local field, v = all[i], all[i + 1]
+      if field ~= '' then
+        local stale = false
+        if #v <= 20 and string.find(v, '^%-?%d+$') then
+          local h, l = parse(field, v)
+          stale = not lt(now_hi, now_lo, h, l)
+        end
+        if stale then
+          n = n + 1
+          full[n] = field
+        else
+          left = left + 1
+        end
+      end
+    end
+    -- unpack puts every field on Lua's stack: a few thousand at a time.
+    for i = 1, n, 4000 do
+      redis.call('HDEL', hash, unpack(full, i, math.min(n, i + 3999)))
+    end
+    redis.call('HSET', hash, '', left)
+  end
+
+  -- put writes a bucket's TAT into its hash, whose expiry must then be at
+  -- least ms away. PEXPIRE … GT only lengthens one, and treats a hash
+  -- without an expiry as never expiring; such a hash exists only when
+  -- this HSET made it, which HSET tells by adding a field, and then NX
+  -- gives it one. A new field may also call for a sweep.
+  put = function(key, ms, v)
+    local hash, field = at(key)
+    if redis.call('HSET', hash, field, v) == 0 then
+      redis.call('PEXPIRE', hash, ms, 'GT')
+      return
+    end
+    if redis.call('PEXPIRE', hash, ms, 'GT') == 0 then
+      redis.call('PEXPIRE', hash, ms, 'NX')
+    end
+    local size = redis.call('HLEN', hash)
+    if size >= SWEEP_AT and size >= 2 * (tonumber(redis.call('HGET', hash, '')) or 0) then
+      sweep(hash)
+    end
+  end
+end
+
+-- get returns a bucket's stored string, or false when it has none.
+local function get(key)
+  if GROUPED then
+    return redis.call('HGET', at(key))
+  end
+  return redis.call('GET', key)
+end
+
+-- drop deletes a bucket. A v2 hash left without fields is deleted by
+-- Redis itself.
+local function drop(key)
+  if GROUPED then
+    redis.call('HDEL', at(key))
+  else
+    redis.call('DEL', key)
+  end
+end
+
 -- read returns a bucket's stored string and TAT limbs, or false for a
 -- missing bucket. A TAT not after now is a full bucket, the same as a
 -- missing one: it is deleted on the spot.
 local function read(key)
-  local v = redis.call('GET', key)
+  -- get(key) written out: a Lua function call costs a decision about 1%.
+  local v
+  if GROUPED then
+    v = redis.call('HGET', at(key))
+  else
+    v = redis.call('GET', key)
+  end
   if not v then
     return false
   end
   local h, l = parse(key, v)
   if not lt(now_hi, now_lo, h, l) then
-    redis.call('DEL', key)
+    drop(key)
     return false
   end
   return v, h, l
@@ -199,9 +305,13 @@ end
 -- the bucket is full again (relative to the now passed in).
 local function store(key, h, l)
   local dh, dl = sub(h, l, now_hi, now_lo)
-  local ms = dh * 1000 + math.floor((dl + 999999) / 1000000) + margin
-  -- PSETEX is SET … PX without the option parsing, and one argument less.
-  redis.call('PSETEX', key, string.format('%d', ms), format(h, l))
+  local ms = string.format('%d', dh * 1000 + math.floor((dl + 999999) / 1000000) + margin)
+  if GROUPED then
+    put(key, ms, format(h, l))
+  else
+    -- PSETEX is SET … PX without the option parsing, and one argument less.
+    redis.call('PSETEX', key, ms, format(h, l))
+  end
 end
 
 -- spend decides the batch of keys K[k+1..k+n] (K is KEYS or ARGV), whose
@@ -306,7 +416,7 @@ local function refund(K, k, n, a)
         if lt(now_hi, now_lo, wh, wl) then
           store(key, wh, wl)
         else
-          redis.call('DEL', key)
+          drop(key)
         end
       end
     else
@@ -321,13 +431,13 @@ local function reset(K, k, n)
   local c = 0
   for i = 1, n do
     local key = K[k + i]
-    local v = redis.call('GET', key)
+    local v = get(key)
     if v then
       local h, l = parse(key, v)
       if lt(now_hi, now_lo, h, l) then
         c = c + 1
       end
-      redis.call('DEL', key)
+      drop(key)
     end
   end
   return c

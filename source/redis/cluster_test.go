@@ -144,7 +144,6 @@ func TestClusterNoOvershootAcrossSlots(t *testing.T) {
 // and the tokens left add up to the burst.
 func TestClusterSlotMigrationUnderLoad(t *testing.T) {
 	cl := redistest.NewCluster(t)
-	src := newSource(t, redis.Options{Addrs: cl.Addrs(), Cluster: true})
 	ctx := context.Background()
 	nodes := map[string]*goredis.Client{}
 	for _, s := range cl.Servers {
@@ -152,122 +151,129 @@ func TestClusterSlotMigrationUnderLoad(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		nodes[s.Addr()] = c
 	}
-	masterOf := func(bucket string) string {
-		t.Helper()
-		slots, err := nodes[cl.Servers[0].Addr()].ClusterSlots(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		slot := int(redis.Slot(src.Key(bucket)))
-		for _, r := range slots {
-			if slot >= r.Start && slot <= r.End {
-				return r.Nodes[0].Addr
-			}
-		}
-		t.Fatalf("no master serves slot %d", slot)
-		return ""
-	}
-	const moving = "m:0"
-	slot := int(redis.Slot(src.Key(moving)))
-	from := masterOf(moving)
-	var to string
-	for addr := range nodes {
-		if addr != from {
-			to = addr
-			break
-		}
-	}
-	var neighbours []string
-	for i := 1; len(neighbours) < 5; i++ {
-		b := fmt.Sprintf("m:%d", i)
-		if int(redis.Slot(src.Key(b))) != slot && masterOf(b) == from {
-			neighbours = append(neighbours, b)
-		}
-	}
-	id := func(addr string) string {
-		t.Helper()
-		s, err := nodes[addr].Do(ctx, "CLUSTER", "MYID").Text()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	fromID, toID := id(from), id(to)
-
-	var allowed, failed, attempts atomic.Int64
-	var migrated atomic.Bool
-	started := make(chan struct{})
-	var once sync.Once
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			after := 0
-			for i := 0; after < 20; i++ {
-				if migrated.Load() {
-					after++
+	// Both key formats, one after the other on the same cluster: each
+	// source has a namespace of its own, so each moves a slot of its own.
+	for _, groups := range []int{0, 1024} {
+		t.Run(fmt.Sprintf("groups=%d", groups), func(t *testing.T) {
+			src := newSource(t, redis.Options{Addrs: cl.Addrs(), Cluster: true, Groups: groups})
+			masterOf := func(bucket string) string {
+				t.Helper()
+				slots, err := nodes[cl.Servers[0].Addr()].ClusterSlots(ctx).Result()
+				if err != nil {
+					t.Fatal(err)
 				}
-				out := make([]gcra.Outcome, 1)
-				if err := src.Spend(ctx, now, []gcra.Op{hourly(moving, 1)}, out); err != nil {
-					if failed.Add(1) <= 3 {
-						t.Logf("spend during the move: %v", err)
+				slot := int(redis.Slot(src.Key(bucket)))
+				for _, r := range slots {
+					if slot >= r.Start && slot <= r.End {
+						return r.Nodes[0].Addr
 					}
-				} else if out[0].Allowed {
-					allowed.Add(1)
 				}
-				_ = src.Spend(ctx, now, []gcra.Op{hourly(neighbours[(g+i)%len(neighbours)], 0)}, out)
-				if attempts.Add(1) == 40 {
-					once.Do(func() { close(started) })
+				t.Fatalf("no master serves slot %d", slot)
+				return ""
+			}
+			const moving = "m:0"
+			slot := int(redis.Slot(src.Key(moving)))
+			from := masterOf(moving)
+			var to string
+			for addr := range nodes {
+				if addr != from {
+					to = addr
+					break
 				}
 			}
+			var neighbours []string
+			for i := 1; len(neighbours) < 5; i++ {
+				b := fmt.Sprintf("m:%d", i)
+				if int(redis.Slot(src.Key(b))) != slot && masterOf(b) == from {
+					neighbours = append(neighbours, b)
+				}
+			}
+			id := func(addr string) string {
+				t.Helper()
+				s, err := nodes[addr].Do(ctx, "CLUSTER", "MYID").Text()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			fromID, toID := id(from), id(to)
+
+			var allowed, failed, attempts atomic.Int64
+			var migrated atomic.Bool
+			started := make(chan struct{})
+			var once sync.Once
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Go(func() {
+					after := 0
+					for i := 0; after < 20; i++ {
+						if migrated.Load() {
+							after++
+						}
+						out := make([]gcra.Outcome, 1)
+						if err := src.Spend(ctx, now, []gcra.Op{hourly(moving, 1)}, out); err != nil {
+							if failed.Add(1) <= 3 {
+								t.Logf("spend during the move: %v", err)
+							}
+						} else if out[0].Allowed {
+							allowed.Add(1)
+						}
+						_ = src.Spend(ctx, now, []gcra.Op{hourly(neighbours[(g+i)%len(neighbours)], 0)}, out)
+						if attempts.Add(1) == 40 {
+							once.Do(func() { close(started) })
+						}
+					}
+				})
+			}
+			<-started
+			do := func(addr string, args ...any) {
+				t.Helper()
+				if err := nodes[addr].Do(ctx, args...).Err(); err != nil {
+					t.Fatalf("%v on %s: %v", args, addr, err)
+				}
+			}
+			do(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
+			do(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
+			host, port, _ := net.SplitHostPort(to)
+			for {
+				keys, err := nodes[from].ClusterGetKeysInSlot(ctx, slot, 10).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(keys) == 0 {
+					break
+				}
+				for _, k := range keys {
+					do(from, "MIGRATE", host, port, k, 0, 5000)
+				}
+			}
+			// The new owner first, then the old one, then the rest, as redis-cli
+			// does: the other way round, the old owner answers MOVED to a node that
+			// still sends callers back, until the client gives up.
+			do(to, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+			do(from, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+			for addr := range nodes {
+				if addr != to && addr != from {
+					do(addr, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+				}
+			}
+			migrated.Store(true)
+			wg.Wait()
+
+			if n, err := nodes[to].Exists(ctx, src.Key(moving)).Result(); err != nil || n != 1 {
+				t.Fatalf("the bucket is not on its new master (exists=%d, %v)", n, err)
+			}
+			// Every call is answered: a call sent to the slot's old master is sent
+			// again through the cluster client, which follows the redirect.
+			if n := failed.Load(); n != 0 {
+				t.Errorf("%d spends failed during the move, want 0", n)
+			}
+			out := spend(t, src, now, hourly(moving, 0))
+			if got := allowed.Load() + out[0].Remaining; got != 100 {
+				t.Fatalf("%d spends allowed and %d tokens left: %d, want the burst of 100 (%d calls failed)",
+					allowed.Load(), out[0].Remaining, got, failed.Load())
+			}
+			t.Logf("%d attempts, %d allowed, %d failed during the move", attempts.Load(), allowed.Load(), failed.Load())
 		})
 	}
-	<-started
-	do := func(addr string, args ...any) {
-		t.Helper()
-		if err := nodes[addr].Do(ctx, args...).Err(); err != nil {
-			t.Fatalf("%v on %s: %v", args, addr, err)
-		}
-	}
-	do(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
-	do(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
-	host, port, _ := net.SplitHostPort(to)
-	for {
-		keys, err := nodes[from].ClusterGetKeysInSlot(ctx, slot, 10).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(keys) == 0 {
-			break
-		}
-		for _, k := range keys {
-			do(from, "MIGRATE", host, port, k, 0, 5000)
-		}
-	}
-	// The new owner first, then the old one, then the rest, as redis-cli
-	// does: the other way round, the old owner answers MOVED to a node that
-	// still sends callers back, until the client gives up.
-	do(to, "CLUSTER", "SETSLOT", slot, "NODE", toID)
-	do(from, "CLUSTER", "SETSLOT", slot, "NODE", toID)
-	for addr := range nodes {
-		if addr != to && addr != from {
-			do(addr, "CLUSTER", "SETSLOT", slot, "NODE", toID)
-		}
-	}
-	migrated.Store(true)
-	wg.Wait()
-
-	if n, err := nodes[to].Exists(ctx, src.Key(moving)).Result(); err != nil || n != 1 {
-		t.Fatalf("the bucket is not on its new master (exists=%d, %v)", n, err)
-	}
-	// Every call is answered: a call sent to the slot's old master is sent
-	// again through the cluster client, which follows the redirect.
-	if n := failed.Load(); n != 0 {
-		t.Errorf("%d spends failed during the move, want 0", n)
-	}
-	out := spend(t, src, now, hourly(moving, 0))
-	if got := allowed.Load() + out[0].Remaining; got != 100 {
-		t.Fatalf("%d spends allowed and %d tokens left: %d, want the burst of 100 (%d calls failed)",
-			allowed.Load(), out[0].Remaining, got, failed.Load())
-	}
-	t.Logf("%d attempts, %d allowed, %d failed during the move", attempts.Load(), allowed.Load(), failed.Load())
 }

@@ -16,6 +16,12 @@
 // on a standalone Redis packed into single script calls, each batch still
 // decided atomically by one script run.
 //
+// Buckets are keys of their own (key format v1), or, with Options.Groups,
+// fields of a fixed number of hashes (format v2): about a quarter of
+// Redis's memory at a million buckets, for some 15% more script work per
+// decision. The script then also sweeps full buckets out of hashes that
+// stay busy, since Redis before 7.4 cannot expire single fields.
+//
 // On a Redis Cluster a batch whose keys fall into several hash slots is
 // applied slot by slot in ascending slot order, and a denied batch gives
 // back what its earlier slots spent; docs/redis.md states the guarantees

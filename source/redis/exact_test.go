@@ -124,13 +124,13 @@ func checkStored(t *testing.T, opts redis.Options, src *redis.Source, m sourcete
 	t.Helper()
 	c := rawClient(t, opts)
 	for bucket, tat := range m {
-		v, err := c.Get(context.Background(), rawKey(src, bucket)).Result()
+		v, ok := stored(t, c, src, bucket)
 		switch {
 		case tat <= at:
 			// Full by now: a stale key may linger until its expiry or
 			// next read, and must read as full; nothing else to check.
-		case err != nil:
-			t.Errorf("bucket %s (TAT %d after now %d) is not stored: %v", bucket, tat, at, err)
+		case !ok:
+			t.Errorf("bucket %s (TAT %d after now %d) is not stored", bucket, tat, at)
 		case v != strconv.FormatInt(tat, 10):
 			t.Errorf("bucket %s stored %q, want %d", bucket, v, tat)
 		}
@@ -151,9 +151,6 @@ func rawClient(t testing.TB, opts redis.Options) goredis.UniversalClient {
 	return c
 }
 
-// rawKey is the Redis key src stores bucket under.
-func rawKey(src *redis.Source, bucket string) string { return src.Key(bucket) }
-
 // The script reads a stored TAT by one of two routes: values of 16 digits
 // and more through one inexact tonumber corrected by the exact low limb,
 // shorter or negative ones by splitting the text. Each stored value here
@@ -161,11 +158,7 @@ func rawKey(src *redis.Source, bucket string) string { return src.Key(bucket) }
 // once, and the TAT the script writes back must be the stored one plus the
 // increment, digit for digit.
 func TestStoredTATsReadExactly(t *testing.T) {
-	opts := standalone(t)
-	src := newSource(t, opts)
-	c := rawClient(t, opts)
-	ctx := context.Background()
-	stored := []int64{
+	tats := []int64{
 		999_999_999_999_999,       // 15 digits: split
 		1_000_000_000_000_000,     // 16 digits: the tonumber route
 		1_000_000_000_999_999_999, // low limb at its top
@@ -180,23 +173,25 @@ func TestStoredTATsReadExactly(t *testing.T) {
 		-1_000_000_000_000_000_001, // negative: split
 	}
 	const increment = 999_999 // carries into the high limb from 1e9 - 1
-	for i, tat := range stored {
-		key := fmt.Sprintf("p:%d", i)
-		if err := c.Set(ctx, src.Key(key), strconv.FormatInt(tat, 10), time.Hour).Err(); err != nil {
-			t.Fatal(err)
-		}
-		at := tat - 1 // the bucket is not full
-		op := gcra.Op{Key: key, EmissionInterval: increment, BurstOffset: 10 * increment, Cost: 1}
-		out := spend(t, src, at, op)
-		if !out[0].Allowed || out[0].NewTAT != tat+increment {
-			t.Fatalf("stored %d: outcome %+v, want allowed with new TAT %d", tat, out[0], tat+increment)
-		}
-		got, err := c.Get(ctx, src.Key(key)).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := strconv.FormatInt(tat+increment, 10); got != want {
-			t.Errorf("stored %d: the script wrote %s, want %s", tat, got, want)
-		}
+	for _, b := range standalones {
+		t.Run(b.name, func(t *testing.T) {
+			opts := b.opts(t)
+			src := newSource(t, opts)
+			c := rawClient(t, opts)
+			for i, tat := range tats {
+				key := fmt.Sprintf("p:%d", i)
+				storeRaw(t, c, src, key, strconv.FormatInt(tat, 10))
+				at := tat - 1 // the bucket is not full
+				op := gcra.Op{Key: key, EmissionInterval: increment, BurstOffset: 10 * increment, Cost: 1}
+				out := spend(t, src, at, op)
+				if !out[0].Allowed || out[0].NewTAT != tat+increment {
+					t.Fatalf("stored %d: outcome %+v, want allowed with new TAT %d", tat, out[0], tat+increment)
+				}
+				got, _ := stored(t, c, src, key)
+				if want := strconv.FormatInt(tat+increment, 10); got != want {
+					t.Errorf("stored %d: the script wrote %s, want %s", tat, got, want)
+				}
+			}
+		})
 	}
 }

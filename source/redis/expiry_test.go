@@ -2,16 +2,20 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/source/redis"
 )
 
-// A stored key holds the TAT in decimal and expires margin after the
-// bucket is full again, counted from the now passed in (not Redis's
-// clock): its TTL is ceil((TAT - now) / 1ms) + margin.
+// A stored bucket holds the TAT in decimal, and its key expires margin
+// after the bucket is full again, counted from the now passed in (not
+// Redis's clock): its TTL is ceil((TAT - now) / 1ms) + margin. In key
+// format v2 the key is the bucket's hash, whose expiry only grows: it must
+// outlive every bucket in it.
 func TestKeyExpiresWhenFullPlusMargin(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -20,36 +24,64 @@ func TestKeyExpiresWhenFullPlusMargin(t *testing.T) {
 			src := newSource(t, opts)
 			c := rawClient(t, opts)
 			ctx := context.Background()
+			pttl := func() time.Duration {
+				t.Helper()
+				ttl, err := c.PTTL(ctx, src.Key("a")).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ttl
+			}
 			// 3 of 100 hourly tokens: full again in 3*36s = 108s, plus 1 ns
 			// of offset so the rounding up to whole milliseconds shows.
 			at := now + 1
 			out := spend(t, src, at, hourly("a", 3))[0]
-			v, err := c.Get(ctx, src.Key("a")).Result()
-			if err != nil || v != strconv.FormatInt(out.NewTAT, 10) {
-				t.Fatalf("stored %q (%v), want %d", v, err, out.NewTAT)
-			}
-			ttl, err := c.PTTL(ctx, src.Key("a")).Result()
-			if err != nil {
-				t.Fatal(err)
+			if v, ok := stored(t, c, src, "a"); !ok || v != strconv.FormatInt(out.NewTAT, 10) {
+				t.Fatalf("stored %q (%v), want %d", v, ok, out.NewTAT)
 			}
 			want := 108*time.Second + 7*time.Second
 			// PTTL counts down in real time; allow for a slow machine.
-			if ttl > want || ttl < want-2*time.Second {
+			if ttl := pttl(); ttl > want || ttl < want-2*time.Second {
 				t.Fatalf("PTTL %v, want %v (TAT - now + margin)", ttl, want)
 			}
-			// A refund moves the TAT back, and the expiry with it.
+			// A refund moves the TAT back, and a v1 key's expiry with it.
 			refund(t, src, at, hourly("a", 2))
-			ttl, _ = c.PTTL(ctx, src.Key("a")).Result()
-			if want := 36*time.Second + 7*time.Second; ttl > want || ttl < want-2*time.Second {
+			if opts.Groups == 0 {
+				want = 36*time.Second + 7*time.Second
+			}
+			if ttl := pttl(); ttl > want || ttl < want-2*time.Second {
 				t.Fatalf("PTTL after refund %v, want %v", ttl, want)
+			}
+			if opts.Groups == 0 {
+				return
+			}
+			// A later bucket of the same hash lengthens its expiry.
+			other := sameGroup(t, src, "a")
+			spend(t, src, at, hourly(other, 10))
+			if want := 360*time.Second + 7*time.Second; pttl() < want-2*time.Second {
+				t.Fatalf("PTTL after a longer bucket joined the hash: %v, want %v", pttl(), want)
 			}
 		})
 	}
 }
 
+// sameGroup returns a bucket key other than bucket that src keeps in the
+// same Redis key (in key format v2).
+func sameGroup(t *testing.T, src *redis.Source, bucket string) string {
+	t.Helper()
+	for i := range 100_000 {
+		if k := fmt.Sprintf("g:%d", i); k != bucket && src.Key(k) == src.Key(bucket) {
+			return k
+		}
+	}
+	t.Fatalf("no bucket shares %s's key", bucket)
+	return ""
+}
+
 // Redis holds only buckets that are not full: nothing is written for a
 // check, a cost-0 spend or a refund of a missing bucket; a refund to full
-// deletes the key; a key found full on read is deleted; Reset deletes.
+// deletes the bucket; a bucket found full on read is deleted; Reset
+// deletes.
 func TestNoKeyForFullBucket(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -59,11 +91,8 @@ func TestNoKeyForFullBucket(t *testing.T) {
 			ctx := context.Background()
 			exists := func(bucket string) bool {
 				t.Helper()
-				n, err := c.Exists(ctx, src.Key(bucket)).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n == 1
+				_, ok := stored(t, c, src, bucket)
+				return ok
 			}
 			check := hourly("c", 5)
 			check.Mode = gcra.CheckOnly
@@ -100,38 +129,38 @@ func TestNoKeyForFullBucket(t *testing.T) {
 // or late (a fake clock far ahead) never changes an answer: an expired key
 // is a full bucket, and a key with a TAT not after now reads as full.
 func TestEarlyOrLateExpiryChangesNoAnswer(t *testing.T) {
-	opts := standalone(t)
-	src := newSource(t, opts)
-	c := rawClient(t, opts)
-	ctx := context.Background()
-	// A stale value written by hand, as a late expiry would leave it.
-	if err := c.Set(ctx, src.Key("late"), strconv.FormatInt(now-1, 10), 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	got := spend(t, src, now, hourly("late", 1))[0]
-	if want := gcra.Spend(now, gcra.Missing, hourly("", 0).EmissionInterval, hourly("", 0).BurstOffset, 1); got.Decision != want {
-		t.Fatalf("stale key: %+v, want a missing bucket's %+v", got.Decision, want)
-	}
-	// A TAT exactly at now is full too (refund: nothing given back).
-	if err := c.Set(ctx, src.Key("edge"), strconv.FormatInt(now, 10), 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if got := refund(t, src, now, hourly("edge", 1))[0]; got.Allowed || got.Remaining != 100 {
-		t.Fatalf("refund of a TAT at now: %+v, want nothing given back", got)
+	for _, b := range standalones {
+		t.Run(b.name, func(t *testing.T) {
+			opts := b.opts(t)
+			src := newSource(t, opts)
+			c := rawClient(t, opts)
+			// A stale value written by hand, as a late expiry would leave it.
+			storeRaw(t, c, src, "late", strconv.FormatInt(now-1, 10))
+			got := spend(t, src, now, hourly("late", 1))[0]
+			if want := gcra.Spend(now, gcra.Missing, hourly("", 0).EmissionInterval, hourly("", 0).BurstOffset, 1); got.Decision != want {
+				t.Fatalf("stale key: %+v, want a missing bucket's %+v", got.Decision, want)
+			}
+			// A TAT exactly at now is full too (refund: nothing given back).
+			storeRaw(t, c, src, "edge", strconv.FormatInt(now, 10))
+			if got := refund(t, src, now, hourly("edge", 1))[0]; got.Allowed || got.Remaining != 100 {
+				t.Fatalf("refund of a TAT at now: %+v, want nothing given back", got)
+			}
+		})
 	}
 }
 
 // A value that is not a TAT (someone else wrote under the prefix) is an
 // error, never a silent decision.
 func TestForeignValueIsAnError(t *testing.T) {
-	opts := standalone(t)
-	src := newSource(t, opts)
-	c := rawClient(t, opts)
-	if err := c.Set(context.Background(), src.Key("x"), "not a number", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	out := make([]gcra.Outcome, 1)
-	if err := src.Spend(context.Background(), now, []gcra.Op{hourly("x", 1)}, out); err == nil {
-		t.Fatal("Spend over a foreign value succeeded")
+	for _, b := range standalones {
+		t.Run(b.name, func(t *testing.T) {
+			opts := b.opts(t)
+			src := newSource(t, opts)
+			storeRaw(t, rawClient(t, opts), src, "x", "not a number")
+			out := make([]gcra.Outcome, 1)
+			if err := src.Spend(context.Background(), now, []gcra.Op{hourly("x", 1)}, out); err == nil {
+				t.Fatal("Spend over a foreign value succeeded")
+			}
+		})
 	}
 }

@@ -2,10 +2,13 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -32,7 +35,28 @@ func cluster(t testing.TB) redis.Options {
 	return redis.Options{Addrs: redistest.SharedCluster(t).Addrs(), Cluster: true}
 }
 
-var backends = []backend{{"Standalone", standalone}, {"Cluster", cluster}}
+// grouped returns opts in key format v2 with the given number of groups.
+func grouped(opts func(testing.TB) redis.Options, groups int) func(testing.TB) redis.Options {
+	return func(t testing.TB) redis.Options {
+		o := opts(t)
+		o.Groups = groups
+		return o
+	}
+}
+
+// backends run every shared test in both key formats. Standalone v2 has
+// only 4 groups, so a test's buckets share hashes; the cluster's 1,024
+// spread a batch's buckets over several slots, as v1's do.
+var backends = []backend{
+	{"Standalone", standalone},
+	{"Cluster", cluster},
+	{"StandaloneV2", grouped(standalone, 4)},
+	{"ClusterV2", grouped(cluster, 1024)},
+}
+
+// standalones are the standalone backends, for tests that write to Redis
+// by hand.
+var standalones = []backend{backends[0], backends[2]}
 
 // newSource opens a source with a namespace of its own, so tests sharing
 // a server never see each other's buckets (even when repeated with
@@ -79,4 +103,39 @@ func refund(t testing.TB, src ratelimits.Source, at int64, ops ...gcra.Op) []gcr
 		t.Fatalf("Refund: %v", err)
 	}
 	return out
+}
+
+// stored returns what Redis holds for bucket: its key's value in key
+// format v1, its field in v2.
+func stored(t testing.TB, c goredis.UniversalClient, src *redis.Source, bucket string) (string, bool) {
+	t.Helper()
+	var v string
+	var err error
+	if f := src.Field(bucket); f != "" {
+		v, err = c.HGet(context.Background(), src.Key(bucket), f).Result()
+	} else {
+		v, err = c.Get(context.Background(), src.Key(bucket)).Result()
+	}
+	if errors.Is(err, goredis.Nil) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, true
+}
+
+// storeRaw writes value for bucket by hand, where the source would keep
+// it, without an expiry.
+func storeRaw(t testing.TB, c goredis.UniversalClient, src *redis.Source, bucket, value string) {
+	t.Helper()
+	var err error
+	if f := src.Field(bucket); f != "" {
+		err = c.HSet(context.Background(), src.Key(bucket), f, value).Err()
+	} else {
+		err = c.Set(context.Background(), src.Key(bucket), value, 0).Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -2,22 +2,104 @@ package redis
 
 import "strings"
 
-// KeyPrefix starts every key this source writes. The "v1" is the format
-// of the key and its value (a decimal TAT, see docs/redis.md): a future
-// format gets a new prefix, so both can live in one Redis during a change.
+// KeyPrefix starts every key this source writes in key format v1, one key
+// per bucket. The "v1" is the format of the key and its value (a decimal
+// TAT, see docs/redis.md): another format gets another prefix, so two can
+// live in one Redis during a change.
 const KeyPrefix = "lim:v1:"
+
+// GroupedKeyPrefix starts every key this source writes in key format v2,
+// where buckets are fields of hashes that many buckets share (Options.Groups).
+const GroupedKeyPrefix = "lim:v2:"
+
+// MaxGroups is the most hashes format v2 spreads buckets over. Past a few
+// million groups most hold one bucket, and one key per bucket (v1) is
+// smaller.
+const MaxGroups = 1 << 24
 
 // slotCount is the number of hash slots of a Redis Cluster.
 const slotCount = 16384
 
-// keyFor returns the Redis key of a bucket: the prefix, the namespace,
-// and the bucket key wrapped in braces. The braces make the bucket key the
+// keyFormat names buckets in Redis (docs/redis.md, "Key layout").
+type keyFormat struct {
+	// prefix is KeyPrefix or GroupedKeyPrefix, then the namespace.
+	prefix string
+	// groups is how many hashes format v2 spreads buckets over; 0 selects
+	// format v1.
+	groups uint64
+}
+
+// name returns what the script is given for a bucket.
+//
+// In format v1 that is the bucket's key: the prefix, the namespace, and
+// the bucket key wrapped in braces. The braces make the bucket key the
 // key's hash tag, so a bucket's slot depends on the bucket alone, never on
 // the namespace. A bucket key containing '}' ends the tag early: the slot
 // is then computed from the part before its first '}', which is still
 // deterministic (only keys sharing that part share a slot).
-func keyFor(prefix, bucket string) string {
-	return prefix + "{" + bucket + "}"
+//
+// In format v2 it is the key of the bucket's hash (the prefix, the
+// namespace and the group number wrapped in braces) followed by the
+// field, which is the bucket key itself. The group is the hash tag, so
+// the name has the hash's slot; the script splits the name at its first
+// '}'.
+func (f keyFormat) name(bucket string) string {
+	if f.groups == 0 {
+		return f.prefix + "{" + bucket + "}"
+	}
+	var b strings.Builder
+	b.Grow(len(f.prefix) + len(bucket) + 10)
+	b.WriteString(f.prefix)
+	b.WriteByte('{')
+	writeUint(&b, groupOf(bucket, f.groups))
+	b.WriteByte('}')
+	b.WriteString(bucket)
+	return b.String()
+}
+
+// key returns the Redis key that holds a bucket, and in format v2 the
+// bucket's field in it.
+func (f keyFormat) key(bucket string) (key, field string) {
+	name := f.name(bucket)
+	if f.groups == 0 {
+		return name, ""
+	}
+	end := strings.IndexByte(name, '}') + 1
+	return name[:end], name[end:]
+}
+
+// groupOf returns the group of a bucket in format v2: the 64-bit FNV-1a
+// hash of the bucket key, mixed by MurmurHash3's 64-bit finalizer (so that
+// every bit of the key reaches the low bits the remainder keeps), modulo
+// groups. Every process sharing a Redis must compute the same group for a
+// bucket forever: changing this function changes the format.
+func groupOf(bucket string, groups uint64) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(bucket); i++ {
+		h ^= uint64(bucket[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h % groups
+}
+
+// writeUint writes v in decimal.
+func writeUint(b *strings.Builder, v uint64) {
+	var digits [20]byte
+	i := len(digits)
+	for {
+		i--
+		digits[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			break
+		}
+	}
+	b.Write(digits[i:])
 }
 
 // Slot returns the Redis Cluster hash slot of key, by the cluster's own

@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -55,5 +56,78 @@ func TestKeyLayout(t *testing.T) {
 	}
 	if redis.KeyPrefix != "lim:v1:" {
 		t.Fatalf("KeyPrefix %q: changing it changes the stored format; bump the version and docs/redis.md", redis.KeyPrefix)
+	}
+}
+
+// Key format v2 names a bucket's hash by its group, and keeps the bucket
+// key as the field. The groups below are pinned: every process sharing a
+// Redis must place a bucket in the same hash, in every version of the
+// service, so a change of groupOf must fail here (and be a format v3).
+// The numbers were checked against an independent computation of the
+// documented function (FNV-1a 64, MurmurHash3's fmix64, remainder).
+func TestGroupedKeyLayout(t *testing.T) {
+	pinned := []struct {
+		bucket string
+		groups int
+		key    string
+	}{
+		{"3:12345678", 65536, "lim:v2:{61142}"},
+		{"101:alice", 65536, "lim:v2:{19059}"},
+		{"102:2001:db8::1", 65536, "lim:v2:{906}"},
+		{"101:alice", 1000, "lim:v2:{403}"},
+		{"101:alice", 1, "lim:v2:{0}"},
+		{"101:alice", redis.MaxGroups, "lim:v2:{9259635}"},
+	}
+	for _, p := range pinned {
+		src, err := redis.New(redis.Options{Addrs: []string{"127.0.0.1:1"}, Groups: p.groups})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, f := src.Key(p.bucket), src.Field(p.bucket); k != p.key || f != p.bucket {
+			t.Errorf("%d groups: bucket %q is field %q of %q, want field %q of %q", p.groups, p.bucket, f, k, p.bucket, p.key)
+		}
+		_ = src.Close()
+	}
+	// The namespace goes before the group, outside the hash tag.
+	src, err := redis.New(redis.Options{Addrs: []string{"127.0.0.1:1"}, Groups: 65536, Namespace: "tenant-7:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if k := src.Key("101:alice"); k != "lim:v2:tenant-7:{19059}" {
+		t.Errorf("namespaced key %q", k)
+	}
+	if redis.GroupedKeyPrefix != "lim:v2:" {
+		t.Fatalf("GroupedKeyPrefix %q: changing it changes the stored format", redis.GroupedKeyPrefix)
+	}
+}
+
+// Buckets spread evenly over the groups, for any number of them: a hash
+// holding far more than its share would leave Redis's compact encoding
+// first (hash-max-listpack-entries).
+func TestGroupsAreEven(t *testing.T) {
+	const buckets = 1_000_000
+	for _, groups := range []int{1000, 65536} {
+		src, err := redis.New(redis.Options{Addrs: []string{"127.0.0.1:1"}, Groups: groups})
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := map[string]int{}
+		for i := range buckets {
+			size[src.Key("3:"+strconv.Itoa(123000000+i))]++
+		}
+		_ = src.Close()
+		mean := float64(buckets) / float64(groups)
+		largest := 0
+		for _, n := range size {
+			largest = max(largest, n)
+		}
+		// Poisson with this mean: about groups*e^-mean groups unused, none
+		// past mean + 7 sigma. The keys are fixed, so this passes or fails
+		// every time.
+		unused := groups - len(size)
+		if float64(unused) > 3*float64(groups)*math.Exp(-mean)+2 || float64(largest) > mean+7*math.Sqrt(mean) {
+			t.Errorf("%d groups: %d used, largest holds %d (mean %.1f)", groups, len(size), largest, mean)
+		}
 	}
 }

@@ -56,6 +56,13 @@ type Options struct {
 	// independent services (or tests) can share one Redis. It may not
 	// contain braces, which would change the keys' hash slots.
 	Namespace string
+	// Groups selects the key format. 0 keeps every bucket in a key of its
+	// own (format v1). A positive number, at most MaxGroups, makes buckets
+	// fields of that many hashes (format v2), which takes a quarter of the
+	// memory once the hashes hold about ten buckets each. Every process
+	// sharing a Redis must use the same format and number: a bucket's
+	// place in Redis depends on both.
+	Groups int
 }
 
 // ParseURL reads a source URL:
@@ -168,6 +175,8 @@ func (o *Options) validate() error {
 		return errors.New("redis source: timeouts and the expiry margin must not be negative")
 	case strings.ContainsAny(o.Namespace, "{}"):
 		return fmt.Errorf("redis source: namespace %q may not contain braces", o.Namespace)
+	case o.Groups < 0 || o.Groups > MaxGroups:
+		return fmt.Errorf("redis source: %d groups: want 0 (a key per bucket) to %d", o.Groups, MaxGroups)
 	}
 	return nil
 }

@@ -6,12 +6,29 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
 
 //go:embed bucket.lua
 var bucketLua string
+
+// groupedSwitch is the line of bucket.lua that selects key format v2.
+const groupedSwitch = "\nlocal GROUPED = false\n"
+
+// scriptFor returns the bucket script for a key format: bucket.lua as it
+// is for v1, with GROUPED set for v2. The two are separate scripts (two
+// SHA-1s), so the choice costs the script nothing per call.
+func scriptFor(groups int) string {
+	if groups == 0 {
+		return bucketLua
+	}
+	if strings.Count(bucketLua, groupedSwitch) != 1 {
+		panic("redis source: bucket.lua lost its GROUPED line")
+	}
+	return strings.Replace(bucketLua, groupedSwitch, "\nlocal GROUPED = true\n", 1)
+}
 
 // limbBase splits an int64 into the two limbs the script computes with.
 const limbBase = 1_000_000_000

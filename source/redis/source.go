@@ -24,7 +24,7 @@ type Source struct {
 	// each cluster master (see coalesce.go).
 	single   *pipe
 	nodes    *pipes
-	prefix   string
+	format   keyFormat
 	marginMS int64
 	// rollbackTimeout bounds giving back a denied multi-slot batch's
 	// tokens, which must be tried even when the caller's deadline has
@@ -41,10 +41,13 @@ func New(opts Options) (*Source, error) {
 	}
 	s := &Source{
 		cluster:         opts.Cluster,
-		script:          goredis.NewScript(bucketLua),
-		prefix:          KeyPrefix + opts.Namespace,
+		script:          goredis.NewScript(scriptFor(opts.Groups)),
+		format:          keyFormat{prefix: KeyPrefix + opts.Namespace},
 		marginMS:        opts.expiryMargin().Milliseconds(),
 		rollbackTimeout: opts.rollbackTimeout(),
+	}
+	if opts.Groups > 0 {
+		s.format = keyFormat{prefix: GroupedKeyPrefix + opts.Namespace, groups: uint64(opts.Groups)}
 	}
 	if opts.Cluster {
 		s.client = goredis.NewClusterClient(opts.clusterOptions())
@@ -112,7 +115,10 @@ func (s *Source) Reset(ctx context.Context, now int64, keys []string) (int, erro
 	}
 	rkeys := make([]string, len(keys))
 	for i, k := range keys {
-		rkeys[i] = keyFor(s.prefix, k)
+		if err := s.checkKey(k); err != nil {
+			return 0, err
+		}
+		rkeys[i] = s.format.name(k)
 	}
 	if s.cluster && !sameSlot(rkeys) {
 		return s.resetSlots(ctx, now, rkeys)
@@ -146,8 +152,29 @@ func (s *Source) Close() error {
 }
 
 // Key returns the Redis key a bucket is stored under (see docs/redis.md),
-// for operators and tests that look into Redis.
-func (s *Source) Key(bucket string) string { return keyFor(s.prefix, bucket) }
+// for operators and tests that look into Redis. In key format v2 that key
+// is a hash, and Field tells the bucket's field in it.
+func (s *Source) Key(bucket string) string {
+	key, _ := s.format.key(bucket)
+	return key
+}
+
+// Field returns the field of a bucket in its hash in key format v2, or ""
+// in format v1, where a bucket's key holds its TAT.
+func (s *Source) Field(bucket string) string {
+	_, field := s.format.key(bucket)
+	return field
+}
+
+// checkKey refuses a bucket key the format cannot store: in format v2 the
+// empty one, whose field name the sweep of a hash keeps its record in
+// (bucket keys are "<enum>:<id>", never empty).
+func (s *Source) checkKey(bucket string) error {
+	if bucket == "" && s.format.groups > 0 {
+		return fmt.Errorf("%w: an empty bucket key", ErrInvalidOp)
+	}
+	return nil
+}
 
 // keys checks ops and returns their Redis keys, in order.
 func (s *Source) keys(ops []gcra.Op) ([]string, error) {
@@ -156,7 +183,10 @@ func (s *Source) keys(ops []gcra.Op) ([]string, error) {
 		if err := checkOp(&ops[i]); err != nil {
 			return nil, err
 		}
-		keys[i] = keyFor(s.prefix, ops[i].Key)
+		if err := s.checkKey(ops[i].Key); err != nil {
+			return nil, err
+		}
+		keys[i] = s.format.name(ops[i].Key)
 	}
 	return keys, nil
 }
