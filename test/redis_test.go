@@ -87,6 +87,9 @@ func TestRedisGroupsOverHTTP(t *testing.T) {
 		"LIMITER_FAKECLOCK": fakeClockStart,
 	}
 	procs := startRedisShared(t, 3, env, append([]string{"--redis-groups=16"}, redisPatientArgs...)...)
+	if !strings.Contains(procs[0].logs(), "redis_groups=16") {
+		t.Fatalf("the start-up line does not name the key format:\n%s", procs[0].logs())
+	}
 	redisOvershoot(t, procs, `{"limit":"OvershootTest","id":"42"}`)
 
 	layout, err := redis.New(redis.Options{Addrs: []string{srv.Addr()}, Groups: 16})

@@ -249,8 +249,14 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	if f.reloadInterval > 0 {
 		go reload.watch(ctx, f.reloadInterval)
 	}
-	log.Info("listening", "addr", servers[0].bound, "source", sourceKind(f.source), "defaults", f.defaults,
-		"overrides", f.overrides, "fake_clock", fake != nil, "auth", len(apiTokens) > 0 || len(adminTokens) > 0, "version", buildVersion())
+	attrs := []any{"addr", servers[0].bound, "source", sourceKind(f.source), "defaults", f.defaults,
+		"overrides", f.overrides, "fake_clock", fake != nil, "auth", len(apiTokens) > 0 || len(adminTokens) > 0, "version", buildVersion()}
+	if sourceKind(f.source) != "memory" {
+		// The key format decides where buckets are in Redis: every process
+		// sharing one must log the same.
+		attrs = append(attrs, "redis_groups", f.redisFlags.groups)
+	}
+	log.Info("listening", attrs...)
 
 	select {
 	case err := <-served:
