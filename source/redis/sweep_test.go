@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/source/redis"
 )
@@ -24,6 +26,17 @@ func daily(key string, cost int64) gcra.Op {
 	return gcra.Op{Key: key, EmissionInterval: ei, BurstOffset: ei * 100, Cost: cost}
 }
 
+// oneHash opens a source in key format v2 with a single group, so that all
+// its buckets are fields of one hash, and returns it, a plain client, and
+// the hash's key.
+func oneHash(t *testing.T) (*redis.Source, goredis.UniversalClient, string) {
+	t.Helper()
+	opts := standalone(t)
+	opts.Groups = 1
+	src := newSource(t, opts)
+	return src, rawClient(t, opts), src.Key("x")
+}
+
 // In key format v2 a hash's expiry only grows, so a hash that is written
 // often never expires, and the ids that passed through it would stay in
 // it as fields of full buckets. Writes that add a field sweep them out now
@@ -33,12 +46,8 @@ func daily(key string, cost int64) gcra.Op {
 // TATs to the nanosecond, and after the last id has refilled, the next
 // sweep leaves only the 20.
 func TestSweepKeepsAHashSmall(t *testing.T) {
-	opts := standalone(t)
-	opts.Groups = 1
-	src := newSource(t, opts)
-	c := rawClient(t, opts)
+	src, c, hash := oneHash(t)
 	ctx := context.Background()
-	hash := src.Key("x")
 	hlen := func() int {
 		t.Helper()
 		n, err := c.HLen(ctx, hash).Result()
@@ -92,12 +101,8 @@ func TestSweepKeepsAHashSmall(t *testing.T) {
 // the write half way. A field that does not hold a TAT (someone else wrote
 // it) is left alone, and the batch is written whole.
 func TestSweepLeavesForeignValues(t *testing.T) {
-	opts := standalone(t)
-	opts.Groups = 1
-	src := newSource(t, opts)
-	c := rawClient(t, opts)
+	src, c, hash := oneHash(t)
 	ctx := context.Background()
-	hash := src.Key("x")
 	if err := c.HSet(ctx, hash, "foreign", "not a number").Err(); err != nil {
 		t.Fatal(err)
 	}
