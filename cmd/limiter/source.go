@@ -52,7 +52,7 @@ func (r *redisFlags) register(fs *flag.FlagSet, bad *[]string) {
 	fs.BoolVar(&r.tlsInsecure, "redis-tls-insecure", envParsed("LIMITER_REDIS_TLS_INSECURE", false, strconv.ParseBool, bad), "do not verify Redis's TLS certificate (testing only) (env LIMITER_REDIS_TLS_INSECURE)")
 	fs.DurationVar(&r.expiryMargin, "redis-expiry-margin", envParsed("LIMITER_REDIS_EXPIRY_MARGIN", margin, time.ParseDuration, bad), "how long a Redis key outlives the moment its bucket is full again; more than the clock skew between hosts (default 1m, 24h under LIMITER_FAKECLOCK) (env LIMITER_REDIS_EXPIRY_MARGIN)")
 	fs.StringVar(&r.namespace, "redis-namespace", envString("LIMITER_REDIS_NAMESPACE", ""), "text put between the key prefix and the bucket, so independent services can share one Redis; no braces (env LIMITER_REDIS_NAMESPACE)")
-	fs.IntVar(&r.groups, "redis-groups", envParsed("LIMITER_REDIS_GROUPS", 0, parseInt, bad), fmt.Sprintf("key format: 0 keeps each bucket in a Redis key of its own (v1); 1 to %d keeps buckets as fields of that many Redis hashes (v2, about a quarter of the memory at ten or more buckets per hash); every process sharing a Redis must use the same (env LIMITER_REDIS_GROUPS)", redis.MaxGroups))
+	fs.IntVar(&r.groups, "redis-groups", envParsed("LIMITER_REDIS_GROUPS", 0, parseInt, bad), fmt.Sprintf("key format: 0 keeps each bucket in a Redis key of its own (v1); 1 to %d keeps buckets as fields of that many Redis hashes (v2, a third of the memory or less at ten or more buckets per hash); every process sharing a Redis must use the same (env LIMITER_REDIS_GROUPS)", redis.MaxGroups))
 }
 
 // options turns a redis URL and the flags into the source's options.

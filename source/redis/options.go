@@ -58,8 +58,8 @@ type Options struct {
 	Namespace string
 	// Groups selects the key format. 0 keeps every bucket in a key of its
 	// own (format v1). A positive number, at most MaxGroups, makes buckets
-	// fields of that many hashes (format v2), which takes a quarter of the
-	// memory once the hashes hold about ten buckets each. Every process
+	// fields of that many hashes (format v2), which takes a third of the
+	// memory or less once the hashes hold ten buckets or more each. Every process
 	// sharing a Redis must use the same format and number: a bucket's
 	// place in Redis depends on both.
 	Groups int
