@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/source/redis"
+	"github.com/limiter-dev/limiter/source/sourcetest"
 )
 
 // perSecond is a limit of burst 1 refilling in a second: a bucket spent
@@ -140,4 +142,84 @@ func TestGroupedRefusesEmptyKey(t *testing.T) {
 	if _, err := src.Reset(context.Background(), now, []string{""}); !errors.Is(err, redis.ErrInvalidOp) {
 		t.Fatalf("Reset of an empty key: %v, want ErrInvalidOp", err)
 	}
+}
+
+// Sweeps delete only full buckets. 300 buckets in two hashes, on limits
+// that refill in a second, in half a second and in an hour, get random
+// batches of spends and refunds over a simulated hour and a half: every
+// decision is the model's, and at the end the hashes hold every bucket
+// that is not full with the model's TAT, and nothing else but full buckets
+// not yet swept and the sweeps' records.
+func TestSweepMatchesModel(t *testing.T) {
+	opts := standalone(t)
+	opts.Groups = 2
+	src := newSource(t, opts)
+	c := rawClient(t, opts)
+	ctx := context.Background()
+	limits := []struct{ ei, burst int64 }{
+		{int64(time.Second), 1},
+		{int64(100 * time.Millisecond), 5},
+		{int64(36 * time.Second), 100},
+	}
+	keys := make([]string, 300)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("m:%d", i)
+	}
+	rng := rand.New(rand.NewPCG(5, 8))
+	m := sourcetest.Model{}
+	at := now
+	for step := range 4000 {
+		at += rng.Int64N(int64(3 * time.Second))
+		n := 1 + rng.IntN(3)
+		ops := make([]gcra.Op, n)
+		for i, k := range rng.Perm(len(keys))[:n] {
+			l := limits[k%len(limits)]
+			ops[i] = gcra.Op{Key: keys[k], EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: rng.Int64N(l.burst + 1)}
+		}
+		isRefund := rng.IntN(5) == 0
+		got := make([]gcra.Outcome, n)
+		var err error
+		if isRefund {
+			err = src.Refund(ctx, at, ops, got)
+		} else {
+			err = src.Spend(ctx, at, ops, got)
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		want := m.Apply(at, ops, isRefund)
+		for i := range ops {
+			if got[i] != want[i] {
+				t.Fatalf("step %d (refund=%v) op %d %+v at %d:\n got %+v\nwant %+v", step, isRefund, i, ops[i], at, got[i], want[i])
+			}
+		}
+	}
+	checkStored(t, opts, src, m, at)
+	hashes := map[string]bool{}
+	for _, k := range keys {
+		hashes[src.Key(k)] = true
+	}
+	if len(hashes) != 2 {
+		t.Fatalf("%d hashes for 2 groups", len(hashes))
+	}
+	fields := 0
+	for hash := range hashes {
+		all, err := c.HGetAll(ctx, hash).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := all[""]; !ok {
+			t.Fatalf("hash %s has no sweep record: no sweep ran", hash)
+		}
+		for f, v := range all {
+			if f == "" {
+				continue
+			}
+			fields++
+			if tat, _ := strconv.ParseInt(v, 10, 64); tat > at && m[f] != tat {
+				t.Errorf("field %s holds %s, the model %d", f, v, m[f])
+			}
+		}
+	}
+	t.Logf("%d fields left of %d buckets", fields, len(m))
 }
