@@ -12,9 +12,10 @@ const KeyPrefix = "lim:v1:"
 // where buckets are fields of hashes that many buckets share (Options.Groups).
 const GroupedKeyPrefix = "lim:v2:"
 
-// MaxGroups is the most hashes format v2 spreads buckets over. Past a few
-// million groups most hold one bucket, and one key per bucket (v1) is
-// smaller.
+// MaxGroups is the most hashes format v2 spreads buckets over: enough for
+// ten buckets a hash at 160 million buckets. With more groups than a
+// deployment has buckets, most hashes would hold one, and a key per
+// bucket (v1) is smaller.
 const MaxGroups = 1 << 24
 
 // slotCount is the number of hash slots of a Redis Cluster.

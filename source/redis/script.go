@@ -75,7 +75,8 @@ var (
 
 	// ErrInvalidOp means an op broke the Source contract (a non-positive
 	// emission interval, a negative cost or burst offset, or a cost whose
-	// increment overflows int64): nothing is sent to Redis.
+	// increment overflows int64), or, in key format v2, its bucket key is
+	// empty: nothing is sent to Redis.
 	ErrInvalidOp = errors.New("redis source: invalid op")
 )
 
