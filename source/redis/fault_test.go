@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,4 +188,50 @@ func TestFaultClusterMasterHanging(t *testing.T) {
 	victim.Resume(t)
 	resumed = true
 	waitWorkingOn(t, src, onVictim, 2*time.Second)
+}
+
+// At its maxmemory with the noeviction policy, Redis refuses the first
+// command of a script that would grow its memory. The script writes only
+// after it has read and decided every bucket of the batch, so a spend that
+// must store fails whole, with an error (503 at the service) and nothing
+// written, and answers that store nothing (checks, denied batches) are
+// still given. In both key formats.
+func TestOutOfMemory(t *testing.T) {
+	for _, groups := range []int{0, 4} {
+		t.Run(fmt.Sprintf("groups=%d", groups), func(t *testing.T) {
+			srv := redistest.NewStandalone(t)
+			opts := redis.Options{Addrs: []string{srv.Addr()}, Groups: groups}
+			src := newSource(t, opts)
+			c := rawClient(t, opts)
+			spend(t, src, now, hourly("a", 1))
+			before, _ := stored(t, c, src, "a")
+			config := func(name, value string) {
+				t.Helper()
+				if _, err := redistest.Do(srv.Addr(), "CONFIG", "SET", name, value); err != nil {
+					t.Fatal(err)
+				}
+			}
+			config("maxmemory-policy", "noeviction")
+			config("maxmemory", "1") // below what an empty Redis uses
+			out := make([]gcra.Outcome, 2)
+			if err := src.Spend(context.Background(), now, []gcra.Op{hourly("a", 1), hourly("b", 1)}, out); err == nil || !strings.Contains(err.Error(), "OOM") {
+				t.Fatalf("a spend at maxmemory: %v, want Redis's OOM error", err)
+			}
+			if v, _ := stored(t, c, src, "a"); v != before {
+				t.Fatalf("bucket a holds %q after the refused batch, want %q as before", v, before)
+			}
+			if _, ok := stored(t, c, src, "b"); ok {
+				t.Fatal("bucket b was stored by the refused batch")
+			}
+			check := hourly("a", 5)
+			check.Mode = gcra.CheckOnly
+			if got := spend(t, src, now, check)[0]; !got.Allowed || got.Remaining != 94 {
+				t.Fatalf("a check of 5 at maxmemory: %+v, want allowed, 94 left after it", got)
+			}
+			config("maxmemory", "0")
+			if got := spend(t, src, now, hourly("a", 1))[0]; !got.Allowed || got.Remaining != 98 {
+				t.Fatalf("a spend once memory is free: %+v, want allowed with 98 left", got)
+			}
+		})
+	}
 }
