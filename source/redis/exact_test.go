@@ -93,26 +93,33 @@ func TestExactAt63Bits(t *testing.T) {
 						}
 						ops[i] = l.op(keys[k], cost, gcra.Mode(rng.IntN(3)))
 					}
-					isRefund := rng.IntN(4) == 0
-					got := make([]gcra.Outcome, n)
-					var err error
-					if isRefund {
-						err = src.Refund(context.Background(), at, ops, got)
-					} else {
-						err = src.Spend(context.Background(), at, ops, got)
-					}
-					if err != nil {
-						t.Fatalf("step %d: %v", step, err)
-					}
-					want := m.Apply(at, ops, isRefund)
-					for i := range ops {
-						if got[i] != want[i] {
-							t.Fatalf("step %d (refund=%v) op %d %+v at %d:\n got %+v\nwant %+v", step, isRefund, i, ops[i], at, got[i], want[i])
-						}
-					}
+					applyAsModel(t, src, m, step, at, ops, rng.IntN(4) == 0)
 				}
 				checkStored(t, opts, src, m, at)
 			})
+		}
+	}
+}
+
+// applyAsModel spends ops (or refunds them) at at, and fails the test
+// unless every outcome is the model's; the model then holds what the
+// source should.
+func applyAsModel(t *testing.T, src *redis.Source, m sourcetest.Model, step int, at int64, ops []gcra.Op, isRefund bool) {
+	t.Helper()
+	got := make([]gcra.Outcome, len(ops))
+	var err error
+	if isRefund {
+		err = src.Refund(context.Background(), at, ops, got)
+	} else {
+		err = src.Spend(context.Background(), at, ops, got)
+	}
+	if err != nil {
+		t.Fatalf("step %d: %v", step, err)
+	}
+	want := m.Apply(at, ops, isRefund)
+	for i := range ops {
+		if got[i] != want[i] {
+			t.Fatalf("step %d (refund=%v) op %d %+v at %d:\n got %+v\nwant %+v", step, isRefund, i, ops[i], at, got[i], want[i])
 		}
 	}
 }

@@ -176,23 +176,7 @@ func TestSweepMatchesModel(t *testing.T) {
 			l := limits[k%len(limits)]
 			ops[i] = gcra.Op{Key: keys[k], EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: rng.Int64N(l.burst + 1)}
 		}
-		isRefund := rng.IntN(5) == 0
-		got := make([]gcra.Outcome, n)
-		var err error
-		if isRefund {
-			err = src.Refund(ctx, at, ops, got)
-		} else {
-			err = src.Spend(ctx, at, ops, got)
-		}
-		if err != nil {
-			t.Fatalf("step %d: %v", step, err)
-		}
-		want := m.Apply(at, ops, isRefund)
-		for i := range ops {
-			if got[i] != want[i] {
-				t.Fatalf("step %d (refund=%v) op %d %+v at %d:\n got %+v\nwant %+v", step, isRefund, i, ops[i], at, got[i], want[i])
-			}
-		}
+		applyAsModel(t, src, m, step, at, ops, rng.IntN(5) == 0)
 	}
 	checkStored(t, opts, src, m, at)
 	hashes := map[string]bool{}
