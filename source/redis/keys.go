@@ -1,6 +1,9 @@
 package redis
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // KeyPrefix starts every key this source writes in key format v1, one key
 // per bucket. The "v1" is the format of the key and its value (a decimal
@@ -52,7 +55,8 @@ func (f keyFormat) name(bucket string) string {
 	b.Grow(len(f.prefix) + len(bucket) + 10)
 	b.WriteString(f.prefix)
 	b.WriteByte('{')
-	writeUint(&b, groupOf(bucket, f.groups))
+	var digits [20]byte
+	b.Write(strconv.AppendUint(digits[:0], groupOf(bucket, f.groups), 10))
 	b.WriteByte('}')
 	b.WriteString(bucket)
 	return b.String()
@@ -86,21 +90,6 @@ func groupOf(bucket string, groups uint64) uint64 {
 	h *= 0xc4ceb9fe1a85ec53
 	h ^= h >> 33
 	return h % groups
-}
-
-// writeUint writes v in decimal.
-func writeUint(b *strings.Builder, v uint64) {
-	var digits [20]byte
-	i := len(digits)
-	for {
-		i--
-		digits[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			break
-		}
-	}
-	b.Write(digits[i:])
 }
 
 // Slot returns the Redis Cluster hash slot of key, by the cluster's own

@@ -131,3 +131,25 @@ func TestGroupsAreEven(t *testing.T) {
 		}
 	}
 }
+
+// In key format v2 the script splits a bucket's name at its first '}',
+// which is always the group's: a bucket key holding braces of its own is
+// still one whole field of its hash, spent and stored as any other.
+func TestGroupedBracesInID(t *testing.T) {
+	opts := standalone(t)
+	opts.Groups = 4
+	src := newSource(t, opts)
+	c := rawClient(t, opts)
+	for _, bucket := range []string{"101:a}b", "101:{x}", "101:}{", "101:a}b}"} {
+		if f := src.Field(bucket); f != bucket {
+			t.Fatalf("bucket %q has field %q", bucket, f)
+		}
+		out := spend(t, src, now, hourly(bucket, 3))[0]
+		if v, ok := stored(t, c, src, bucket); !ok || v != strconv.FormatInt(out.NewTAT, 10) {
+			t.Fatalf("bucket %q holds %q (%v), want %d", bucket, v, ok, out.NewTAT)
+		}
+		if got := spend(t, src, now, hourly(bucket, 0))[0]; got.Remaining != 97 {
+			t.Fatalf("bucket %q reads %d remaining, want 97", bucket, got.Remaining)
+		}
+	}
+}
