@@ -64,25 +64,35 @@ func readRedisStats(b *testing.B, addrs []string) redisStats {
 	b.Helper()
 	var st redisStats
 	for _, addr := range addrs {
-		info, err := redistest.Do(addr, "INFO", "all")
-		if err != nil {
-			b.Fatalf("INFO on %s: %v", addr, err)
+		info := redisInfo(b, addr, "all")
+		for _, name := range []string{"used_cpu_sys", "used_cpu_user"} {
+			f, _ := strconv.ParseFloat(info[name], 64)
+			st.cpu += f
 		}
-		for line := range strings.SplitSeq(info, "\n") {
-			line = strings.TrimSpace(line)
-			name, value, _ := strings.Cut(line, ":")
-			switch name {
-			case "used_cpu_sys", "used_cpu_user":
-				f, _ := strconv.ParseFloat(value, 64)
-				st.cpu += f
-			case "cmdstat_evalsha", "cmdstat_eval":
-				calls, _, _ := strings.Cut(strings.TrimPrefix(value, "calls="), ",")
-				n, _ := strconv.ParseInt(calls, 10, 64)
-				st.calls += n
-			}
+		for _, name := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+			calls, _, _ := strings.Cut(strings.TrimPrefix(info[name], "calls="), ",")
+			n, _ := strconv.ParseInt(calls, 10, 64)
+			st.calls += n
 		}
 	}
 	return st
+}
+
+// redisInfo reads a section of INFO from the server at addr into a map of
+// its "name:value" lines.
+func redisInfo(b *testing.B, addr, section string) map[string]string {
+	b.Helper()
+	text, err := redistest.Do(addr, "INFO", section)
+	if err != nil {
+		b.Fatalf("INFO on %s: %v", addr, err)
+	}
+	info := map[string]string{}
+	for line := range strings.SplitSeq(text, "\n") {
+		if name, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			info[name] = value
+		}
+	}
+	return info
 }
 
 // measureRedis reports, when the benchmark ends, Redis's own CPU time per
@@ -233,19 +243,9 @@ func BenchmarkMemoryPerBucket(b *testing.B) {
 // usedMemory reads used_memory from INFO memory.
 func usedMemory(b *testing.B, addr string) int64 {
 	b.Helper()
-	info, err := redistest.Do(addr, "INFO", "memory")
+	n, err := strconv.ParseInt(redisInfo(b, addr, "memory")["used_memory"], 10, 64)
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("used_memory: %v", err)
 	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return n
-		}
-	}
-	b.Fatal("no used_memory in INFO memory")
-	return 0
+	return n
 }
