@@ -199,12 +199,12 @@ func BenchmarkSourceSpendRedis(b *testing.B) {
 // BenchmarkMemoryPerBucket stores 1,000,000 buckets (3:123000000 to
 // 3:123999999, each spent once on an hourly limit, so none is full) through
 // the source into a fresh Redis, in key format v1 and in v2 with about 4,
-// 15 and 61 buckets per hash, and reports Redis's used_memory grown per
+// 10, 15 and 61 buckets per hash, and reports Redis's used_memory grown per
 // bucket. Run it once: -bench MemoryPerBucket
 // -benchtime 1x.
 func BenchmarkMemoryPerBucket(b *testing.B) {
 	const buckets, width, writers = 1_000_000, 8, 16
-	for _, groups := range []int{0, 262144, 65536, 16384} {
+	for _, groups := range []int{0, 262144, 100000, 65536, 16384} {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
 			srv := redistest.NewStandalone(b)
 			src := benchSource(b, redis.Options{Addrs: []string{srv.Addr()}, Groups: groups})
