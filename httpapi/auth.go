@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // tokens is a set of bearer tokens compared in constant time.
@@ -41,32 +43,72 @@ const (
 	accessAdmin
 )
 
+// Tokens is the bearer tokens the API accepts: API tokens and admin
+// tokens. Replace swaps them while the handler serves, so that a leaked
+// token can be revoked by a reload; it is safe for concurrent use.
+//
+// Which routes need a token is decided when the handler is made, from
+// whether each set is empty, so Replace keeps that: it refuses to empty a
+// set that has tokens, or to fill one that has none.
+type Tokens struct {
+	sets atomic.Pointer[tokenSets]
+}
+
+type tokenSets struct {
+	api, admin tokens
+}
+
+// NewTokens returns the token sets api and admin. Either may be empty.
+func NewTokens(api, admin [][]byte) *Tokens {
+	t := &Tokens{}
+	t.sets.Store(&tokenSets{api: api, admin: admin})
+	return t
+}
+
+// ErrTokenSetEmptiness is Replace's refusal to empty a token set or to
+// fill an empty one.
+var ErrTokenSetEmptiness = errors.New("httpapi: a reload may change tokens but not whether a set has any")
+
+// Replace puts api and admin in use from the next request on.
+func (t *Tokens) Replace(api, admin [][]byte) error {
+	old := t.sets.Load()
+	if (len(api) == 0) != (len(old.api) == 0) || (len(admin) == 0) != (len(old.admin) == 0) {
+		return ErrTokenSetEmptiness
+	}
+	t.sets.Store(&tokenSets{api: api, admin: admin})
+	return nil
+}
+
+// configured reports whether any token is required anywhere.
+func (t *Tokens) configured() bool {
+	s := t.sets.Load()
+	return len(s.api) > 0 || len(s.admin) > 0
+}
+
 // authorize wraps a /v1/ handler with the token check its access needs.
 // With no token files configured every call is allowed, as before tokens
 // existed. A refusal is a 401 JSON error and nothing runs.
 func (h *handler) authorize(need access, next http.HandlerFunc) http.HandlerFunc {
-	allowed := h.apiTokens
-	if need == accessAdmin && len(h.adminTokens) > 0 {
-		allowed = nil // an API token is not enough
-	}
-	if len(allowed) == 0 && len(h.adminTokens) == 0 {
+	sets := h.tokens.sets.Load()
+	adminOnly := need == accessAdmin && len(sets.admin) > 0 // an API token is not enough
+	if len(sets.api) == 0 && len(sets.admin) == 0 {
 		return next
 	}
-	required := len(allowed) > 0 || need == accessAdmin
-	if !required {
+	if len(sets.api) == 0 && need != accessAdmin {
 		return next // API routes with only admin tokens configured stay open
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
+		sets := h.tokens.sets.Load()
 		tok, ok := bearer(r)
 		// Both sets are always compared in full (no short-circuit), so the
 		// time taken does not tell an admin token from an API token.
-		isAdmin, isAllowed := h.adminTokens.has(tok), allowed.has(tok)
-		if ok && (isAdmin || isAllowed) {
+		isAdmin, isAPI := sets.admin.has(tok), sets.api.has(tok)
+		if ok && (isAdmin || (isAPI && !adminOnly)) {
 			next(w, r)
 			return
 		}
 		message := "a valid bearer token is required (Authorization: Bearer <token>)"
-		if need == accessAdmin && len(h.adminTokens) > 0 {
+		if adminOnly {
 			message = "an admin bearer token is required for this operation"
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="limiter"`)

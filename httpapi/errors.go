@@ -22,24 +22,28 @@ func (e *apiError) Error() string { return e.code + ": " + e.message }
 
 // Error codes: stable strings clients can switch on.
 const (
-	codeMalformedJSON   = "malformed_json"
-	codeUnknownField    = "unknown_field"
-	codeInvalidRequest  = "invalid_request"
-	codeEmptyBatch      = "empty_batch"
-	codeBatchTooLarge   = "batch_too_large"
-	codeUnknownLimit    = "unknown_limit"
-	codeInvalidID       = "invalid_id"
-	codeInvalidCost     = "invalid_cost"
-	codeInvalidMode     = "invalid_mode"
-	codeDuplicateBucket = "duplicate_bucket"
-	codeBodyTooLarge    = "body_too_large"
-	codeUnsupportedType = "unsupported_media_type"
-	codeUnavailable     = "source_unavailable"
-	codeNotFound        = "not_found"
-	codeUnauthorized    = "unauthorized"
-	codeReloadFailed    = "reload_failed"
-	codeMethod          = "method_not_allowed"
-	codeInternal        = "internal"
+	codeMalformedJSON         = "malformed_json"
+	codeUnknownField          = "unknown_field"
+	codeInvalidRequest        = "invalid_request"
+	codeEmptyBatch            = "empty_batch"
+	codeBatchTooLarge         = "batch_too_large"
+	codeUnknownLimit          = "unknown_limit"
+	codeInvalidID             = "invalid_id"
+	codeInvalidCost           = "invalid_cost"
+	codeInvalidMode           = "invalid_mode"
+	codeDuplicateBucket       = "duplicate_bucket"
+	codeBodyTooLarge          = "body_too_large"
+	codeUnsupportedType       = "unsupported_media_type"
+	codeUnavailable           = "source_unavailable"
+	codeOutcomeUnknown        = "source_outcome_unknown"
+	codeInvalidIdempotencyKey = "invalid_idempotency_key"
+	codeIdempotencyKeyReused  = "idempotency_key_reused"
+	codeIdempotencyUnsettled  = "idempotency_key_unsettled"
+	codeNotFound              = "not_found"
+	codeUnauthorized          = "unauthorized"
+	codeReloadFailed          = "reload_failed"
+	codeMethod                = "method_not_allowed"
+	codeInternal              = "internal"
 )
 
 func badRequest(code, message string, transaction int) *apiError {
@@ -71,10 +75,24 @@ func limiterError(err error) *apiError {
 			return badRequest(m.code, message, index)
 		}
 	}
+	switch {
+	case errors.Is(err, ratelimits.ErrInvalidIdempotencyKey):
+		return badRequest(codeInvalidIdempotencyKey, message, -1)
+	case errors.Is(err, ratelimits.ErrIdempotencyMismatch):
+		return &apiError{status: http.StatusUnprocessableEntity, code: codeIdempotencyKeyReused, transaction: -1,
+			message: "this Idempotency-Key was already used for a different request (other transactions, or the same ones while their limits were different); nothing was done"}
+	case errors.Is(err, ratelimits.ErrIdempotencyUnsettled):
+		return &apiError{status: http.StatusConflict, code: codeIdempotencyUnsettled, transaction: -1,
+			message: "the first request with this Idempotency-Key is still running or failed with an unknown outcome; nothing was done (retry later; it is answered once its outcome is known, or decided anew once the key expires)"}
+	case errors.Is(err, ratelimits.ErrNotApplied):
+		return &apiError{status: http.StatusServiceUnavailable, code: codeUnavailable, transaction: -1,
+			message: "the bucket store could not be reached; nothing was decided or changed, so the request can be retried"}
+	}
 	return &apiError{
-		status:      http.StatusServiceUnavailable,
-		code:        codeUnavailable,
-		message:     "the bucket store did not answer in time; nothing was decided",
+		status: http.StatusServiceUnavailable,
+		code:   codeOutcomeUnknown,
+		message: "the bucket store did not answer in time; the request may or may not have taken effect " +
+			"(send spends and refunds with an Idempotency-Key, and retry with the same key to learn which without applying them twice)",
 		transaction: -1,
 	}
 }

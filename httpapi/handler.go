@@ -52,6 +52,9 @@ type Options struct {
 	// an admin token is accepted everywhere an API token is.
 	APITokens   [][]byte
 	AdminTokens [][]byte
+	// Tokens, when set, is used instead of APITokens and AdminTokens: the
+	// same two sets, replaceable while the handler serves (a reload).
+	Tokens *Tokens
 	// Reload, when set, is called by POST /v1/admin/reload to load the
 	// configuration files again. Its error is shown to the caller.
 	Reload func() error
@@ -62,16 +65,15 @@ type Options struct {
 
 // handler holds what every route needs.
 type handler struct {
-	limiter     *ratelimits.Limiter
-	log         *slog.Logger
-	maxBody     int64
-	maxBatch    int
-	metrics     *metrics
-	bufs        sync.Pool
-	apiTokens   tokens
-	adminTokens tokens
-	reload      func() error
-	accessLog   bool
+	limiter   *ratelimits.Limiter
+	log       *slog.Logger
+	maxBody   int64
+	maxBatch  int
+	metrics   *metrics
+	bufs      sync.Pool
+	tokens    *Tokens
+	reload    func() error
+	accessLog bool
 }
 
 // New returns the API's http.Handler.
@@ -90,15 +92,17 @@ func New(opts Options) http.Handler {
 		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	h := &handler{
-		limiter:     opts.Limiter,
-		log:         opts.Logger,
-		maxBody:     opts.MaxBodyBytes,
-		maxBatch:    opts.MaxBatch,
-		metrics:     newMetrics(opts.Registry),
-		apiTokens:   opts.APITokens,
-		adminTokens: opts.AdminTokens,
-		reload:      opts.Reload,
-		accessLog:   opts.AccessLog,
+		limiter:   opts.Limiter,
+		log:       opts.Logger,
+		maxBody:   opts.MaxBodyBytes,
+		maxBatch:  opts.MaxBatch,
+		metrics:   newMetrics(opts.Registry),
+		tokens:    opts.Tokens,
+		reload:    opts.Reload,
+		accessLog: opts.AccessLog,
+	}
+	if h.tokens == nil {
+		h.tokens = NewTokens(opts.APITokens, opts.AdminTokens)
 	}
 	h.bufs.New = func() any { b := make([]byte, 0, 1024); return &b }
 
@@ -149,21 +153,36 @@ func (o op) String() string {
 // shape; spend and check also set the RateLimit headers.
 func (h *handler) decision(o op) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		var key string
+		if o != opCheck {
+			// A check changes nothing, so it needs no key and ignores one.
+			var e *apiError
+			if key, e = h.idempotencyKey(r); e != nil {
+				writeError(w, e)
+				return
+			}
+		}
 		txns, e := h.decodeTransactions(r, false)
 		if e != nil {
 			writeError(w, e)
 			return
 		}
-		bd, err := h.run(r.Context(), o, txns)
+		bd, err := h.run(r.Context(), o, key, txns)
 		if err != nil {
 			h.limiterFailure(w, r, err)
 			return
+		}
+		if bd.Replayed {
+			h.metrics.replays.WithLabelValues(o.String()).Inc()
+			w.Header().Set(replayedHeader, "true")
 		}
 		if bd.Degraded {
 			h.metrics.degraded.Inc()
 			h.log.Warn("source failed; answering allowed (fail-open)", "path", r.URL.Path, "err", bd.Cause)
 		}
-		h.metrics.countDecisions(o, bd)
+		if !bd.Replayed {
+			h.metrics.countDecisions(o, bd)
+		}
 		if o != opRefund {
 			setRateLimitHeaders(w.Header(), bd)
 		}
@@ -186,12 +205,17 @@ func (h *handler) putBuffer(bufp *[]byte, buf []byte) {
 	h.bufs.Put(bufp)
 }
 
-func (h *handler) run(ctx context.Context, o op, txns []ratelimits.Transaction) (*ratelimits.BatchDecision, error) {
-	switch o {
-	case opCheck:
+// run asks the Limiter; key, when set, makes a spend or refund idempotent.
+func (h *handler) run(ctx context.Context, o op, key string, txns []ratelimits.Transaction) (*ratelimits.BatchDecision, error) {
+	switch {
+	case o == opCheck:
 		return h.limiter.Check(ctx, txns)
-	case opRefund:
+	case o == opRefund && key != "":
+		return h.limiter.RefundOnce(ctx, key, txns)
+	case o == opRefund:
 		return h.limiter.Refund(ctx, txns)
+	case key != "":
+		return h.limiter.SpendOnce(ctx, key, txns)
 	}
 	return h.limiter.Spend(ctx, txns)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -397,14 +399,19 @@ func TestHealthReadyMetrics(t *testing.T) {
 	}
 }
 
-// failingSource fails every call, as an unreachable store does.
-type failingSource struct{ panics bool }
+// failingSource fails every call: as a store that timed out after the call
+// was sent (the outcome is unknown), or with refused set, as one that could
+// not be reached (nothing was applied).
+type failingSource struct{ panics, refused bool }
 
 var errDown = errors.New("store down")
 
 func (f failingSource) fail() error {
 	if f.panics {
 		panic("source bug")
+	}
+	if f.refused {
+		return fmt.Errorf("%w: %w", once.ErrNotApplied, errDown)
 	}
 	return errDown
 }
@@ -414,18 +421,41 @@ func (f failingSource) Spend(context.Context, int64, []gcra.Op, []gcra.Outcome) 
 func (f failingSource) Refund(context.Context, int64, []gcra.Op, []gcra.Outcome) error {
 	return f.fail()
 }
+func (f failingSource) SpendOnce(context.Context, int64, once.Record, []gcra.Op, []gcra.Outcome) (bool, error) {
+	return false, f.fail()
+}
+func (f failingSource) RefundOnce(context.Context, int64, once.Record, []gcra.Op, []gcra.Outcome) (bool, error) {
+	return false, f.fail()
+}
 func (f failingSource) Reset(context.Context, int64, []string) (int, error) { return 0, f.fail() }
 func (f failingSource) Ping(context.Context) error                          { return f.fail() }
 func (f failingSource) Close() error                                        { return nil }
 
 func TestSourceFailureIs503(t *testing.T) {
-	s := newServer(t, failingSource{}, false)
-	for _, path := range []string{"/v1/spend", "/v1/check", "/v1/refund", "/v1/reset"} {
-		rec := s.post(path, `{"limit":"Logins","id":"a"}`)
-		if e := decode[errorJSON](t, rec); rec.Code != 503 || e.Error.Code != "source_unavailable" {
-			t.Errorf("%s: %d %+v, want 503 source_unavailable", path, rec.Code, e)
+	// A 503 says whether the request may have taken effect: a store that
+	// was never reached changed nothing (source_unavailable, safe to
+	// retry), one that timed out may have (source_outcome_unknown). A
+	// check never changes anything.
+	for _, c := range []struct {
+		source failingSource
+		path   string
+		code   string
+	}{
+		{failingSource{}, "/v1/spend", "source_outcome_unknown"},
+		{failingSource{}, "/v1/refund", "source_outcome_unknown"},
+		{failingSource{}, "/v1/reset", "source_outcome_unknown"},
+		{failingSource{}, "/v1/check", "source_unavailable"},
+		{failingSource{refused: true}, "/v1/spend", "source_unavailable"},
+		{failingSource{refused: true}, "/v1/refund", "source_unavailable"},
+		{failingSource{refused: true}, "/v1/reset", "source_unavailable"},
+		{failingSource{refused: true}, "/v1/check", "source_unavailable"},
+	} {
+		rec := newServer(t, c.source, false).post(c.path, `{"limit":"Logins","id":"a"}`)
+		if e := decode[errorJSON](t, rec); rec.Code != 503 || e.Error.Code != c.code {
+			t.Errorf("%s (refused %v): %d %+v, want 503 %s", c.path, c.source.refused, rec.Code, e, c.code)
 		}
 	}
+	s := newServer(t, failingSource{}, false)
 	if rec := s.do("GET", "/readyz", "", ""); rec.Code != 503 {
 		t.Errorf("readyz with a failing source: %d, want 503", rec.Code)
 	}

@@ -18,6 +18,7 @@ type metrics struct {
 	requests     *prometheus.HistogramVec
 	sourceErrors prometheus.Counter
 	degraded     prometheus.Counter
+	replays      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,8 +40,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "limiter_degraded_answers_total",
 			Help: "Spends and checks answered allowed without a decision because the source failed and fail-open is set.",
 		}),
+		replays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "limiter_idempotent_replays_total",
+			Help: "Spends and refunds answered from the record of an earlier request with the same Idempotency-Key, by operation; they are not counted in limiter_decisions_total.",
+		}, []string{"op"}),
 	}
-	reg.MustRegister(m.decisions, m.requests, m.sourceErrors, m.degraded)
+	reg.MustRegister(m.decisions, m.requests, m.sourceErrors, m.degraded, m.replays)
 	return m
 }
 

@@ -49,6 +49,10 @@ type BatchDecision struct {
 	// the source's error then.
 	Degraded bool
 	Cause    error
+	// Replayed is set when SpendOnce or RefundOnce answered from the
+	// record of an earlier call with the same key: nothing was decided or
+	// written this time, and the decisions are that call's.
+	Replayed bool
 }
 
 // degradedDecision allows every transaction of a batch the source could

@@ -22,7 +22,9 @@ type Limiter struct {
 	clock         clock.Clock
 	sourceTimeout time.Duration
 	failOpen      bool
-	config        atomic.Pointer[Config]
+	// idempotencyTTL is how long SpendOnce and RefundOnce remember a call.
+	idempotencyTTL time.Duration
+	config         atomic.Pointer[Config]
 }
 
 // Option configures a Limiter.
@@ -145,6 +147,10 @@ func (l *Limiter) decide(ctx context.Context, txns []Transaction, checkOnly bool
 		}
 	}
 	bd, err := l.run(ctx, b, l.source.Spend)
+	if err != nil && checkOnly && !errors.Is(err, ErrNotApplied) {
+		// A check writes nothing, whatever became of the call.
+		err = fmt.Errorf("%w (%w)", err, ErrNotApplied)
+	}
 	if err != nil && l.failOpen && errors.Is(err, ErrSourceUnavailable) {
 		return degradedDecision(b.prepared, err), nil
 	}

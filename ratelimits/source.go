@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/once"
 )
 
 // Source stores buckets and owns atomicity: it decides and writes a whole
@@ -18,6 +19,10 @@ import (
 // The keys of one call are distinct (the Limiter rejects duplicates) and
 // outcomes has the same length as ops. now is unix nanoseconds from the
 // Limiter's clock, so a fake clock drives every source alike.
+//
+// A failed call that certainly changed nothing wraps once.ErrNotApplied;
+// any other failure may have taken effect (a timeout after the call was
+// sent, say), and the Limiter's callers are told so.
 type Source interface {
 	// Spend decides ops as one batch (gcra.SpendBatch) and, when the batch
 	// is allowed, stores the new TAT of every op whose outcome says Write.
@@ -26,6 +31,18 @@ type Source interface {
 	// Refund gives back each op's cost (gcra.RefundBatch) and stores the
 	// TATs that moved. Missing buckets are never created.
 	Refund(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error
+
+	// SpendOnce is Spend remembered under rec. In the same atomic step as
+	// the decision (allowed or denied), the source keeps rec's fingerprint,
+	// now and the TATs it read under rec.Key. A later call with that key
+	// before rec.Expires decides nothing and writes nothing: it fills
+	// outcomes from the recorded now and TATs, which gives exactly the
+	// first call's outcomes, and reports replayed. A recorded key with
+	// another fingerprint fails with once.ErrMismatch.
+	SpendOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (replayed bool, err error)
+
+	// RefundOnce is Refund remembered under rec, as SpendOnce is Spend.
+	RefundOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (replayed bool, err error)
 
 	// Reset deletes the buckets stored under keys, so they read as full, and
 	// returns how many of them were not already full at now.

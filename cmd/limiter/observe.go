@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -46,6 +47,10 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 				Name: "limiter_memory_evictions_total",
 				Help: "Buckets the memory source evicted to stay within --max-buckets.",
 			}, func() float64 { return float64(mem.Evictions()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "limiter_memory_idempotency_evictions_total",
+				Help: "Idempotency records the memory source forgot before they expired, to stay within its bound; retries of those requests are decided again.",
+			}, func() float64 { return float64(mem.IdempotencyEvictions()) }),
 		)
 	}
 	return o
@@ -70,6 +75,20 @@ func (o *observedSource) Refund(ctx context.Context, now int64, ops []gcra.Op, o
 	err := o.Source.Refund(ctx, now, ops, outcomes)
 	o.record("refund", start, err)
 	return err
+}
+
+func (o *observedSource) SpendOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
+	start := time.Now()
+	replayed, err := o.Source.SpendOnce(ctx, now, rec, ops, outcomes)
+	o.record("spend", start, err)
+	return replayed, err
+}
+
+func (o *observedSource) RefundOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
+	start := time.Now()
+	replayed, err := o.Source.RefundOnce(ctx, now, rec, ops, outcomes)
+	o.record("refund", start, err)
+	return replayed, err
 }
 
 func (o *observedSource) Reset(ctx context.Context, now int64, keys []string) (int, error) {

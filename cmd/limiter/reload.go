@@ -13,18 +13,25 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
-// reloader loads both configuration files again and swaps the result into
-// the Limiter. The new set is loaded and validated whole before the swap, so
-// no request ever sees half a configuration, and a set that fails to load
-// leaves the running one untouched. Buckets are not touched: a changed limit
-// applies from the next decision.
+// reloader loads both configuration files and both token files again and
+// swaps the results into the Limiter and the API's tokens. Everything is
+// loaded and validated before anything is swapped, so no request ever sees
+// half a configuration, and a reload with any file that fails to load (a
+// broken limit, an unreadable or empty token file) leaves everything in
+// use untouched. Buckets are not touched: a changed limit applies from the
+// next decision.
 type reloader struct {
 	defaults, overrides string
 	limiter             *ratelimits.Limiter
 	log                 *slog.Logger
+	// apiTokenFile and adminTokenFile are read into tokens on every
+	// reload, so that a leaked token is revoked without a restart.
+	apiTokenFile, adminTokenFile string
+	tokens                       *httpapi.Tokens
 
 	mu        sync.Mutex // one reload at a time, so swaps happen in order
 	seen      string     // the files' signature at the last load attempt
@@ -35,12 +42,15 @@ type reloader struct {
 	overridesByLimit *prometheus.GaugeVec
 }
 
-func newReloader(defaults, overrides string, limiter *ratelimits.Limiter, log *slog.Logger, reg prometheus.Registerer) *reloader {
+func newReloader(f *serveFlags, limiter *ratelimits.Limiter, tokens *httpapi.Tokens, log *slog.Logger, reg prometheus.Registerer) *reloader {
 	r := &reloader{
-		defaults:  defaults,
-		overrides: overrides,
-		limiter:   limiter,
-		log:       log,
+		defaults:       f.defaults,
+		overrides:      f.overrides,
+		apiTokenFile:   f.apiTokenFile,
+		adminTokenFile: f.adminTokenFile,
+		tokens:         tokens,
+		limiter:        limiter,
+		log:            log,
 		successes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "limiter_config_reloads_total",
 			Help: "Configuration reloads that loaded and replaced the running configuration.",
@@ -59,7 +69,7 @@ func newReloader(defaults, overrides string, limiter *ratelimits.Limiter, log *s
 		}, []string{"limit"}),
 	}
 	reg.MustRegister(r.successes, r.failures, r.lastGood, r.overridesByLimit)
-	r.seen = signature(defaults, overrides)
+	r.seen = r.signature()
 	r.loaded(limiter.Config())
 	return r
 }
@@ -73,29 +83,45 @@ func (r *reloader) loaded(cfg *ratelimits.Config) {
 	}
 }
 
-// Reload loads the files and, if they are valid, puts them in use. trigger
-// says in the log what asked for it. The error lists every problem.
+// Reload loads the files and, if they are all valid, puts them in use.
+// trigger says in the log what asked for it. The error lists every problem.
 func (r *reloader) Reload(trigger string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.seen = signature(r.defaults, r.overrides)
+	r.seen = r.signature()
 	cfg, err := ratelimits.LoadConfig(r.defaults, r.overrides)
-	if err != nil {
+	api, apiErr := readTokenFile(r.apiTokenFile)
+	admin, adminErr := readTokenFile(r.adminTokenFile)
+	if err == nil && apiErr == nil && adminErr == nil {
+		// Both token files were read when serving started, and a token
+		// file read without error holds a token, so neither set changes
+		// from empty to not or back: Replace cannot refuse.
+		err = r.tokens.Replace(api, admin)
+	}
+	if err != nil || apiErr != nil || adminErr != nil {
 		r.failures.Inc()
+		const msg = "reload failed; keeping the running configuration and tokens"
 		var ce *ratelimits.ConfigError
-		if errors.As(err, &ce) {
+		switch {
+		case errors.As(err, &ce):
 			for _, p := range ce.Problems {
-				r.log.Error("config reload failed; keeping the running configuration", "trigger", trigger, "problem", p.String())
+				r.log.Error(msg, "trigger", trigger, "problem", p.String())
 			}
-		} else {
-			r.log.Error("config reload failed; keeping the running configuration", "trigger", trigger, "err", err)
+		case err != nil:
+			r.log.Error(msg, "trigger", trigger, "err", err)
 		}
-		return err
+		for _, e := range []error{apiErr, adminErr} {
+			if e != nil {
+				r.log.Error(msg, "trigger", trigger, "err", e)
+			}
+		}
+		return errors.Join(err, apiErr, adminErr)
 	}
 	r.limiter.SetConfig(cfg)
 	r.successes.Inc()
 	r.loaded(cfg)
-	r.log.Info("configuration reloaded", "trigger", trigger, "defaults", r.defaults, "overrides", r.overrides)
+	r.log.Info("configuration reloaded", "trigger", trigger, "defaults", r.defaults, "overrides", r.overrides,
+		"api_tokens", len(api), "admin_tokens", len(admin))
 	return nil
 }
 
@@ -117,12 +143,17 @@ func (r *reloader) watch(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		r.mu.Lock()
-		changed := signature(r.defaults, r.overrides) != r.seen
+		changed := r.signature() != r.seen
 		r.mu.Unlock()
 		if changed {
 			_ = r.Reload("file change") // failures are logged and counted
 		}
 	}
+}
+
+// signature identifies the current contents of every file a reload reads.
+func (r *reloader) signature() string {
+	return signature(r.defaults, r.overrides, r.apiTokenFile, r.adminTokenFile)
 }
 
 // signature identifies the current contents of the files without reading

@@ -48,6 +48,7 @@ type serveFlags struct {
 	reloadInterval  time.Duration
 	pprofListen     string
 	gcHeapFloorMiB  int
+	idempotencyTTL  time.Duration
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -74,6 +75,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&f.reloadInterval, "reload-interval", envParsed("LIMITER_RELOAD_INTERVAL", time.Second, time.ParseDuration, &bad), "how often the config files are checked for changes; 0 turns watching off (SIGHUP and the admin endpoint still reload) (env LIMITER_RELOAD_INTERVAL)")
 	fs.StringVar(&f.pprofListen, "pprof-listen", envString("LIMITER_PPROF_LISTEN", ""), "serve Go's /debug/pprof/ profiles on this address (keep it private; off when empty) (env LIMITER_PPROF_LISTEN)")
 	fs.IntVar(&f.gcHeapFloorMiB, "gc-heap-floor-mib", envParsed("LIMITER_GC_HEAP_FLOOR_MIB", defaultGCHeapFloorMiB, parseInt, &bad), "let the Go heap grow to this many MiB before collecting garbage, for fewer collections while the live heap is small; at most a quarter of a container's memory limit; 0 leaves Go's default, and so does setting GOGC (env LIMITER_GC_HEAP_FLOOR_MIB)")
+	fs.DurationVar(&f.idempotencyTTL, "idempotency-ttl", envParsed("LIMITER_IDEMPOTENCY_TTL", ratelimits.DefaultIdempotencyTTL, time.ParseDuration, &bad), "how long a spend or refund sent with an Idempotency-Key header is remembered, so that its retries are answered without applying it again (env LIMITER_IDEMPOTENCY_TTL)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -85,6 +87,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	}
 	if f.reloadInterval < 0 {
 		return nil, errors.New("--reload-interval must not be negative")
+	}
+	if f.idempotencyTTL <= 0 {
+		return nil, fmt.Errorf("--idempotency-ttl %s: must be positive", f.idempotencyTTL)
 	}
 	if f.gcHeapFloorMiB < 0 {
 		return nil, errors.New("--gc-heap-floor-mib must not be negative")
@@ -198,11 +203,13 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	if f.failOpen {
 		opts = append(opts, ratelimits.WithFailOpen())
 	}
+	opts = append(opts, ratelimits.WithIdempotencyTTL(f.idempotencyTTL))
 	limiter, err := ratelimits.NewLimiter(cfg, observeSource(src, reg), clk, opts...)
 	if err != nil {
 		return err
 	}
-	reload := newReloader(f.defaults, f.overrides, limiter, log, reg)
+	tokens := httpapi.NewTokens(apiTokens, adminTokens)
+	reload := newReloader(f, limiter, tokens, log, reg)
 	handler := httpapi.New(httpapi.Options{
 		Limiter:      limiter,
 		Logger:       log,
@@ -211,8 +218,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		FakeClock:    fake,
 		Registry:     reg,
 		OmitMetrics:  f.metricsListen != "",
-		APITokens:    apiTokens,
-		AdminTokens:  adminTokens,
+		Tokens:       tokens,
 		Reload:       reload.adminReload,
 		AccessLog:    f.accessLog,
 	})

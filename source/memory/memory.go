@@ -72,6 +72,8 @@ type Source struct {
 	seed   maphash.Seed
 	mask   uint64
 	shards []shard
+	// records are the idempotency records of SpendOnce and RefundOnce.
+	records *records
 }
 
 // New returns an empty source holding at most maxBuckets buckets
@@ -88,6 +90,7 @@ func New(maxBuckets int) *Source {
 		n /= 2
 	}
 	s := &Source{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
+	s.records = newRecords(s.seed, max(maxBuckets/4, minRecords))
 	for i := range s.shards {
 		// Spread the remainder so the capacities add up to maxBuckets exactly.
 		capacity := maxBuckets / n
@@ -169,11 +172,21 @@ func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund
 		return
 	}
 	var tatsBuf [smallBatch]int64
+	tats := tatsBuf[:0]
+	if len(ops) > smallBatch {
+		tats = make([]int64, 0, len(ops))
+	}
+	s.applyBatch(now, ops, tats, outcomes, refund)
+}
+
+// applyBatch is apply for any batch: it appends the TATs it read (gcra's
+// input) to tats, whose capacity must hold them all.
+func (s *Source) applyBatch(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome, refund bool) {
 	var hashesBuf [smallBatch]uint64
 	var shardsBuf [smallBatch]uint32
-	tats, hashes := tatsBuf[:0], hashesBuf[:0]
+	hashes := hashesBuf[:0]
 	if len(ops) > smallBatch {
-		tats, hashes = make([]int64, 0, len(ops)), make([]uint64, 0, len(ops))
+		hashes = make([]uint64, 0, len(ops))
 	}
 	for i := range ops {
 		hashes = append(hashes, s.hash(ops[i].Key))
@@ -185,17 +198,22 @@ func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund
 		_, tat := s.shardOf(hashes[i]).get(ops[i].Key, hashes[i], now)
 		tats = append(tats, tat)
 	}
-	if refund {
-		gcra.RefundBatch(now, ops, tats, outcomes)
-	} else {
-		gcra.SpendBatch(now, ops, tats, outcomes)
-	}
+	decide(now, ops, tats, outcomes, refund)
 	for i := range ops {
 		if outcomes[i].Write {
 			// Found again by key: a read above that dropped a full bucket
 			// may have moved others of the same shard.
 			s.shardOf(hashes[i]).put(ops[i].Key, hashes[i], outcomes[i].NewTAT, now)
 		}
+	}
+}
+
+// decide computes a batch's outcomes from the TATs it read.
+func decide(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome, refund bool) {
+	if refund {
+		gcra.RefundBatch(now, ops, tats, outcomes)
+	} else {
+		gcra.SpendBatch(now, ops, tats, outcomes)
 	}
 }
 

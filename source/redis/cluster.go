@@ -89,7 +89,13 @@ func gather(idx []int, ops []gcra.Op, keys []string) part {
 // spendSlots applies a batch spanning slots part by part, and gives back
 // the parts already spent when a later part is denied.
 func (s *Source) spendSlots(ctx context.Context, now int64, ops []gcra.Op, keys []string, outcomes []gcra.Outcome) error {
-	tats := make([]int64, len(ops))
+	_, err := s.spendSlotsInto(ctx, now, ops, keys, make([]int64, len(ops)), outcomes)
+	return err
+}
+
+// spendSlotsInto is spendSlots that fills tats with the TATs read and
+// returns the batch's verdict.
+func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []gcra.Op, keys []string, tats []int64, outcomes []gcra.Outcome) (bool, error) {
 	var spent []part // what the applied parts wrote, to give back if denied
 	denied := false
 	for _, idx := range slotGroups(keys) {
@@ -99,7 +105,7 @@ func (s *Source) spendSlots(ctx context.Context, now int64, ops []gcra.Op, keys 
 			err = checkPart(now, p, verdict, &spent, denied)
 		}
 		if err != nil {
-			return errors.Join(err, s.giveBack(ctx, now, spent))
+			return false, failedPart(err, s.giveBack(ctx, now, spent))
 		}
 		denied = denied || !verdict
 		for j, i := range idx {
@@ -107,12 +113,23 @@ func (s *Source) spendSlots(ctx context.Context, now int64, ops []gcra.Op, keys 
 		}
 	}
 	if gcra.SpendBatch(now, ops, tats, outcomes) == denied {
-		return errors.Join(fmt.Errorf("%w: parts say denied=%v", ErrVerdictMismatch, denied), s.giveBack(ctx, now, spent))
+		return false, errors.Join(fmt.Errorf("%w: parts say denied=%v", ErrVerdictMismatch, denied), s.giveBack(ctx, now, spent))
 	}
 	if denied {
-		return s.giveBack(ctx, now, spent)
+		return false, s.giveBack(ctx, now, spent)
 	}
-	return nil
+	return true, nil
+}
+
+// failedPart is the error of a batch whose part failed with err after
+// giveBack's attempt to return what the earlier parts took. The batch
+// changed nothing only if the part did not and every earlier part was
+// given back: otherwise err no longer says "not applied".
+func failedPart(err, giveBack error) error {
+	if giveBack == nil {
+		return err
+	}
+	return fmt.Errorf("%s: %w", err.Error(), giveBack)
 }
 
 // checkPart checks a part's verdict against gcra and, when the part was

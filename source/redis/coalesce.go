@@ -107,7 +107,7 @@ func newPipe(node *goredis.Client, script *goredis.Script, packing packing, time
 // does: until its reply, its deadline or the read timeout.
 func (p *pipe) do(ctx context.Context, keys []string, args []any) (any, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, notApplied(err)
 	}
 	p.mu.Lock()
 	if len(p.queue) == 0 && p.flushers < maxFlushers {
@@ -136,8 +136,27 @@ func (p *pipe) do(ctx context.Context, keys []string, args []any) (any, error) {
 	case <-c.done:
 		return c.reply, c.err
 	case <-ctx.Done():
+		if p.withdraw(c) {
+			return nil, notApplied(ctx.Err())
+		}
 		return nil, ctx.Err()
 	}
+}
+
+// withdraw takes c out of the queue if no flusher has taken it yet, and
+// reports whether it did: a withdrawn call is never sent, so its caller
+// can say that nothing was applied. A call already taken may be running
+// in Redis.
+func (p *pipe) withdraw(c *call) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, q := range p.queue {
+		if q == c {
+			p.queue = append(p.queue[:i:i], p.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // release gives back the flusher slot of a caller that sent its own call.

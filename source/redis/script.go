@@ -43,6 +43,10 @@ const (
 	// opPackedInline is opMulti for a cluster master: the batches' keys
 	// are passed as arguments, none is declared (see packInline).
 	opPackedInline = "P"
+	// opOnce runs a spend or refund under an idempotency record, opClaim
+	// claims an idempotency key (see once.go).
+	opOnce  = "O"
+	opClaim = "Q"
 )
 
 // Parts of Redis's errors for a script's command that the cluster check

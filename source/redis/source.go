@@ -22,10 +22,13 @@ type Source struct {
 	script  *goredis.Script
 	// single coalesces the calls to a standalone Redis; nodes those to
 	// each cluster master (see coalesce.go).
-	single   *pipe
-	nodes    *pipes
-	format   keyFormat
-	marginMS int64
+	single *pipe
+	nodes  *pipes
+	format keyFormat
+	// namespace is Options.Namespace, which idempotency records' keys
+	// carry too.
+	namespace string
+	marginMS  int64
 	// rollbackTimeout bounds giving back a denied multi-slot batch's
 	// tokens, which must be tried even when the caller's deadline has
 	// passed.
@@ -43,6 +46,7 @@ func New(opts Options) (*Source, error) {
 		cluster:         opts.Cluster,
 		script:          goredis.NewScript(scriptFor(opts.Groups)),
 		format:          keyFormat{prefix: KeyPrefix + opts.Namespace},
+		namespace:       opts.Namespace,
 		marginMS:        opts.expiryMargin().Milliseconds(),
 		rollbackTimeout: opts.rollbackTimeout(),
 	}
@@ -245,13 +249,15 @@ func (s *Source) runReset(ctx context.Context, now int64, keys []string) (int, e
 // trip with concurrent calls to the same node (coalesce.go).
 func (s *Source) eval(ctx context.Context, keys []string, args []any) (any, error) {
 	if !s.cluster {
-		return s.single.do(ctx, keys, args)
+		reply, err := s.single.do(ctx, keys, args)
+		return reply, classify(err)
 	}
 	node, err := s.client.(*goredis.ClusterClient).MasterForKey(ctx, keys[0])
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
-	return s.evalOn(ctx, node, keys, args)
+	reply, err := s.evalOn(ctx, node, keys, args)
+	return reply, classify(err)
 }
 
 // evalOn runs the script on keys through the coalescer of node, the master

@@ -53,6 +53,7 @@ func Run(t *testing.T, newSource Factory) {
 	t.Run("MatchesModel", func(t *testing.T) { testMatchesModel(t, newSource) })
 	t.Run("NoOvershootOneBucket", func(t *testing.T) { testNoOvershoot(t, newSource, 1) })
 	t.Run("NoOvershootBatch", func(t *testing.T) { testNoOvershoot(t, newSource, 3) })
+	runOnce(t, newSource)
 }
 
 func open(t *testing.T, newSource Factory) ratelimits.Source {

@@ -1,0 +1,44 @@
+package memory
+
+import (
+	"context"
+
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/once"
+)
+
+// SpendOnce implements ratelimits.Source.
+func (s *Source) SpendOnce(_ context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
+	return s.applyOnce(now, rec, ops, outcomes, false)
+}
+
+// RefundOnce implements ratelimits.Source.
+func (s *Source) RefundOnce(_ context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
+	return s.applyOnce(now, rec, ops, outcomes, true)
+}
+
+// IdempotencyEvictions returns how many idempotency records were forgotten
+// before they expired, to stay within the source's bound on them (a
+// quarter of its bucket bound, and at least 1,024). A retry of such a call
+// is decided again.
+func (s *Source) IdempotencyEvictions() uint64 { return s.records.evictions() }
+
+// applyOnce decides a batch under its record's stripe lock: a live record
+// answers from what it kept, and otherwise the batch is applied and its
+// record added before the lock is released, so no other call with the
+// same key sees the one without the other.
+func (s *Source) applyOnce(now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) (bool, error) {
+	st := s.records.stripe(rec.Key)
+	defer st.mu.Unlock()
+	if r, ok := st.lookup(rec.Key, now); ok {
+		if r.fingerprint != rec.Fingerprint || len(r.tats) != len(ops) {
+			return false, once.ErrMismatch
+		}
+		decide(r.now, ops, r.tats, outcomes, refund)
+		return true, nil
+	}
+	tats := make([]int64, 0, len(ops))
+	s.applyBatch(now, ops, tats, outcomes, refund)
+	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, tats: tats[:len(ops)]}, now)
+	return false, nil
+}
