@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -55,8 +54,9 @@ type Options struct {
 	// Reload, when set, is called by POST /v1/admin/reload to load the
 	// configuration files again. Its error is shown to the caller.
 	Reload func() error
-	// AccessLog logs one line per request (method, route, status,
-	// duration; never the raw path, which can carry ids).
+	// AccessLog logs one line per request (method and route as the
+	// metrics label them, status, duration; never the raw path, which can
+	// carry ids, nor a method name outside the standard set).
 	AccessLog bool
 }
 
@@ -72,6 +72,9 @@ type handler struct {
 	adminTokens tokens
 	reload      func() error
 	accessLog   bool
+	// routes are the registered patterns, the only route label values
+	// besides routeUnmatched. Set once the router is built.
+	routes routeSet
 }
 
 // New returns the API's http.Handler.
@@ -104,31 +107,34 @@ func New(opts Options) http.Handler {
 
 	r := chi.NewRouter()
 	r.Use(h.recoverPanics, h.observe)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{status: http.StatusNotFound, code: codeNotFound, message: "no such path: " + r.URL.Path, transaction: -1})
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: codeMethod, message: r.Method + " is not allowed on " + r.URL.Path, transaction: -1})
-	})
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed(r))
+	// get serves a GET route and HEAD on the same path: net/http sends
+	// the headers and drops the body.
+	get := func(pattern string, fn http.HandlerFunc) {
+		r.Get(pattern, fn)
+		r.Head(pattern, fn)
+	}
 	r.Post("/v1/spend", h.authorize(accessAPI, h.decision(opSpend)))
 	r.Post("/v1/check", h.authorize(accessAPI, h.decision(opCheck)))
 	r.Post("/v1/refund", h.authorize(accessAPI, h.decision(opRefund)))
 	r.Post("/v1/reset", h.authorize(accessAdmin, h.reset))
-	r.Get("/v1/limits", h.authorize(accessAPI, h.limits))
-	r.Get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
+	get("/v1/limits", h.authorize(accessAPI, h.limits))
+	get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
 	if h.reload != nil {
 		r.Post("/v1/admin/reload", h.authorize(accessAdmin, h.reloadConfig))
 	}
-	r.Get("/healthz", h.healthz)
-	r.Get("/readyz", h.readyz)
+	get("/healthz", h.healthz)
+	get("/readyz", h.readyz)
 	if !opts.OmitMetrics {
-		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
+		get("/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}).ServeHTTP)
 	}
 	if opts.FakeClock != nil {
 		fc := fakeClockHandler{clock: opts.FakeClock}
 		r.Post("/debug/clock", fc.move)
-		r.Get("/debug/clock", fc.read)
+		get("/debug/clock", fc.read)
 	}
+	h.routes = registeredRoutes(r)
 	return r
 }
 
@@ -346,15 +352,4 @@ func (h *handler) recoverPanics(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// routePattern is the matched route for metrics labels: never the raw
-// path, which would carry ids.
-func routePattern(r *http.Request) string {
-	if rc := chi.RouteContext(r.Context()); rc != nil {
-		if p := rc.RoutePattern(); p != "" {
-			return strings.TrimSuffix(p, "/*")
-		}
-	}
-	return "unmatched"
 }

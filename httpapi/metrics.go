@@ -11,8 +11,9 @@ import (
 )
 
 // metrics are the handler's Prometheus series. Labels carry limit names,
-// routes, methods and statuses only, never subscriber ids: their number is
-// bounded by the configuration, not by traffic.
+// registered routes, standard methods and statuses only, never subscriber
+// ids nor any other text a client sent: their number is bounded by the
+// configuration, not by traffic.
 type metrics struct {
 	decisions    *prometheus.CounterVec
 	requests     *prometheus.HistogramVec
@@ -89,10 +90,10 @@ func (h *handler) observe(next http.Handler) http.Handler {
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
-		route, elapsed := routePattern(r), time.Since(start)
-		h.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
+		route, method, elapsed := h.routes.label(r), methodLabel(r.Method), time.Since(start)
+		h.metrics.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
 		if h.accessLog {
-			h.log.Info("request", "method", r.Method, "route", route, "status", rec.status,
+			h.log.Info("request", "method", method, "route", route, "status", rec.status,
 				"duration_ms", float64(elapsed.Microseconds())/1000, "remote", r.RemoteAddr)
 		}
 	})
