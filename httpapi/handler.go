@@ -37,7 +37,8 @@ type Options struct {
 	// MaxBatch bounds transactions per request (DefaultMaxBatch when <= 0).
 	MaxBatch int
 	// FakeClock, when set, is the clock the Limiter runs on and is exposed
-	// at POST /debug/clock for tests. Without it that path does not exist.
+	// at /debug/clock for tests, with the tokens reset needs. Without it
+	// that path does not exist.
 	FakeClock clock.FakeClock
 	// Registry receives the handler's metrics and the Go runtime
 	// collectors, and is served at /metrics. Nil makes a new one.
@@ -130,9 +131,12 @@ func New(opts Options) http.Handler {
 		get("/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}).ServeHTTP)
 	}
 	if opts.FakeClock != nil {
+		// Moving the clock changes every bucket's state, so it needs what
+		// reset needs: an admin token when admin tokens are set, else an
+		// API token when those are, else nothing.
 		fc := fakeClockHandler{clock: opts.FakeClock}
-		r.Post("/debug/clock", fc.move)
-		get("/debug/clock", fc.read)
+		r.Post("/debug/clock", h.authorize(accessAdmin, fc.move))
+		get("/debug/clock", h.authorize(accessAdmin, fc.read))
 	}
 	h.routes = registeredRoutes(r)
 	return r
