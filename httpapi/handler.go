@@ -6,6 +6,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -169,6 +170,10 @@ func (h *handler) decision(o op) http.HandlerFunc {
 			h.limiterFailure(w, r, err)
 			return
 		}
+		if bd.Degraded && clientGone(r, bd.Cause) {
+			h.clientCancelled(w, r, bd.Cause)
+			return
+		}
 		if bd.Degraded {
 			h.metrics.degraded.Inc()
 			h.log.Warn("source failed; answering allowed (fail-open)", "path", r.URL.Path, "err", bd.Cause)
@@ -207,14 +212,42 @@ func (h *handler) run(ctx context.Context, o op, txns []ratelimits.Transaction) 
 }
 
 // limiterFailure answers a Limiter error: the client's mistake is a 400,
-// a source failure a 503 that is also logged and counted.
+// a source failure a 503 that is also logged and counted, and a client
+// that went away while the source was asked is neither.
 func (h *handler) limiterFailure(w http.ResponseWriter, r *http.Request, err error) {
+	if clientGone(r, err) {
+		h.clientCancelled(w, r, err)
+		return
+	}
 	e := limiterError(err)
 	if e.status == http.StatusServiceUnavailable {
 		h.metrics.sourceErrors.Inc()
 		h.log.Error("source failed", "path", r.URL.Path, "err", err)
 	}
 	writeError(w, e)
+}
+
+// statusClientClosedRequest is the status recorded for a request whose
+// client went away before its answer (nginx's 499). Nobody reads it; it
+// keeps such requests apart from answered ones in the request metric and
+// the access log.
+const statusClientClosedRequest = 499
+
+// clientGone reports whether err is the request's own cancellation: the
+// client hung up (net/http then cancels the request's context) and the
+// source call ended because of it. A source timeout is a deadline, not a
+// cancellation, so it stays a source failure.
+func clientGone(r *http.Request, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
+}
+
+// clientCancelled records a request its client abandoned. The source did
+// not fail, so it is neither a source error nor worth more than a debug
+// line.
+func (h *handler) clientCancelled(w http.ResponseWriter, r *http.Request, err error) {
+	h.metrics.clientCancelled.Inc()
+	h.log.Debug("client went away before the answer", "route", h.routes.label(r), "err", err)
+	w.WriteHeader(statusClientClosedRequest)
 }
 
 type resetResponse struct {

@@ -19,6 +19,10 @@ type metrics struct {
 	requests     *prometheus.HistogramVec
 	sourceErrors prometheus.Counter
 	degraded     prometheus.Counter
+	// clientCancelled counts requests abandoned by their client while the
+	// source was asked; they are kept out of sourceErrors, which alerts
+	// watch.
+	clientCancelled prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,8 +44,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "limiter_degraded_answers_total",
 			Help: "Spends and checks answered allowed without a decision because the source failed and fail-open is set.",
 		}),
+		clientCancelled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "limiter_client_cancelled_requests_total",
+			Help: "Requests whose client went away while the bucket source was being asked; not source failures.",
+		}),
 	}
-	reg.MustRegister(m.decisions, m.requests, m.sourceErrors, m.degraded)
+	reg.MustRegister(m.decisions, m.requests, m.sourceErrors, m.degraded, m.clientCancelled)
 	return m
 }
 
