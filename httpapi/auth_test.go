@@ -16,6 +16,12 @@ import (
 
 func newAuthServer(t *testing.T, api, admin []string, reload func() error) http.Handler {
 	t.Helper()
+	return newAuthServerClock(t, api, admin, reload, nil)
+}
+
+// newAuthServerClock is newAuthServer with /debug/clock on clk, when set.
+func newAuthServerClock(t *testing.T, api, admin []string, reload func() error, clk clock.FakeClock) http.Handler {
+	t.Helper()
 	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +36,7 @@ func newAuthServer(t *testing.T, api, admin []string, reload func() error) http.
 		}
 		return out
 	}
-	return httpapi.New(httpapi.Options{Limiter: l, APITokens: toBytes(api), AdminTokens: toBytes(admin), Reload: reload})
+	return httpapi.New(httpapi.Options{Limiter: l, APITokens: toBytes(api), AdminTokens: toBytes(admin), Reload: reload, FakeClock: clk})
 }
 
 func call(h http.Handler, method, path, token, body string) *httptest.ResponseRecorder {
@@ -116,5 +122,51 @@ func TestReloadEndpointReportsFailure(t *testing.T) {
 	rec := call(h, "POST", "/v1/admin/reload", "", "")
 	if rec.Code != 422 || !strings.Contains(rec.Body.String(), "bad.yaml:3") || !strings.Contains(rec.Body.String(), "reload_failed") {
 		t.Fatalf("failed reload: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// /debug/clock needs what reset needs: an admin token when admin tokens
+// are set, an API token when only those are, nothing when neither is. A
+// refused call leaves the clock where it was.
+func TestDebugClockTokens(t *testing.T) {
+	const move = `{"advance":"1h"}`
+	tests := []struct {
+		name, method string
+		api, admin   []string
+		token        string
+		want         int
+	}{
+		{"no tokens configured: open", "POST", nil, nil, "", 200},
+		{"no tokens configured: read open", "GET", nil, nil, "", 200},
+		{"admin tokens: no token", "POST", []string{"t1"}, []string{"boss"}, "", 401},
+		{"admin tokens: an api token is not enough", "POST", []string{"t1"}, []string{"boss"}, "t1", 401},
+		{"admin tokens: reading needs one too", "GET", []string{"t1"}, []string{"boss"}, "t1", 401},
+		{"admin tokens: head needs one too", "HEAD", []string{"t1"}, []string{"boss"}, "", 401},
+		{"admin tokens: an admin token moves it", "POST", []string{"t1"}, []string{"boss"}, "boss", 200},
+		{"admin tokens: an admin token reads it", "GET", []string{"t1"}, []string{"boss"}, "boss", 200},
+		{"admin tokens only: no token", "POST", nil, []string{"boss"}, "", 401},
+		{"admin tokens only: an admin token", "POST", nil, []string{"boss"}, "boss", 200},
+		{"api tokens only: no token", "POST", []string{"t1"}, nil, "", 401},
+		{"api tokens only: an api token", "POST", []string{"t1"}, nil, "t1", 200},
+		{"api tokens only: reading takes an api token", "GET", []string{"t1"}, nil, "t1", 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake()
+			before := clk.Now()
+			h := newAuthServerClock(t, tt.api, tt.admin, nil, clk)
+			body := ""
+			if tt.method == "POST" {
+				body = move
+			}
+			rec := call(h, tt.method, "/debug/clock", tt.token, body)
+			if rec.Code != tt.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.want, rec.Body)
+			}
+			moved := !clk.Now().Equal(before)
+			if wantMoved := tt.method == "POST" && tt.want == 200; moved != wantMoved {
+				t.Errorf("clock moved: %v, want %v", moved, wantMoved)
+			}
+		})
 	}
 }

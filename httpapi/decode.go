@@ -65,6 +65,10 @@ func decodeBody(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 
 // decodeSlow decodes any body with encoding/json, and words every error.
 func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
+	if loneSurrogate(body) {
+		// Checked here only: the fast path takes no escapes at all.
+		return nil, badRequest(codeMalformedJSON, `the request body has a \u escape for half a UTF-16 surrogate pair (such as \ud800) without the other half; strings must be valid Unicode`, -1)
+	}
 	var req requestJSON
 	// A body of one transaction is transaction 0: a fault in its fields
 	// names it. A fault in the body's shape names no transaction, and
@@ -113,6 +117,69 @@ func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 		txns[i] = txn
 	}
 	return txns, nil
+}
+
+// loneSurrogate reports whether a \u escape in data stands for half of a
+// UTF-16 surrogate pair without the other half. encoding/json decodes one
+// as U+FFFD, as it does invalid UTF-8, so "\ud800", "\udc00" and "\ufffd"
+// would all be the same id. A pair (\ud83d\ude00) is one character and
+// fine. Other escapes are skipped whole, so the "\\" of "\\ud800" is not
+// taken for the start of an escape.
+func loneSurrogate(data []byte) bool {
+	for i := bytes.IndexByte(data, '\\'); i >= 0 && i+1 < len(data); {
+		next := i + 2 // past a two-character escape
+		if data[i+1] == 'u' {
+			r, ok := hex4(data[i+2:])
+			next = i + 6
+			switch {
+			case !ok:
+				// Not valid JSON: the decoder says so.
+			case r >= 0xdc00 && r <= 0xdfff:
+				return true // a second half first
+			case r >= 0xd800 && r <= 0xdbff:
+				rest := data[next:]
+				if len(rest) < 2 || rest[0] != '\\' || rest[1] != 'u' {
+					return true
+				}
+				low, ok := hex4(rest[2:])
+				if !ok || low < 0xdc00 || low > 0xdfff {
+					return true
+				}
+				next += 6
+			}
+		}
+		if next >= len(data) {
+			return false
+		}
+		j := bytes.IndexByte(data[next:], '\\')
+		if j < 0 {
+			return false
+		}
+		i = next + j
+	}
+	return false
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // transaction checks the fields' presence and mode and fills defaults.
@@ -256,6 +323,17 @@ func checkFieldNames(data []byte, topLevel bool, at place) (hasTransactions bool
 			}
 			var skip json.RawMessage
 			err = dec.Decode(&skip)
+			if err == nil && known && code == "" && string(skip) == "null" {
+				// encoding/json would leave the field as if it were absent:
+				// a null cost would spend 1, a null mode check-and-spend.
+				if i == 4 {
+					return true, badRequest(codeInvalidRequest, "transactions must be an array of transaction objects, got null", at.shape)
+				}
+				code, message = nullField(key)
+				if !topLevel {
+					break
+				}
+			}
 		}
 		if err != nil {
 			if code != "" {
@@ -273,12 +351,25 @@ func checkFieldNames(data []byte, topLevel bool, at place) (hasTransactions bool
 	return seen[4], badRequest(code, message, at.field)
 }
 
-// decodeStrict decodes exactly one JSON value into v: unknown fields,
-// wrong types, fractional or out-of-range numbers and trailing data are
-// all refused with a message that names the problem.
+// nullField words the fault of a transaction field sent as null, as
+// decodeError words a field of another wrong type.
+func nullField(key string) (code, message string) {
+	if key == "cost" {
+		return codeInvalidCost, "cost must be a whole number from 0 to the limit's burst, got null"
+	}
+	return codeInvalidRequest, fmt.Sprintf("%q must be a string, got null", key)
+}
+
+// decodeStrict decodes exactly one JSON object into v: null, unknown
+// fields, wrong types, fractional or out-of-range numbers and trailing data
+// are all refused with a message that names the problem.
 func decodeStrict(data []byte, v any, at place) *apiError {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return badRequest(codeMalformedJSON, "the request body is empty; send a JSON object", at.shape)
+	}
+	if string(bytes.TrimSpace(data)) == "null" {
+		// encoding/json would take it for an empty object.
+		return badRequest(codeInvalidRequest, "expected a JSON object, got null", at.shape)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

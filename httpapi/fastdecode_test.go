@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -74,6 +76,10 @@ func FuzzFastDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"limit":"L","id":"x","cost":3,"mode":"spend-only"}`, ` {"id":"a","limit":"b"} `, `{"limit":"L","id":"x","cost":-0}`,
 		`{"transactions":[{"limit":"A","id":"1"},{"limit":"B","id":"2","mode":"x"}]}`,
+		`{"limit":"L","id":"\ud800"}`, `{"limit":"L","id":"\udc00"}`, `{"limit":"L","id":"\ufffd"}`,
+		`{"limit":"L","id":"\ud83d\ude00"}`, `{"limit":"L","id":"a\\ud800"}`, `{"limit":"L","id":"\ud800\u0041"}`,
+		`{"limit":"L","id":"x","cost":null}`, `{"limit":"L","id":"x","mode":null}`, `{"limit":null,"id":"x"}`,
+		`{"limit":"L","id":null}`, `{"transactions":null}`, `{"transactions":[null]}`, `null`,
 	} {
 		f.Add([]byte(s), false)
 	}
@@ -84,5 +90,33 @@ func FuzzFastDecode(f *testing.F) {
 		if answered, same, detail := agree(body, 3, ignoreMode); answered && !same {
 			t.Fatalf("%q: %s", body, detail)
 		}
+		// Neither path makes up a U+FFFD: one only comes from the body.
+		txns, e := decodeSlow(body, 3, ignoreMode)
+		if e != nil || bytes.Contains(body, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) {
+			return
+		}
+		for _, txn := range txns {
+			if strings.ContainsRune(txn.Limit+txn.ID, utf8.RuneError) {
+				t.Fatalf("%q: decoded %q/%q with a U+FFFD the body does not have", body, txn.Limit, txn.ID)
+			}
+		}
 	})
+}
+
+func TestLoneSurrogate(t *testing.T) {
+	for _, tt := range []struct {
+		body string
+		lone bool
+	}{
+		{`"\ud800"`, true}, {`"\uDBFF"`, true}, {`"\udc00"`, true}, {`"\uDFFF"`, true},
+		{`"\ud800\u0041"`, true}, {`"\ud800\ud800\udc00"`, true}, {`"\udc00\ud800"`, true},
+		{`"\ud800x\udc00"`, true}, {`"\ud800\n"`, true}, {`"\ud800`, true}, {`"\ud800\`, true},
+		{`"\ud83d\ude00"`, false}, {`"\uD83D\uDE00\ud83d\ude00"`, false}, {`"\ufffd"`, false},
+		{`"\\ud800"`, false}, {`"\\\\ud800"`, false}, {`"\"\ud800"`, true}, {`"\ud7ff\ue000"`, false},
+		{`"\ud8"`, false}, {`"\u"`, false}, {`"\`, false}, {`"a"`, false}, {``, false},
+	} {
+		if got := loneSurrogate([]byte(tt.body)); got != tt.lone {
+			t.Errorf("loneSurrogate(%s) = %v, want %v", tt.body, got, tt.lone)
+		}
+	}
 }

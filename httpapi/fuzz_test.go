@@ -23,6 +23,9 @@ func FuzzHandler(f *testing.F) {
 		`{"transactions":[{"limit":"Fast","id":"b","cost":0},{"limit":"Ranges","id":"2001:db8:abcd::/48","mode":"spend-only"}]}`,
 		`{"transactions":[]}`, `{"limit":"Logins","id":"a","cost":1e3}`, `[]`, `null`, `{"limit":"Logins","id":"\u0000"}`,
 		`{"limit":"Logins","id":"a"} {}`, `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"a"}]}`,
+		`{"limit":"Logins","id":"\ud800"}`, `{"limit":"Logins","id":"\udc00x"}`, `{"limit":"Logins","id":"\ud83d\ude00"}`,
+		`{"limit":"Logins","id":"a","cost":null}`, `{"limit":"Logins","id":"a","mode":null}`, `{"transactions":[null]}`,
+		"{\"limit\":\"Logins\",\"id\":\"\xed\xa0\x80\"}",
 	} {
 		for _, path := range []uint8{0, 1, 2, 3} {
 			f.Add(path, seed)

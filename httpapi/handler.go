@@ -6,10 +6,10 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -38,7 +38,8 @@ type Options struct {
 	// MaxBatch bounds transactions per request (DefaultMaxBatch when <= 0).
 	MaxBatch int
 	// FakeClock, when set, is the clock the Limiter runs on and is exposed
-	// at POST /debug/clock for tests. Without it that path does not exist.
+	// at /debug/clock for tests, with the tokens reset needs. Without it
+	// that path does not exist.
 	FakeClock clock.FakeClock
 	// Registry receives the handler's metrics and the Go runtime
 	// collectors, and is served at /metrics. Nil makes a new one.
@@ -58,8 +59,9 @@ type Options struct {
 	// Reload, when set, is called by POST /v1/admin/reload to load the
 	// configuration files again. Its error is shown to the caller.
 	Reload func() error
-	// AccessLog logs one line per request (method, route, status,
-	// duration; never the raw path, which can carry ids).
+	// AccessLog logs one line per request (method and route as the
+	// metrics label them, status, duration; never the raw path, which can
+	// carry ids, nor a method name outside the standard set).
 	AccessLog bool
 }
 
@@ -74,6 +76,9 @@ type handler struct {
 	tokens    *Tokens
 	reload    func() error
 	accessLog bool
+	// routes are the registered patterns, the only route label values
+	// besides routeUnmatched. Set once the router is built.
+	routes routeSet
 }
 
 // New returns the API's http.Handler.
@@ -108,31 +113,37 @@ func New(opts Options) http.Handler {
 
 	r := chi.NewRouter()
 	r.Use(h.recoverPanics, h.observe)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{status: http.StatusNotFound, code: codeNotFound, message: "no such path: " + r.URL.Path, transaction: -1})
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: codeMethod, message: r.Method + " is not allowed on " + r.URL.Path, transaction: -1})
-	})
+	r.NotFound(notFound)
+	r.MethodNotAllowed(methodNotAllowed(r))
+	// get serves a GET route and HEAD on the same path: net/http sends
+	// the headers and drops the body.
+	get := func(pattern string, fn http.HandlerFunc) {
+		r.Get(pattern, fn)
+		r.Head(pattern, fn)
+	}
 	r.Post("/v1/spend", h.authorize(accessAPI, h.decision(opSpend)))
 	r.Post("/v1/check", h.authorize(accessAPI, h.decision(opCheck)))
 	r.Post("/v1/refund", h.authorize(accessAPI, h.decision(opRefund)))
 	r.Post("/v1/reset", h.authorize(accessAdmin, h.reset))
-	r.Get("/v1/limits", h.authorize(accessAPI, h.limits))
-	r.Get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
+	get("/v1/limits", h.authorize(accessAPI, h.limits))
+	get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
 	if h.reload != nil {
 		r.Post("/v1/admin/reload", h.authorize(accessAdmin, h.reloadConfig))
 	}
-	r.Get("/healthz", h.healthz)
-	r.Get("/readyz", h.readyz)
+	get("/healthz", h.healthz)
+	get("/readyz", h.readyz)
 	if !opts.OmitMetrics {
-		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
+		get("/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}).ServeHTTP)
 	}
 	if opts.FakeClock != nil {
+		// Moving the clock changes every bucket's state, so it needs what
+		// reset needs: an admin token when admin tokens are set, else an
+		// API token when those are, else nothing.
 		fc := fakeClockHandler{clock: opts.FakeClock}
-		r.Post("/debug/clock", fc.move)
-		r.Get("/debug/clock", fc.read)
+		r.Post("/debug/clock", h.authorize(accessAdmin, fc.move))
+		get("/debug/clock", h.authorize(accessAdmin, fc.read))
 	}
+	h.routes = registeredRoutes(r)
 	return r
 }
 
@@ -170,6 +181,10 @@ func (h *handler) decision(o op) http.HandlerFunc {
 		bd, err := h.run(r.Context(), o, key, txns)
 		if err != nil {
 			h.limiterFailure(w, r, err)
+			return
+		}
+		if bd.Degraded && clientGone(r, bd.Cause) {
+			h.clientCancelled(w, r, bd.Cause)
 			return
 		}
 		if bd.Replayed {
@@ -221,14 +236,42 @@ func (h *handler) run(ctx context.Context, o op, key string, txns []ratelimits.T
 }
 
 // limiterFailure answers a Limiter error: the client's mistake is a 400,
-// a source failure a 503 that is also logged and counted.
+// a source failure a 503 that is also logged and counted, and a client
+// that went away while the source was asked is neither.
 func (h *handler) limiterFailure(w http.ResponseWriter, r *http.Request, err error) {
+	if clientGone(r, err) {
+		h.clientCancelled(w, r, err)
+		return
+	}
 	e := limiterError(err)
 	if e.status == http.StatusServiceUnavailable {
 		h.metrics.sourceErrors.Inc()
 		h.log.Error("source failed", "path", r.URL.Path, "err", err)
 	}
 	writeError(w, e)
+}
+
+// statusClientClosedRequest is the status recorded for a request whose
+// client went away before its answer (nginx's 499). Nobody reads it; it
+// keeps such requests apart from answered ones in the request metric and
+// the access log.
+const statusClientClosedRequest = 499
+
+// clientGone reports whether err is the request's own cancellation: the
+// client hung up (net/http then cancels the request's context) and the
+// source call ended because of it. A source timeout is a deadline, not a
+// cancellation, so it stays a source failure.
+func clientGone(r *http.Request, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
+}
+
+// clientCancelled records a request its client abandoned. The source did
+// not fail, so it is neither a source error nor worth more than a debug
+// line.
+func (h *handler) clientCancelled(w http.ResponseWriter, r *http.Request, err error) {
+	h.metrics.clientCancelled.Inc()
+	h.log.Debug("client went away before the answer", "route", h.routes.label(r), "err", err)
+	w.WriteHeader(statusClientClosedRequest)
 }
 
 type resetResponse struct {
@@ -370,15 +413,4 @@ func (h *handler) recoverPanics(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// routePattern is the matched route for metrics labels: never the raw
-// path, which would carry ids.
-func routePattern(r *http.Request) string {
-	if rc := chi.RouteContext(r.Context()); rc != nil {
-		if p := rc.RoutePattern(); p != "" {
-			return strings.TrimSuffix(p, "/*")
-		}
-	}
-	return "unmatched"
 }

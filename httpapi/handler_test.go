@@ -237,6 +237,29 @@ func TestRefusals(t *testing.T) {
 		{"unknown limit", "POST", "/v1/spend", "application/json", `{"limit":"Nope","id":"a"}`, 400, "unknown_limit", 0},
 		{"invalid id", "POST", "/v1/spend", "application/json", `{"limit":"Ranges","id":"10.0.0.0/8"}`, 400, "invalid_id", 0},
 		{"invalid UTF-8 in id", "POST", "/v1/spend", "application/json", "{\"limit\":\"Logins\",\"id\":\"a\xffb\"}", 400, "malformed_json", -1},
+		{"lone high surrogate in id", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"\ud800"}`, 400, "malformed_json", -1},
+		{"lone low surrogate in id", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a\udc00"}`, 400, "malformed_json", -1},
+		{"high surrogate before another escape", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"\ud800\u0041"}`, 400, "malformed_json", -1},
+		{"high surrogate at the end of the body", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"\ud800`, 400, "malformed_json", -1},
+		{"surrogate halves reversed", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"\udc00\ud800"}`, 400, "malformed_json", -1},
+		{"lone surrogate in limit", "POST", "/v1/spend", "application/json", `{"limit":"Logins\uDBFF","id":"a"}`, 400, "malformed_json", -1},
+		{"lone surrogate in mode", "POST", "/v1/check", "application/json", `{"limit":"Logins","id":"a","mode":"\ud800"}`, 400, "malformed_json", -1},
+		{"lone surrogate in a field name", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","\ud800":1}`, 400, "malformed_json", -1},
+		{"lone surrogate in a batch", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"\udfff"}]}`, 400, "malformed_json", -1},
+		{"invalid UTF-8 in the subscriber view", "GET", "/v1/limits/Logins/a%FFb", "", ``, 400, "invalid_id", 0},
+		{"null cost", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":null}`, 400, "invalid_cost", 0},
+		{"null cost in a batch", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"b","cost":null}]}`, 400, "invalid_cost", 1},
+		{"null cost in reset", "POST", "/v1/reset", "application/json", `{"limit":"Logins","id":"a","cost":null}`, 400, "invalid_cost", 0},
+		{"null id", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":null}`, 400, "invalid_request", 0},
+		{"null limit", "POST", "/v1/spend", "application/json", `{"limit":null,"id":"a"}`, 400, "invalid_request", 0},
+		{"null mode", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","mode":null}`, 400, "invalid_request", 0},
+		{"null mode in reset", "POST", "/v1/reset", "application/json", `{"limit":"Logins","id":"a","mode":null}`, 400, "invalid_request", 0},
+		{"null next to transactions", "POST", "/v1/spend", "application/json", `{"cost":null,"transactions":[{"limit":"Logins","id":"a"}]}`, 400, "invalid_cost", -1},
+		{"null transactions", "POST", "/v1/spend", "application/json", `{"transactions":null}`, 400, "invalid_request", -1},
+		{"null transaction in a batch", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},null]}`, 400, "invalid_request", 1},
+		{"null body", "POST", "/v1/spend", "application/json", `null`, 400, "invalid_request", -1},
+		{"null, then an unknown field", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":null,"x":1}`, 400, "invalid_request", 0},
+		{"unknown field, then null", "POST", "/v1/spend", "application/json", `{"limit":"Logins","x":1,"id":null}`, 400, "unknown_field", 0},
 		{"control character in id", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a\u0007b"}`, 400, "invalid_id", 0},
 		{"cost above burst", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":4}`, 400, "invalid_cost", 0},
 		{"negative cost", "POST", "/v1/check", "application/json", `{"limit":"Logins","id":"a","cost":-1}`, 400, "invalid_cost", 0},
@@ -246,7 +269,7 @@ func TestRefusals(t *testing.T) {
 		{"bad mode", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","mode":"spend"}`, 400, "invalid_mode", 0},
 		{"empty mode", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","mode":""}`, 400, "invalid_mode", 0},
 		{"empty mode in a batch", "POST", "/v1/check", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"b","mode":""}]}`, 400, "invalid_mode", 1},
-		{"empty mode, slow path", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"a","cost":null,"mode":""}`, 400, "invalid_mode", 0},
+		{"empty mode, slow path", "POST", "/v1/spend", "application/json", `{"limit":"Logins","id":"\u0061","mode":""}`, 400, "invalid_mode", 0},
 		{"bad mode in a batch", "POST", "/v1/refund", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"b","mode":"x"}]}`, 400, "invalid_mode", 1},
 		{"duplicate bucket", "POST", "/v1/spend", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Fast","id":"a"},{"limit":"Logins","id":"a"}]}`, 400, "duplicate_bucket", 2},
 		{"duplicate bucket in reset", "POST", "/v1/reset", "application/json", `{"transactions":[{"limit":"Logins","id":"a"},{"limit":"Logins","id":"a"}]}`, 400, "duplicate_bucket", 1},
@@ -281,6 +304,25 @@ func TestRefusals(t *testing.T) {
 	for _, d := range got.Decisions {
 		if d.Remaining != d.Burst {
 			t.Errorf("after refusals %s/%s has %d of %d", d.Limit, d.ID, d.Remaining, d.Burst)
+		}
+	}
+}
+
+// Escapes that make valid Unicode are taken: a surrogate pair is one
+// character, and an escaped backslash before "ud800" is no escape of a
+// surrogate.
+func TestUnicodeEscapesTaken(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	for _, tt := range []struct{ body, id string }{
+		{`{"limit":"Logins","id":"\ud83d\ude00"}`, "\U0001F600"},
+		{`{"limit":"Logins","id":"\uD83D\uDE00x"}`, "\U0001F600x"},
+		{`{"limit":"Logins","id":"a\\ud800"}`, `a\ud800`},
+		{`{"limit":"Logins","id":"\ufffd"}`, "\ufffd"},
+	} {
+		rec := s.post("/v1/check", tt.body)
+		got := decode[batchJSON](t, rec)
+		if rec.Code != 200 || got.Decisions[0].ID != tt.id {
+			t.Errorf("%s: %d, id %q; want 200, id %q", tt.body, rec.Code, got.Decisions[0].ID, tt.id)
 		}
 	}
 }

@@ -11,14 +11,19 @@ import (
 )
 
 // metrics are the handler's Prometheus series. Labels carry limit names,
-// routes, methods and statuses only, never subscriber ids: their number is
-// bounded by the configuration, not by traffic.
+// registered routes, standard methods and statuses only, never subscriber
+// ids nor any other text a client sent: their number is bounded by the
+// configuration, not by traffic.
 type metrics struct {
 	decisions    *prometheus.CounterVec
 	requests     *prometheus.HistogramVec
 	sourceErrors prometheus.Counter
 	degraded     prometheus.Counter
 	replays      *prometheus.CounterVec
+	// clientCancelled counts requests abandoned by their client while the
+	// source was asked; they are kept out of sourceErrors, which alerts
+	// watch.
+	clientCancelled prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,8 +49,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "limiter_idempotent_replays_total",
 			Help: "Spends and refunds answered from the record of an earlier request with the same Idempotency-Key, by operation; they are not counted in limiter_decisions_total.",
 		}, []string{"op"}),
+		clientCancelled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "limiter_client_cancelled_requests_total",
+			Help: "Requests whose client went away while the bucket source was being asked; not source failures.",
+		}),
 	}
-	reg.MustRegister(m.decisions, m.requests, m.sourceErrors, m.degraded, m.replays)
+	reg.MustRegister(m.decisions, m.requests, m.sourceErrors, m.degraded, m.replays, m.clientCancelled)
 	return m
 }
 
@@ -94,10 +103,10 @@ func (h *handler) observe(next http.Handler) http.Handler {
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
-		route, elapsed := routePattern(r), time.Since(start)
-		h.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
+		route, method, elapsed := h.routes.label(r), methodLabel(r.Method), time.Since(start)
+		h.metrics.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
 		if h.accessLog {
-			h.log.Info("request", "method", r.Method, "route", route, "status", rec.status,
+			h.log.Info("request", "method", method, "route", route, "status", rec.status,
 				"duration_ms", float64(elapsed.Microseconds())/1000, "remote", r.RemoteAddr)
 		}
 	})

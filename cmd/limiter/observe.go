@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,7 +31,7 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 		}, []string{"op"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "limiter_source_operation_errors_total",
-			Help: "Bucket source calls that failed (including timeouts), by operation.",
+			Help: "Bucket source calls that failed (including timeouts), by operation; calls abandoned because the client went away are not counted.",
 		}, []string{"op"}),
 	}
 	reg.MustRegister(o.duration, o.errors)
@@ -56,51 +57,60 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 	return o
 }
 
-func (o *observedSource) record(op string, start time.Time, err error) {
+func (o *observedSource) record(ctx context.Context, op string, start time.Time, err error) {
 	o.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if err != nil {
+	if err != nil && !callerCancelled(ctx, err) {
 		o.errors.WithLabelValues(op).Inc()
 	}
+}
+
+// callerCancelled reports whether a call failed only because its caller
+// gave up: the context was cancelled (a client hung up) and the error says
+// so. The source did not fail then, and the error alert must not fire. A
+// call that ran out of the source timeout has a deadline error instead,
+// and is counted.
+func callerCancelled(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled)
 }
 
 func (o *observedSource) Spend(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
 	start := time.Now()
 	err := o.Source.Spend(ctx, now, ops, outcomes)
-	o.record("spend", start, err)
+	o.record(ctx, "spend", start, err)
 	return err
 }
 
 func (o *observedSource) Refund(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
 	start := time.Now()
 	err := o.Source.Refund(ctx, now, ops, outcomes)
-	o.record("refund", start, err)
+	o.record(ctx, "refund", start, err)
 	return err
 }
 
 func (o *observedSource) SpendOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
 	start := time.Now()
 	replayed, err := o.Source.SpendOnce(ctx, now, rec, ops, outcomes)
-	o.record("spend", start, err)
+	o.record(ctx, "spend", start, err)
 	return replayed, err
 }
 
 func (o *observedSource) RefundOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
 	start := time.Now()
 	replayed, err := o.Source.RefundOnce(ctx, now, rec, ops, outcomes)
-	o.record("refund", start, err)
+	o.record(ctx, "refund", start, err)
 	return replayed, err
 }
 
 func (o *observedSource) Reset(ctx context.Context, now int64, keys []string) (int, error) {
 	start := time.Now()
 	n, err := o.Source.Reset(ctx, now, keys)
-	o.record("reset", start, err)
+	o.record(ctx, "reset", start, err)
 	return n, err
 }
 
 func (o *observedSource) Ping(ctx context.Context) error {
 	start := time.Now()
 	err := o.Source.Ping(ctx)
-	o.record("ping", start, err)
+	o.record(ctx, "ping", start, err)
 	return err
 }
