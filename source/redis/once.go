@@ -177,6 +177,13 @@ func (s *Source) claimKey(id string) string {
 	return RecordKeyPrefix + s.namespace + "claim:" + id
 }
 
+// ClaimKey returns the Redis key that holds the claim of an idempotency
+// key (once.Record.Key) on a cluster (docs/redis.md, "Idempotency
+// records"), for operators and tests that look into Redis.
+func (s *Source) ClaimKey(idempotencyKey string) string {
+	return s.claimKey(recordID(idempotencyKey))
+}
+
 // claim makes a pending claim of rec's key, or returns the live one
 // (operation Q of bucket.lua).
 func (s *Source) claim(ctx context.Context, now int64, rec once.Record, id string) (*claimed, error) {
