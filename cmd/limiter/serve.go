@@ -48,6 +48,10 @@ type serveFlags struct {
 	reloadInterval  time.Duration
 	pprofListen     string
 	gcHeapFloorMiB  int
+
+	// warnings are settings the environment gave that do not apply to the
+	// chosen source; serve logs them once the logger exists.
+	warnings []string
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -83,15 +87,28 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("bad environment: %s", strings.Join(bad, "; "))
 	}
-	if f.reloadInterval < 0 {
-		return nil, errors.New("--reload-interval must not be negative")
+	set := newSettings(fs)
+	rules := []rule{
+		{"max-buckets", f.maxBuckets <= 0, wantPositive},
+		{"max-body-bytes", f.maxBodyBytes <= 0, wantPositive},
+		{"max-batch", f.maxBatch <= 0, wantPositive},
+		{"source-timeout", f.sourceTimeout <= 0, wantPositive},
+		{"shutdown-timeout", f.shutdownTimeout <= 0, wantPositive},
+		{"reload-interval", f.reloadInterval < 0, wantNotNegative},
+		{"gc-heap-floor-mib", f.gcHeapFloorMiB < 0, wantNotNegative},
 	}
-	if f.gcHeapFloorMiB < 0 {
-		return nil, errors.New("--gc-heap-floor-mib must not be negative")
+	kind := sourceKind(f.source)
+	if isRedisKind(kind) {
+		rules = append(rules, f.redisFlags.rules()...)
 	}
-	if f.maxBuckets <= 0 || f.maxBodyBytes <= 0 || f.maxBatch <= 0 || f.sourceTimeout <= 0 || f.shutdownTimeout <= 0 {
-		return nil, errors.New("--max-buckets, --max-body-bytes, --max-batch, --source-timeout and --shutdown-timeout must be positive")
+	if err := set.check(rules...); err != nil {
+		return nil, err
 	}
+	warnings, err := set.sourceMismatch(kind)
+	if err != nil {
+		return nil, err
+	}
+	f.warnings = warnings
 	return f, nil
 }
 
@@ -142,6 +159,9 @@ func serve(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "limiter serve:", err)
 		return 2
+	}
+	for _, w := range f.warnings {
+		log.Warn(w)
 	}
 	if err := runServer(f, log); err != nil {
 		log.Error("limiter stopped", "err", err)
