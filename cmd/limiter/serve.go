@@ -207,6 +207,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 			log.Warn("closing the source", "err", err)
 		}
 	}()
+	pingAtStart(src, sourceKind(f.source), startPingTimeout(f), log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var opts []ratelimits.Option
