@@ -70,7 +70,10 @@ func readOptionalFile(path string) ([]byte, error) {
 // file names are only used in problem messages. It checks everything before
 // giving up: the overrides are parsed even when the defaults have problems
 // (against the built-in names and the declared names that did parse), and
-// the returned *ConfigError lists every problem found.
+// the returned *ConfigError lists every problem found. A defaults file that
+// cannot be read as limits at all (a YAML syntax error) declares no name
+// anyone can know, so overrides of names that are not built in are then not
+// reported as unknown.
 func ParseConfig(defaultsFile string, defaults []byte, overridesFile string, overrides []byte) (*Config, error) {
 	l := newLoader()
 	l.loadDefaults(defaultsFile, defaults)
@@ -196,6 +199,12 @@ type loader struct {
 	enums    map[Name]declaration // declared enums, to refuse duplicates
 	limits   map[Name]nameLimits
 	ids      map[Name]map[string]idUse // override ids seen, to refuse duplicates
+
+	// declarationsUnknown is set when the defaults file could not be read
+	// as a mapping of limits at all (a YAML syntax error, or another shape):
+	// which names it declares is then unknown, so an override of a name
+	// that is not built in cannot be told apart from one of a declared name.
+	declarationsUnknown bool
 }
 
 // declaration is where a declared name took its enum.

@@ -13,12 +13,14 @@ func (l *loader) loadDefaults(file string, data []byte) {
 	root, ok := l.parseDocument(file, data)
 	switch {
 	case !ok:
+		l.declarationsUnknown = true
 		return
 	case root == nil || isNull(root):
 		l.add(file, 0, "", "the defaults file is empty: it must define at least one limit")
 		return
 	case root.Kind != yaml.MappingNode:
 		l.add(file, root.Line, "", "the defaults file must be a mapping from limit name to limit, got %s", describe(root))
+		l.declarationsUnknown = true
 		return
 	case len(root.Content) == 0:
 		l.add(file, root.Line, "", "the defaults file defines no limits")

@@ -67,6 +67,10 @@ func (l *loader) override(file string, key, val *yaml.Node) {
 	s := scope{l: l, file: file, limit: name}
 	info, known := l.names[name]
 	switch {
+	case !known && l.declarationsUnknown:
+		// The name may be one the unreadable defaults file declares: calling
+		// it unknown would add a false problem to the real one. Only what
+		// does not depend on the name (its limit's fields) is checked.
 	case !known && l.broken[name]:
 		s.add(key.Line, "cannot check this override: the limit's declaration in the defaults file has problems")
 	case !known:

@@ -594,6 +594,43 @@ func TestConfigBadOverrides(t *testing.T) {
 	}
 }
 
+// TestConfigDefaultsThatDoNotParse: when the defaults file cannot be read
+// as limits at all, its declared names are unknown, so overrides of names
+// that are not built in are not reported as unknown; everything that does
+// not depend on the declarations is still checked, and the overrides file's
+// own syntax errors are still reported.
+func TestConfigDefaultsThatDoNotParse(t *testing.T) {
+	const syntaxError = "LoginAttemptsPerUser:\n  enum: 101\n  id: [string\n  burst: 5\n"
+	const declaredOverride = "- LoginAttemptsPerUser:\n    burst: 10\n    count: 10\n    period: 15m\n    ids: [{id: alice}]\n"
+	cases := []struct {
+		desc      string
+		defaults  string
+		overrides string
+		want      []wantProblem
+	}{
+		{"syntax error: an override of a declared name is not called unknown", syntaxError, declaredOverride,
+			[]wantProblem{{dfile, 2, "", "YAML syntax error"}}},
+		{"not a mapping: the same", "- LoginAttemptsPerUser\n", declaredOverride,
+			[]wantProblem{{dfile, 1, "", "the defaults file must be a mapping"}}},
+		{"the override's own limit is still checked", syntaxError,
+			"- LoginAttemptsPerUser:\n    burst: 0\n    count: 10\n    period: 15m\n    ids: [{id: alice}]\n",
+			[]wantProblem{{dfile, 2, "", "YAML syntax error"}, {ofile, 2, "LoginAttemptsPerUser", "burst must be greater than 0"}}},
+		{"a built-in name's ids are still checked", syntaxError,
+			"- NewOrdersPerAccount:\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: \"007\"}]\n",
+			[]wantProblem{{dfile, 2, "", "YAML syntax error"}, {ofile, 5, "NewOrdersPerAccount", "invalid id"}}},
+		{"the overrides file's syntax error is still reported", syntaxError, "- LoginAttemptsPerUser:\n    ids: [\n",
+			[]wantProblem{{dfile, 2, "", "YAML syntax error"}, {ofile, 2, "", "YAML syntax error"}}},
+		{"an empty defaults file declares nothing: unknown names are reported", "", declaredOverride,
+			[]wantProblem{{dfile, 0, "", "the defaults file is empty"}, {ofile, 1, "LoginAttemptsPerUser", "unknown limit name"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			_, err := ParseConfig(dfile, []byte(c.defaults), ofile, []byte(c.overrides))
+			checkProblems(t, err, c.want)
+		})
+	}
+}
+
 // TestConfigReportsEveryProblem checks that a load goes on after a problem:
 // several bad limits in the defaults, and the overrides checked against the
 // names that did parse, all reported at once, in file order.

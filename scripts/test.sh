@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: formatting, vet, and every test
 # (unit, conformance, public vectors, black-box tests of the binary against
-# real redis-server processes) under the race detector.
+# real redis-server processes) under the race detector, then short fuzzing.
+#
+# It says what it is doing: a "==> stage" line, with the seconds elapsed
+# since the start, before each stage, and go test's own line per package as
+# each one finishes. go test's output is left as it is, unfiltered and
+# unpiped, so its closing lines and the exit code are the run's verdict.
+#
+# It needs no network once the main module's dependencies are downloaded
+# (go mod download). The benchmark peer in bench/peers/redisrate is a module
+# of its own with dependencies of its own; the load harness builds it when
+# asked (go run ./bench/harness -sources ...,redisrate), and nothing here
+# does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+start=$SECONDS
+stage() { echo "==> $* ($((SECONDS - start))s elapsed)"; }
 
 # The Redis tests start their own redis-server processes on free loopback
 # ports; they need the binaries, not a running server.
 have_redis() { command -v redis-server >/dev/null && command -v redis-cli >/dev/null; }
 if ! have_redis; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "scripts/test.sh: installing redis-server (apt-get)"
+    stage "installing redis-server (apt-get)"
     # The package's own service may fail to start where there is no init
     # system or its port is taken; only the binaries matter here, so the
     # outcome is judged by them, not by apt-get's exit code.
@@ -23,15 +37,19 @@ if ! have_redis; then
   fi
 fi
 
+stage "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
 if [ -n "$unformatted" ]; then
   echo "scripts/test.sh: gofmt would change: $unformatted" >&2
   exit 1
 fi
+
+stage "go vet"
 go vet ./...
-# The peer benchmark is a module of its own (bench/peers/redisrate): vet it
-# so that it keeps building.
-(cd bench/peers/redisrate && go vet ./...)
+
+# Packages are reported in order as they finish; the black-box tests in
+# test/ and the Redis source's take the longest.
+stage "go test (race detector, every package)"
 go test -race -count=1 -timeout 12m ./...
 
 # Short fuzzing: the handler (no 5xx for any body), the fast decoder
@@ -42,8 +60,12 @@ go test -race -count=1 -timeout 12m ./...
 # durations: Go 1.26's fuzzing coordinator can fail a run with a bare
 # "context deadline exceeded" when a -fuzztime duration ends while a worker
 # is busy (golang/go#75804, fixed in Go 1.27), and a count has no deadline.
-go test -run '^$' -fuzz '^FuzzHandler$' -fuzztime 80000x ./httpapi/
-go test -run '^$' -fuzz '^FuzzFastDecode$' -fuzztime 100000x ./httpapi/
-go test -run '^$' -fuzz '^FuzzParseConfig$' -fuzztime 60000x ./ratelimits/
-go test -run '^$' -fuzz '^FuzzCanonicalize$' -fuzztime 150000x ./ratelimits/
-go test -run '^$' -fuzz '^FuzzTableAgainstModel$' -fuzztime 50000x ./source/memory/
+fuzz() {
+  stage "fuzz $1 ($2 inputs, $3)"
+  go test -run '^$' -fuzz "^$1\$" -fuzztime "$2x" "$3"
+}
+fuzz FuzzHandler 80000 ./httpapi/
+fuzz FuzzFastDecode 100000 ./httpapi/
+fuzz FuzzParseConfig 60000 ./ratelimits/
+fuzz FuzzCanonicalize 150000 ./ratelimits/
+fuzz FuzzTableAgainstModel 50000 ./source/memory/

@@ -8,13 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strconv"
 )
-
-// version is set at link time (-ldflags "-X main.version=v1.2.3"); builds
-// without it report the module version Go recorded, or "dev".
-var version = ""
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -32,8 +27,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "check-config":
 		return checkConfig(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "limiter", buildVersion())
-		return 0
+		return printVersion(args[1:], stdout, stderr)
 	case "help", "--help", "-h", "-help":
 		usage(stdout)
 		return 0
@@ -51,16 +45,6 @@ commands:
   check-config   validate the defaults and overrides files, print every problem
   version        print the version
 `)
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return "dev"
 }
 
 // Each flag's default comes from its environment variable when that is set,

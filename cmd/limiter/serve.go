@@ -49,6 +49,10 @@ type serveFlags struct {
 	pprofListen     string
 	gcHeapFloorMiB  int
 	idempotencyTTL  time.Duration
+
+	// warnings are settings the environment gave that do not apply to the
+	// chosen source; serve logs them once the logger exists.
+	warnings []string
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -85,18 +89,29 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("bad environment: %s", strings.Join(bad, "; "))
 	}
-	if f.reloadInterval < 0 {
-		return nil, errors.New("--reload-interval must not be negative")
+	set := newSettings(fs)
+	rules := []rule{
+		{"max-buckets", f.maxBuckets <= 0, wantPositive},
+		{"max-body-bytes", f.maxBodyBytes <= 0, wantPositive},
+		{"max-batch", f.maxBatch <= 0, wantPositive},
+		{"source-timeout", f.sourceTimeout <= 0, wantPositive},
+		{"shutdown-timeout", f.shutdownTimeout <= 0, wantPositive},
+		{"reload-interval", f.reloadInterval < 0, wantNotNegative},
+		{"gc-heap-floor-mib", f.gcHeapFloorMiB < 0, wantNotNegative},
+		{"idempotency-ttl", f.idempotencyTTL <= 0, wantPositive},
 	}
-	if f.idempotencyTTL <= 0 {
-		return nil, fmt.Errorf("--idempotency-ttl %s: must be positive", f.idempotencyTTL)
+	kind := sourceKind(f.source)
+	if isRedisKind(kind) {
+		rules = append(rules, f.redisFlags.rules()...)
 	}
-	if f.gcHeapFloorMiB < 0 {
-		return nil, errors.New("--gc-heap-floor-mib must not be negative")
+	if err := set.check(rules...); err != nil {
+		return nil, err
 	}
-	if f.maxBuckets <= 0 || f.maxBodyBytes <= 0 || f.maxBatch <= 0 || f.sourceTimeout <= 0 || f.shutdownTimeout <= 0 {
-		return nil, errors.New("--max-buckets, --max-body-bytes, --max-batch, --source-timeout and --shutdown-timeout must be positive")
+	warnings, err := set.sourceMismatch(kind)
+	if err != nil {
+		return nil, err
 	}
+	f.warnings = warnings
 	return f, nil
 }
 
@@ -148,6 +163,9 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "limiter serve:", err)
 		return 2
 	}
+	for _, w := range f.warnings {
+		log.Warn(w)
+	}
 	if err := runServer(f, log); err != nil {
 		log.Error("limiter stopped", "err", err)
 		return 1
@@ -192,6 +210,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 			log.Warn("closing the source", "err", err)
 		}
 	}()
+	pingAtStart(src, sourceKind(f.source), startPingTimeout(f), log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var opts []ratelimits.Option

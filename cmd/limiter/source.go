@@ -55,17 +55,25 @@ func (r *redisFlags) register(fs *flag.FlagSet, bad *[]string) {
 	fs.IntVar(&r.groups, "redis-groups", envParsed("LIMITER_REDIS_GROUPS", 0, parseInt, bad), fmt.Sprintf("key format: 0 keeps each bucket in a Redis key of its own (v1); 1 to %d keeps buckets as fields of that many Redis hashes (v2, a third of the memory or less at ten or more buckets per hash); every process sharing a Redis must use the same (env LIMITER_REDIS_GROUPS)", redis.MaxGroups))
 }
 
-// options turns a redis URL and the flags into the source's options.
+// rules are the checks of the Redis flags' values, made when the source is
+// a Redis one.
+func (r *redisFlags) rules() []rule {
+	return []rule{
+		{"redis-pool-size", r.poolSize < 0, wantNotNegative + " (0 means 10 per CPU)"},
+		{"redis-dial-timeout", r.dialTimeout <= 0, wantPositive},
+		{"redis-read-timeout", r.readTimeout <= 0, wantPositive},
+		{"redis-write-timeout", r.writeTimeout <= 0, wantPositive},
+		{"redis-expiry-margin", r.expiryMargin <= 0, wantPositive},
+		{"redis-groups", r.groups < 0 || r.groups > redis.MaxGroups, fmt.Sprintf("want 0 (a key per bucket) to %d", redis.MaxGroups)},
+	}
+}
+
+// options turns a redis URL and the flags into the source's options. The
+// flags' values are checked by rules, when serve parses them.
 func (r *redisFlags) options(url string) (redis.Options, error) {
 	o, err := redis.ParseURL(url)
 	if err != nil {
 		return o, err
-	}
-	if r.poolSize < 0 || r.dialTimeout <= 0 || r.readTimeout <= 0 || r.writeTimeout <= 0 || r.expiryMargin <= 0 {
-		return o, errors.New("--redis-pool-size must not be negative; the Redis timeouts and --redis-expiry-margin must be positive")
-	}
-	if r.groups < 0 || r.groups > redis.MaxGroups {
-		return o, fmt.Errorf("--redis-groups %d: want 0 (a key per bucket) to %d", r.groups, redis.MaxGroups)
 	}
 	o.PoolSize = r.poolSize
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = r.dialTimeout, r.readTimeout, r.writeTimeout

@@ -66,14 +66,6 @@ func TestRedisFlagsTLS(t *testing.T) {
 	}
 }
 
-func TestRedisFlagsRefuse(t *testing.T) {
-	for _, args := range [][]string{{"--redis-read-timeout=0s"}, {"--redis-pool-size=-1"}, {"--redis-expiry-margin=0s"}, {"--redis-groups=-1"}, {"--redis-groups=16777217"}} {
-		if _, err := parseRedisFlags(t, args...).options("redis://h:1"); err == nil {
-			t.Errorf("%v accepted", args)
-		}
-	}
-}
-
 // An unknown scheme's error never shows the password.
 func TestOpenSourceRedactsPassword(t *testing.T) {
 	_, err := openSource(&serveFlags{source: "redis+x://u:hunter2@h:1"})

@@ -17,9 +17,9 @@
 // decided atomically by one script run.
 //
 // Buckets are keys of their own (key format v1), or, with Options.Groups,
-// fields of a fixed number of hashes (format v2): about a quarter of
-// Redis's memory at a million buckets, for some 15% more script work per
-// decision. The script then also sweeps full buckets out of hashes that
+// fields of a fixed number of hashes (format v2): under a third of the
+// Redis memory once each hash holds ten buckets or more, for some 15% more
+// script work per decision. The script then also sweeps full buckets out of hashes that
 // stay busy, since Redis before 7.4 cannot expire single fields.
 //
 // On a Redis Cluster a batch whose keys fall into several hash slots is

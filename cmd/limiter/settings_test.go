@@ -1,0 +1,150 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Every flag reads the environment variable envName derives from it, so
+// that messages naming the variable name the right one. The help text lists
+// each flag ("  -name type") followed by its usage, which names the
+// variable.
+func TestEnvNameMatchesEveryFlag(t *testing.T) {
+	var help strings.Builder
+	if _, err := parseServeFlags([]string{"--help"}, &help); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	entries := regexp.MustCompile(`(?m)^  -(\S+)`).FindAllStringSubmatchIndex(help.String(), -1)
+	if len(entries) < 20 {
+		t.Fatalf("%d flags in the help:\n%s", len(entries), help.String())
+	}
+	for i, e := range entries {
+		end := len(help.String())
+		if i+1 < len(entries) {
+			end = entries[i+1][0]
+		}
+		name, usage := help.String()[e[2]:e[3]], help.String()[e[1]:end]
+		if want := "(env " + envName(name) + ")"; !strings.Contains(strings.Join(strings.Fields(usage), " "), want) {
+			t.Errorf("-%s: usage %q does not name %s", name, usage, want)
+		}
+	}
+}
+
+// A bad value is named alone, with the value given, as a flag or as the
+// environment variable it came from; the flags that are fine are not
+// mentioned.
+func TestServeFlagsNameTheBadValue(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string // every one must appear
+	}{
+		{"max-buckets", []string{"--max-buckets=0"}, nil, []string{"--max-buckets=0: must be positive"}},
+		{"max-body-bytes", []string{"--max-body-bytes=-1"}, nil, []string{"--max-body-bytes=-1: must be positive"}},
+		{"max-batch", []string{"--max-batch=0"}, nil, []string{"--max-batch=0: must be positive"}},
+		{"source-timeout", []string{"--source-timeout=0s"}, nil, []string{"--source-timeout=0s: must be positive"}},
+		{"shutdown-timeout", []string{"--shutdown-timeout=-1s"}, nil, []string{"--shutdown-timeout=-1s: must be positive"}},
+		{"reload-interval", []string{"--reload-interval=-1s"}, nil, []string{"--reload-interval=-1s: must not be negative"}},
+		{"gc-heap-floor-mib", []string{"--gc-heap-floor-mib=-1"}, nil, []string{"--gc-heap-floor-mib=-1: must not be negative"}},
+		{"two at once", []string{"--max-batch=0", "--shutdown-timeout=0s"}, nil,
+			[]string{"--max-batch=0: must be positive", "--shutdown-timeout=0s: must be positive"}},
+		{"from the environment", nil, map[string]string{"LIMITER_MAX_BATCH": "0"},
+			[]string{"LIMITER_MAX_BATCH=0 (--max-batch): must be positive"}},
+		{"the flag beats a good environment value", []string{"--max-batch=0"}, map[string]string{"LIMITER_MAX_BATCH": "5"},
+			[]string{"--max-batch=0: must be positive"}},
+		{"redis pool size", []string{"--source=redis://h:1", "--redis-pool-size=-1"}, nil,
+			[]string{"--redis-pool-size=-1: must not be negative"}},
+		{"redis read timeout", []string{"--source=redis://h:1", "--redis-read-timeout=0s"}, nil,
+			[]string{"--redis-read-timeout=0s: must be positive"}},
+		{"redis dial timeout from the environment", []string{"--source=redis://h:1"}, map[string]string{"LIMITER_REDIS_DIAL_TIMEOUT": "0s"},
+			[]string{"LIMITER_REDIS_DIAL_TIMEOUT=0s (--redis-dial-timeout): must be positive"}},
+		{"redis write timeout", []string{"--source=rediss://h:1", "--redis-write-timeout=-5ms"}, nil,
+			[]string{"--redis-write-timeout=-5ms: must be positive"}},
+		{"redis expiry margin", []string{"--source=redis-cluster://h:1", "--redis-expiry-margin=0s"}, nil,
+			[]string{"--redis-expiry-margin=0s: must be positive"}},
+		{"redis groups below", []string{"--source=redis://h:1", "--redis-groups=-1"}, nil,
+			[]string{"--redis-groups=-1: want 0 (a key per bucket) to 16777216"}},
+		{"redis groups above", []string{"--source=redis://h:1", "--redis-groups=16777217"}, nil,
+			[]string{"--redis-groups=16777217: want 0"}},
+	}
+	allChecked := []string{"max-buckets", "max-body-bytes", "max-batch", "source-timeout", "shutdown-timeout", "reload-interval",
+		"gc-heap-floor-mib", "redis-pool-size", "redis-dial-timeout", "redis-read-timeout", "redis-write-timeout", "redis-expiry-margin", "redis-groups"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			_, err := parseServeFlags(tt.args, io.Discard)
+			if !errors.Is(err, errBadSetting) {
+				t.Fatalf("%v: error %v, want a bad setting", tt.args, err)
+			}
+			msg := err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+			for _, name := range allChecked {
+				mentioned := strings.Contains(msg, "--"+name+"=") || strings.Contains(msg, "(--"+name+")")
+				wanted := false
+				for _, w := range tt.want {
+					wanted = wanted || strings.Contains(w, "--"+name+"=") || strings.Contains(w, "(--"+name+")")
+				}
+				if mentioned && !wanted {
+					t.Errorf("error %q names --%s, which is fine", msg, name)
+				}
+			}
+		})
+	}
+}
+
+// A setting for another source: on the command line it stops the start,
+// from the environment it is a warning; the password's value is never
+// repeated.
+func TestServeFlagsForAnotherSource(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		wantErr  string // empty: no error
+		wantWarn string // empty: no warning
+	}{
+		{"redis flag with memory", []string{"--redis-pool-size=5"}, nil, "--redis-pool-size applies only to a Redis source", ""},
+		{"redis password flag with memory", []string{"--redis-password=hunter2"}, nil, "--redis-password applies only to a Redis source", ""},
+		{"redis env with memory", nil, map[string]string{"LIMITER_REDIS_PASSWORD": "hunter2"}, "",
+			"LIMITER_REDIS_PASSWORD is set but ignored: it applies only to a Redis source"},
+		{"max-buckets flag with redis", []string{"--source=redis://h:1", "--max-buckets=10"}, nil,
+			"--max-buckets applies only to the memory source, and --source is redis", ""},
+		{"max-buckets env with a cluster", []string{"--source=redis-cluster://h:1"}, map[string]string{"LIMITER_MAX_BUCKETS": "10"}, "",
+			"LIMITER_MAX_BUCKETS is set but ignored: it applies only to the memory source, and --source is redis-cluster"},
+		{"redis flag with redis", []string{"--source=redis://h:1", "--redis-pool-size=5"}, nil, "", ""},
+		{"max-buckets with memory", []string{"--max-buckets=10"}, map[string]string{"LIMITER_MAX_BUCKETS": "20"}, "", ""},
+		{"an empty variable is not a setting", nil, map[string]string{"LIMITER_REDIS_PASSWORD": ""}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			f, err := parseServeFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if !errors.Is(err, errBadSetting) || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "hunter2") {
+					t.Fatalf("error %v, want one with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			warnings := strings.Join(f.warnings, "\n")
+			if tt.wantWarn == "" && warnings != "" || !strings.Contains(warnings, tt.wantWarn) || strings.Contains(warnings, "hunter2") {
+				t.Fatalf("warnings %q, want %q", warnings, tt.wantWarn)
+			}
+		})
+	}
+}
