@@ -44,8 +44,12 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 			}, func() float64 { return float64(mem.Len()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "limiter_memory_evictions_total",
-				Help: "Buckets the memory source evicted to stay within --max-buckets.",
+				Help: "Buckets the memory source evicted to stay within --max-buckets, full or not.",
 			}, func() float64 { return float64(mem.Evictions()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "limiter_memory_evictions_not_full_total",
+				Help: "Buckets the memory source evicted that were not full: their subscribers got back tokens they had spent.",
+			}, func() float64 { return float64(mem.EvictionsNotFull()) }),
 		)
 	}
 	return o
