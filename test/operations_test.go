@@ -269,7 +269,7 @@ func TestMetricsFamilies(t *testing.T) {
 	for _, family := range []string{
 		"limiter_decisions_total", "limiter_http_request_duration_seconds", "limiter_source_operation_duration_seconds",
 		"limiter_source_operation_errors_total", "limiter_source_errors_total", "limiter_degraded_answers_total",
-		"limiter_memory_buckets", "limiter_memory_evictions_total", "limiter_overrides_loaded",
+		"limiter_memory_buckets", "limiter_memory_evictions_total", "limiter_memory_evictions_not_full_total", "limiter_overrides_loaded",
 		"limiter_config_reloads_total", "limiter_config_reload_failures_total", "limiter_config_last_success_timestamp_seconds",
 		"go_goroutines", "process_resident_memory_bytes",
 	} {

@@ -46,12 +46,16 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 			}, func() float64 { return float64(mem.Len()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "limiter_memory_evictions_total",
-				Help: "Buckets the memory source evicted to stay within --max-buckets.",
+				Help: "Buckets the memory source evicted to stay within --max-buckets, full or not.",
 			}, func() float64 { return float64(mem.Evictions()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "limiter_memory_idempotency_evictions_total",
 				Help: "Idempotency records the memory source forgot before they expired, to stay within its bound; retries of those requests are decided again.",
 			}, func() float64 { return float64(mem.IdempotencyEvictions()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "limiter_memory_evictions_not_full_total",
+				Help: "Buckets the memory source evicted that were not full: their subscribers got back tokens they had spent.",
+			}, func() float64 { return float64(mem.EvictionsNotFull()) }),
 		)
 	}
 	return o

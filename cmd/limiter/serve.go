@@ -64,7 +64,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	f.redisFlags.register(fs, &bad)
 	fs.StringVar(&f.listen, "listen", envString("LIMITER_LISTEN", "127.0.0.1:8080"), "address to serve HTTP on (env LIMITER_LISTEN)")
 	fs.StringVar(&f.source, "source", envString("LIMITER_SOURCE", "memory"), "bucket source: memory, redis://host:port[/db] (rediss:// for TLS), or redis-cluster://host:port[,host:port...] (rediss-cluster:// for TLS) (env LIMITER_SOURCE)")
-	fs.IntVar(&f.maxBuckets, "max-buckets", envParsed("LIMITER_MAX_BUCKETS", 1_000_000, parseInt, &bad), "most buckets the memory source holds; beyond it, a bucket not used recently is evicted (env LIMITER_MAX_BUCKETS)")
+	fs.IntVar(&f.maxBuckets, "max-buckets", envParsed("LIMITER_MAX_BUCKETS", 1_000_000, parseInt, &bad), "most buckets the memory source holds; beyond it, a new bucket evicts a full one or, failing that, one close to full, and limiter_memory_evictions_not_full_total counts those that were not full (env LIMITER_MAX_BUCKETS)")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", envParsed("LIMITER_MAX_BODY_BYTES", int64(httpapi.DefaultMaxBodyBytes), parseInt64, &bad), "largest request body accepted (env LIMITER_MAX_BODY_BYTES)")
 	fs.IntVar(&f.maxBatch, "max-batch", envParsed("LIMITER_MAX_BATCH", httpapi.DefaultMaxBatch, parseInt, &bad), "most transactions in one request (env LIMITER_MAX_BATCH)")
 	fs.DurationVar(&f.sourceTimeout, "source-timeout", envParsed("LIMITER_SOURCE_TIMEOUT", 100*time.Millisecond, time.ParseDuration, &bad), "longest wait for a Redis source before answering 503; the memory source never waits and gets no deadline (env LIMITER_SOURCE_TIMEOUT)")
@@ -201,7 +201,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		return err
 	}
 	goredis.SetLogger(redisClientLog{log})
-	src, err := openSource(f)
+	src, err := openSource(f, log)
 	if err != nil {
 		return err
 	}

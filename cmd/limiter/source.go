@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -106,11 +107,16 @@ func (r *redisFlags) options(url string) (redis.Options, error) {
 	return o, nil
 }
 
-// openSource builds the bucket source --source names.
-func openSource(f *serveFlags) (ratelimits.Source, error) {
+// openSource builds the bucket source --source names. A memory source
+// logs a warning on log the first time it evicts a bucket that was not
+// full: from then on the bound costs subscribers tokens they spent.
+func openSource(f *serveFlags, log *slog.Logger) (ratelimits.Source, error) {
 	switch kind := sourceKind(f.source); kind {
 	case "memory":
-		return memory.New(f.maxBuckets), nil
+		return memory.New(f.maxBuckets, memory.OnFirstNotFullEviction(func() {
+			log.Warn("memory source evicting buckets that are not full: --max-buckets is too small for the active buckets; see limiter_memory_evictions_not_full_total",
+				"max_buckets", f.maxBuckets)
+		})), nil
 	case "redis", "rediss", "redis-cluster", "rediss-cluster":
 		opts, err := f.redisFlags.options(f.source)
 		if err != nil {

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"flag"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
 
 func parseRedisFlags(t *testing.T, args ...string) *redisFlags {
@@ -68,7 +74,7 @@ func TestRedisFlagsTLS(t *testing.T) {
 
 // An unknown scheme's error never shows the password.
 func TestOpenSourceRedactsPassword(t *testing.T) {
-	_, err := openSource(&serveFlags{source: "redis+x://u:hunter2@h:1"})
+	_, err := openSource(&serveFlags{source: "redis+x://u:hunter2@h:1"}, slog.New(slog.DiscardHandler))
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("error %v", err)
 	}
@@ -78,5 +84,29 @@ func TestRedisGroupsFromEnv(t *testing.T) {
 	t.Setenv("LIMITER_REDIS_GROUPS", "8")
 	if o, err := parseRedisFlags(t).options("redis://h:1"); err != nil || o.Groups != 8 {
 		t.Fatalf("LIMITER_REDIS_GROUPS=8: %+v %v", o, err)
+	}
+}
+
+// The memory source logs one warning, at the first eviction of a bucket
+// that was not full, and none while there is room.
+func TestMemorySourceWarnsOnceAtTheFirstNotFullEviction(t *testing.T) {
+	var logs bytes.Buffer
+	src, err := openSource(&serveFlags{source: "memory", maxBuckets: 2}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ei := int64(time.Minute)
+	out := make([]gcra.Outcome, 1)
+	for i := range 5 {
+		op := gcra.Op{Key: fmt.Sprint("1:", i), EmissionInterval: ei, BurstOffset: 5 * ei, Cost: 1}
+		if err := src.Spend(context.Background(), 1_000, []gcra.Op{op}, out); err != nil {
+			t.Fatal(err)
+		}
+		if want := max(0, i-1); strings.Count(logs.String(), "level=WARN") != min(want, 1) {
+			t.Fatalf("after %d spends on new ids against a bound of 2:\n%s", i+1, logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "max_buckets=2") {
+		t.Fatalf("the warning does not give the bound:\n%s", logs.String())
 	}
 }

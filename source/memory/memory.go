@@ -10,11 +10,14 @@
 // Memory stays bounded two ways. A bucket whose TAT has passed is full, and
 // full buckets are forgotten (on read, and by a sweep that each insert moves
 // two positions on), which no answer can tell apart from keeping them. And
-// each shard holds at most its share of MaxBuckets, evicting to make room a
-// bucket not read recently (CLOCK, a close approximation of least recently
-// used that writes nothing but the bucket's own slot when it is read): an
-// evicted subscriber starts again from a full bucket. A full bucket the
-// eviction hand meets is dropped instead, and is not counted as evicted.
+// each shard holds at most its share of MaxBuckets. To make room it evicts,
+// of eight buckets, a full one if there is one, else the one closest to
+// full: an evicted subscriber starts again from a full bucket, so this
+// gives away the least. A flood of cheap spends on fresh ids thus evicts
+// its own buckets, not those of subscribers who spent more; to push one
+// out, each new bucket must hold more than that subscriber's. Evictions of
+// buckets that were not full, the ones that cost a subscriber something,
+// are counted apart (EvictionsNotFull).
 //
 // Each shard is an open-addressing hash table of its own, not a Go map:
 // the key's hash, the TAT and the key itself sit in one 32-byte slot, so a
@@ -38,6 +41,7 @@ import (
 	"context"
 	"hash/maphash"
 	"slices"
+	"sync/atomic"
 
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
@@ -72,13 +76,31 @@ type Source struct {
 	seed   maphash.Seed
 	mask   uint64
 	shards []shard
+	// onNotFullEviction is called once, by the call that first evicts a
+	// bucket that was not full (see OnFirstNotFullEviction); warned
+	// records that it was.
+	onNotFullEviction func()
+	warned            atomic.Bool
 	// records are the idempotency records of SpendOnce and RefundOnce.
 	records *records
 }
 
+// Option configures a Source.
+type Option func(*Source)
+
+// OnFirstNotFullEviction has the source call f once, the first time it
+// evicts a bucket that was not full: the moment the bound starts to give
+// subscribers back tokens they spent. The source has no logger of its own;
+// f is where its owner logs that. f runs on the goroutine of the Spend or
+// Refund that evicted, after it released its locks, so it may call the
+// source's methods.
+func OnFirstNotFullEviction(f func()) Option {
+	return func(s *Source) { s.onNotFullEviction = f }
+}
+
 // New returns an empty source holding at most maxBuckets buckets
 // (DefaultMaxBuckets when maxBuckets <= 0).
-func New(maxBuckets int) *Source {
+func New(maxBuckets int, opts ...Option) *Source {
 	if maxBuckets <= 0 {
 		maxBuckets = DefaultMaxBuckets
 	}
@@ -99,19 +121,34 @@ func New(maxBuckets int) *Source {
 		}
 		s.shards[i].init(capacity)
 	}
+	for _, opt := range opts {
+		opt(s)
+	}
 	return s
 }
 
 // Spend implements ratelimits.Source.
 func (s *Source) Spend(_ context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
-	s.apply(now, ops, outcomes, false)
+	if s.apply(now, ops, outcomes, false) {
+		s.notFullEvicted()
+	}
 	return nil
 }
 
 // Refund implements ratelimits.Source.
 func (s *Source) Refund(_ context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
-	s.apply(now, ops, outcomes, true)
+	if s.apply(now, ops, outcomes, true) {
+		s.notFullEvicted()
+	}
 	return nil
+}
+
+// notFullEvicted calls onNotFullEviction the first time it is called. The
+// load first keeps later evictions from writing to the shared flag.
+func (s *Source) notFullEvicted() {
+	if s.onNotFullEviction != nil && !s.warned.Load() && s.warned.CompareAndSwap(false, true) {
+		s.onNotFullEviction()
+	}
 }
 
 // Reset implements ratelimits.Source.
@@ -153,35 +190,49 @@ func (s *Source) Len() int {
 	return n
 }
 
-// Evictions returns how many buckets were evicted to stay within the bound.
+// Evictions returns how many buckets were evicted to stay within the
+// bound, full or not. A full bucket is evicted only when eviction meets
+// one before the sweep for full buckets does.
 func (s *Source) Evictions() uint64 {
+	return s.sumShards(func(sh *shard) uint64 { return sh.evicted })
+}
+
+// EvictionsNotFull returns how many of the evicted buckets were not full:
+// each gave its subscriber back the tokens the bucket had spent. While it
+// stays at 0, the bound costs no subscriber anything.
+func (s *Source) EvictionsNotFull() uint64 {
+	return s.sumShards(func(sh *shard) uint64 { return sh.evictedNotFull })
+}
+
+// sumShards adds up a counter of every shard, each read under its lock.
+func (s *Source) sumShards(counter func(*shard) uint64) uint64 {
 	var n uint64
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.evicted
+		n += counter(sh)
 		sh.mu.Unlock()
 	}
 	return n
 }
 
-// apply decides and writes one batch under the locks of all its shards.
-func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) {
+// apply decides and writes one batch under the locks of all its shards,
+// and reports whether a write evicted a bucket that was not full.
+func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) (evictedNotFull bool) {
 	if len(ops) == 1 {
-		s.applyOne(now, ops, outcomes, refund)
-		return
+		return s.applyOne(now, ops, outcomes, refund)
 	}
 	var tatsBuf [smallBatch]int64
 	tats := tatsBuf[:0]
 	if len(ops) > smallBatch {
 		tats = make([]int64, 0, len(ops))
 	}
-	s.applyBatch(now, ops, tats, outcomes, refund)
+	return s.applyBatch(now, ops, tats, outcomes, refund)
 }
 
 // applyBatch is apply for any batch: it appends the TATs it read (gcra's
 // input) to tats, whose capacity must hold them all.
-func (s *Source) applyBatch(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome, refund bool) {
+func (s *Source) applyBatch(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome, refund bool) (evictedNotFull bool) {
 	var hashesBuf [smallBatch]uint64
 	var shardsBuf [smallBatch]uint32
 	hashes := hashesBuf[:0]
@@ -194,18 +245,29 @@ func (s *Source) applyBatch(now int64, ops []gcra.Op, tats []int64, outcomes []g
 	idx := s.shardIndexes(hashes, shardsBuf[:0])
 	s.lock(idx)
 	defer s.unlock(idx)
+	// Every bucket of the batch is pinned until the batch is written, so
+	// that making room for one of its new buckets never evicts another.
 	for i := range ops {
-		_, tat := s.shardOf(hashes[i]).get(ops[i].Key, hashes[i], now)
+		sh := s.shardOf(hashes[i])
+		pos, tat := sh.get(ops[i].Key, hashes[i], now)
+		sh.pin(pos)
 		tats = append(tats, tat)
 	}
 	decide(now, ops, tats, outcomes, refund)
 	for i := range ops {
 		if outcomes[i].Write {
-			// Found again by key: a read above that dropped a full bucket
-			// may have moved others of the same shard.
-			s.shardOf(hashes[i]).put(ops[i].Key, hashes[i], outcomes[i].NewTAT, now)
+			// Found again by key: a read above that dropped a full bucket,
+			// or an eviction, may have moved others of the same shard.
+			sh := s.shardOf(hashes[i])
+			if sh.putAt(ops[i].Key, hashes[i], sh.find(ops[i].Key, hashes[i]), outcomes[i].NewTAT, now, pinned) {
+				evictedNotFull = true
+			}
 		}
 	}
+	for i := range ops {
+		s.shardOf(hashes[i]).unpin(ops[i].Key, hashes[i])
+	}
+	return evictedNotFull
 }
 
 // decide computes a batch's outcomes from the TATs it read.
@@ -217,8 +279,9 @@ func decide(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome, ref
 	}
 }
 
-// applyOne is apply for a batch of one op: one lock, nothing sorted.
-func (s *Source) applyOne(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) {
+// applyOne is apply for a batch of one op: one lock, nothing sorted, and
+// nothing pinned (the one bucket it may insert is not in the table yet).
+func (s *Source) applyOne(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) bool {
 	key := ops[0].Key
 	h := s.hash(key)
 	sh := s.shardOf(h)
@@ -231,9 +294,7 @@ func (s *Source) applyOne(now int64, ops []gcra.Op, outcomes []gcra.Outcome, ref
 	} else {
 		gcra.SpendBatch(now, ops, tats[:], outcomes)
 	}
-	if outcomes[0].Write {
-		sh.putAt(key, h, pos, outcomes[0].NewTAT, now)
-	}
+	return outcomes[0].Write && sh.putAt(key, h, pos, outcomes[0].NewTAT, now, 0)
 }
 
 // hash is a key's hash: its low bits choose the shard, its high bits the

@@ -116,67 +116,6 @@ func TestSmallBoundIsExact(t *testing.T) {
 	}
 }
 
-// With one shard the eviction order is CLOCK's: the hand goes round the
-// shard's table, a bucket read since the hand last passed it (even by a
-// check) is spared once, and the first one not read goes.
-func TestEvictionSparesBucketsReadSinceTheHandPassed(t *testing.T) {
-	src := memory.New(3) // below minPerShard: one shard
-	for _, k := range []string{"a", "b", "c"} {
-		spendOne(t, src, now, hourly(k, 1))
-	}
-	check := hourly("a", 0)
-	check.Mode = gcra.CheckOnly
-	spendOne(t, src, now, check) // a has been read
-	spendOne(t, src, now, hourly("d", 1))
-	// Within one round the hand meets all three: it spares a (clearing
-	// its bit) and evicts whichever of b and c it meets first.
-	if n := src.Evictions(); n != 1 {
-		t.Fatalf("%d evictions after one insert into a full shard, want 1", n)
-	}
-	if r := spendOne(t, src, now, hourly("a", 0)).Remaining; r != 99 {
-		t.Errorf("a: %d remaining, want 99 (kept)", r)
-	}
-	kept := 0
-	for _, k := range []string{"b", "c", "d"} {
-		if spendOne(t, src, now, hourly(k, 0)).Remaining == 99 {
-			kept++
-		}
-	}
-	if kept != 2 {
-		t.Errorf("%d of b, c and d kept, want 2 (one of b and c evicted)", kept)
-	}
-	if n, want := src.Len(), 3; n != want {
-		t.Errorf("holds %d buckets, want %d", n, want)
-	}
-}
-
-// A full bucket the hand meets is dropped instead of evicting one: losing
-// it changes no answer, so it does not count as an eviction nor cost a
-// subscriber with tokens spent its bucket. Here the other two were read,
-// so the hand spares both and meets the full one within its first round.
-func TestFullBucketsGoBeforeEvictions(t *testing.T) {
-	src := memory.New(3) // one shard
-	secondly := gcra.Op{Key: "b", EmissionInterval: int64(time.Second), BurstOffset: int64(10 * time.Second), Cost: 1}
-	spendOne(t, src, now, hourly("a", 1))
-	spendOne(t, src, now, secondly) // b is full again one second later
-	spendOne(t, src, now, hourly("c", 1))
-	later := now + int64(2*time.Second)
-	for _, k := range []string{"a", "c"} {
-		check := hourly(k, 0)
-		check.Mode = gcra.CheckOnly
-		spendOne(t, src, later, check)
-	}
-	spendOne(t, src, later, hourly("d", 1))
-	if n := src.Evictions(); n != 0 {
-		t.Errorf("%d evictions, want 0: the full bucket b should have made room", n)
-	}
-	for _, k := range []string{"a", "c", "d"} {
-		if r := spendOne(t, src, later, hourly(k, 0)).Remaining; r != 99 {
-			t.Errorf("%s: %d remaining, want 99 (kept)", k, r)
-		}
-	}
-}
-
 // Buckets that have refilled are forgotten: reading one drops it, and
 // inserts sweep refilled buckets away.
 func TestForgetsFullBuckets(t *testing.T) {

@@ -38,7 +38,12 @@ func (s *Source) applyOnce(now int64, rec once.Record, ops []gcra.Op, outcomes [
 		return true, nil
 	}
 	tats := make([]int64, 0, len(ops))
-	s.applyBatch(now, ops, tats, outcomes, refund)
+	evictedNotFull := s.applyBatch(now, ops, tats, outcomes, refund)
 	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, tats: tats[:len(ops)]}, now)
+	if evictedNotFull {
+		// Called with the record lock held; the callback must not make
+		// idempotent calls on this source (the service's only logs).
+		s.notFullEvicted()
+	}
 	return false, nil
 }

@@ -18,12 +18,12 @@ const minTable = 8
 const (
 	// used marks a slot that holds a bucket; an empty slot's meta is 0.
 	used = 1 << 0
-	// ref is CLOCK's reference bit: set when the bucket is read, cleared
-	// when the eviction hand passes it. Keeping recency in the slot itself
-	// means a spend writes only its own slot and its shard's lock, not the
-	// neighbours an LRU list relinks: on two or more cores each such write
-	// is a cache line the other core must hand over.
-	ref = 1 << 1
+	// pinned marks a bucket of the batch being applied under the shard's
+	// lock, which eviction must not choose: a batch that stores two new
+	// buckets in a shard at its bound would otherwise lose the first to
+	// make room for the second, after deciding on both. Only batches of
+	// more than one op set it, and clear it before they unlock.
+	pinned = 1 << 1
 	// The six bits from lengthShift up give the length of a key held in
 	// the slot itself (0 to maxInline), or longKey for a key in the
 	// shard's arena.
@@ -54,9 +54,8 @@ type slot struct {
 
 // shard is one lock's worth of buckets, in an open-addressing table with
 // linear probing, at most three quarters full. A shard never holds more
-// than capacity buckets; adding one more evicts one that was not read since
-// the hand last passed it (CLOCK, or "second chance", a close approximation
-// of least recently used).
+// than capacity buckets; adding one more evicts the one of a few whose
+// loss gives least away (see evict).
 type shard struct {
 	mu    sync.Mutex
 	table []slot // grown by doubling up to limit slots, or empty
@@ -66,16 +65,19 @@ type shard struct {
 	arena     []byte
 	deadBytes int
 	count     int
-	hand      int // where the eviction sweep goes on from
+	hand      int // where the next eviction looks first
 	sweep     int // where the sweep for full buckets goes on from
 	capacity  int
 	limit     int // the largest table: capacity buckets at three quarters full
 	stride    int // the step of the eviction hand (see evict and strideFor)
-	evicted   uint64
-	// Pads a shard to 128 bytes, two cache lines, so that two cores
-	// working on neighbouring shards never write to the same line.
-	// TestShardIsCacheLinePadded keeps it so.
-	_ [8]byte
+	// evicted counts the buckets removed to stay within capacity, and
+	// evictedNotFull those of them that were not full: a subscriber's
+	// spent tokens given back.
+	evicted        uint64
+	evictedNotFull uint64
+	// The fields fill 128 bytes, two cache lines, so that two cores
+	// working on neighbouring shards never write to the same line; a field
+	// more needs padding to 192. TestShardIsCacheLinePadded keeps it so.
 }
 
 func (s *shard) init(capacity int) {
@@ -86,7 +88,7 @@ func (s *shard) init(capacity int) {
 }
 
 // keyOf is how a slot holds key, whose hash is h: its tag (meta without
-// the ref bit) and, for a key of up to maxInline bytes, two words that
+// the pinned bit) and, for a key of up to maxInline bytes, two words that
 // together with the key's length (part of the tag) determine it. A key of
 // 8 to 16 bytes is its first and its last 8 bytes, which overlap when it
 // is shorter than 16; a shorter key is likewise its first and last 4
@@ -144,7 +146,7 @@ func (s *shard) find(key string, h uint64) int {
 	long := len(key) > maxInline
 	for i := s.home(h); ; {
 		sl := &s.table[i]
-		if sl.meta&^ref == tag {
+		if sl.meta&^pinned == tag {
 			if !long {
 				if sl.k0 == k0 && sl.k1 == k1 {
 					return i
@@ -176,41 +178,40 @@ func (s *shard) get(key string, h uint64, now int64) (int, int64) {
 		s.removeAt(i)
 		return none, gcra.Missing
 	}
-	if sl.meta&ref == 0 {
-		sl.meta |= ref
-	}
 	return i, sl.tat
 }
 
 // put stores tat under key, whose hash is h. A TAT that is not after now
-// describes a full bucket, so it is removed instead of stored. The caller
-// holds s.mu.
-func (s *shard) put(key string, h uint64, tat, now int64) {
-	s.putAt(key, h, s.find(key, h), tat, now)
+// describes a full bucket, so it is removed instead of stored. It reports
+// whether making room evicted a bucket that was not full. The caller holds
+// s.mu.
+func (s *shard) put(key string, h uint64, tat, now int64) bool {
+	return s.putAt(key, h, s.find(key, h), tat, now, 0)
 }
 
 // putAt is put for a key whose position get returned under the same hold
-// of s.mu (none when it had no bucket), saving a second probe.
-func (s *shard) putAt(key string, h uint64, i int, tat, now int64) {
+// of s.mu (none when it had no bucket), saving a second probe. A new
+// bucket's meta gets flags too (pinned, or 0).
+func (s *shard) putAt(key string, h uint64, i int, tat, now int64, flags uint64) (evictedNotFull bool) {
 	if tat <= now {
 		if i != none {
 			s.removeAt(i)
 		}
-		return
+		return false
 	}
 	if i != none {
 		s.table[i].tat = tat
-		return
+		return false
 	}
 	s.forgetFull(now)
 	if s.count >= s.capacity {
-		s.evict(now)
+		evictedNotFull = s.evict(now)
 	}
 	if (s.count+1)*4 > len(s.table)*3 {
 		s.grow()
 	}
 	tag, k0, k1 := keyOf(key, h)
-	sl := slot{meta: tag, tat: tat, k0: k0, k1: k1}
+	sl := slot{meta: tag | flags, tat: tat, k0: k0, k1: k1}
 	if len(key) > maxInline {
 		s.compactArena(len(key))
 		sl.k0, sl.k1 = uint64(len(s.arena)), uint64(len(key))
@@ -218,6 +219,22 @@ func (s *shard) putAt(key string, h uint64, i int, tat, now int64) {
 	}
 	s.table[s.firstEmpty(h)] = sl
 	s.count++
+	return evictedNotFull
+}
+
+// pin marks the bucket at position i (none: no bucket) as one eviction
+// must not choose, until unpin.
+func (s *shard) pin(i int) {
+	if i != none {
+		s.table[i].meta |= pinned
+	}
+}
+
+// unpin lets eviction choose key's bucket again, if it has one.
+func (s *shard) unpin(key string, h uint64) {
+	if i := s.find(key, h); i != none {
+		s.table[i].meta &^= pinned
+	}
 }
 
 // firstEmpty is where a new bucket of hash h goes: the first empty slot
@@ -266,37 +283,88 @@ func (s *shard) forgetFull(now int64) {
 	}
 }
 
-// evict frees room in a shard that holds capacity buckets. The hand goes
-// round the table: a full bucket goes at once (no answer can tell it from
-// a missing one), a bucket read since the hand last passed loses its
-// reference bit and stays, and the first bucket without one is evicted.
-// Two rounds at most: the first clears every bit it passes. The hand
-// visits the slots in steps of stride, not one by one: a full shard
-// evicts one bucket per insert, and evicting slot after slot emptied one
-// stretch of the table while new buckets landed all over it, so the rest
-// packed into runs that made lookups read dozens of slots
-// (TestChurnKeepsProbesShort).
-func (s *shard) evict(now int64) {
-	for {
-		if s.hand >= len(s.table) {
-			s.hand = 0
-		}
-		i := s.hand
+// evictSample is how many buckets eviction compares. The more it
+// compares, the closer its choice comes to the bucket with the least state
+// in the whole shard; eight found one in the least-filled eighth about
+// two times in three (1 - (7/8)^8), at a cost that stays within a few
+// adjacent cache lines.
+const evictSample = 8
+
+// evict frees room in a shard that holds capacity buckets, and reports
+// whether the bucket it removed was not full. It looks at the buckets in
+// the slots from the hand on until it has seen evictSample of them (about
+// eleven slots, the table being three quarters full), and removes the
+// first full one among them, whose loss no answer can tell, or else the
+// one closest to full: the earliest TAT, the least time to refill, so the
+// least an evicted subscriber gains. To push out a subscriber who spent a
+// whole burst, new buckets must thus each hold more than that subscriber
+// does; a flood of cheap spends on fresh ids evicts its own buckets.
+//
+// Recency plays no part. For subscribers of one limit the earliest TAT is
+// the bucket spent on longest ago (it has refilled most), which is what
+// least-recently-used eviction chose; across limits, least state lost is
+// the better measure, and a read need not write to its slot.
+//
+// A pinned bucket is passed over, unless every bucket of the shard is
+// pinned (a batch with more keys in the shard than its capacity): the
+// bound holds even then.
+//
+// Where it looks matters to the table as much as what it chooses. The
+// sampled slots are adjacent, so memory serves them in a few lines, but
+// the hand then moves on by stride, not past them: a full shard evicts one
+// bucket per insert, and evicting slot after slot emptied one stretch of
+// the table while new buckets landed all over it, so the rest packed into
+// runs that made lookups read dozens of slots. And the sample starts at
+// the first bucket the hand reaches, not at the slot after an empty one:
+// starting wherever the hand stood favoured the buckets just after empty
+// slots, so evictions emptied the sparse parts of the table while inserts
+// went to the ends of its long runs, and lookups read twice as many slots
+// (TestChurnKeepsProbesShort). From a bucket, each bucket is in the sample
+// of as many starts as any other. Among equal TATs the first is chosen,
+// which is the bucket the hand reached.
+func (s *shard) evict(now int64) (notFull bool) {
+	n := len(s.table)
+	if s.hand >= n {
+		s.hand = 0
+	}
+	for s.table[s.hand].meta == 0 {
 		s.hand = s.step(s.hand)
+	}
+	i := s.hand
+	s.hand = s.step(s.hand)
+	best, fallback := none, none
+	var bestTAT, fallbackTAT int64
+	for seen, k := 0, 0; seen < evictSample && k < n; k++ {
 		sl := &s.table[i]
 		switch {
 		case sl.meta == 0:
+		case sl.meta&pinned != 0:
+			// Never full: get removes a full bucket before it is
+			// pinned, and put removes one written full.
+			if fallback == none || sl.tat < fallbackTAT {
+				fallback, fallbackTAT = i, sl.tat
+			}
 		case sl.tat <= now:
 			s.removeAt(i)
-			return
-		case sl.meta&ref != 0:
-			sl.meta &^= ref
-		default:
-			s.removeAt(i)
 			s.evicted++
-			return
+			return false
+		default:
+			if best == none || sl.tat < bestTAT {
+				best, bestTAT = i, sl.tat
+			}
+			seen++
+		}
+		if i++; i == n {
+			i = 0
 		}
 	}
+	if best == none {
+		best = fallback
+	}
+	s.removeAt(best)
+	s.evicted++
+	s.evictedNotFull++
+	return true
 }
 
 // removeAt empties position i and moves later buckets of the same probe

@@ -291,30 +291,43 @@ func (s *shard) missProbe() float64 {
 }
 
 // A full shard that keeps taking new keys (each evicting one) keeps its
-// probe runs within twice as long as when it was first filled. With a
-// hand that stepped to the next slot, evictions emptied the table in one
-// sweeping stretch while inserts landed everywhere, and at three quarters
-// full the mean lookup of an absent key grew from 7 slots to 87.
+// probe runs within twice as long as when it was first filled, whether
+// eviction chooses by TAT among buckets that differ (spread) or falls back
+// on the hand's order among equal ones (equal). With a hand that stepped
+// to the next slot, evictions emptied the table in one sweeping stretch
+// while inserts landed everywhere, and at three quarters full the mean
+// lookup of an absent key grew from 7 slots to 87; with a sample that
+// began at the slot the hand stood on, empty or not, to about 20.
 func TestChurnKeepsProbesShort(t *testing.T) {
 	const now int64 = 1_000
-	var s shard
-	s.init(3906)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 3906 {
-		s.put(fmt.Sprint(i), rng.Uint64(), now+10, now)
+	for _, c := range []struct {
+		name   string
+		spread int64 // new buckets' TATs lie in [now+10, now+10+spread]
+	}{
+		{"equal", 0},
+		{"spread", 1000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var s shard
+			s.init(3906)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := range 3906 {
+				s.put(fmt.Sprint(i), rng.Uint64(), now+10, now)
+			}
+			fresh := s.missProbe()
+			for i := range 4 * 3906 {
+				s.put(fmt.Sprint("new", i), rng.Uint64(), now+10+rng.Int64N(c.spread+1), now)
+			}
+			if s.evicted != 4*3906 || s.evictedNotFull != s.evicted {
+				t.Fatalf("%d evictions, %d not full; want %d of each", s.evicted, s.evictedNotFull, 4*3906)
+			}
+			churned := s.missProbe()
+			if churned > 2*fresh {
+				t.Fatalf("an absent key's lookup reads %.1f slots after churn, %.1f when first filled", churned, fresh)
+			}
+			t.Logf("an absent key's lookup reads %.1f slots after churn, %.1f when first filled", churned, fresh)
+		})
 	}
-	fresh := s.missProbe()
-	for i := range 4 * 3906 {
-		s.put(fmt.Sprint("new", i), rng.Uint64(), now+10, now)
-	}
-	if s.evicted != 4*3906 {
-		t.Fatalf("%d evictions, want %d", s.evicted, 4*3906)
-	}
-	churned := s.missProbe()
-	if churned > 2*fresh {
-		t.Fatalf("an absent key's lookup reads %.1f slots after churn, %.1f when first filled", churned, fresh)
-	}
-	t.Logf("an absent key's lookup reads %.1f slots after churn, %.1f when first filled", churned, fresh)
 }
 
 // The hand's stride visits every slot once per round, at every table
