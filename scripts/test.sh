@@ -68,4 +68,4 @@ fuzz FuzzHandler 80000 ./httpapi/
 fuzz FuzzFastDecode 100000 ./httpapi/
 fuzz FuzzParseConfig 60000 ./ratelimits/
 fuzz FuzzCanonicalize 150000 ./ratelimits/
-fuzz FuzzTableAgainstModel 50000 ./source/memory/
+fuzz FuzzTableAgainstModel 50000 ./source/memory/internal/table/

@@ -15,7 +15,8 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	var c configFlags
 	fs := flag.NewFlagSet("limiter check-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c.register(fs)
+	var bad []string // no file flag can be bad: any text is a path
+	register(fs, c.settings(), &bad)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -61,7 +61,7 @@ func gcPercentFor(live, floor uint64) int {
 type gcFloor struct {
 	floor   uint64
 	stopped atomic.Bool
-	tuned   atomic.Int64 // the last percentage set, for tests
+	tuned   atomic.Int64 // the last percentage set, not set again unchanged
 	sample  []metrics.Sample
 }
 

@@ -12,7 +12,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,7 +26,8 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
-// serveFlags are serve's settings, each also read from the environment.
+// serveFlags are serve's settings, each also read from the environment
+// (see settings for the table of them).
 type serveFlags struct {
 	configFlags
 	redisFlags
@@ -60,26 +60,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	f := &serveFlags{}
 	fs := flag.NewFlagSet("limiter serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	f.configFlags.register(fs)
-	f.redisFlags.register(fs, &bad)
-	fs.StringVar(&f.listen, "listen", envString("LIMITER_LISTEN", "127.0.0.1:8080"), "address to serve HTTP on (env LIMITER_LISTEN)")
-	fs.StringVar(&f.source, "source", envString("LIMITER_SOURCE", "memory"), "bucket source: memory, redis://host:port[/db] (rediss:// for TLS), or redis-cluster://host:port[,host:port...] (rediss-cluster:// for TLS) (env LIMITER_SOURCE)")
-	fs.IntVar(&f.maxBuckets, "max-buckets", envParsed("LIMITER_MAX_BUCKETS", 1_000_000, parseInt, &bad), "most buckets the memory source holds; beyond it, a new bucket evicts a full one or, failing that, one close to full, and limiter_memory_evictions_not_full_total counts those that were not full (env LIMITER_MAX_BUCKETS)")
-	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", envParsed("LIMITER_MAX_BODY_BYTES", int64(httpapi.DefaultMaxBodyBytes), parseInt64, &bad), "largest request body accepted (env LIMITER_MAX_BODY_BYTES)")
-	fs.IntVar(&f.maxBatch, "max-batch", envParsed("LIMITER_MAX_BATCH", httpapi.DefaultMaxBatch, parseInt, &bad), "most transactions in one request (env LIMITER_MAX_BATCH)")
-	fs.DurationVar(&f.sourceTimeout, "source-timeout", envParsed("LIMITER_SOURCE_TIMEOUT", 100*time.Millisecond, time.ParseDuration, &bad), "longest wait for a Redis source before answering 503; the memory source never waits and gets no deadline (env LIMITER_SOURCE_TIMEOUT)")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envParsed("LIMITER_SHUTDOWN_TIMEOUT", 15*time.Second, time.ParseDuration, &bad), "how long in-flight requests may finish after SIGINT/SIGTERM (env LIMITER_SHUTDOWN_TIMEOUT)")
-	fs.BoolVar(&f.failOpen, "fail-open", envParsed("LIMITER_FAIL_OPEN", false, strconv.ParseBool, &bad), "when the source fails, answer spends and checks allowed with \"degraded\": true instead of 503 (env LIMITER_FAIL_OPEN)")
-	fs.StringVar(&f.logFormat, "log-format", envString("LIMITER_LOG_FORMAT", "text"), "log format: text or json (env LIMITER_LOG_FORMAT)")
-	fs.StringVar(&f.logLevel, "log-level", envString("LIMITER_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env LIMITER_LOG_LEVEL)")
-	fs.BoolVar(&f.accessLog, "access-log", envParsed("LIMITER_ACCESS_LOG", false, strconv.ParseBool, &bad), "log one line per request: method, route, status, duration (env LIMITER_ACCESS_LOG)")
-	fs.StringVar(&f.apiTokenFile, "api-token-file", envString("LIMITER_API_TOKEN_FILE", ""), "file of bearer tokens, one per line, required on every /v1/ call when set (env LIMITER_API_TOKEN_FILE)")
-	fs.StringVar(&f.adminTokenFile, "admin-token-file", envString("LIMITER_ADMIN_TOKEN_FILE", ""), "file of admin bearer tokens, required on reset and reload when set (env LIMITER_ADMIN_TOKEN_FILE)")
-	fs.StringVar(&f.metricsListen, "metrics-listen", envString("LIMITER_METRICS_LISTEN", ""), "serve /metrics on this address instead of --listen (env LIMITER_METRICS_LISTEN)")
-	fs.DurationVar(&f.reloadInterval, "reload-interval", envParsed("LIMITER_RELOAD_INTERVAL", time.Second, time.ParseDuration, &bad), "how often the config files are checked for changes; 0 turns watching off (SIGHUP and the admin endpoint still reload) (env LIMITER_RELOAD_INTERVAL)")
-	fs.StringVar(&f.pprofListen, "pprof-listen", envString("LIMITER_PPROF_LISTEN", ""), "serve Go's /debug/pprof/ profiles on this address (keep it private; off when empty) (env LIMITER_PPROF_LISTEN)")
-	fs.IntVar(&f.gcHeapFloorMiB, "gc-heap-floor-mib", envParsed("LIMITER_GC_HEAP_FLOOR_MIB", defaultGCHeapFloorMiB, parseInt, &bad), "let the Go heap grow to this many MiB before collecting garbage, for fewer collections while the live heap is small; at most a quarter of a container's memory limit; 0 leaves Go's default, and so does setting GOGC (env LIMITER_GC_HEAP_FLOOR_MIB)")
-	fs.DurationVar(&f.idempotencyTTL, "idempotency-ttl", envParsed("LIMITER_IDEMPOTENCY_TTL", ratelimits.DefaultIdempotencyTTL, time.ParseDuration, &bad), "how long a spend or refund sent with an Idempotency-Key header is remembered, so that its retries are answered without applying it again (env LIMITER_IDEMPOTENCY_TTL)")
+	table := f.settings()
+	register(fs, table, &bad)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -89,22 +71,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("bad environment: %s", strings.Join(bad, "; "))
 	}
-	set := newSettings(fs)
-	rules := []rule{
-		{"max-buckets", f.maxBuckets <= 0, wantPositive},
-		{"max-body-bytes", f.maxBodyBytes <= 0, wantPositive},
-		{"max-batch", f.maxBatch <= 0, wantPositive},
-		{"source-timeout", f.sourceTimeout <= 0, wantPositive},
-		{"shutdown-timeout", f.shutdownTimeout <= 0, wantPositive},
-		{"reload-interval", f.reloadInterval < 0, wantNotNegative},
-		{"gc-heap-floor-mib", f.gcHeapFloorMiB < 0, wantNotNegative},
-		{"idempotency-ttl", f.idempotencyTTL <= 0, wantPositive},
-	}
+	set := newSettings(fs, table)
 	kind := sourceKind(f.source)
-	if isRedisKind(kind) {
-		rules = append(rules, f.redisFlags.rules()...)
-	}
-	if err := set.check(rules...); err != nil {
+	if err := set.check(kind); err != nil {
 		return nil, err
 	}
 	warnings, err := set.sourceMismatch(kind)

@@ -16,11 +16,12 @@ var errBadSetting = errors.New("bad setting")
 // Messages about a value then name what the operator actually wrote.
 type settings struct {
 	fs       *flag.FlagSet
+	table    []setting
 	explicit map[string]bool // flags given on the command line
 }
 
-func newSettings(fs *flag.FlagSet) settings {
-	s := settings{fs: fs, explicit: map[string]bool{}}
+func newSettings(fs *flag.FlagSet, table []setting) settings {
+	s := settings{fs: fs, table: table, explicit: map[string]bool{}}
 	fs.Visit(func(f *flag.Flag) { s.explicit[f.Name] = true })
 	return s
 }
@@ -46,26 +47,21 @@ func (s settings) describe(name string) string {
 	return "--" + name + "=" + s.fs.Lookup(name).Value.String()
 }
 
-// rule is one check of a flag's value: bad says it failed, want what the
-// flag takes.
-type rule struct {
-	flag string
-	bad  bool
-	want string
-}
-
-const (
-	wantPositive    = "must be positive"
-	wantNotNegative = "must not be negative"
-)
-
-// check returns an error naming every flag whose rule failed, with its
-// value, and nothing else: a message never lists flags that are fine.
-func (s settings) check(rules ...rule) error {
+// check returns an error naming every flag whose value fails its check,
+// with its value, and nothing else: a message never lists flags that are
+// fine. A Redis setting is checked only with a Redis source (with another
+// it is unused, which sourceMismatch reports whatever its value), and its
+// problems are listed after the others.
+func (s settings) check(kind string) error {
 	var problems []string
-	for _, r := range rules {
-		if r.bad {
-			problems = append(problems, s.describe(r.flag)+": "+r.want)
+	for _, redisPass := range []bool{false, true} {
+		for _, row := range s.table {
+			if row.check.ok == nil || (row.scope == redisOnly) != redisPass || redisPass && !isRedisKind(kind) {
+				continue
+			}
+			if !row.check.ok() {
+				problems = append(problems, s.describe(row.name)+": "+row.check.want)
+			}
 		}
 	}
 	if len(problems) == 0 {
@@ -89,19 +85,25 @@ func (e *settingError) Unwrap() error { return errBadSetting }
 // often shared (one set of LIMITER_REDIS_* for every process of a
 // deployment, some of which run on memory), and refusing to start there
 // would punish a setting that is merely unused. Password values are never
-// repeated: the messages name the flag or variable alone.
+// repeated: the messages name the flag or variable alone. An unknown
+// source is openSource's error, not this one's.
 func (s settings) sourceMismatch(kind string) (warnings []string, err error) {
+	if kind != "memory" && !isRedisKind(kind) {
+		return nil, nil
+	}
+	scopes := make(map[string]scope, len(s.table))
+	for _, row := range s.table {
+		scopes[row.name] = row.scope
+	}
 	var wrong []string
-	var applies string
 	s.fs.VisitAll(func(f *flag.Flag) {
-		redisOnly := strings.HasPrefix(f.Name, "redis-")
-		switch {
-		case kind == "memory" && redisOnly:
-			applies = "applies only to a Redis source, and --source is memory"
-		case isRedisKind(kind) && f.Name == "max-buckets":
-			applies = "applies only to the memory source, and --source is " + kind
-		default:
+		sc := scopes[f.Name]
+		if sc.appliesTo(kind) {
 			return
+		}
+		applies := "applies only to a Redis source, and --source is " + kind
+		if sc == memoryOnly {
+			applies = "applies only to the memory source, and --source is " + kind
 		}
 		switch {
 		case s.explicit[f.Name]:

@@ -148,3 +148,25 @@ func TestServeFlagsForAnotherSource(t *testing.T) {
 		})
 	}
 }
+
+// The table's scopes: every Redis flag applies to Redis sources only,
+// --max-buckets to the memory source only, and the rest to every source.
+func TestSettingScopes(t *testing.T) {
+	var f serveFlags
+	rows := f.settings()
+	if len(rows) < 30 {
+		t.Fatalf("%d rows in serve's table", len(rows))
+	}
+	for _, row := range rows {
+		want := everySource
+		switch {
+		case strings.HasPrefix(row.name, "redis-"):
+			want = redisOnly
+		case row.name == "max-buckets":
+			want = memoryOnly
+		}
+		if row.scope != want {
+			t.Errorf("--%s has scope %d, want %d", row.name, row.scope, want)
+		}
+	}
+}

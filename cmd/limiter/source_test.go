@@ -22,7 +22,7 @@ func parseRedisFlags(t *testing.T, args ...string) *redisFlags {
 	r := &redisFlags{}
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	r.register(fs, &bad)
+	register(fs, r.settings(), &bad)
 	if err := fs.Parse(args); err != nil || len(bad) > 0 {
 		t.Fatalf("parse %v: %v %v", args, err, bad)
 	}

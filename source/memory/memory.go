@@ -8,33 +8,20 @@
 // lock and allocate nothing.
 //
 // Memory stays bounded two ways. A bucket whose TAT has passed is full, and
-// full buckets are forgotten (on read, and by a sweep that each insert moves
-// two positions on), which no answer can tell apart from keeping them. And
-// each shard holds at most its share of MaxBuckets. To make room it evicts,
-// of eight buckets, a full one if there is one, else the one closest to
-// full: an evicted subscriber starts again from a full bucket, so this
-// gives away the least. A flood of cheap spends on fresh ids thus evicts
-// its own buckets, not those of subscribers who spent more; to push one
-// out, each new bucket must hold more than that subscriber's. Evictions of
-// buckets that were not full, the ones that cost a subscriber something,
-// are counted apart (EvictionsNotFull).
+// full buckets are forgotten, which no answer can tell apart from keeping
+// them. And each shard holds at most its share of MaxBuckets: to make room
+// it evicts a full bucket if it finds one, else the one closest to full, so
+// that an evicted subscriber, who starts again from a full bucket, gains
+// the least. A flood of cheap spends on fresh ids thus evicts its own
+// buckets, not those of subscribers who spent more. Evictions of buckets
+// that were not full, the ones that cost a subscriber something, are
+// counted apart (EvictionsNotFull).
 //
-// Each shard is an open-addressing hash table of its own, not a Go map:
-// the key's hash, the TAT and the key itself sit in one 32-byte slot, so a
-// spend on a bucket not in the CPU's caches waits for memory about once.
-// Keys of up to 16 bytes ("<enum>:<id>" with ids of up to 13 characters)
-// live in the slot; longer ones in an arena of bytes beside the table,
-// rebuilt when removed keys make up most of it. Neither holds a pointer,
-// so the garbage collector never scans buckets: with a Go string per
-// bucket, marking a million of them took about 30 ms per collection.
-//
-// Memory cost: a stored bucket takes one 32-byte slot, and a key longer
-// than 16 bytes its bytes in the arena too (at most about twice that,
-// counting removed keys not yet dropped). A table is doubled when three
-// quarters full, up to the size its shard's bound needs at three quarters
-// full, and never shrunk: a shard that once held many buckets keeps its
-// table. A full source thus takes about 43 bytes per bucket for short
-// keys; BenchmarkMemoryPerBucket measures it at one million buckets.
+// Each shard's buckets are a hash table of the internal table package,
+// which holds no pointer, so the garbage collector never scans buckets. A
+// stored bucket takes one 32-byte slot, plus its key's bytes when the key
+// is longer than 16 bytes; a table is at most three quarters full and is
+// never shrunk. BenchmarkMemoryPerBucket measures the cost per bucket.
 package memory
 
 import (
@@ -119,7 +106,7 @@ func New(maxBuckets int, opts ...Option) *Source {
 		if i < maxBuckets%n {
 			capacity++
 		}
-		s.shards[i].init(capacity)
+		s.shards[i].buckets.Init(capacity)
 	}
 	for _, opt := range opts {
 		opt(s)
@@ -129,7 +116,7 @@ func New(maxBuckets int, opts ...Option) *Source {
 
 // Spend implements ratelimits.Source.
 func (s *Source) Spend(_ context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
-	if s.apply(now, ops, outcomes, false) {
+	if s.apply(now, ops, outcomes, spend) {
 		s.notFullEvicted()
 	}
 	return nil
@@ -137,7 +124,7 @@ func (s *Source) Spend(_ context.Context, now int64, ops []gcra.Op, outcomes []g
 
 // Refund implements ratelimits.Source.
 func (s *Source) Refund(_ context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
-	if s.apply(now, ops, outcomes, true) {
+	if s.apply(now, ops, outcomes, refund) {
 		s.notFullEvicted()
 	}
 	return nil
@@ -164,7 +151,7 @@ func (s *Source) Reset(_ context.Context, now int64, keys []string) (int, error)
 	defer s.unlock(idx)
 	n := 0
 	for i, key := range keys {
-		if s.shardOf(hashes[i]).delete(key, hashes[i], now) {
+		if s.shardOf(hashes[i]).buckets.Delete(key, hashes[i], now) {
 			n++
 		}
 	}
@@ -184,7 +171,7 @@ func (s *Source) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.count
+		n += sh.buckets.Len()
 		sh.mu.Unlock()
 	}
 	return n
@@ -194,14 +181,14 @@ func (s *Source) Len() int {
 // bound, full or not. A full bucket is evicted only when eviction meets
 // one before the sweep for full buckets does.
 func (s *Source) Evictions() uint64 {
-	return s.sumShards(func(sh *shard) uint64 { return sh.evicted })
+	return s.sumShards(func(sh *shard) uint64 { return sh.buckets.Evicted() })
 }
 
 // EvictionsNotFull returns how many of the evicted buckets were not full:
 // each gave its subscriber back the tokens the bucket had spent. While it
 // stays at 0, the bound costs no subscriber anything.
 func (s *Source) EvictionsNotFull() uint64 {
-	return s.sumShards(func(sh *shard) uint64 { return sh.evictedNotFull })
+	return s.sumShards(func(sh *shard) uint64 { return sh.buckets.EvictedNotFull() })
 }
 
 // sumShards adds up a counter of every shard, each read under its lock.
@@ -216,23 +203,60 @@ func (s *Source) sumShards(counter func(*shard) uint64) uint64 {
 	return n
 }
 
+// action is what a batch does to its buckets.
+type action int
+
+const (
+	spend action = iota
+	refund
+)
+
+// decide computes a batch's outcomes from the TATs it read.
+func (a action) decide(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome) {
+	if a == refund {
+		gcra.RefundBatch(now, ops, tats, outcomes)
+	} else {
+		gcra.SpendBatch(now, ops, tats, outcomes)
+	}
+}
+
 // apply decides and writes one batch under the locks of all its shards,
 // and reports whether a write evicted a bucket that was not full.
-func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) (evictedNotFull bool) {
+func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, act action) (evictedNotFull bool) {
 	if len(ops) == 1 {
-		return s.applyOne(now, ops, outcomes, refund)
+		return s.applyOne(now, ops, outcomes, act)
 	}
 	var tatsBuf [smallBatch]int64
 	tats := tatsBuf[:0]
 	if len(ops) > smallBatch {
 		tats = make([]int64, 0, len(ops))
 	}
-	return s.applyBatch(now, ops, tats, outcomes, refund)
+	return s.applyBatch(now, ops, tats, outcomes, act)
+}
+
+// applyOne is apply for a batch of one op: one lock, nothing sorted, and
+// nothing pinned (the one bucket it may insert is not in the table yet).
+func (s *Source) applyOne(now int64, ops []gcra.Op, outcomes []gcra.Outcome, act action) bool {
+	key := ops[0].Key
+	h := s.hash(key)
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	pos, tat := sh.buckets.Get(key, h, now)
+	tats := [1]int64{tat}
+	// act.decide written out: a call through it is not inlined, and this
+	// is every single-key spend.
+	if act == refund {
+		gcra.RefundBatch(now, ops, tats[:], outcomes)
+	} else {
+		gcra.SpendBatch(now, ops, tats[:], outcomes)
+	}
+	return outcomes[0].Write && sh.buckets.PutAt(key, h, pos, outcomes[0].NewTAT, now)
 }
 
 // applyBatch is apply for any batch: it appends the TATs it read (gcra's
 // input) to tats, whose capacity must hold them all.
-func (s *Source) applyBatch(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome, refund bool) (evictedNotFull bool) {
+func (s *Source) applyBatch(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome, act action) (evictedNotFull bool) {
 	var hashesBuf [smallBatch]uint64
 	var shardsBuf [smallBatch]uint32
 	hashes := hashesBuf[:0]
@@ -248,53 +272,26 @@ func (s *Source) applyBatch(now int64, ops []gcra.Op, tats []int64, outcomes []g
 	// Every bucket of the batch is pinned until the batch is written, so
 	// that making room for one of its new buckets never evicts another.
 	for i := range ops {
-		sh := s.shardOf(hashes[i])
-		pos, tat := sh.get(ops[i].Key, hashes[i], now)
-		sh.pin(pos)
+		buckets := &s.shardOf(hashes[i]).buckets
+		pos, tat := buckets.Get(ops[i].Key, hashes[i], now)
+		buckets.Pin(pos)
 		tats = append(tats, tat)
 	}
-	decide(now, ops, tats, outcomes, refund)
+	act.decide(now, ops, tats, outcomes)
 	for i := range ops {
 		if outcomes[i].Write {
 			// Found again by key: a read above that dropped a full bucket,
 			// or an eviction, may have moved others of the same shard.
-			sh := s.shardOf(hashes[i])
-			if sh.putAt(ops[i].Key, hashes[i], sh.find(ops[i].Key, hashes[i]), outcomes[i].NewTAT, now, pinned) {
+			buckets := &s.shardOf(hashes[i]).buckets
+			if buckets.PutPinnedAt(ops[i].Key, hashes[i], buckets.Find(ops[i].Key, hashes[i]), outcomes[i].NewTAT, now) {
 				evictedNotFull = true
 			}
 		}
 	}
 	for i := range ops {
-		s.shardOf(hashes[i]).unpin(ops[i].Key, hashes[i])
+		s.shardOf(hashes[i]).buckets.Unpin(ops[i].Key, hashes[i])
 	}
 	return evictedNotFull
-}
-
-// decide computes a batch's outcomes from the TATs it read.
-func decide(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome, refund bool) {
-	if refund {
-		gcra.RefundBatch(now, ops, tats, outcomes)
-	} else {
-		gcra.SpendBatch(now, ops, tats, outcomes)
-	}
-}
-
-// applyOne is apply for a batch of one op: one lock, nothing sorted, and
-// nothing pinned (the one bucket it may insert is not in the table yet).
-func (s *Source) applyOne(now int64, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) bool {
-	key := ops[0].Key
-	h := s.hash(key)
-	sh := s.shardOf(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	pos, tat := sh.get(key, h, now)
-	tats := [1]int64{tat}
-	if refund {
-		gcra.RefundBatch(now, ops, tats[:], outcomes)
-	} else {
-		gcra.SpendBatch(now, ops, tats[:], outcomes)
-	}
-	return outcomes[0].Write && sh.putAt(key, h, pos, outcomes[0].NewTAT, now, 0)
 }
 
 // hash is a key's hash: its low bits choose the shard, its high bits the

@@ -9,12 +9,12 @@ import (
 
 // SpendOnce implements ratelimits.Source.
 func (s *Source) SpendOnce(_ context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
-	return s.applyOnce(now, rec, ops, outcomes, false)
+	return s.applyOnce(now, rec, ops, outcomes, spend)
 }
 
 // RefundOnce implements ratelimits.Source.
 func (s *Source) RefundOnce(_ context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
-	return s.applyOnce(now, rec, ops, outcomes, true)
+	return s.applyOnce(now, rec, ops, outcomes, refund)
 }
 
 // IdempotencyEvictions returns how many idempotency records were forgotten
@@ -27,18 +27,18 @@ func (s *Source) IdempotencyEvictions() uint64 { return s.records.evictions() }
 // answers from what it kept, and otherwise the batch is applied and its
 // record added before the lock is released, so no other call with the
 // same key sees the one without the other.
-func (s *Source) applyOnce(now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome, refund bool) (bool, error) {
+func (s *Source) applyOnce(now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome, act action) (bool, error) {
 	st := s.records.stripe(rec.Key)
 	defer st.mu.Unlock()
 	if r, ok := st.lookup(rec.Key, now); ok {
 		if r.fingerprint != rec.Fingerprint || len(r.tats) != len(ops) {
 			return false, once.ErrMismatch
 		}
-		decide(r.now, ops, r.tats, outcomes, refund)
+		act.decide(r.now, ops, r.tats, outcomes)
 		return true, nil
 	}
 	tats := make([]int64, 0, len(ops))
-	evictedNotFull := s.applyBatch(now, ops, tats, outcomes, refund)
+	evictedNotFull := s.applyBatch(now, ops, tats, outcomes, act)
 	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, tats: tats[:len(ops)]}, now)
 	if evictedNotFull {
 		// Called with the record lock held; the callback must not make

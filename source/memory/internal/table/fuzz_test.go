@@ -1,4 +1,4 @@
-package memory
+package table
 
 import (
 	"hash/fnv"
@@ -22,8 +22,8 @@ func FuzzTableAgainstModel(f *testing.F) {
 	f.Add([]byte("\x00\x10abcdefghijklmnop\x00\x0fabcdefghijklmno\x00\x08abcdefgh\x03\x08abcdefgh"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		const now int64 = 1_000
-		var s shard
-		s.init(12)
+		var s Table
+		s.Init(12)
 		model := map[string]int64{}
 		hashOf := func(key string) uint64 {
 			h := fnv.New64a()
@@ -46,20 +46,20 @@ func FuzzTableAgainstModel(f *testing.F) {
 			switch op % 4 {
 			case 0, 1:
 				tat := now + 1 + int64(op)
-				s.put(key, h, tat, now)
+				s.Put(key, h, tat, now)
 				model[key] = tat
 			case 2:
-				s.put(key, h, now, now)
+				s.Put(key, h, now, now)
 				delete(model, key)
 			case 3:
-				s.delete(key, h, now)
+				s.Delete(key, h, now)
 				delete(model, key)
 			}
 			if s.count > s.capacity {
 				t.Fatalf("%d buckets, capacity %d", s.count, s.capacity)
 			}
 			for _, k := range keys {
-				_, tat := s.get(k, hashOf(k), now)
+				_, tat := s.Get(k, hashOf(k), now)
 				want, ok := model[k]
 				switch {
 				case tat == gcra.Missing:

@@ -1,4 +1,4 @@
-package memory
+package table
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Which bucket eviction chooses, in a shard small enough that its sample
+// Which bucket eviction chooses, in a table small enough that its sample
 // holds every bucket: a full one before any other, else the one closest
 // to full (the earliest TAT), never a pinned one unless all are.
 func TestEvictChoosesTheLeastLoss(t *testing.T) {
@@ -25,16 +25,16 @@ func TestEvictChoosesTheLeastLoss(t *testing.T) {
 		{"if all are pinned, the closest to full goes", []int64{now + 500, now + 90, now + 7}, []int{0, 1, 2}, 2, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var s shard
-			s.init(len(c.tats)) // at most 5 buckets: all in the sample
+			var s Table
+			s.Init(len(c.tats)) // at most 5 buckets: all in the sample
 			rng := rand.New(rand.NewPCG(1, uint64(len(c.name))))
 			hashes := make([]uint64, len(c.tats))
 			for k, tat := range c.tats {
 				hashes[k] = rng.Uint64()
-				s.put(fmt.Sprint("k", k), hashes[k], tat, 0) // when none was full
+				s.Put(fmt.Sprint("k", k), hashes[k], tat, 0) // when None was full
 			}
 			for _, k := range c.pin {
-				s.pin(s.find(fmt.Sprint("k", k), hashes[k]))
+				s.Pin(s.Find(fmt.Sprint("k", k), hashes[k]))
 			}
 			if got := s.evict(now); got != c.notFull {
 				t.Errorf("evict reports not full: %v, want %v", got, c.notFull)
@@ -43,11 +43,11 @@ func TestEvictChoosesTheLeastLoss(t *testing.T) {
 				t.Errorf("counters: %d evicted, %d not full", s.evicted, s.evictedNotFull)
 			}
 			for k, tat := range c.tats {
-				i := s.find(fmt.Sprint("k", k), hashes[k])
+				i := s.Find(fmt.Sprint("k", k), hashes[k])
 				switch {
-				case k == c.evicted && i != none:
+				case k == c.evicted && i != None:
 					t.Errorf("k%d (TAT now%+d) kept, want it evicted", k, tat-now)
-				case k != c.evicted && (i == none || s.table[i].tat != tat):
+				case k != c.evicted && (i == None || s.table[i].tat != tat):
 					t.Errorf("k%d (TAT now%+d) evicted or changed, want it kept", k, tat-now)
 				}
 			}
@@ -61,8 +61,8 @@ func TestEvictChoosesTheLeastLoss(t *testing.T) {
 // full is either full (the sweep, or eviction, took it; no count) or was
 // evicted not full (counted once).
 func TestNotFullEvictionsAreCountedExactly(t *testing.T) {
-	var s shard
-	s.init(50)
+	var s Table
+	s.Init(50)
 	rng := rand.New(rand.NewPCG(11, 12))
 	type bucket struct {
 		h   uint64
@@ -79,10 +79,10 @@ func TestNotFullEvictionsAreCountedExactly(t *testing.T) {
 			b.h = rng.Uint64()
 		}
 		b.tat = now + 1 + rng.Int64N(300)
-		s.put(key, b.h, b.tat, now)
+		s.Put(key, b.h, b.tat, now)
 		model[key] = b
 		for k, m := range model {
-			if s.find(k, m.h) != none {
+			if s.Find(k, m.h) != None {
 				continue
 			}
 			if m.tat > now {

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/source/redis"
+)
+
+// setting is one row of a command's flag table: a flag, the environment
+// variable that stands in for it (envName of its name), the field it
+// fills with its built-in default, its help, the check of its value, and
+// the sources it applies to.
+type setting struct {
+	name  string
+	bind  binding
+	usage string // the help; "(env VAR)" is added
+	check check  // the zero check accepts every value
+	scope scope
+}
+
+// scope is the source kinds a setting applies to.
+type scope int
+
+const (
+	everySource scope = iota
+	memoryOnly
+	redisOnly
+)
+
+// appliesTo reports whether a setting of scope sc applies to a source of
+// kind (sourceKind).
+func (sc scope) appliesTo(kind string) bool {
+	switch sc {
+	case memoryOnly:
+		return kind == "memory"
+	case redisOnly:
+		return isRedisKind(kind)
+	}
+	return true
+}
+
+// register defines every setting's flag on fs. A flag's default is its
+// environment variable's value when that is set, so a flag on the command
+// line beats the environment, which beats the built-in default. A variable
+// that does not parse is added to *bad, so the command refuses to start
+// instead of guessing.
+func register(fs *flag.FlagSet, settings []setting, bad *[]string) {
+	for _, s := range settings {
+		s.bind(fs, s.name, s.usage+" (env "+envName(s.name)+")", bad)
+	}
+}
+
+// binding defines a setting's flag, bound to the field it fills.
+type binding func(fs *flag.FlagSet, name, usage string, bad *[]string)
+
+// bindVar makes a binding from one of flag.FlagSet's Var methods, the
+// field, its built-in default and how the environment's text is parsed.
+func bindVar[T any](define func(*flag.FlagSet, *T, string, T, string), p *T, fallback T, parse func(string) (T, error)) binding {
+	return func(fs *flag.FlagSet, name, usage string, bad *[]string) {
+		define(fs, p, name, envParsed(envName(name), fallback, parse, bad), usage)
+	}
+}
+
+func stringVar(p *string, fallback string) binding {
+	return bindVar((*flag.FlagSet).StringVar, p, fallback, func(s string) (string, error) { return s, nil })
+}
+
+func intVar(p *int, fallback int) binding {
+	return bindVar((*flag.FlagSet).IntVar, p, fallback, strconv.Atoi)
+}
+
+func int64Var(p *int64, fallback int64) binding {
+	return bindVar((*flag.FlagSet).Int64Var, p, fallback, func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) })
+}
+
+func durationVar(p *time.Duration, fallback time.Duration) binding {
+	return bindVar((*flag.FlagSet).DurationVar, p, fallback, time.ParseDuration)
+}
+
+func boolVar(p *bool, fallback bool) binding {
+	return bindVar((*flag.FlagSet).BoolVar, p, fallback, strconv.ParseBool)
+}
+
+// envParsed reads an environment variable with parse, adding a bad value
+// to *bad.
+func envParsed[T any](name string, fallback T, parse func(string) (T, error), bad *[]string) T {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return fallback
+	}
+	parsed, err := parse(v)
+	if err != nil {
+		*bad = append(*bad, fmt.Sprintf("%s=%q: %v", name, v, err))
+		return fallback
+	}
+	return parsed
+}
+
+// check is a test of a setting's value after parsing: ok says it passed,
+// want what the flag takes.
+type check struct {
+	ok   func() bool
+	want string
+}
+
+const (
+	wantPositive    = "must be positive"
+	wantNotNegative = "must not be negative"
+)
+
+func positive[T int | int64 | time.Duration](p *T) check {
+	return check{func() bool { return *p > 0 }, wantPositive}
+}
+
+func notNegative[T int | int64 | time.Duration](p *T) check {
+	return check{func() bool { return *p >= 0 }, wantNotNegative}
+}
+
+// configFlags are the two file flags serve and check-config share.
+type configFlags struct {
+	defaults  string
+	overrides string
+}
+
+func (c *configFlags) settings() []setting {
+	return []setting{
+		{name: "defaults", bind: stringVar(&c.defaults, "config/defaults.yaml"), usage: "defaults file"},
+		{name: "overrides", bind: stringVar(&c.overrides, "config/overrides.yaml"), usage: "overrides file; a missing file means no overrides"},
+	}
+}
+
+// settings is serve's flag table. The order is the order in which bad
+// environment values are reported.
+func (f *serveFlags) settings() []setting {
+	rows := append(f.configFlags.settings(), f.redisFlags.settings()...)
+	return append(rows, []setting{
+		{name: "listen", bind: stringVar(&f.listen, "127.0.0.1:8080"), usage: "address to serve HTTP on"},
+		{name: "source", bind: stringVar(&f.source, "memory"),
+			usage: "bucket source: memory, redis://host:port[/db] (rediss:// for TLS), or redis-cluster://host:port[,host:port...] (rediss-cluster:// for TLS)"},
+		{name: "max-buckets", bind: intVar(&f.maxBuckets, 1_000_000), check: positive(&f.maxBuckets), scope: memoryOnly,
+			usage: "most buckets the memory source holds; beyond it, a new bucket evicts a full one or, failing that, one close to full, and limiter_memory_evictions_not_full_total counts those that were not full"},
+		{name: "max-body-bytes", bind: int64Var(&f.maxBodyBytes, httpapi.DefaultMaxBodyBytes), check: positive(&f.maxBodyBytes),
+			usage: "largest request body accepted"},
+		{name: "max-batch", bind: intVar(&f.maxBatch, httpapi.DefaultMaxBatch), check: positive(&f.maxBatch),
+			usage: "most transactions in one request"},
+		{name: "source-timeout", bind: durationVar(&f.sourceTimeout, 100*time.Millisecond), check: positive(&f.sourceTimeout),
+			usage: "longest wait for a Redis source before answering 503; the memory source never waits and gets no deadline"},
+		{name: "shutdown-timeout", bind: durationVar(&f.shutdownTimeout, 15*time.Second), check: positive(&f.shutdownTimeout),
+			usage: "how long in-flight requests may finish after SIGINT/SIGTERM"},
+		{name: "fail-open", bind: boolVar(&f.failOpen, false),
+			usage: "when the source fails, answer spends and checks allowed with \"degraded\": true instead of 503"},
+		{name: "log-format", bind: stringVar(&f.logFormat, "text"), usage: "log format: text or json"},
+		{name: "log-level", bind: stringVar(&f.logLevel, "info"), usage: "log level: debug, info, warn or error"},
+		{name: "access-log", bind: boolVar(&f.accessLog, false), usage: "log one line per request: method, route, status, duration"},
+		{name: "api-token-file", bind: stringVar(&f.apiTokenFile, ""),
+			usage: "file of bearer tokens, one per line, required on every /v1/ call when set"},
+		{name: "admin-token-file", bind: stringVar(&f.adminTokenFile, ""),
+			usage: "file of admin bearer tokens, required on reset and reload when set"},
+		{name: "metrics-listen", bind: stringVar(&f.metricsListen, ""), usage: "serve /metrics on this address instead of --listen"},
+		{name: "reload-interval", bind: durationVar(&f.reloadInterval, time.Second), check: notNegative(&f.reloadInterval),
+			usage: "how often the config files are checked for changes; 0 turns watching off (SIGHUP and the admin endpoint still reload)"},
+		{name: "pprof-listen", bind: stringVar(&f.pprofListen, ""),
+			usage: "serve Go's /debug/pprof/ profiles on this address (keep it private; off when empty)"},
+		{name: "gc-heap-floor-mib", bind: intVar(&f.gcHeapFloorMiB, defaultGCHeapFloorMiB), check: notNegative(&f.gcHeapFloorMiB),
+			usage: "let the Go heap grow to this many MiB before collecting garbage, for fewer collections while the live heap is small; at most a quarter of a container's memory limit; 0 leaves Go's default, and so does setting GOGC"},
+		{name: "idempotency-ttl", bind: durationVar(&f.idempotencyTTL, ratelimits.DefaultIdempotencyTTL), check: positive(&f.idempotencyTTL),
+			usage: "how long a spend or refund sent with an Idempotency-Key header is remembered, so that its retries are answered without applying it again"},
+	}...)
+}
+
+// redisFlags are serve's Redis settings. The URL gives addresses,
+// database, credentials and TLS on or off; these flags give the rest, and a
+// non-empty user name or password here overrides the URL's.
+type redisFlags struct {
+	poolSize     int
+	dialTimeout  time.Duration
+	readTimeout  time.Duration
+	writeTimeout time.Duration
+	username     string
+	password     string
+	tlsCA        string
+	tlsInsecure  bool
+	expiryMargin time.Duration
+	namespace    string
+	groups       int
+}
+
+func (r *redisFlags) settings() []setting {
+	margin := redis.DefaultExpiryMargin
+	if os.Getenv("LIMITER_FAKECLOCK") != "" {
+		margin = fakeClockExpiryMargin
+	}
+	return []setting{
+		{name: "redis-pool-size", bind: intVar(&r.poolSize, 0), scope: redisOnly,
+			check: check{func() bool { return r.poolSize >= 0 }, wantNotNegative + " (0 means 10 per CPU)"},
+			usage: "Redis connections kept per node; 0 means 10 per CPU"},
+		{name: "redis-dial-timeout", bind: durationVar(&r.dialTimeout, redis.DefaultTimeout), check: positive(&r.dialTimeout), scope: redisOnly,
+			usage: "longest wait to connect to Redis"},
+		{name: "redis-read-timeout", bind: durationVar(&r.readTimeout, redis.DefaultTimeout), check: positive(&r.readTimeout), scope: redisOnly,
+			usage: "longest wait for a Redis reply"},
+		{name: "redis-write-timeout", bind: durationVar(&r.writeTimeout, redis.DefaultTimeout), check: positive(&r.writeTimeout), scope: redisOnly,
+			usage: "longest wait to send a Redis command"},
+		{name: "redis-username", bind: stringVar(&r.username, ""), scope: redisOnly,
+			usage: "Redis ACL user name, overriding the URL's"},
+		{name: "redis-password", bind: stringVar(&r.password, ""), scope: redisOnly,
+			usage: "Redis password, overriding the URL's; prefer the environment, which other users cannot see in the process list"},
+		{name: "redis-tls-ca", bind: stringVar(&r.tlsCA, ""), scope: redisOnly,
+			usage: "PEM file of the CAs that sign Redis's certificate, for rediss:// and rediss-cluster:// (default: the system's)"},
+		{name: "redis-tls-insecure", bind: boolVar(&r.tlsInsecure, false), scope: redisOnly,
+			usage: "do not verify Redis's TLS certificate (testing only)"},
+		{name: "redis-expiry-margin", bind: durationVar(&r.expiryMargin, margin), check: positive(&r.expiryMargin), scope: redisOnly,
+			usage: "how long a Redis key outlives the moment its bucket is full again; more than the clock skew between hosts (default 1m, 24h under LIMITER_FAKECLOCK)"},
+		{name: "redis-namespace", bind: stringVar(&r.namespace, ""), scope: redisOnly,
+			usage: "text put between the key prefix and the bucket, so independent services can share one Redis; no braces"},
+		{name: "redis-groups", bind: intVar(&r.groups, 0), scope: redisOnly,
+			check: check{func() bool { return r.groups >= 0 && r.groups <= redis.MaxGroups }, fmt.Sprintf("want 0 (a key per bucket) to %d", redis.MaxGroups)},
+			usage: fmt.Sprintf("key format: 0 keeps each bucket in a Redis key of its own (v1); 1 to %d keeps buckets as fields of that many Redis hashes (v2, a third of the memory or less at ten or more buckets per hash); every process sharing a Redis must use the same", redis.MaxGroups)},
+	}
+}

@@ -1,0 +1,20 @@
+// Package archtest holds no code: its test checks the import edges between
+// the module's layers, so that a change which lets the domain speak HTTP,
+// a source load configuration, or a handler reach past the Limiter into a
+// source fails `go test ./...` instead of waiting for a reader to notice.
+//
+// The layers, from the inside out:
+//
+//   - the domain: ratelimits and its algorithm packages (gcra, once, and
+//     any added beside them). It decides; it reads no file, speaks no HTTP
+//     and knows no storage.
+//   - the config loader: the package that turns YAML files into the
+//     domain's Config. It is the only part of ratelimits/... allowed
+//     gopkg.in/yaml.v3; by convention its last path element starts with
+//     "config".
+//   - the sources: source/... store buckets. They use the domain's types
+//     and algorithms, never configuration files or HTTP.
+//   - the handlers: httpapi/... speak HTTP to a Limiter and never to a
+//     source or to Redis directly.
+//   - cmd/limiter wires them together and may import anything.
+package archtest

@@ -1,0 +1,220 @@
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// pkg is what `go list -deps -json` says of one package.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Module     *struct{ Path string }
+}
+
+// graph is the module's packages and everything they import, by import
+// path.
+type graph struct {
+	module string
+	pkgs   map[string]*pkg
+}
+
+// rel is an import path relative to the module ("ratelimits/gcra"), or ""
+// for a package outside it.
+func (g *graph) rel(path string) string {
+	if path == g.module {
+		return "."
+	}
+	if r, ok := strings.CutPrefix(path, g.module+"/"); ok {
+		return r
+	}
+	return ""
+}
+
+// under reports whether a module-relative path is dir or inside it.
+func under(rel, dir string) bool {
+	return rel == dir || strings.HasPrefix(rel, dir+"/")
+}
+
+// isConfigLoader tells the config-file loader from the domain: a package
+// under ratelimits whose last path element starts with "config".
+func isConfigLoader(rel string) bool {
+	if !under(rel, "ratelimits") || rel == "ratelimits" {
+		return false
+	}
+	return strings.HasPrefix(rel[strings.LastIndexByte(rel, '/')+1:], "config")
+}
+
+// target is an import a layer must not have, directly or through another
+// package.
+type target struct {
+	what  string
+	match func(g *graph, path string) bool
+}
+
+// external matches an import path outside the module: the path itself or
+// anything below it.
+func external(prefix string) target {
+	return target{prefix, func(_ *graph, path string) bool {
+		return path == prefix || strings.HasPrefix(path, prefix+"/")
+	}}
+}
+
+// internal matches a directory of the module and its subpackages.
+func internal(dir string) target {
+	return target{dir + "/...", func(g *graph, path string) bool {
+		r := g.rel(path)
+		return r != "" && under(r, dir)
+	}}
+}
+
+var configLoader = target{"the config loader", func(g *graph, path string) bool {
+	return isConfigLoader(g.rel(path))
+}}
+
+// rule is one edge: the packages it applies to, what they must not import
+// and why.
+type rule struct {
+	layer  string
+	from   func(rel string) bool
+	forbid []target
+	why    string
+}
+
+var rules = []rule{
+	{
+		layer: "the domain (ratelimits/...)",
+		from:  func(rel string) bool { return under(rel, "ratelimits") && !isConfigLoader(rel) },
+		forbid: []target{
+			external("net/http"), external("github.com/redis"), external("github.com/go-chi"),
+			external("gopkg.in/yaml.v3"), configLoader, internal("source"), internal("httpapi"),
+		},
+		why: "the domain decides; it loads no file (YAML belongs in the config loader), speaks no HTTP and knows no storage",
+	},
+	{
+		layer:  "a source (source/...)",
+		from:   func(rel string) bool { return under(rel, "source") },
+		forbid: []target{external("net/http"), external("github.com/go-chi"), external("gopkg.in/yaml.v3"), configLoader, internal("httpapi")},
+		why:    "a source stores buckets for the domain's algorithms; it loads no configuration and speaks no HTTP",
+	},
+	{
+		layer:  "the handlers (httpapi/...)",
+		from:   func(rel string) bool { return under(rel, "httpapi") },
+		forbid: []target{internal("source"), external("github.com/redis")},
+		why:    "handlers call the Limiter; which source it uses is cmd/limiter's choice",
+	},
+}
+
+// load lists every package of the module with all it imports, as the
+// go command resolves them for the current platform (tests excluded).
+func load(t *testing.T) *graph {
+	t.Helper()
+	mod, err := exec.Command("go", "list", "-m").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", stderrOf(err))
+	}
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", stderrOf(err))
+	}
+	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Imports,Module", "./...")
+	cmd.Dir = strings.TrimSpace(string(root))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", stderrOf(err))
+	}
+	g := &graph{module: strings.TrimSpace(string(mod)), pkgs: map[string]*pkg{}}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		p := &pkg{}
+		if err := dec.Decode(p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("reading go list's output: %v", err)
+		}
+		g.pkgs[p.ImportPath] = p
+	}
+	return g
+}
+
+func stderrOf(err error) error {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return errors.New(strings.TrimSpace(string(exit.Stderr)))
+	}
+	return err
+}
+
+// path returns the chain of imports from one package to the first package
+// the target matches, breadth first (so the shortest), or nil.
+func (g *graph) path(from string, forbid target) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur != from && forbid.match(g, cur) {
+			var chain []string
+			for p := cur; p != ""; p = prev[p] {
+				chain = append(chain, p)
+			}
+			slices.Reverse(chain)
+			return chain
+		}
+		if p, ok := g.pkgs[cur]; ok {
+			for _, imp := range p.Imports {
+				if _, seen := prev[imp]; !seen {
+					prev[imp] = cur
+					queue = append(queue, imp)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// violations checks every rule against the graph and returns one line per
+// forbidden import found, naming the chain that brings it in.
+func violations(t *testing.T, g *graph) []string {
+	t.Helper()
+	var found []string
+	for _, r := range rules {
+		applied := 0
+		for path, p := range g.pkgs {
+			rel := g.rel(path)
+			if p.Module == nil || p.Module.Path != g.module || rel == "" || !r.from(rel) {
+				continue
+			}
+			applied++
+			for _, f := range r.forbid {
+				if chain := g.path(path, f); chain != nil {
+					for i := range chain {
+						if rel := g.rel(chain[i]); rel != "" {
+							chain[i] = rel
+						}
+					}
+					found = append(found, rel+" imports "+f.what+" ("+strings.Join(chain, " → ")+"): "+r.why)
+				}
+			}
+		}
+		if applied == 0 {
+			t.Errorf("no package is in %s: the rule checks nothing; update it to the module's layout", r.layer)
+		}
+	}
+	slices.Sort(found)
+	return found
+}
+
+// Each layer imports only what its edge allows, directly or through
+// another package.
+func TestImportEdges(t *testing.T) {
+	for _, v := range violations(t, load(t)) {
+		t.Error(v)
+	}
+}

@@ -1,0 +1,81 @@
+package archtest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fakeGraph is a module "m" whose packages import as edges says, with
+// one package in every layer so that each rule applies.
+func fakeGraph(edges map[string][]string) *graph {
+	g := &graph{module: "m", pkgs: map[string]*pkg{}}
+	mod := &struct{ Path string }{"m"}
+	add := func(path string) {
+		if _, ok := g.pkgs[path]; !ok {
+			p := &pkg{ImportPath: path}
+			if path == "m" || strings.HasPrefix(path, "m/") {
+				p.Module = mod
+			}
+			g.pkgs[path] = p
+		}
+	}
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi"} {
+		add(path)
+	}
+	for from, to := range edges {
+		add(from)
+		for _, imp := range to {
+			add(imp)
+		}
+		g.pkgs[from].Imports = to
+	}
+	return g
+}
+
+// The rules catch a forbidden import, direct or through another package,
+// in each layer, and let the allowed ones through.
+func TestRulesCatchForbiddenImports(t *testing.T) {
+	tests := []struct {
+		name  string
+		edges map[string][]string
+		want  []string // the start of each violation, in order; none: allowed
+	}{
+		{"the domain speaks HTTP", map[string][]string{"m/ratelimits/gcra": {"math", "net/http"}},
+			[]string{"ratelimits/gcra imports net/http (ratelimits/gcra → net/http)"}},
+		{"the domain through a helper", map[string][]string{"m/ratelimits": {"m/ratelimits/once"}, "m/ratelimits/once": {"net/http/httptest"}},
+			[]string{"ratelimits imports net/http (ratelimits → ratelimits/once → net/http/httptest)",
+				"ratelimits/once imports net/http (ratelimits/once → net/http/httptest)"}},
+		{"the domain reads YAML", map[string][]string{"m/ratelimits": {"gopkg.in/yaml.v3"}},
+			[]string{"ratelimits imports gopkg.in/yaml.v3"}},
+		{"the domain talks to Redis", map[string][]string{"m/ratelimits/window": {"github.com/redis/go-redis/v9"}},
+			[]string{"ratelimits/window imports github.com/redis"}},
+		{"the domain uses chi", map[string][]string{"m/ratelimits": {"github.com/go-chi/chi/v5"}},
+			[]string{"ratelimits imports github.com/go-chi"}},
+		{"the config loader reads YAML", map[string][]string{"m/ratelimits/config": {"m/ratelimits", "gopkg.in/yaml.v3"}}, nil},
+		{"a source uses the config loader", map[string][]string{"m/source/redis": {"m/ratelimits/configfile"}, "m/ratelimits/configfile": {"gopkg.in/yaml.v3"}},
+			[]string{"source/redis imports gopkg.in/yaml.v3", "source/redis imports the config loader"}},
+		{"a source speaks HTTP", map[string][]string{"m/source/memory": {"net/http"}},
+			[]string{"source/memory imports net/http"}},
+		{"a source uses the domain and Redis", map[string][]string{"m/source/redis": {"m/ratelimits", "m/ratelimits/gcra", "github.com/redis/go-redis/v9"}}, nil},
+		{"a handler uses a source", map[string][]string{"m/httpapi": {"m/ratelimits", "m/source/memory"}},
+			[]string{"httpapi imports source/..."}},
+		{"a handler talks to Redis", map[string][]string{"m/httpapi/debug": {"github.com/redis/go-redis/v9"}},
+			[]string{"httpapi/debug imports github.com/redis"}},
+		{"a handler uses HTTP and chi", map[string][]string{"m/httpapi": {"net/http", "github.com/go-chi/chi/v5", "m/ratelimits"}}, nil},
+		{"cmd wires everything", map[string][]string{"m/cmd/limiter": {"m/httpapi", "m/source/redis", "m/ratelimits/config", "net/http"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := violations(t, fakeGraph(tt.edges))
+			if len(got) != len(tt.want) {
+				t.Fatalf("violations:\n%s\nwant %d starting %q", strings.Join(got, "\n"), len(tt.want), tt.want)
+			}
+			for _, w := range tt.want {
+				if !slices.ContainsFunc(got, func(v string) bool { return strings.HasPrefix(v, w) }) {
+					t.Errorf("violations:\n%s\nnone starts %q", strings.Join(got, "\n"), w)
+				}
+			}
+		})
+	}
+}
