@@ -174,10 +174,3 @@ func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record
 		goredis.SetArgs{Mode: "XX", KeepTTL: true})
 	return false, nil
 }
-
-// ClaimKey returns the Redis key that holds the claim of an idempotency
-// key (once.Record.Key) on a cluster (docs/redis.md, "Idempotency
-// records"), for operators and tests that look into Redis.
-func (s *Source) ClaimKey(idempotencyKey string) string {
-	return s.claimKey(recordID(idempotencyKey))
-}
