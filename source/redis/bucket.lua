@@ -49,8 +49,8 @@
 -- (see FOLD_OP below): 'S0' to 'C2' for its operation and mode, its now,
 -- its increment and its burst offset. Each batch is decided exactly as
 -- alone, under its own "now". The reply is the batches' replies one after
--- another in one flat list (one table per batch cost Redis 7% more per
--- decision): 1 + n items for an S, C or R batch of n keys, 1 for a D
+-- another in one flat list (a table per batch would cost Redis more than
+-- the list): 1 + n items for an S, C or R batch of n keys, 1 for a D
 -- batch. A batch that fails (say on a key that holds no TAT) answers its
 -- own error, then n empty strings for an S, C or R batch, without touching
 -- the others. The whole call is still one atomic script run.
@@ -294,7 +294,7 @@ end
 -- missing bucket. A TAT not after now is a full bucket, the same as a
 -- missing one: it is deleted on the spot.
 local function read(key)
-  -- get(key) written out: a Lua function call costs a decision about 1%.
+  -- get(key) written out, sparing a Lua function call per decision.
   local v
   if GROUPED then
     v = redis.call('HGET', at(key))
