@@ -96,7 +96,15 @@ func foldedToken(op operation, mode gcra.Mode) (any, bool) {
 // calls.
 type wire struct {
 	marginMS int64
-	format   string // scriptFormatV1 or scriptFormatV2
+	// margin and format are the header's second and third arguments,
+	// boxed once so that a call's header allocates nothing.
+	margin, format any
+}
+
+// newWire returns the encoder of a source's calls: format is
+// scriptFormatV1 or scriptFormatV2.
+func newWire(marginMS int64, format string) wire {
+	return wire{marginMS: marginMS, margin: marginMS, format: format}
 }
 
 // scriptOp is the letter of an operation.
@@ -128,7 +136,7 @@ func limbs(v int64) (hi, lo int64) {
 }
 
 func (w wire) header(args []any, op string) []any {
-	return append(args, op, w.marginMS, w.format)
+	return append(args, op, w.margin, w.format)
 }
 
 // encode returns the KEYS and ARGV of c sent as a script call of its own.

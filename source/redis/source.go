@@ -42,15 +42,16 @@ func New(opts Options) (*Source, error) {
 	s := &Source{
 		cluster:         opts.Cluster,
 		script:          goredis.NewScript(bucketLua),
-		wire:            wire{marginMS: opts.expiryMargin().Milliseconds(), format: scriptFormatV1},
 		format:          keyFormat{prefix: KeyPrefix + opts.Namespace},
 		namespace:       opts.Namespace,
 		rollbackTimeout: opts.rollbackTimeout(),
 	}
+	format := scriptFormatV1
 	if opts.Groups > 0 {
 		s.format = keyFormat{prefix: GroupedKeyPrefix + opts.Namespace, groups: uint64(opts.Groups)}
-		s.wire.format = scriptFormatV2
+		format = scriptFormatV2
 	}
+	s.wire = newWire(opts.expiryMargin().Milliseconds(), format)
 	if opts.Cluster {
 		s.client = goredis.NewClusterClient(opts.clusterOptions())
 		s.nodes = &pipes{script: s.script, wire: s.wire, timeout: opts.rollbackTimeout()}
