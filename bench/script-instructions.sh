@@ -8,8 +8,8 @@
 #
 # Each call is one packed EVALSHA (operation M) of ten one-key spends, as
 # the source sends under concurrent load, over 10 x 1,000 keys created by
-# a warm-up. With GROUPED=1 the script runs as key format v2 (its GROUPED
-# switch on) and the buckets are fields of 1,000 hashes, ten each.
+# a warm-up. With GROUPED=1 the calls ask for key format v2 (ARGV[3] = 2)
+# and the buckets are fields of 1,000 hashes, ten each.
 # Needs valgrind, redis-server, redis-cli, redis-benchmark.
 set -euo pipefail
 lua=${1:-"$(dirname "$0")/../source/redis/bucket.lua"}
@@ -22,14 +22,10 @@ valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$dir/redis.log" 2>&1 &
 vpid=$!
 for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-script=$(cat "$lua")
-if [[ -n ${GROUPED:-} ]]; then
-	script=${script/$'\n'local GROUPED = false$'\n'/$'\n'local GROUPED = true$'\n'}
-	grep -q '^local GROUPED = true$' <<<"$script" || { echo "no GROUPED switch in $lua" >&2; exit 1; }
-fi
-sha=$(redis-cli -p "$port" script load "$script")
+sha=$(redis-cli -p "$port" script load "$(cat "$lua")")
 
-keys=() argv=(M 60000)
+# the packed call's header: operation, expiry margin (ms), key format
+keys=() argv=(M 60000 "$([[ -n ${GROUPED:-} ]] && echo 2 || echo 1)")
 for b in $(seq 10); do
 	if [[ -n ${GROUPED:-} ]]; then
 		keys+=("lim:v2:{__rand_int__}3:key-$b")

@@ -1,5 +1,6 @@
 -- Bucket script of the limiter's Redis source, key formats v1 and v2
--- (docs/redis.md).
+-- (docs/redis.md). The Go side builds every call in one place, encode.go,
+-- whose doc comment states this same layout.
 --
 -- One call decides and writes the buckets named in KEYS atomically: Redis
 -- runs a script to completion before any other command, so two calls on
@@ -12,16 +13,23 @@
 -- comparison below is exact. The service passes its own "now" (the script
 -- never reads TIME), so a fake clock drives these decisions too.
 --
+-- Every call starts with the same three arguments:
+--
 -- ARGV[1]        operation: S spend (and write when allowed), C spend
 --                without writing (decide only), R refund, D reset,
---                M several batches, P several batches with their keys
---                in ARGV, O a spend or refund under an idempotency record,
---                Q claim an idempotency key (both described at the end)
+--                O a spend or refund under an idempotency record,
+--                Q claim an idempotency key, M and P several batches in
+--                one call (all described below)
 -- ARGV[2]        expiry margin in whole milliseconds
--- ARGV[3], [4]   now as (hi, lo)
--- S, C: then 3 values per key: mode (0 check-and-spend, 1 check-only,
---    2 spend-only), the increment EI*cost, the burst offset
--- R: 1 value per key: the decrement EI*cost (0 for check-only)
+-- ARGV[3]        key format: 1 (a key per bucket) or 2 (buckets are
+--                fields of shared hashes)
+--
+-- S, C, R, D: KEYS are the batch's buckets, ARGV[4], [5] is now as
+-- (hi, lo), and then
+--   S, C: 3 values per key: mode (0 check-and-spend, 1 check-only,
+--      2 spend-only), the increment EI*cost, the burst offset
+--   R: 1 value per key: the decrement EI*cost (0 for check-only)
+--   D: nothing
 -- Increments, burst offsets and decrements are decimal int64 strings; the
 -- script splits them into limbs itself, so each costs one argument (Redis
 -- spends a fair share of a call on every argument it parses).
@@ -35,14 +43,14 @@
 --
 -- M packs several independent batches into one call, so that concurrent
 -- batches to one Redis share its per-call cost (on a cluster, see P).
--- KEYS holds the batches' keys one after another; after the margin, ARGV
+-- KEYS holds the batches' keys one after another; after the header, ARGV
 -- holds per batch its operation, its number of keys, its now as (hi, lo)
 -- and its values per key as above, except that a one-key spend is folded
 -- (see FOLD_OP below): 'S0' to 'C2' for its operation and mode, its now,
--- its increment and its burst offset. Each batch is decided exactly as alone,
--- under its own "now". The reply is the batches' replies one after
--- another in one flat list (one table per batch cost Redis 7% more per
--- decision): 1 + n items for an S, C or R batch of n keys, 1 for a D
+-- its increment and its burst offset. Each batch is decided exactly as
+-- alone, under its own "now". The reply is the batches' replies one after
+-- another in one flat list (a table per batch would cost Redis more than
+-- the list): 1 + n items for an S, C or R batch of n keys, 1 for a D
 -- batch. A batch that fails (say on a key that holds no TAT) answers its
 -- own error, then n empty strings for an S, C or R batch, without touching
 -- the others. The whole call is still one atomic script run.
@@ -64,15 +72,17 @@
 local B = 1000000000
 local MAX_HI, MAX_LO = 9223372036, 854775807 -- math.MaxInt64
 
--- Key format. In v1 every bucket is a key of its own, holding its TAT. In
--- v2 a bucket is a field of a hash that many buckets share (its group),
--- and the name the service passes for it, declared or not, is the hash's
--- name followed by the field: 'lim:v2:{12345}3:alice' is field '3:alice'
--- of hash 'lim:v2:{12345}'. The name has the hash's slot (its hash tag is
--- the group), so Redis Cluster routes and checks it as it would the hash.
--- The service loads this script with the next line set to true for v2:
--- the two formats are two scripts, with two SHA-1s.
-local GROUPED = false
+-- Key format (ARGV[3]). In v1 every bucket is a key of its own, holding
+-- its TAT. In v2 a bucket is a field of a hash that many buckets share (its
+-- group), and the name the service passes for it, declared or not, is the
+-- hash's name followed by the field: 'lim:v2:{12345}3:alice' is field
+-- '3:alice' of hash 'lim:v2:{12345}'. The name has the hash's slot (its
+-- hash tag is the group), so Redis Cluster routes and checks it as it
+-- would the hash.
+local GROUPED = ARGV[3] == '2'
+if not GROUPED and ARGV[3] ~= '1' then
+  error('limiter: unknown key format ' .. tostring(ARGV[3]))
+end
 
 -- A v2 hash is swept of its full buckets when a new field brings it to
 -- SWEEP_AT fields, and after that whenever it has grown to twice the
@@ -284,7 +294,7 @@ end
 -- missing bucket. A TAT not after now is a full bucket, the same as a
 -- missing one: it is deleted on the spot.
 local function read(key)
-  -- get(key) written out: a Lua function call costs a decision about 1%.
+  -- get(key) written out, sparing a Lua function call per decision.
   local v
   if GROUPED then
     v = redis.call('HGET', at(key))
@@ -491,7 +501,7 @@ end
 -- script run, so that a retry with the same idempotency key is answered
 -- from the record and never decided twice. KEYS: the batch's keys, then
 -- the record's key (on a cluster, in the batch's slot). ARGV after the
--- margin: the batch's operation (S or R), the request's fingerprint, the
+-- header: the batch's operation (S or R), the request's fingerprint, the
 -- record's expiry in unix nanoseconds, the record key's lifetime in
 -- milliseconds, now as (hi, lo), then the batch's values as for S or R.
 --
@@ -506,8 +516,8 @@ end
 local function once()
   local n = #KEYS - 1
   local rkey = KEYS[n + 1]
-  local fp = ARGV[4]
-  now_hi, now_lo = count(ARGV[7]), tonumber(ARGV[8])
+  local fp = ARGV[5]
+  now_hi, now_lo = count(ARGV[8]), tonumber(ARGV[9])
   local old = redis.call('GET', rkey)
   if old then
     local w, m = words(old)
@@ -526,11 +536,11 @@ local function once()
       return out
     end
   end
-  local reply, _, tat = run(ARGV[3], KEYS, 0, n, 7)
+  local reply, _, tat = run(ARGV[4], KEYS, 0, n, 8)
   if tat then
     reply = { reply, tat }
   end
-  local rec = { fp, ARGV[5], format(now_hi, now_lo), tostring(reply[1]) }
+  local rec = { fp, ARGV[6], format(now_hi, now_lo), tostring(reply[1]) }
   local out = { 0, '', reply[1] }
   for i = 1, n do
     local t = reply[i + 1]
@@ -540,23 +550,23 @@ local function once()
     end
     rec[4 + i] = t
   end
-  redis.call('SET', rkey, table.concat(rec, ' '), 'PX', ARGV[6])
+  redis.call('SET', rkey, table.concat(rec, ' '), 'PX', ARGV[7])
   return out
 end
 
 -- Q claims an idempotency key for a Redis Cluster batch whose record
 -- cannot share a slot with all of its buckets. KEYS[1]: the claim's key.
--- ARGV after the margin: the fingerprint, the expiry, the key's lifetime
+-- ARGV after the header: the fingerprint, the expiry, the key's lifetime
 -- in milliseconds, now as (hi, lo). A live claim is returned as it is (a
 -- record, or the fingerprint and expiry followed by P while its call has
 -- no known outcome); otherwise a pending claim is made and nil returned.
 local function claim()
-  now_hi, now_lo = count(ARGV[6]), tonumber(ARGV[7])
+  now_hi, now_lo = count(ARGV[7]), tonumber(ARGV[8])
   local old = redis.call('GET', KEYS[1])
   if old and live(words(old)[2]) then
     return old
   end
-  redis.call('SET', KEYS[1], ARGV[3] .. ' ' .. ARGV[4] .. ' P', 'PX', ARGV[5])
+  redis.call('SET', KEYS[1], ARGV[4] .. ' ' .. ARGV[5] .. ' P', 'PX', ARGV[6])
   return false
 end
 
@@ -568,7 +578,7 @@ elseif op == 'Q' then
   return claim()
 end
 if op ~= 'M' and op ~= 'P' then
-  local reply, _, tat = run(op, KEYS, 0, #KEYS, 3)
+  local reply, _, tat = run(op, KEYS, 0, #KEYS, 4)
   if tat then
     return { reply, tat }
   end
@@ -583,7 +593,7 @@ local FOLD_OP = { S0 = 'S', S1 = 'S', S2 = 'S', C0 = 'C', C1 = 'C', C2 = 'C' }
 local FOLD_MODE = { S0 = '0', S1 = '1', S2 = '2', C0 = '0', C1 = '1', C2 = '2' }
 local inline = op == 'P'
 local replies, r = {}, 0
-local k, a = 0, 3
+local k, a = 0, 4
 while a <= #ARGV do
   local bop, mode, n = FOLD_OP[ARGV[a]], FOLD_MODE[ARGV[a]], 1
   -- K, k: where the batch's keys are; v: where its now starts.

@@ -100,14 +100,18 @@ func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []gcra.Op, k
 	denied := false
 	for _, idx := range slotGroups(keys) {
 		p := gather(idx, ops, keys)
-		verdict, err := s.runSpend(ctx, now, p.ops, p.keys, p.tats, !denied)
+		c := &scriptCall{op: opSpend, now: now, keys: p.keys, spends: p.ops}
+		if denied {
+			c.op = opCheck // an earlier part was denied: decide, write nothing
+		}
+		r, err := s.run(ctx, c, p.tats)
 		if err == nil {
-			err = checkPart(now, p, verdict, &spent, denied)
+			err = checkPart(now, p, r.allowed, &spent, denied)
 		}
 		if err != nil {
 			return false, failedPart(err, s.giveBack(ctx, now, spent))
 		}
-		denied = denied || !verdict
+		denied = denied || !r.allowed
 		for j, i := range idx {
 			tats[i] = p.tats[j]
 		}
@@ -169,7 +173,7 @@ func (s *Source) giveBack(ctx context.Context, now int64, spent []part) error {
 	defer cancel()
 	var errs []error
 	for _, p := range spent {
-		if err := s.runRefund(ctx, now, p.keys, p.decs, p.tats); err != nil {
+		if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, decrements: p.decs}, p.tats); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -189,7 +193,7 @@ func (s *Source) refundSlots(ctx context.Context, now int64, ops []gcra.Op, keys
 		for j := range p.ops {
 			p.decs[j] = refundDecrement(&p.ops[j])
 		}
-		if err := s.runRefund(ctx, now, p.keys, p.decs, p.tats); err != nil {
+		if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, decrements: p.decs}, p.tats); err != nil {
 			return err
 		}
 		for j, i := range idx {
@@ -207,11 +211,11 @@ func (s *Source) resetSlots(ctx context.Context, now int64, keys []string) (int,
 		for j, i := range idx {
 			part[j] = keys[i]
 		}
-		n, err := s.runReset(ctx, now, part)
+		r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: part}, nil)
 		if err != nil {
 			return total, err
 		}
-		total += n
+		total += r.notFull
 	}
 	return total, nil
 }

@@ -3,13 +3,8 @@ package redis
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"net"
-	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -23,7 +18,7 @@ import (
 const RecordKeyPrefix = "lim:once:"
 
 // SpendOnce implements ratelimits.Source: the batch and its record are
-// decided and written by one script call (operation O of bucket.lua). On a
+// decided and written by one script call (a scriptCall with a record). On a
 // cluster, a batch across hash slots is recorded beside a claim instead
 // (see onceAcrossSlots).
 func (s *Source) SpendOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
@@ -67,11 +62,11 @@ func (s *Source) recordKey(id, first string) (key string, ok bool) {
 // service's clock, and the expiry margin after, so that a record is never
 // gone from Redis while the service's clock still says it answers.
 func (s *Source) recordLifetime(now int64, rec once.Record) int64 {
-	return max((rec.Expires-now+999_999)/1_000_000, 1) + s.marginMS
+	return max((rec.Expires-now+999_999)/1_000_000, 1) + s.wire.marginMS
 }
 
 // applyOnce runs a spend or refund (op) under rec.
-func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome, op string) (bool, error) {
+func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome, op operation) (bool, error) {
 	keys, err := s.keys(ops)
 	if err != nil {
 		return false, notApplied(err)
@@ -93,82 +88,33 @@ func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops 
 			return s.onceAcrossSlots(ctx, now, rec, id, claimed, ops, keys, outcomes, op)
 		}
 	}
-	args := make([]any, 0, 8+spendArgsPerKey*len(ops))
-	hi, lo := limbs(now)
-	args = append(args, opOnce, s.marginMS, op, rec.Fingerprint, rec.Expires, s.recordLifetime(now, rec), hi, lo)
+	c := &scriptCall{op: op, now: now, keys: keys, record: &recordArgs{
+		key: rkey, fingerprint: rec.Fingerprint, expires: rec.Expires, lifetimeMS: s.recordLifetime(now, rec),
+	}}
 	if op == opSpend {
-		for i := range ops {
-			args = appendSpendOp(args, &ops[i])
-		}
+		c.spends = ops
 	} else {
+		c.decrements = make([]int64, len(ops))
 		for i := range ops {
-			args = append(args, refundDecrement(&ops[i]))
+			c.decrements[i] = refundDecrement(&ops[i])
 		}
 	}
-	reply, err := s.runAlone(ctx, append(keys, rkey), args)
+	var buf [smallBatch]int64
+	r, err := s.run(ctx, c, tatBuffer(buf[:], len(ops)))
 	if err != nil {
-		return false, fmt.Errorf("redis source: %s once: %w", op, err)
+		return false, err
 	}
-	items, ok := reply.([]any)
-	if !ok || len(items) < 1 {
-		return false, fmt.Errorf("%w: %T from an idempotent call", ErrBadReply, reply)
-	}
-	switch items[0] {
-	case int64(2):
-		return false, once.ErrMismatch
-	case int64(1):
-		first, err := strconv.ParseInt(fmt.Sprint(items[1]), 10, 64)
-		if err != nil || len(items) != 3+len(ops) {
-			return false, fmt.Errorf("%w: a record's reply %v", ErrBadReply, items)
-		}
-		return true, s.outcomesFrom(first, items[2:], ops, outcomes, op)
-	case int64(0):
-		if len(items) != 3+len(ops) {
-			return false, fmt.Errorf("%w: %d items for %d buckets", ErrBadReply, len(items), len(ops))
-		}
-		return false, s.outcomesFrom(now, items[2:], ops, outcomes, op)
-	}
-	return false, fmt.Errorf("%w: an idempotent call answered %v", ErrBadReply, items[0])
+	return r.replayed, r.outcomes(ops, outcomes, op)
 }
 
-// outcomesFrom computes the outcomes of a batch decided at now from the
-// script's {verdict, tat_1..tat_n} reply, as Spend and Refund do.
-func (s *Source) outcomesFrom(now int64, reply []any, ops []gcra.Op, outcomes []gcra.Outcome, op string) error {
-	var buf [smallBatch]int64
-	tats := tatBuffer(buf[:], len(ops))
-	verdict, err := parseReply(reply, now, tats)
-	if err != nil {
-		return err
-	}
+// outcomes computes the outcomes of the spend or refund (op) batch ops
+// that r answers, as Spend and Refund do.
+func (r *scriptReply) outcomes(ops []gcra.Op, outcomes []gcra.Outcome, op operation) error {
 	if op == opRefund {
-		gcra.RefundBatch(now, ops, tats, outcomes)
+		gcra.RefundBatch(r.decidedAt, ops, r.tats, outcomes)
 		return nil
 	}
-	if gcra.SpendBatch(now, ops, tats, outcomes) != verdict {
-		return fmt.Errorf("%w: script says allowed=%v", ErrVerdictMismatch, verdict)
-	}
-	return nil
-}
-
-// runAlone runs the script once on keys (all in one slot), not through
-// the coalescer: an idempotent call has an operation of its own that
-// packed calls do not carry, and is rare enough not to need sharing.
-func (s *Source) runAlone(ctx context.Context, keys []string, args []any) (any, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, notApplied(err)
-	}
-	reply, err := s.script.Run(ctx, s.client, keys, args...).Result()
-	if err != nil {
-		return nil, classify(err)
-	}
-	return reply, nil
-}
-
-// claimed is a live claim of an idempotency key on a cluster: its
-// fingerprint, and the record of its call once that has a known outcome.
-type claimed struct {
-	fingerprint string
-	record      []string // the record's words, nil while pending
+	return r.spendOutcomes(ops, outcomes)
 }
 
 // claimKey is the key of an idempotency key's claim: in the key's own
@@ -177,35 +123,15 @@ func (s *Source) claimKey(id string) string {
 	return RecordKeyPrefix + s.namespace + "claim:" + id
 }
 
-// ClaimKey returns the Redis key that holds the claim of an idempotency
-// key (once.Record.Key) on a cluster (docs/redis.md, "Idempotency
-// records"), for operators and tests that look into Redis.
-func (s *Source) ClaimKey(idempotencyKey string) string {
-	return s.claimKey(recordID(idempotencyKey))
-}
-
-// claim makes a pending claim of rec's key, or returns the live one
-// (operation Q of bucket.lua).
+// claim makes a pending claim of rec's key, or returns the live one.
 func (s *Source) claim(ctx context.Context, now int64, rec once.Record, id string) (*claimed, error) {
-	hi, lo := limbs(now)
-	reply, err := s.runAlone(ctx, []string{s.claimKey(id)},
-		[]any{opClaim, s.marginMS, rec.Fingerprint, rec.Expires, s.recordLifetime(now, rec), hi, lo})
-	if errors.Is(err, goredis.Nil) {
-		return nil, nil
-	}
+	r, err := s.run(ctx, &scriptCall{op: opClaim, now: now, keys: []string{s.claimKey(id)}, record: &recordArgs{
+		fingerprint: rec.Fingerprint, expires: rec.Expires, lifetimeMS: s.recordLifetime(now, rec),
+	}}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("redis source: claim: %w", err)
+		return nil, err
 	}
-	v, ok := reply.(string)
-	w := strings.Fields(v)
-	if !ok || len(w) < 3 {
-		return nil, fmt.Errorf("%w: a claim %v", ErrBadReply, reply)
-	}
-	c := &claimed{fingerprint: w[0]}
-	if w[2] != "P" {
-		c.record = w
-	}
-	return c, nil
+	return r.claim, nil
 }
 
 // onceAcrossSlots runs a cluster batch whose buckets span slots under an
@@ -216,26 +142,16 @@ func (s *Source) claim(ctx context.Context, now int64, rec once.Record, id strin
 // pending fails with once.ErrUnsettled (the first call may still be
 // running, or may have failed after spending in part), which never spends
 // twice. A batch that certainly changed nothing gives its claim up.
-func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record, id string, c *claimed, ops []gcra.Op, keys []string, outcomes []gcra.Outcome, op string) (bool, error) {
+func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record, id string, c *claimed, ops []gcra.Op, keys []string, outcomes []gcra.Outcome, op operation) (bool, error) {
 	if c != nil {
 		if c.record == nil {
 			return false, once.ErrUnsettled
 		}
-		w := c.record
-		first, err := strconv.ParseInt(w[2], 10, 64)
-		if err != nil || len(w) != 4+len(ops) {
-			return false, fmt.Errorf("%w: a claim's record %q", ErrBadReply, strings.Join(w, " "))
+		r := scriptReply{tats: make([]int64, len(ops))}
+		if err := r.decodeRecord(c.record); err != nil {
+			return false, err
 		}
-		reply := make([]any, 0, 1+len(ops))
-		verdict, _ := strconv.ParseInt(w[3], 10, 64)
-		reply = append(reply, verdict)
-		for _, t := range w[4:] {
-			if t == "-" {
-				t = ""
-			}
-			reply = append(reply, t)
-		}
-		return true, s.outcomesFrom(first, reply, ops, outcomes, op)
+		return true, r.outcomes(ops, outcomes, op)
 	}
 	tats := make([]int64, len(ops))
 	var err error
@@ -252,55 +168,9 @@ func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record
 		}
 		return false, err
 	}
-	w := make([]string, 0, 4+len(ops))
-	v := "0"
-	if verdict {
-		v = "1"
-	}
-	w = append(w, rec.Fingerprint, strconv.FormatInt(rec.Expires, 10), strconv.FormatInt(now, 10), v)
-	for _, t := range tats {
-		if t == gcra.Missing {
-			w = append(w, "-")
-		} else {
-			w = append(w, strconv.FormatInt(t, 10))
-		}
-	}
 	// The batch is done whatever becomes of this write: if it is lost, the
 	// claim stays pending and a retry is told the outcome is unknown.
-	s.client.SetArgs(context.WithoutCancel(ctx), ckey, strings.Join(w, " "), goredis.SetArgs{Mode: "XX", KeepTTL: true})
+	s.client.SetArgs(context.WithoutCancel(ctx), ckey, recordText(rec.Fingerprint, rec.Expires, now, verdict, tats),
+		goredis.SetArgs{Mode: "XX", KeepTTL: true})
 	return false, nil
-}
-
-// notApplied marks err as a failure that changed nothing.
-func notApplied(err error) error {
-	return fmt.Errorf("%w: %w", once.ErrNotApplied, err)
-}
-
-// classify marks with once.ErrNotApplied the errors of a call that cannot
-// have run its script: no connection could be made or had (a refused
-// dial, a full pool, a closed client, a TLS handshake that failed
-// verification), or Redis answered with an error, which the bucket script
-// only raises before it writes (and Redis refuses a script whole, or
-// before its first write, for NOSCRIPT, OOM, BUSY, MOVED and the like). A
-// timeout or a broken connection after sending says nothing of the kind:
-// the script may have run, and err is returned as it is.
-func classify(err error) error {
-	if err == nil || errors.Is(err, once.ErrNotApplied) {
-		return err
-	}
-	var opErr *net.OpError
-	var replyErr goredis.Error
-	var certErr *tls.CertificateVerificationError
-	var authorityErr x509.UnknownAuthorityError
-	var hostErr x509.HostnameError
-	var invalidErr x509.CertificateInvalidError
-	switch {
-	case errors.As(err, &opErr) && opErr.Op == "dial",
-		// A TLS handshake that fails verification sends no command.
-		errors.As(err, &certErr), errors.As(err, &authorityErr), errors.As(err, &hostErr), errors.As(err, &invalidErr),
-		errors.Is(err, goredis.ErrPoolTimeout), errors.Is(err, goredis.ErrPoolExhausted), errors.Is(err, goredis.ErrClosed),
-		errors.As(err, &replyErr) && !errors.Is(err, goredis.Nil):
-		return notApplied(err)
-	}
-	return err
 }

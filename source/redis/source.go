@@ -11,24 +11,21 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
 
-// smallBatch is the batch size whose TATs live in a stack array.
-const smallBatch = 8
-
 // Source keeps buckets in one Redis or a Redis Cluster. It is safe for
 // concurrent use; its zero value is not usable (call New).
 type Source struct {
 	client  goredis.UniversalClient
 	cluster bool
 	script  *goredis.Script
+	wire    wire
 	// single coalesces the calls to a standalone Redis; nodes those to
-	// each cluster master (see coalesce.go).
+	// each cluster master (see pipe.go).
 	single *pipe
 	nodes  *pipes
 	format keyFormat
 	// namespace is Options.Namespace, which idempotency records' keys
 	// carry too.
 	namespace string
-	marginMS  int64
 	// rollbackTimeout bounds giving back a denied multi-slot batch's
 	// tokens, which must be tried even when the caller's deadline has
 	// passed.
@@ -44,22 +41,24 @@ func New(opts Options) (*Source, error) {
 	}
 	s := &Source{
 		cluster:         opts.Cluster,
-		script:          goredis.NewScript(scriptFor(opts.Groups)),
+		script:          goredis.NewScript(bucketLua),
 		format:          keyFormat{prefix: KeyPrefix + opts.Namespace},
 		namespace:       opts.Namespace,
-		marginMS:        opts.expiryMargin().Milliseconds(),
 		rollbackTimeout: opts.rollbackTimeout(),
 	}
+	format := scriptFormatV1
 	if opts.Groups > 0 {
 		s.format = keyFormat{prefix: GroupedKeyPrefix + opts.Namespace, groups: uint64(opts.Groups)}
+		format = scriptFormatV2
 	}
+	s.wire = newWire(opts.expiryMargin().Milliseconds(), format)
 	if opts.Cluster {
 		s.client = goredis.NewClusterClient(opts.clusterOptions())
-		s.nodes = &pipes{script: s.script, timeout: opts.rollbackTimeout()}
+		s.nodes = &pipes{script: s.script, wire: s.wire, timeout: opts.rollbackTimeout()}
 	} else {
 		c := goredis.NewClient(opts.clientOptions())
 		s.client = c
-		s.single = newPipe(c, s.script, packKeys, opts.rollbackTimeout())
+		s.single = &pipe{node: c, script: s.script, wire: s.wire, packing: packKeys, timeout: opts.rollbackTimeout()}
 	}
 	return s, nil
 }
@@ -75,15 +74,11 @@ func (s *Source) Spend(ctx context.Context, now int64, ops []gcra.Op, outcomes [
 		return s.spendSlots(ctx, now, ops, keys, outcomes)
 	}
 	var buf [smallBatch]int64
-	tats := tatBuffer(buf[:], len(ops))
-	verdict, err := s.runSpend(ctx, now, ops, keys, tats, true)
+	r, err := s.run(ctx, &scriptCall{op: opSpend, now: now, keys: keys, spends: ops}, tatBuffer(buf[:], len(ops)))
 	if err != nil {
 		return err
 	}
-	if gcra.SpendBatch(now, ops, tats, outcomes) != verdict {
-		return fmt.Errorf("%w: script says allowed=%v", ErrVerdictMismatch, verdict)
-	}
-	return nil
+	return r.spendOutcomes(ops, outcomes)
 }
 
 // Refund implements ratelimits.Source.
@@ -102,7 +97,7 @@ func (s *Source) Refund(ctx context.Context, now int64, ops []gcra.Op, outcomes 
 		for i := range ops {
 			decs[i] = refundDecrement(&ops[i])
 		}
-		err = s.runRefund(ctx, now, keys, decs, tats)
+		_, err = s.run(ctx, &scriptCall{op: opRefund, now: now, keys: keys, decrements: decs}, tats)
 	}
 	if err != nil {
 		return err
@@ -127,7 +122,8 @@ func (s *Source) Reset(ctx context.Context, now int64, keys []string) (int, erro
 	if s.cluster && !sameSlot(rkeys) {
 		return s.resetSlots(ctx, now, rkeys)
 	}
-	return s.runReset(ctx, now, rkeys)
+	r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: rkeys}, nil)
+	return r.notFull, err
 }
 
 // Ping implements ratelimits.Source. On a cluster every master must
@@ -195,89 +191,71 @@ func (s *Source) keys(ops []gcra.Op) ([]string, error) {
 	return keys, nil
 }
 
-// runSpend runs the spend script on keys (all in one slot) and fills tats
-// with the TATs it read. With write unset it only reads and decides.
-func (s *Source) runSpend(ctx context.Context, now int64, ops []gcra.Op, keys []string, tats []int64, write bool) (bool, error) {
-	op := opCheck
-	if write {
-		op = opSpend
+// run sends c and decodes its reply into tats (one slot per key of c).
+// Spends, checks, refunds and resets share round trips with concurrent
+// calls to the same node (pipe.go); idempotent calls and claims, whose
+// operations packed calls do not carry and which are rare, go alone.
+func (s *Source) run(ctx context.Context, c *scriptCall, tats []int64) (scriptReply, error) {
+	var reply any
+	var err error
+	if c.packable() {
+		reply, err = s.eval(ctx, c)
+	} else {
+		reply, err = s.runAlone(ctx, c)
 	}
-	args := make([]any, 0, headerArgs+spendArgsPerKey*len(ops))
-	args = appendHeader(args, op, now, s.marginMS)
-	for i := range ops {
-		args = appendSpendOp(args, &ops[i])
+	if c.op == opClaim && errors.Is(err, goredis.Nil) {
+		reply, err = nil, nil // no live claim: one was made
 	}
-	reply, err := s.eval(ctx, keys, args)
 	if err != nil {
-		return false, fmt.Errorf("redis source: spend: %w", err)
+		return scriptReply{}, fmt.Errorf("redis source: %s: %w", c.op, err)
 	}
-	return parseReply(reply, now, tats)
+	return decode(c, reply, tats)
 }
 
-// runRefund runs the refund script on keys (all in one slot), moving
-// each key's TAT back by decs[i] but never before now, and fills tats with
-// the TATs it read.
-func (s *Source) runRefund(ctx context.Context, now int64, keys []string, decs, tats []int64) error {
-	args := make([]any, 0, headerArgs+refundArgsPer*len(keys))
-	args = appendHeader(args, opRefund, now, s.marginMS)
-	for _, dec := range decs {
-		args = append(args, dec)
+// spendOutcomes computes the outcomes of the spend batch ops that r
+// answers, and checks that gcra agrees with the script's verdict.
+func (r *scriptReply) spendOutcomes(ops []gcra.Op, outcomes []gcra.Outcome) error {
+	if gcra.SpendBatch(r.decidedAt, ops, r.tats, outcomes) != r.allowed {
+		return fmt.Errorf("%w: script says allowed=%v", ErrVerdictMismatch, r.allowed)
 	}
-	reply, err := s.eval(ctx, keys, args)
-	if err != nil {
-		return fmt.Errorf("redis source: refund: %w", err)
-	}
-	_, err = parseReply(reply, now, tats)
-	return err
+	return nil
 }
 
-// runReset runs the reset script on keys (all in one slot).
-func (s *Source) runReset(ctx context.Context, now int64, keys []string) (int, error) {
-	args := appendHeader(make([]any, 0, headerArgs), opReset, now, s.marginMS)
-	reply, err := s.eval(ctx, keys, args)
-	if err != nil {
-		return 0, fmt.Errorf("redis source: reset: %w", err)
-	}
-	n, ok := reply.(int64)
-	if !ok {
-		return 0, fmt.Errorf("%w: reset answered %T", ErrBadReply, reply)
-	}
-	return int(n), nil
-}
-
-// eval runs the script once on keys (all in one slot), sharing a round
-// trip with concurrent calls to the same node (coalesce.go).
-func (s *Source) eval(ctx context.Context, keys []string, args []any) (any, error) {
+// eval runs c through the pipe of its node.
+func (s *Source) eval(ctx context.Context, c *scriptCall) (any, error) {
 	if !s.cluster {
-		reply, err := s.single.do(ctx, keys, args)
+		reply, err := s.single.do(ctx, c)
 		return reply, classify(err)
 	}
-	node, err := s.client.(*goredis.ClusterClient).MasterForKey(ctx, keys[0])
+	node, err := s.client.(*goredis.ClusterClient).MasterForKey(ctx, c.keys[0])
 	if err != nil {
 		return nil, classify(err)
 	}
-	reply, err := s.evalOn(ctx, node, keys, args)
+	reply, err := s.evalOn(ctx, node, c)
 	return reply, classify(err)
 }
 
-// evalOn runs the script on keys through the coalescer of node, the master
-// the cluster client last knew to serve their slot.
-func (s *Source) evalOn(ctx context.Context, node *goredis.Client, keys []string, args []any) (any, error) {
-	reply, err := s.nodes.forNode(node).do(ctx, keys, args)
+// evalOn runs c through the pipe of node, the master the cluster client
+// last knew to serve its slot.
+func (s *Source) evalOn(ctx context.Context, node *goredis.Client, c *scriptCall) (any, error) {
+	reply, err := s.nodes.forNode(node).do(ctx, c)
 	if err != nil && isRedirect(err) {
 		// The slot moved (or its master left) since the cluster client
 		// last looked: let it follow the redirect and refresh its map.
 		// Where it was sent, the call changed nothing any answer can tell
 		// (see packInline).
+		keys, args := s.wire.encode(c)
 		return s.script.Run(ctx, s.client, keys, args...).Result()
 	}
 	return reply, err
 }
 
-// tatBuffer returns n int64 slots, from buf when they fit.
-func tatBuffer(buf []int64, n int) []int64 {
-	if n <= len(buf) {
-		return buf[:n]
+// runAlone runs c once, not through a pipe.
+func (s *Source) runAlone(ctx context.Context, c *scriptCall) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, notApplied(err)
 	}
-	return make([]int64, n)
+	keys, args := s.wire.encode(c)
+	reply, err := s.script.Run(ctx, s.client, keys, args...).Result()
+	return reply, classify(err)
 }

@@ -94,6 +94,18 @@ func testOp(key string, cost int64) gcra.Op {
 	return gcra.Op{Key: key, EmissionInterval: ei, BurstOffset: 100 * ei, Cost: cost}
 }
 
+// testPipe is a pipe to src's standalone Redis that packs as packing says.
+func testPipe(src *Source, packing packing) *pipe {
+	return &pipe{node: src.client.(*goredis.Client), script: src.script, wire: src.wire, packing: packing, timeout: time.Second}
+}
+
+// spendCall is a queued one-key spend (or check, as op says) of op at
+// coalesceNow.
+func spendCall(ctx context.Context, src *Source, op operation, spend gcra.Op) *queued {
+	c := &scriptCall{op: op, now: coalesceNow, keys: []string{src.Key(spend.Key)}, spends: []gcra.Op{spend}}
+	return &queued{ctx: ctx, call: c, done: make(chan struct{})}
+}
+
 // waitFor polls cond until it holds, failing the test after a deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -106,7 +118,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (p *pipe) state() (queued, flushers int) {
+func (p *pipe) state() (waiting, flushers int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.queue), p.flushers
@@ -190,12 +202,11 @@ func TestCoalescedPipelineReloadsScript(t *testing.T) {
 		if _, err := redistest.Do(srv.Addr(), "SCRIPT", "FLUSH"); err != nil {
 			t.Fatal(err)
 		}
-		p := newPipe(src.client.(*goredis.Client), src.script, pack, time.Second)
-		var calls []*call
+		p := testPipe(src, pack)
+		var calls []*queued
 		for i := range 5 {
 			op := testOp(fmt.Sprintf("reload:%v:%d", pack, i), int64(i+1))
-			args := appendSpendOp(appendHeader(nil, opSpend, coalesceNow, src.marginMS), &op)
-			calls = append(calls, &call{ctx: context.Background(), keys: []string{src.Key(op.Key)}, args: args, done: make(chan struct{})})
+			calls = append(calls, spendCall(context.Background(), src, opSpend, op))
 		}
 		loads := rt.loads.Load()
 		p.send(calls)
@@ -204,9 +215,8 @@ func TestCoalescedPipelineReloadsScript(t *testing.T) {
 			if c.err != nil {
 				t.Fatalf("pack=%v: call %d: %v", pack, i, c.err)
 			}
-			tats := make([]int64, 1)
-			if ok, err := parseReply(c.reply, coalesceNow, tats); err != nil || !ok {
-				t.Fatalf("pack=%v: call %d: reply %v: allowed=%v, %v", pack, i, c.reply, ok, err)
+			if r, err := decode(c.call, c.reply, make([]int64, 1)); err != nil || !r.allowed {
+				t.Fatalf("pack=%v: call %d: reply %v: allowed=%v, %v", pack, i, c.reply, r.allowed, err)
 			}
 		}
 		if rt.loads.Load() != loads+1 {
@@ -525,24 +535,20 @@ func TestPackedClusterCallWithAMovedKey(t *testing.T) {
 			near = k
 		}
 	}
-	newCall := func(key string) *call {
-		op := testOp(key, 1)
-		args := appendSpendOp(appendHeader(nil, opSpend, coalesceNow, src.marginMS), &op)
-		return &call{ctx: ctx, keys: []string{src.Key(key)}, args: args, done: make(chan struct{})}
-	}
-	calls := []*call{newCall("p:0"), newCall(far), newCall(near)}
+	newCall := func(key string) *queued { return spendCall(ctx, src, opSpend, testOp(key, 1)) }
+	calls := []*queued{newCall("p:0"), newCall(far), newCall(near)}
 	p := src.nodes.forNode(home)
-	if units := p.units(calls); len(units) != 1 {
-		t.Fatalf("%d script calls for three one-key calls to one master, want 1", len(units))
+	if packs := p.pack(calls); len(packs) != 1 {
+		t.Fatalf("%d script calls for three one-key calls to one master, want 1", len(packs))
 	}
 	p.send(calls)
 	for _, c := range calls {
 		<-c.done
 	}
 	for _, i := range []int{0, 2} {
-		tats := make([]int64, 1)
-		if ok, err := parseReply(calls[i].reply, coalesceNow, tats); calls[i].err != nil || err != nil || !ok {
-			t.Errorf("call %d, a key of this master: %v %v allowed=%v", i, calls[i].err, err, ok)
+		r, err := decode(calls[i].call, calls[i].reply, make([]int64, 1))
+		if calls[i].err != nil || err != nil || !r.allowed {
+			t.Errorf("call %d, a key of this master: %v %v allowed=%v", i, calls[i].err, err, r.allowed)
 		}
 	}
 	if err := calls[1].err; err == nil || !isRedirect(err) {
@@ -553,15 +559,13 @@ func TestPackedClusterCallWithAMovedKey(t *testing.T) {
 	}
 	// Through the source, the same stale view ends in one spend on the
 	// key's real master.
-	op := testOp(far, 1)
-	args := appendSpendOp(appendHeader(nil, opSpend, coalesceNow, src.marginMS), &op)
-	reply, err := src.evalOn(ctx, home, []string{src.Key(far)}, args)
+	c := spendCall(ctx, src, opSpend, testOp(far, 1)).call
+	reply, err := src.evalOn(ctx, home, c)
 	if err != nil {
 		t.Fatalf("evalOn the wrong master: %v", err)
 	}
-	tats := make([]int64, 1)
-	if ok, err := parseReply(reply, coalesceNow, tats); err != nil || !ok || tats[0] != gcra.Missing {
-		t.Fatalf("reply %v: allowed=%v, %v, TAT read %d; want a first spend", reply, ok, err, tats[0])
+	if r, err := decode(c, reply, make([]int64, 1)); err != nil || !r.allowed || r.tats[0] != gcra.Missing {
+		t.Fatalf("reply %v: allowed=%v, %v, TAT read %v; want a first spend", reply, r.allowed, err, r.tats)
 	}
 	out := make([]gcra.Outcome, 1)
 	if err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp(far, 0)}, out); err != nil || out[0].Remaining != 99 {
@@ -573,22 +577,22 @@ func TestPackedClusterCallWithAMovedKey(t *testing.T) {
 // operation and mode. Every operation (spend, or decide only) and mode is
 // packed into one call, on buckets with one token left, spending one (which
 // fits) or two (which does not): verdicts and writes are exactly as each
-// would be alone (spec/gcra.md: check-only never writes, spend-only never
-// denies and writes only when it fits itself, the decide-only operation
-// writes nothing).
+// would be alone (docs/semantics.md: check-only never writes, spend-only
+// never denies and writes only when it fits itself; a check writes
+// nothing).
 func TestFoldedSpendsInPackedCalls(t *testing.T) {
 	srv := redistest.NewStandalone(t)
 	src, _ := coalesceSource(t, srv)
 	ctx := context.Background()
 	type want struct {
-		op      string
+		op      operation
 		mode    gcra.Mode
 		cost    int64
 		allowed bool
 		written bool
 	}
 	var cases []want
-	for _, op := range []string{opSpend, opCheck} {
+	for _, op := range []operation{opSpend, opCheck} {
 		for _, mode := range []gcra.Mode{gcra.CheckAndSpend, gcra.CheckOnly, gcra.SpendOnly} {
 			cases = append(cases,
 				want{op, mode, 1, true, op == opSpend && mode != gcra.CheckOnly},
@@ -596,8 +600,8 @@ func TestFoldedSpendsInPackedCalls(t *testing.T) {
 		}
 	}
 	for _, packing := range []packing{packKeys, packInline} {
-		p := newPipe(src.client.(*goredis.Client), src.script, packing, time.Second)
-		var calls []*call
+		p := testPipe(src, packing)
+		var calls []*queued
 		var stored []string
 		for i, w := range cases {
 			key := fmt.Sprintf("fold:%d:%d", packing, i)
@@ -612,26 +616,28 @@ func TestFoldedSpendsInPackedCalls(t *testing.T) {
 			stored = append(stored, tat)
 			op := testOp(key, w.cost)
 			op.Mode = w.mode
-			args := appendSpendOp(appendHeader(nil, w.op, coalesceNow, src.marginMS), &op)
-			calls = append(calls, &call{ctx: ctx, keys: []string{src.Key(key)}, args: args, done: make(chan struct{})})
+			calls = append(calls, spendCall(ctx, src, w.op, op))
 		}
-		if _, args := packed(calls); len(args) != 2+5*len(calls) {
-			t.Fatalf("%d arguments for %d folded spends, want %d", len(args), len(calls), 2+5*len(calls))
+		batches := make([]*scriptCall, len(calls))
+		for i, q := range calls {
+			batches[i] = q.call
+		}
+		if _, args := src.wire.encodePacked(batches, false); len(args) != headerArgs+5*len(calls) {
+			t.Fatalf("%d arguments for %d folded spends, want %d", len(args), len(calls), headerArgs+5*len(calls))
 		}
 		p.send(calls)
 		for i, c := range calls {
 			<-c.done
 			w := cases[i]
 			name := fmt.Sprintf("packing %d, operation %s, mode %s, cost %d", packing, w.op, w.mode, w.cost)
-			tats := make([]int64, 1)
-			verdict, err := parseReply(c.reply, coalesceNow, tats)
+			r, err := decode(c.call, c.reply, make([]int64, 1))
 			if c.err != nil || err != nil {
 				t.Fatalf("%s: %v %v", name, c.err, err)
 			}
-			if verdict != w.allowed {
-				t.Errorf("%s: allowed=%v, want %v", name, verdict, w.allowed)
+			if r.allowed != w.allowed {
+				t.Errorf("%s: allowed=%v, want %v", name, r.allowed, w.allowed)
 			}
-			after, err := src.client.Get(ctx, c.keys[0]).Result()
+			after, err := src.client.Get(ctx, c.call.keys[0]).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -641,6 +647,12 @@ func TestFoldedSpendsInPackedCalls(t *testing.T) {
 		}
 	}
 }
+
+// replyError is an error as Redis answers it (go-redis's Error).
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
 
 // Errors the cluster client resolves by itself, or that a packed call's
 // batch gets where the same call with its key declared would have been
@@ -658,11 +670,31 @@ func TestIsRedirect(t *testing.T) {
 		"NOSCRIPT No matching script":                                         false,
 		"READONLY You can't write against a read only replica.":               false,
 	} {
-		if got := isRedirect(errors.New(msg)); got != want {
+		if got := isRedirect(replyError(msg)); got != want {
 			t.Errorf("isRedirect(%q) = %v, want %v", msg, got, want)
 		}
 	}
 	if !isRedirect(goredis.ErrClosed) {
 		t.Error("isRedirect(ErrClosed) = false")
+	}
+	// A script's refusal is Redis's answer, not any error that says so.
+	if isRedirect(errors.New("dial: slot not served")) {
+		t.Error("isRedirect of an error not from Redis = true")
+	}
+}
+
+// NOSCRIPT is recognised as Redis answers it, also wrapped; nothing else
+// is.
+func TestIsNoScript(t *testing.T) {
+	for err, want := range map[error]bool{
+		replyError("NOSCRIPT No matching script. Please use EVAL."):            true,
+		fmt.Errorf("pipeline: %w", replyError("NOSCRIPT No matching script.")): true,
+		goredis.ErrNoScript: true,
+		replyError("ERR Error running script: NOSCRIPT"): false,
+		errors.New("NOSCRIPT"):                           false,
+	} {
+		if got := isNoScript(err); got != want {
+			t.Errorf("isNoScript(%q) = %v, want %v", err, got, want)
+		}
 	}
 }

@@ -1,0 +1,257 @@
+package redis
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+)
+
+// The bucket script's arguments, as encode writes them (bucket.lua's
+// header states the same layout from the script's side):
+//
+//	ARGV[1]  operation, one letter (scriptOp below)
+//	ARGV[2]  expiry margin in whole milliseconds
+//	ARGV[3]  key format: "1" or "2"
+//
+// Spend (S), check (C), refund (R), reset (D): KEYS are the batch's
+// buckets, then ARGV holds now as two limbs (limbs), and per key
+//
+//	S, C  mode, increment (EmissionInterval*Cost), burst offset
+//	R     decrement (refundDecrement)
+//	D     nothing
+//
+// Under an idempotency record (O): KEYS are the batch's buckets and then
+// the record's key; ARGV holds the batch's operation (S or R), the
+// fingerprint, the record's expiry (unix ns), its key's lifetime (ms), now
+// as two limbs, and the batch's values as above.
+//
+// Claim (Q): KEYS is the claim's key; ARGV holds the fingerprint, the
+// expiry, the lifetime and now as two limbs.
+//
+// Packed (M, P; see pack.go): after the header, each batch in turn as
+// appendPacked writes it.
+//
+// A spend, for instance: a one-key spend of 1 token from a limit of
+// 100/hour at now = 1790000000123456789 ns, as a batch alone:
+//
+//	KEYS = ["lim:v1:{3:alice}"]
+//	ARGV = ["S", 60000, "1", 1790000000, 123456789, 0, 36000000000, 3600000000000]
+//
+// The script answers {1, ""} (allowed; the bucket was missing), and decode
+// turns that into allowed = true, tats = [gcra.Missing], from which
+// gcra.SpendBatch computes the outcome.
+
+// limbBase splits an int64 into the two limbs the script computes with.
+const limbBase = 1_000_000_000
+
+// Operation letters of the script (ARGV[1], and a packed batch's first
+// argument).
+const (
+	scriptSpend  = "S"
+	scriptCheck  = "C"
+	scriptRefund = "R"
+	scriptReset  = "D"
+	scriptOnce   = "O"
+	scriptClaim  = "Q"
+	// scriptPacked carries several batches, their keys declared.
+	scriptPacked = "M"
+	// scriptPackedInline carries several one-key batches, their keys in
+	// ARGV and none declared.
+	scriptPackedInline = "P"
+)
+
+// Key formats (ARGV[3]).
+const (
+	scriptFormatV1 = "1"
+	scriptFormatV2 = "2"
+)
+
+// headerArgs is how many arguments the header takes.
+const headerArgs = 3
+
+// foldedToken returns the token of a one-key spend or check in a packed
+// call (bucket.lua, FOLD_OP): one argument for the operation and the mode,
+// and no batch size. The tokens are constants, so appending one allocates
+// nothing.
+func foldedToken(op operation, mode gcra.Mode) (any, bool) {
+	var tokens [3]any
+	switch op {
+	case opSpend:
+		tokens = [3]any{"S0", "S1", "S2"}
+	case opCheck:
+		tokens = [3]any{"C0", "C1", "C2"}
+	default:
+		return nil, false
+	}
+	if int(mode) >= len(tokens) {
+		return nil, false
+	}
+	return tokens[mode], true
+}
+
+// wire is what every call of one source says alike, and the encoder of its
+// calls.
+type wire struct {
+	marginMS int64
+	// margin and format are the header's second and third arguments,
+	// boxed once so that a call's header allocates nothing.
+	margin, format any
+}
+
+// newWire returns the encoder of a source's calls: format is
+// scriptFormatV1 or scriptFormatV2.
+func newWire(marginMS int64, format string) wire {
+	return wire{marginMS: marginMS, margin: marginMS, format: format}
+}
+
+// scriptOp is the letter of an operation.
+func scriptOp(op operation) string {
+	switch op {
+	case opSpend:
+		return scriptSpend
+	case opCheck:
+		return scriptCheck
+	case opRefund:
+		return scriptRefund
+	case opReset:
+		return scriptReset
+	case opClaim:
+		return scriptClaim
+	}
+	panic(fmt.Sprintf("redis source: no script operation for %d", op))
+}
+
+// limbs splits v into (hi, lo) with v = hi*1e9 + lo and 0 <= lo < 1e9, the
+// exact representation the script uses. Now travels as two limbs: two
+// plain numbers are cheaper for the script than a 19-digit string.
+func limbs(v int64) (hi, lo int64) {
+	hi, lo = v/limbBase, v%limbBase
+	if lo < 0 {
+		hi, lo = hi-1, lo+limbBase
+	}
+	return hi, lo
+}
+
+func (w wire) header(args []any, op string) []any {
+	return append(args, op, w.margin, w.format)
+}
+
+// encode returns the KEYS and ARGV of c sent as a script call of its own.
+func (w wire) encode(c *scriptCall) (keys []string, args []any) {
+	hi, lo := limbs(c.now)
+	switch {
+	case c.op == opClaim:
+		r := c.record
+		args = w.header(make([]any, 0, headerArgs+5), scriptClaim)
+		return c.keys, append(args, r.fingerprint, r.expires, r.lifetimeMS, hi, lo)
+	case c.record != nil:
+		r := c.record
+		args = w.header(make([]any, 0, headerArgs+6+3*len(c.keys)), scriptOnce)
+		args = append(args, scriptOp(c.op), r.fingerprint, r.expires, r.lifetimeMS, hi, lo)
+		keys = make([]string, 0, len(c.keys)+1)
+		return append(append(keys, c.keys...), r.key), c.appendValues(args)
+	}
+	args = w.header(make([]any, 0, headerArgs+2+3*len(c.keys)), scriptOp(c.op))
+	return c.keys, c.appendValues(append(args, hi, lo))
+}
+
+// appendValues appends the values per key of a spend, check or refund.
+func (c *scriptCall) appendValues(args []any) []any {
+	switch c.op {
+	case opSpend, opCheck:
+		for i := range c.spends {
+			op := &c.spends[i]
+			// The script splits the int64s into limbs itself.
+			args = append(args, int64(op.Mode), op.EmissionInterval*op.Cost, op.BurstOffset)
+		}
+	case opRefund:
+		for _, d := range c.decrements {
+			args = append(args, d)
+		}
+	}
+	return args
+}
+
+// encodePacked returns the KEYS and ARGV of one packed call carrying the
+// batches of calls: their keys declared (M), or, inline, passed in ARGV
+// with none declared (P).
+func (w wire) encodePacked(calls []*scriptCall, inline bool) (keys []string, args []any) {
+	op, nk, na := scriptPacked, 0, headerArgs
+	if inline {
+		op = scriptPackedInline
+	}
+	for _, c := range calls {
+		nk += len(c.keys)
+		na += 4 + 4*len(c.keys)
+	}
+	if !inline {
+		keys = make([]string, 0, nk)
+	}
+	args = w.header(make([]any, 0, na), op)
+	for _, c := range calls {
+		if !inline {
+			keys = append(keys, c.keys...)
+		}
+		args = c.appendPacked(args, inline)
+	}
+	return keys, args
+}
+
+// appendPacked appends the call's batch to a packed call's arguments: its
+// operation, its number of keys, its keys when inline, its now as two
+// limbs, then its values. A one-key spend or check is folded: its token,
+// its key when inline, its now, its increment and its burst offset.
+func (c *scriptCall) appendPacked(args []any, inline bool) []any {
+	hi, lo := limbs(c.now)
+	if len(c.keys) == 1 && len(c.spends) == 1 {
+		op := &c.spends[0]
+		if token, ok := foldedToken(c.op, op.Mode); ok {
+			args = append(args, token)
+			if inline {
+				args = append(args, c.keys[0])
+			}
+			return append(args, hi, lo, op.EmissionInterval*op.Cost, op.BurstOffset)
+		}
+	}
+	args = append(args, scriptOp(c.op), len(c.keys))
+	if inline {
+		for _, k := range c.keys {
+			args = append(args, k)
+		}
+	}
+	return c.appendValues(append(args, hi, lo))
+}
+
+// checkOp rejects ops outside the Source contract, whose arithmetic gcra
+// would wrap and the script would not.
+func checkOp(op *gcra.Op) error {
+	if op.EmissionInterval <= 0 || op.BurstOffset < 0 || op.Cost < 0 || op.Cost > math.MaxInt64/op.EmissionInterval {
+		return fmt.Errorf("%w: %q: emission interval %d, burst offset %d, cost %d",
+			ErrInvalidOp, op.Key, op.EmissionInterval, op.BurstOffset, op.Cost)
+	}
+	return nil
+}
+
+// recordText is an idempotency record as stored in Redis, the same words
+// bucket.lua's operation O writes: the fingerprint, the expiry, the now
+// of the call, its verdict (0 or 1), and the TAT read of each bucket ("-"
+// for a missing or full one). decodeRecord reads it back.
+func recordText(fingerprint string, expires, now int64, allowed bool, tats []int64) string {
+	w := make([]string, 0, 4+len(tats))
+	verdict := "0"
+	if allowed {
+		verdict = "1"
+	}
+	w = append(w, fingerprint, strconv.FormatInt(expires, 10), strconv.FormatInt(now, 10), verdict)
+	for _, t := range tats {
+		if t == gcra.Missing {
+			w = append(w, "-")
+		} else {
+			w = append(w, strconv.FormatInt(t, 10))
+		}
+	}
+	return strings.Join(w, " ")
+}

@@ -1,0 +1,232 @@
+package redis
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Concurrent script calls to one Redis node share round trips. A caller
+// that finds nothing queued and a flusher slot free sends its own call at
+// once, in its own goroutine and under its own context, exactly as without
+// a pipe: one caller, one round trip, no added latency. Calls that arrive
+// while maxFlushers round trips are in flight are queued, and a flusher
+// sends everything queued as one pipeline as soon as a slot frees up,
+// packed into as few script calls as the node allows (pack.go). The
+// reason is CPU, not latency: on a small machine the system calls of one
+// request per round trip, on both sides, and Redis's fixed cost per script
+// call weigh as much as the script's own work, and a pipeline of fifty
+// calls pays them once.
+//
+// Atomicity is unchanged: every batch is still decided inside one script
+// run, and Redis runs each script to completion before anything else,
+// pipelined or not. A pipeline is not a transaction: its calls are
+// independent, other clients' commands may run between them, and each
+// gets its own reply or error.
+
+// maxPipeline bounds the calls one pipeline carries, so that one flush
+// cannot hold a connection for long and a burst is split between the
+// flushers.
+const maxPipeline = 128
+
+// maxFlushers is how many round trips to one node may be in flight at once
+// (calls sent alone by their callers, and pipelines). Two let Redis work on
+// one while this process reads the other's replies and wakes their
+// callers; more would only make each pipeline shorter.
+const maxFlushers = 2
+
+// queued is a script call waiting in a pipe and, once done is closed, its
+// raw reply (decode reads it).
+type queued struct {
+	ctx   context.Context
+	call  *scriptCall
+	reply any
+	err   error
+	done  chan struct{}
+}
+
+// finish hands a call its answer; the caller may have left already.
+func (q *queued) finish(reply any, err error) {
+	q.reply, q.err = reply, err
+	close(q.done)
+}
+
+// pipe coalesces the script calls to one Redis node (the standalone
+// server, or one cluster master).
+type pipe struct {
+	node    *goredis.Client
+	script  *goredis.Script
+	wire    wire
+	packing packing
+	// timeout bounds one flush (a free connection, sending, the replies):
+	// callers do not wait for it, they leave when their context ends, but
+	// the flusher must come back to serve the queue.
+	timeout time.Duration
+
+	mu       sync.Mutex
+	queue    []*queued
+	flushers int // round trips in flight, at most maxFlushers
+}
+
+// do runs one script call: alone at once when nothing else waits, or else
+// queued until a flusher sends it. A queued caller gets its reply or, as
+// soon as ctx ends, ctx's error, whichever comes first. A call whose ctx
+// ended before a flusher took it is never sent. A call already sent when
+// ctx ends may still run in Redis (as with any remote call whose deadline
+// passes in flight). A call sent alone waits as a plain go-redis call
+// does: until its reply, its deadline or the read timeout.
+func (p *pipe) do(ctx context.Context, c *scriptCall) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, notApplied(err)
+	}
+	p.mu.Lock()
+	if len(p.queue) == 0 && p.flushers < maxFlushers {
+		// Nothing to share with: the caller sends its own call, in its own
+		// goroutine and under its own context (no hand-off to a flusher,
+		// no pipeline).
+		p.flushers++
+		p.mu.Unlock()
+		keys, args := p.wire.encode(c)
+		reply, err := p.script.Run(ctx, p.node, keys, args...).Result()
+		p.release()
+		return reply, err
+	}
+	q := &queued{ctx: ctx, call: c, done: make(chan struct{})}
+	p.queue = append(p.queue, q)
+	start := p.flushers < maxFlushers
+	if start {
+		p.flushers++
+	}
+	p.mu.Unlock()
+	if start {
+		// A flusher lives only while there is work, so an idle source
+		// holds no goroutines and needs no shutdown.
+		go p.flush()
+	}
+	select {
+	case <-q.done:
+		return q.reply, q.err
+	case <-ctx.Done():
+		if p.withdraw(q) {
+			return nil, notApplied(ctx.Err())
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// withdraw takes q out of the queue if no flusher has taken it yet, and
+// reports whether it did: a withdrawn call is never sent, so its caller
+// can say that nothing was applied. A call already taken may be running
+// in Redis.
+func (p *pipe) withdraw(q *queued) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, other := range p.queue {
+		if other == q {
+			p.queue = append(p.queue[:i:i], p.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// release gives back the flusher slot of a caller that sent its own call.
+// Calls queued meanwhile get a flusher in its place, since they were
+// queued on the understanding that one would come.
+func (p *pipe) release() {
+	p.mu.Lock()
+	handOver := len(p.queue) > 0
+	if !handOver {
+		p.flushers--
+	}
+	p.mu.Unlock()
+	if handOver {
+		go p.flush()
+	}
+}
+
+// flush sends the queue, one pipeline at a time, until it is empty.
+func (p *pipe) flush() {
+	for {
+		p.mu.Lock()
+		n := min(len(p.queue), maxPipeline)
+		if n == 0 {
+			p.flushers--
+			p.mu.Unlock()
+			return
+		}
+		batch := p.queue[:n:n]
+		if n == len(p.queue) {
+			p.queue = nil
+		} else {
+			p.queue = p.queue[n:]
+		}
+		p.mu.Unlock()
+		p.send(batch)
+	}
+}
+
+// send runs one pipeline and hands every call its reply. Calls whose
+// caller has already left are dropped first. Commands Redis answers with
+// NOSCRIPT are sent again after the script is loaded, in one more round
+// trip: NOSCRIPT means nothing of that command ran.
+func (p *pipe) send(batch []*queued) {
+	live := batch[:0]
+	for _, q := range batch {
+		if err := q.ctx.Err(); err != nil {
+			q.finish(nil, err)
+			continue
+		}
+		live = append(live, q)
+	}
+	if len(live) == 0 {
+		return
+	}
+	packs := p.pack(live)
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	defer cancel()
+	cmds := p.exec(ctx, packs)
+	var again [][]*queued
+	for i, u := range packs {
+		if err := cmds[i].Err(); err != nil && isNoScript(err) {
+			again = append(again, u)
+			continue
+		}
+		deliver(u, cmds[i])
+	}
+	if len(again) == 0 {
+		return
+	}
+	if err := p.script.Load(ctx, p.node).Err(); err != nil {
+		for _, u := range again {
+			for _, q := range u {
+				q.finish(nil, err)
+			}
+		}
+		return
+	}
+	cmds = p.exec(ctx, again)
+	for i, u := range again {
+		deliver(u, cmds[i])
+	}
+}
+
+// pipes holds the pipe of every cluster master a source talks to, made on
+// first use. A master that leaves the cluster keeps its (idle) entry:
+// there are only ever a handful.
+type pipes struct {
+	script  *goredis.Script
+	wire    wire
+	timeout time.Duration
+	byNode  sync.Map // *goredis.Client -> *pipe
+}
+
+func (ps *pipes) forNode(node *goredis.Client) *pipe {
+	if p, ok := ps.byNode.Load(node); ok {
+		return p.(*pipe)
+	}
+	p, _ := ps.byNode.LoadOrStore(node, &pipe{node: node, script: ps.script, wire: ps.wire, packing: packInline, timeout: ps.timeout})
+	return p.(*pipe)
+}
