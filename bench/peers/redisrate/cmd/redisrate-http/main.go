@@ -1,5 +1,5 @@
 // Command redisrate-http is go-redis/redis_rate behind net/http, the peer
-// the speed table measured: POST /v1/spend decoded and answered as
+// the Redis source is compared with: POST /v1/spend decoded and answered as
 // bench/bare does (bench/spendjson), each request one redis_rate Allow
 // (GCRA in a Lua script, one EVALSHA) of 100 per second per id, the limit
 // the harness spends on. The harness runs it with -sources …,redisrate.
