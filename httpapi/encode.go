@@ -35,14 +35,14 @@ func setRateLimitHeaders(h http.Header, bd *ratelimits.BatchDecision) {
 	// All three values are built in one buffer and become one string, and
 	// the header slices share one array: two allocations per answer.
 	var scratch [192]byte
-	buf := strconv.AppendQuote(scratch[:0], d.Name)
+	buf := strconv.AppendQuote(scratch[:0], d.Limit)
 	buf = append(buf, ";q="...)
-	buf = strconv.AppendInt(buf, d.Limit.Count, 10)
+	buf = strconv.AppendInt(buf, d.Effective.Count, 10)
 	buf = append(buf, ";w="...)
 	// The window is whole seconds, truncated, and never 0.
-	buf = strconv.AppendInt(buf, max(int64(d.Limit.Period/time.Second), 1), 10)
+	buf = strconv.AppendInt(buf, max(int64(d.Effective.Period/time.Second), 1), 10)
 	policyEnd := len(buf)
-	buf = strconv.AppendQuote(buf, d.Name)
+	buf = strconv.AppendQuote(buf, d.Limit)
 	buf = append(buf, ";r="...)
 	buf = strconv.AppendInt(buf, d.Remaining, 10)
 	buf = append(buf, ";t="...)
@@ -89,7 +89,7 @@ func appendBatch(buf []byte, bd *ratelimits.BatchDecision) []byte {
 // appendDecision encodes one transaction's decision.
 func appendDecision(buf []byte, d *ratelimits.Decision) []byte {
 	buf = append(buf, `{"limit":`...)
-	buf = appendString(buf, d.Name)
+	buf = appendString(buf, d.Limit)
 	buf = append(buf, `,"id":`...)
 	buf = appendString(buf, d.ID)
 	buf = append(buf, `,"allowed":`...)
@@ -103,13 +103,13 @@ func appendDecision(buf []byte, d *ratelimits.Decision) []byte {
 	buf = append(buf, `,"unlimited":`...)
 	buf = strconv.AppendBool(buf, d.Unlimited)
 	buf = append(buf, `,"burst":`...)
-	buf = strconv.AppendInt(buf, d.Limit.Burst, 10)
+	buf = strconv.AppendInt(buf, d.Effective.Burst, 10)
 	buf = append(buf, `,"count":`...)
-	buf = strconv.AppendInt(buf, d.Limit.Count, 10)
+	buf = strconv.AppendInt(buf, d.Effective.Count, 10)
 	buf = append(buf, `,"period":`...)
-	buf = appendString(buf, d.Limit.Period.String())
+	buf = appendString(buf, d.Effective.Period.String())
 	buf = append(buf, `,"override":`...)
-	buf = strconv.AppendBool(buf, d.Limit.Override)
+	buf = strconv.AppendBool(buf, d.Effective.Override)
 	return append(buf, '}')
 }
 

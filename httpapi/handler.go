@@ -347,7 +347,7 @@ func (h *handler) limits(w http.ResponseWriter, _ *http.Request) {
 	resp := limitsResponse{Limits: make([]limitJSON, 0, len(names))}
 	for _, n := range names {
 		l := limitJSON{
-			Limit:     n.String,
+			Limit:     n.Limit,
 			Enum:      int(n.Name),
 			IDKind:    n.Kind.String(),
 			Declared:  n.Declared,

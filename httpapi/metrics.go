@@ -70,7 +70,7 @@ func (m *metrics) countDecisions(o op, bd *ratelimits.BatchDecision) {
 		case d.Allowed:
 			outcome = "allowed"
 		}
-		m.decisions.WithLabelValues(o.String(), d.Name, outcome).Inc()
+		m.decisions.WithLabelValues(o.String(), d.Limit, outcome).Inc()
 	}
 }
 

@@ -228,7 +228,7 @@ func newLoader() *loader {
 		ids:    map[Name]map[string]idUse{},
 	}
 	for _, b := range builtinNames {
-		l.names[b.String] = b
+		l.names[b.Limit] = b
 	}
 	return l
 }

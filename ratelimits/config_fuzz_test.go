@@ -28,7 +28,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		for _, n := range cfg.Names() {
 			if l, ok := cfg.Default(n.Name); ok && (l.EmissionInterval() <= 0 || l.BurstOffset() < l.EmissionInterval()) {
-				t.Fatalf("accepted an unusable default for %s: %+v", n.String, l)
+				t.Fatalf("accepted an unusable default for %s: %+v", n.Limit, l)
 			}
 		}
 	})

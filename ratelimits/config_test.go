@@ -120,7 +120,7 @@ func TestConfigGoodFiles(t *testing.T) {
 		}
 		for _, tc := range cases {
 			info, ok := c.Lookup(tc.name)
-			if !ok || info.Name != tc.want || info.Kind != tc.kind || info.Declared != tc.declared || info.String != tc.name {
+			if !ok || info.Name != tc.want || info.Kind != tc.kind || info.Declared != tc.declared || info.Limit != tc.name {
 				t.Errorf("Lookup(%q) = %+v, %v; want enum %d kind %s declared %v", tc.name, info, ok, tc.want, tc.kind, tc.declared)
 			}
 		}
@@ -149,8 +149,8 @@ func TestConfigGoodFiles(t *testing.T) {
 				t.Fatalf("Names() = %v; want %v", got, want)
 			}
 		}
-		names[0].String = "changed"
-		if c.Names()[0].String != "NewRegistrationsPerIPAddress" {
+		names[0].Limit = "changed"
+		if c.Names()[0].Limit != "NewRegistrationsPerIPAddress" {
 			t.Error("changing the slice from Names() changed the Config")
 		}
 	})

@@ -60,7 +60,7 @@ const maxNameLength = 64
 // NameInfo built by hand still works but its BucketKey is slower.
 type NameInfo struct {
 	Name     Name
-	String   string // the spelling used in files and requests, e.g. "NewOrdersPerAccount"
+	Limit    string // the spelling used in files and requests, e.g. "NewOrdersPerAccount"
 	Kind     IDKind
 	Declared bool // declared in the defaults file rather than built in
 
@@ -86,21 +86,21 @@ func keyPrefix(n Name) string {
 
 // builtinNames is the table of Boulder's limit names. It is never modified.
 var builtinNames = [...]NameInfo{
-	{Name: NewRegistrationsPerIPAddress, String: "NewRegistrationsPerIPAddress", Kind: KindIP, prefix: "1:"},
-	{Name: NewRegistrationsPerIPv6Range, String: "NewRegistrationsPerIPv6Range", Kind: KindIPv6Range, prefix: "2:"},
-	{Name: NewOrdersPerAccount, String: "NewOrdersPerAccount", Kind: KindAccount, prefix: "3:"},
-	{Name: FailedAuthorizationsPerDomainPerAccount, String: "FailedAuthorizationsPerDomainPerAccount", Kind: KindAccountDomain, prefix: "4:"},
-	{Name: CertificatesPerDomain, String: "CertificatesPerDomain", Kind: KindDomainOrIPPrefix, prefix: "5:"},
-	{Name: CertificatesPerDomainPerAccount, String: "CertificatesPerDomainPerAccount", Kind: KindAccount, prefix: "6:"},
-	{Name: CertificatesPerFQDNSet, String: "CertificatesPerFQDNSet", Kind: KindFQDNSet, prefix: "7:"},
-	{Name: FailedAuthorizationsForPausingPerDomainPerAccount, String: "FailedAuthorizationsForPausingPerDomainPerAccount", Kind: KindAccountDomain, prefix: "8:"},
-	{Name: LimitOverrideRequestsPerIPAddress, String: "LimitOverrideRequestsPerIPAddress", Kind: KindIP, prefix: "9:"},
+	{Name: NewRegistrationsPerIPAddress, Limit: "NewRegistrationsPerIPAddress", Kind: KindIP, prefix: "1:"},
+	{Name: NewRegistrationsPerIPv6Range, Limit: "NewRegistrationsPerIPv6Range", Kind: KindIPv6Range, prefix: "2:"},
+	{Name: NewOrdersPerAccount, Limit: "NewOrdersPerAccount", Kind: KindAccount, prefix: "3:"},
+	{Name: FailedAuthorizationsPerDomainPerAccount, Limit: "FailedAuthorizationsPerDomainPerAccount", Kind: KindAccountDomain, prefix: "4:"},
+	{Name: CertificatesPerDomain, Limit: "CertificatesPerDomain", Kind: KindDomainOrIPPrefix, prefix: "5:"},
+	{Name: CertificatesPerDomainPerAccount, Limit: "CertificatesPerDomainPerAccount", Kind: KindAccount, prefix: "6:"},
+	{Name: CertificatesPerFQDNSet, Limit: "CertificatesPerFQDNSet", Kind: KindFQDNSet, prefix: "7:"},
+	{Name: FailedAuthorizationsForPausingPerDomainPerAccount, Limit: "FailedAuthorizationsForPausingPerDomainPerAccount", Kind: KindAccountDomain, prefix: "8:"},
+	{Name: LimitOverrideRequestsPerIPAddress, Limit: "LimitOverrideRequestsPerIPAddress", Kind: KindIP, prefix: "9:"},
 }
 
 // builtinByString finds a built-in name by its exact spelling.
 func builtinByString(s string) (NameInfo, bool) {
 	for _, b := range builtinNames {
-		if b.String == s {
+		if b.Limit == s {
 			return b, true
 		}
 	}
@@ -109,7 +109,7 @@ func builtinByString(s string) (NameInfo, bool) {
 
 // declaredName builds the NameInfo of a name declared in the defaults file.
 func declaredName(s string, enum Name, kind IDKind) NameInfo {
-	return NameInfo{Name: enum, String: s, Kind: kind, Declared: true, prefix: keyPrefix(enum)}
+	return NameInfo{Name: enum, Limit: s, Kind: kind, Declared: true, prefix: keyPrefix(enum)}
 }
 
 // validNameSyntax reports whether s looks like an identifier:

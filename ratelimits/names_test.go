@@ -29,7 +29,7 @@ func TestNamesBuiltins(t *testing.T) {
 	}
 	for i, w := range want {
 		got := builtinNames[i]
-		if got.Name != w.name || int(w.name) != i+1 || got.String != w.str || got.Kind != w.kind || got.prefix != w.prefix || got.Declared {
+		if got.Name != w.name || int(w.name) != i+1 || got.Limit != w.str || got.Kind != w.kind || got.prefix != w.prefix || got.Declared {
 			t.Errorf("builtinNames[%d] = %+v; want %d %s %s prefix %q, not declared", i, got, w.name, w.str, w.kind, w.prefix)
 		}
 		if b, ok := builtinByString(w.str); !ok || b != got {
@@ -60,7 +60,7 @@ func TestNamesBucketKey(t *testing.T) {
 	}
 	for _, c := range cases {
 		if got := c.info.BucketKey(c.id); got != c.want {
-			t.Errorf("%s.BucketKey(%q) = %q; want %q", c.info.String, c.id, got, c.want)
+			t.Errorf("%s.BucketKey(%q) = %q; want %q", c.info.Limit, c.id, got, c.want)
 		}
 	}
 	if !declared.Declared || declared.Kind != KindString || declared.Name != 101 {

@@ -112,7 +112,7 @@ func prepare(cfg *Config, txn Transaction, checkCost bool) (preparedTxn, error) 
 			return preparedTxn{}, fmt.Errorf("%w: %d is negative", ErrInvalidCost, txn.Cost)
 		}
 		if !p.unlimited && txn.Cost > p.limit.Burst {
-			return preparedTxn{}, fmt.Errorf("%w: %d exceeds the burst of %d for %s", ErrInvalidCost, txn.Cost, p.limit.Burst, info.String)
+			return preparedTxn{}, fmt.Errorf("%w: %d exceeds the burst of %d for %s", ErrInvalidCost, txn.Cost, p.limit.Burst, info.Limit)
 		}
 	}
 	return p, nil
@@ -133,7 +133,7 @@ func prepareBatch(cfg *Config, txns []Transaction, checkCost bool, prepared []pr
 		prepared[i] = p
 	}
 	if i, ok := firstDuplicateKey(prepared); ok {
-		return &TransactionError{Index: i, Err: fmt.Errorf("%w: %s %q appears more than once", ErrDuplicateBucket, prepared[i].info.String, prepared[i].bucketID)}
+		return &TransactionError{Index: i, Err: fmt.Errorf("%w: %s %q appears more than once", ErrDuplicateBucket, prepared[i].info.Limit, prepared[i].bucketID)}
 	}
 	return nil
 }

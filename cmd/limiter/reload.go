@@ -79,7 +79,7 @@ func (r *reloader) loaded(cfg *ratelimits.Config) {
 	r.lastGood.SetToCurrentTime()
 	r.overridesByLimit.Reset()
 	for _, n := range cfg.Names() {
-		r.overridesByLimit.WithLabelValues(n.String).Set(float64(cfg.OverrideCount(n.Name)))
+		r.overridesByLimit.WithLabelValues(n.Limit).Set(float64(cfg.OverrideCount(n.Name)))
 	}
 }
 
