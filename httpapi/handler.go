@@ -121,9 +121,9 @@ func New(opts Options) http.Handler {
 		r.Get(pattern, fn)
 		r.Head(pattern, fn)
 	}
-	r.Post("/v1/spend", h.authorize(accessAPI, h.decision(opSpend)))
-	r.Post("/v1/check", h.authorize(accessAPI, h.decision(opCheck)))
-	r.Post("/v1/refund", h.authorize(accessAPI, h.decision(opRefund)))
+	r.Post("/v1/spend", h.authorize(accessAPI, h.spend))
+	r.Post("/v1/check", h.authorize(accessAPI, h.check))
+	r.Post("/v1/refund", h.authorize(accessAPI, h.refund))
 	r.Post("/v1/reset", h.authorize(accessAdmin, h.reset))
 	get("/v1/limits", h.authorize(accessAPI, h.limits))
 	get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
@@ -147,67 +147,111 @@ func New(opts Options) http.Handler {
 	return r
 }
 
-// op is a decision endpoint's operation.
-type op int
-
-const (
-	opSpend op = iota
-	opCheck
-	opRefund
-)
-
-func (o op) String() string {
-	return [...]string{"spend", "check", "refund"}[o]
+// spend serves POST /v1/spend; an Idempotency-Key makes it safe to retry.
+func (h *handler) spend(w http.ResponseWriter, r *http.Request) {
+	key, txns, e := h.keyedTransactions(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var bd *ratelimits.BatchDecision
+	var err error
+	if key != "" {
+		bd, err = h.limiter.SpendOnce(r.Context(), key, txns)
+	} else {
+		bd, err = h.limiter.Spend(r.Context(), txns)
+	}
+	if !h.settle(w, r, "spend", bd, err) {
+		return
+	}
+	setRateLimitHeaders(w.Header(), bd)
+	h.writeBatch(w, bd)
 }
 
-// decision serves spend, check and refund: the same body, the same answer
-// shape; spend and check also set the RateLimit headers.
-func (h *handler) decision(o op) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var key string
-		if o != opCheck {
-			// A check changes nothing, so it needs no key and ignores one.
-			var e *apiError
-			if key, e = h.idempotencyKey(r); e != nil {
-				writeError(w, e)
-				return
-			}
-		}
-		txns, e := h.decodeTransactions(r, false)
-		if e != nil {
-			writeError(w, e)
-			return
-		}
-		bd, err := h.run(r.Context(), o, key, txns)
-		if err != nil {
-			h.limiterFailure(w, r, err)
-			return
-		}
-		if bd.Degraded && clientGone(r, bd.Cause) {
-			h.clientCancelled(w, r, bd.Cause)
-			return
-		}
-		if bd.Replayed {
-			h.metrics.replays.WithLabelValues(o.String()).Inc()
-			w.Header().Set(replayedHeader, "true")
-		}
-		if bd.Degraded {
-			h.metrics.degraded.Inc()
-			h.log.Warn("source failed; answering allowed (fail-open)", "path", r.URL.Path, "err", bd.Cause)
-		}
-		if !bd.Replayed {
-			h.metrics.countDecisions(o, bd)
-		}
-		if o != opRefund {
-			setRateLimitHeaders(w.Header(), bd)
-		}
-		bufp := h.bufs.Get().(*[]byte)
-		buf := appendBatch((*bufp)[:0], bd)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(buf)
-		h.putBuffer(bufp, buf)
+// check serves POST /v1/check. A check changes nothing, so it needs no
+// Idempotency-Key and ignores one.
+func (h *handler) check(w http.ResponseWriter, r *http.Request) {
+	txns, e := h.decodeTransactions(r, false)
+	if e != nil {
+		writeError(w, e)
+		return
 	}
+	bd, err := h.limiter.Check(r.Context(), txns)
+	if !h.settle(w, r, "check", bd, err) {
+		return
+	}
+	setRateLimitHeaders(w.Header(), bd)
+	h.writeBatch(w, bd)
+}
+
+// refund serves POST /v1/refund; an Idempotency-Key makes it safe to
+// retry. A refund limits nothing, so it sends no RateLimit headers.
+func (h *handler) refund(w http.ResponseWriter, r *http.Request) {
+	key, txns, e := h.keyedTransactions(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var bd *ratelimits.BatchDecision
+	var err error
+	if key != "" {
+		bd, err = h.limiter.RefundOnce(r.Context(), key, txns)
+	} else {
+		bd, err = h.limiter.Refund(r.Context(), txns)
+	}
+	if h.settle(w, r, "refund", bd, err) {
+		h.writeBatch(w, bd)
+	}
+}
+
+// keyedTransactions reads a spend's or refund's Idempotency-Key ("" when
+// it sends none) and its transactions.
+func (h *handler) keyedTransactions(r *http.Request) (string, []ratelimits.Transaction, *apiError) {
+	key, e := h.idempotencyKey(r)
+	if e != nil {
+		return "", nil, e
+	}
+	txns, e := h.decodeTransactions(r, false)
+	return key, txns, e
+}
+
+// settle deals with the Limiter's answer to a spend, check or refund
+// before its body is written. A failure, or a client that went away, is
+// answered here and settle returns false. Otherwise a replayed or degraded
+// answer is marked, logged and counted, and the decisions are counted
+// under op, the route's metrics label.
+func (h *handler) settle(w http.ResponseWriter, r *http.Request, op string, bd *ratelimits.BatchDecision, err error) bool {
+	if err != nil {
+		h.limiterFailure(w, r, err)
+		return false
+	}
+	if bd.Degraded && clientGone(r, bd.Cause) {
+		h.clientCancelled(w, r, bd.Cause)
+		return false
+	}
+	if bd.Replayed {
+		h.metrics.replays.WithLabelValues(op).Inc()
+		w.Header().Set(replayedHeader, "true")
+	}
+	if bd.Degraded {
+		h.metrics.degraded.Inc()
+		h.log.Warn("source failed; answering allowed (fail-open)", "path", r.URL.Path, "err", bd.Cause)
+	}
+	if !bd.Replayed {
+		h.metrics.countDecisions(op, bd)
+	}
+	return true
+}
+
+// writeBatch sends a batch decision with the hand encoder, in a pooled
+// buffer.
+func (h *handler) writeBatch(w http.ResponseWriter, bd *ratelimits.BatchDecision) {
+	bufp := h.bufs.Get().(*[]byte)
+	buf := appendBatch((*bufp)[:0], bd)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf)
+	h.putBuffer(bufp, buf)
 }
 
 // putBuffer returns a buffer to the pool, unless it grew so large that
@@ -218,21 +262,6 @@ func (h *handler) putBuffer(bufp *[]byte, buf []byte) {
 	}
 	*bufp = buf[:0]
 	h.bufs.Put(bufp)
-}
-
-// run asks the Limiter; key, when set, makes a spend or refund idempotent.
-func (h *handler) run(ctx context.Context, o op, key string, txns []ratelimits.Transaction) (*ratelimits.BatchDecision, error) {
-	switch {
-	case o == opCheck:
-		return h.limiter.Check(ctx, txns)
-	case o == opRefund && key != "":
-		return h.limiter.RefundOnce(ctx, key, txns)
-	case o == opRefund:
-		return h.limiter.Refund(ctx, txns)
-	case key != "":
-		return h.limiter.SpendOnce(ctx, key, txns)
-	}
-	return h.limiter.Spend(ctx, txns)
 }
 
 // limiterFailure answers a Limiter error: the client's mistake is a 400,
