@@ -11,6 +11,7 @@ import (
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -22,7 +23,7 @@ func newAuthServer(t *testing.T, api, admin []string, reload func() error) http.
 // newAuthServerClock is newAuthServer with /debug/clock on clk, when set.
 func newAuthServerClock(t *testing.T, api, admin []string, reload func() error, clk clock.FakeClock) http.Handler {
 	t.Helper()
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

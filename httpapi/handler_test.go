@@ -16,6 +16,7 @@ import (
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/memory"
@@ -52,7 +53,7 @@ type server struct {
 
 func newServer(t *testing.T, src ratelimits.Source, withFakeClock bool, opts ...ratelimits.Option) *server {
 	t.Helper()
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,7 +551,7 @@ func TestPanicIs500(t *testing.T) {
 }
 
 func BenchmarkSpendHandler(b *testing.B) {
-	cfg, err := ratelimits.ParseConfig("d", []byte(defaults), "o", nil)
+	cfg, err := configfile.Parse("d", []byte(defaults), "o", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -126,7 +127,7 @@ func TestIdempotencyKeyRefusals(t *testing.T) {
 // With tokens, a key belongs to the token that used it: another client's
 // request with the same key is its own.
 func TestIdempotencyKeyScopedToToken(t *testing.T) {
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

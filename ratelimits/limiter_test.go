@@ -13,6 +13,7 @@ import (
 
 	"github.com/limiter-dev/limiter/internal/vectors"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -21,7 +22,7 @@ var start = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 // newTestLimiter returns a Limiter on a memory source and a fake clock.
 func newTestLimiter(t *testing.T, defaults, overrides string) (*ratelimits.Limiter, clock.FakeClock) {
 	t.Helper()
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", []byte(overrides))
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", []byte(overrides))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -213,7 +214,7 @@ Logins:
   count: 10
   period: 1m
 `
-	cfg, err := ratelimits.ParseConfig("raised.yaml", []byte(raised), "none.yaml", nil)
+	cfg, err := configfile.Parse("raised.yaml", []byte(raised), "none.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestConcurrentSpendersNeverOvershoot(t *testing.T) {
 }
 
 func BenchmarkLimiterSpend(b *testing.B) {
-	cfg, err := ratelimits.ParseConfig("d", []byte(testDefaults), "o", nil)
+	cfg, err := configfile.Parse("d", []byte(testDefaults), "o", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

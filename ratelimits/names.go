@@ -44,16 +44,16 @@ const (
 	LimitOverrideRequestsPerIPAddress Name = 9
 )
 
-// The range of enums a declared name may use. Below minDeclaredEnum is
+// The range of enums a declared name may use. Below MinDeclaredEnum is
 // reserved for built-ins (present and future Boulder ones); the upper bound
 // keeps a Name within a 32-bit int on every platform.
 const (
-	minDeclaredEnum Name = 100
-	maxDeclaredEnum Name = math.MaxInt32
+	MinDeclaredEnum Name = 100
+	MaxDeclaredEnum Name = math.MaxInt32
 )
 
-// maxNameLength is the longest limit name accepted in a configuration file.
-const maxNameLength = 64
+// MaxLimitNameLength is the longest limit name a Config accepts.
+const MaxLimitNameLength = 64
 
 // NameInfo describes one known limit name: its number, its spelling and how
 // its ids are validated. Get one from Config.Lookup or Config.Names; a
@@ -97,6 +97,13 @@ var builtinNames = [...]NameInfo{
 	{Name: LimitOverrideRequestsPerIPAddress, Limit: "LimitOverrideRequestsPerIPAddress", Kind: KindIP, prefix: "9:"},
 }
 
+// BuiltinNames returns Boulder's limit names, which every Config knows,
+// sorted by enum. The slice is the caller's.
+func BuiltinNames() []NameInfo {
+	names := builtinNames
+	return names[:]
+}
+
 // builtinByString finds a built-in name by its exact spelling.
 func builtinByString(s string) (NameInfo, bool) {
 	for _, b := range builtinNames {
@@ -107,16 +114,11 @@ func builtinByString(s string) (NameInfo, bool) {
 	return NameInfo{}, false
 }
 
-// declaredName builds the NameInfo of a name declared in the defaults file.
-func declaredName(s string, enum Name, kind IDKind) NameInfo {
-	return NameInfo{Name: enum, Limit: s, Kind: kind, Declared: true, prefix: keyPrefix(enum)}
-}
-
-// validNameSyntax reports whether s looks like an identifier:
-// [A-Za-z][A-Za-z0-9_]*, at most maxNameLength bytes. Names end up in
+// ValidLimitName reports whether s looks like an identifier:
+// [A-Za-z][A-Za-z0-9_]*, at most MaxLimitNameLength bytes. Names end up in
 // metrics labels, logs and HTTP headers, so they are kept plain.
-func validNameSyntax(s string) bool {
-	if s == "" || len(s) > maxNameLength || !isASCIILetter(s[0]) {
+func ValidLimitName(s string) bool {
+	if s == "" || len(s) > MaxLimitNameLength || !isASCIILetter(s[0]) {
 		return false
 	}
 	for i := 1; i < len(s); i++ {
