@@ -5,21 +5,14 @@ import (
 	"time"
 
 	"github.com/jmhodges/clock"
+
+	"github.com/limiter-dev/limiter/httpapi/wire"
 )
 
 // fakeClockHandler moves the fake clock that LIMITER_FAKECLOCK starts, so
 // black-box tests can step time exactly. It is mounted only then.
 type fakeClockHandler struct {
 	clock clock.FakeClock
-}
-
-type clockRequest struct {
-	Advance *string `json:"advance"`
-	Set     *string `json:"set"`
-}
-
-type clockResponse struct {
-	Now string `json:"now"`
 }
 
 // move serves POST /debug/clock: {"advance": "<Go duration>"} or
@@ -34,7 +27,7 @@ func (f fakeClockHandler) move(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	var req clockRequest
+	var req wire.ClockRequest
 	if e := decodeStrict(body, &req, noTransaction); e != nil {
 		writeError(w, e)
 		return
@@ -63,5 +56,5 @@ func (f fakeClockHandler) move(w http.ResponseWriter, r *http.Request) {
 
 // read serves GET /debug/clock: the fake clock's time.
 func (f fakeClockHandler) read(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, clockResponse{Now: f.clock.Now().UTC().Format(time.RFC3339Nano)})
+	writeJSON(w, http.StatusOK, wire.ClockResponse{Now: f.clock.Now().UTC().Format(time.RFC3339Nano)})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
@@ -53,9 +54,7 @@ func FuzzHandler(f *testing.F) {
 				t.Fatalf("200 with invalid JSON: %q", rec.Body)
 			}
 		case rec.Code >= 400 && rec.Code < 500:
-			var e struct {
-				Error struct{ Code, Message string } `json:"error"`
-			}
+			var e wire.ErrorResponse
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
 				t.Fatalf("%d without the JSON error shape: %q", rec.Code, rec.Body)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
@@ -303,10 +304,6 @@ func (h *handler) clientCancelled(w http.ResponseWriter, r *http.Request, err er
 	w.WriteHeader(statusClientClosedRequest)
 }
 
-type resetResponse struct {
-	Reset int `json:"reset"`
-}
-
 func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
 	txns, e := h.decodeTransactions(r, true)
 	if e != nil {
@@ -318,7 +315,7 @@ func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
 		h.limiterFailure(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resetResponse{Reset: n})
+	writeJSON(w, http.StatusOK, wire.ResetResponse{Reset: n})
 }
 
 // subscriber serves GET /v1/limits/{limit}/{id}: the effective limit for
@@ -349,33 +346,14 @@ func (h *handler) subscriber(w http.ResponseWriter, r *http.Request) {
 	h.putBuffer(bufp, buf)
 }
 
-type limitsResponse struct {
-	Limits []limitJSON `json:"limits"`
-}
-
-type limitJSON struct {
-	Limit     string        `json:"limit"`
-	Enum      int           `json:"enum"`
-	IDKind    string        `json:"id_kind"`
-	Declared  bool          `json:"declared"`
-	Default   *limitDetails `json:"default"`
-	Overrides int           `json:"overrides"`
-}
-
-type limitDetails struct {
-	Burst  int64  `json:"burst"`
-	Count  int64  `json:"count"`
-	Period string `json:"period"`
-}
-
 // limits serves GET /v1/limits: every known name, its default (null when
 // it has none) and how many overrides are loaded for it.
 func (h *handler) limits(w http.ResponseWriter, _ *http.Request) {
 	cfg := h.limiter.Config()
 	names := cfg.Names()
-	resp := limitsResponse{Limits: make([]limitJSON, 0, len(names))}
+	resp := wire.LimitsResponse{Limits: make([]wire.LimitResponse, 0, len(names))}
 	for _, n := range names {
-		l := limitJSON{
+		l := wire.LimitResponse{
 			Limit:     n.Limit,
 			Enum:      int(n.Name),
 			IDKind:    n.Kind.String(),
@@ -383,15 +361,11 @@ func (h *handler) limits(w http.ResponseWriter, _ *http.Request) {
 			Overrides: cfg.OverrideCount(n.Name),
 		}
 		if def, ok := cfg.Default(n.Name); ok {
-			l.Default = &limitDetails{Burst: def.Burst, Count: def.Count, Period: def.Period.String()}
+			l.Default = &wire.LimitSettings{Burst: def.Burst, Count: def.Count, Period: def.Period.String()}
 		}
 		resp.Limits = append(resp.Limits, l)
 	}
 	writeJSON(w, http.StatusOK, resp)
-}
-
-type reloadResponse struct {
-	Reloaded bool `json:"reloaded"`
 }
 
 // reloadConfig serves POST /v1/admin/reload: the files are loaded and
@@ -402,29 +376,24 @@ func (h *handler) reloadConfig(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, &apiError{status: http.StatusUnprocessableEntity, code: codeReloadFailed, message: err.Error(), transaction: -1})
 		return
 	}
-	writeJSON(w, http.StatusOK, reloadResponse{Reloaded: true})
-}
-
-type statusResponse struct {
-	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
+	writeJSON(w, http.StatusOK, wire.ReloadResponse{Reloaded: true})
 }
 
 func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, statusResponse{Status: "ok"})
+	writeJSON(w, http.StatusOK, wire.StatusResponse{Status: "ok"})
 }
 
 // readyz is 200 when a configuration is loaded and the source answers.
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	if h.limiter.Config() == nil {
-		writeJSON(w, http.StatusServiceUnavailable, statusResponse{Status: "unavailable", Error: "no configuration loaded"})
+		writeJSON(w, http.StatusServiceUnavailable, wire.StatusResponse{Status: "unavailable", Error: "no configuration loaded"})
 		return
 	}
 	if err := h.limiter.Ready(r.Context()); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, statusResponse{Status: "unavailable", Error: "source does not answer"})
+		writeJSON(w, http.StatusServiceUnavailable, wire.StatusResponse{Status: "unavailable", Error: "source does not answer"})
 		return
 	}
-	writeJSON(w, http.StatusOK, statusResponse{Status: "ok"})
+	writeJSON(w, http.StatusOK, wire.StatusResponse{Status: "ok"})
 }
 
 // recoverPanics turns a panic in a handler into a logged 500: one bad

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
@@ -161,7 +162,7 @@ func TestMethodNotAllowedSaysWhatIs(t *testing.T) {
 			if rec.Code != tt.status || rec.Header().Get("Allow") != tt.allow {
 				t.Fatalf("status %d, Allow %q; want %d, %q: %s", rec.Code, rec.Header().Get("Allow"), tt.status, tt.allow, rec.Body)
 			}
-			e := decode[errorJSON](t, rec)
+			e := decode[wire.ErrorResponse](t, rec)
 			if want := map[int]string{404: "not_found", 405: "method_not_allowed"}[tt.status]; e.Error.Code != want {
 				t.Errorf("code %q, want %q", e.Error.Code, want)
 			}
