@@ -37,7 +37,12 @@ func newAuthServerClock(t *testing.T, api, admin []string, reload func() error, 
 		}
 		return out
 	}
-	return httpapi.New(httpapi.Options{Limiter: l, APITokens: toBytes(api), AdminTokens: toBytes(admin), Reload: reload, FakeClock: clk})
+	tokens := httpapi.NewTokens(toBytes(api), toBytes(admin))
+	h := httpapi.New(httpapi.Options{Limiter: l, Tokens: tokens, Reload: reload})
+	if clk != nil {
+		h = httpapi.WithDebugClock(h, clk, tokens)
+	}
+	return h
 }
 
 func call(h http.Handler, method, path, token, body string) *httptest.ResponseRecorder {

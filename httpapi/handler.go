@@ -10,10 +10,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jmhodges/clock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -38,10 +38,6 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxBatch bounds transactions per request (DefaultMaxBatch when <= 0).
 	MaxBatch int
-	// FakeClock, when set, is the clock the Limiter runs on and is exposed
-	// at /debug/clock for tests, with the tokens reset needs. Without it
-	// that path does not exist.
-	FakeClock clock.FakeClock
 	// Registry receives the handler's metrics and the Go runtime
 	// collectors, and is served at /metrics. Nil makes a new one.
 	Registry *prometheus.Registry
@@ -135,14 +131,6 @@ func New(opts Options) http.Handler {
 	get("/readyz", h.readyz)
 	if !opts.OmitMetrics {
 		get("/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}).ServeHTTP)
-	}
-	if opts.FakeClock != nil {
-		// Moving the clock changes every bucket's state, so it needs what
-		// reset needs: an admin token when admin tokens are set, else an
-		// API token when those are, else nothing.
-		fc := fakeClockHandler{clock: opts.FakeClock}
-		r.Post("/debug/clock", h.authorize(accessAdmin, fc.move))
-		get("/debug/clock", h.authorize(accessAdmin, fc.read))
 	}
 	h.routes = registeredRoutes(r)
 	return r
@@ -405,7 +393,8 @@ func (h *handler) recoverPanics(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				h.log.Error("panic in handler", "path", r.URL.Path, "panic", v)
+				// Without the stack, nothing says where it came from.
+				h.log.Error("panic in handler", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 				writeError(w, &apiError{status: http.StatusInternalServerError, code: codeInternal, message: "internal error", transaction: -1})
 			}
 		}()

@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -64,11 +66,11 @@ func newServer(t *testing.T, src ratelimits.Source, withFakeClock bool, opts ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	hopts := httpapi.Options{Limiter: l, MaxBatch: 10}
+	h := httpapi.New(httpapi.Options{Limiter: l, MaxBatch: 10})
 	if withFakeClock {
-		hopts.FakeClock = clk
+		h = httpapi.WithDebugClock(h, clk, httpapi.NewTokens(nil, nil))
 	}
-	return &server{t: t, h: httpapi.New(hopts), clock: clk}
+	return &server{t: t, h: h, clock: clk}
 }
 
 func (s *server) do(method, path, contentType, body string) *httptest.ResponseRecorder {
@@ -506,6 +508,26 @@ func TestPanicIs500(t *testing.T) {
 	}
 	if rec := s.do("GET", "/healthz", "", ""); rec.Code != 200 {
 		t.Fatalf("after a panic: healthz %d", rec.Code)
+	}
+}
+
+// The panic's log line carries the stack, down to the frame that panicked.
+func TestPanicLogsStack(t *testing.T) {
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimits.NewLimiter(cfg, failingSource{panics: true}, clock.NewFake())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	h := httpapi.New(httpapi.Options{Limiter: l, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	req := httptest.NewRequest("POST", "/v1/spend", strings.NewReader(`{"limit":"Logins","id":"a"}`))
+	req.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if line := logs.String(); !strings.Contains(line, "panic in handler") || !strings.Contains(line, "stack=") || !strings.Contains(line, "failingSource.fail") {
+		t.Errorf("panic log without the stack of the panicking frame:\n%s", line)
 	}
 }
 

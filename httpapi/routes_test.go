@@ -32,10 +32,11 @@ func newRegistryServer(t *testing.T, reg *prometheus.Registry, logs *bytes.Buffe
 	if err != nil {
 		t.Fatal(err)
 	}
-	return httpapi.New(httpapi.Options{
-		Limiter: l, Registry: reg, FakeClock: clk, AccessLog: true,
+	h := httpapi.New(httpapi.Options{
+		Limiter: l, Registry: reg, AccessLog: true,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 	})
+	return httpapi.WithDebugClock(h, clk, httpapi.NewTokens(nil, nil))
 }
 
 // series counts the time series in reg, by label name and value.

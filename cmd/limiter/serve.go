@@ -235,13 +235,16 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		Logger:       log,
 		MaxBodyBytes: f.maxBodyBytes,
 		MaxBatch:     f.maxBatch,
-		FakeClock:    fake,
 		Registry:     reg,
 		OmitMetrics:  f.metricsListen != "",
 		Tokens:       tokens,
 		Reload:       reload.adminReload,
 		AccessLog:    f.accessLog,
 	})
+	if fake != nil {
+		// LIMITER_FAKECLOCK: tests step time through /debug/clock.
+		handler = httpapi.WithDebugClock(handler, fake, tokens)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
