@@ -85,11 +85,16 @@ func (t *Tokens) configured() bool {
 	return len(s.api) > 0 || len(s.admin) > 0
 }
 
-// authorize wraps a /v1/ handler with the token check its access needs.
-// With no token files configured every call is allowed, as before tokens
-// existed. A refusal is a 401 JSON error and nothing runs.
+// authorize wraps a route with the token check its access needs.
 func (h *handler) authorize(need access, next http.HandlerFunc) http.HandlerFunc {
-	sets := h.tokens.sets.Load()
+	return authorize(h.tokens, need, next)
+}
+
+// authorize wraps next with the check of ts that access need requires.
+// With no tokens configured every call is allowed. A refusal is a 401 JSON
+// error and nothing runs.
+func authorize(ts *Tokens, need access, next http.HandlerFunc) http.HandlerFunc {
+	sets := ts.sets.Load()
 	adminOnly := need == accessAdmin && len(sets.admin) > 0 // an API token is not enough
 	if len(sets.api) == 0 && len(sets.admin) == 0 {
 		return next
@@ -98,7 +103,7 @@ func (h *handler) authorize(need access, next http.HandlerFunc) http.HandlerFunc
 		return next // API routes with only admin tokens configured stay open
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		sets := h.tokens.sets.Load()
+		sets := ts.sets.Load()
 		tok, ok := bearer(r)
 		// Both sets are always compared in full (no short-circuit), so the
 		// time taken does not tell an admin token from an API token.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -22,7 +23,7 @@ func newAuthServer(t *testing.T, api, admin []string, reload func() error) http.
 // newAuthServerClock is newAuthServer with /debug/clock on clk, when set.
 func newAuthServerClock(t *testing.T, api, admin []string, reload func() error, clk clock.FakeClock) http.Handler {
 	t.Helper()
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,12 @@ func newAuthServerClock(t *testing.T, api, admin []string, reload func() error, 
 		}
 		return out
 	}
-	return httpapi.New(httpapi.Options{Limiter: l, APITokens: toBytes(api), AdminTokens: toBytes(admin), Reload: reload, FakeClock: clk})
+	tokens := httpapi.NewTokens(toBytes(api), toBytes(admin))
+	h := httpapi.New(httpapi.Options{Limiter: l, Tokens: tokens, Reload: reload})
+	if clk != nil {
+		h = httpapi.WithDebugClock(h, clk, tokens)
+	}
+	return h
 }
 
 func call(h http.Handler, method, path, token, body string) *httptest.ResponseRecorder {

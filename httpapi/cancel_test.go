@@ -14,6 +14,7 @@ import (
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
@@ -80,7 +81,7 @@ func TestClientHangUpIsNotASourceFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+			cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -30,8 +30,8 @@ func BenchmarkDecode(b *testing.B) {
 // included.
 func BenchmarkEncode(b *testing.B) {
 	bd := &ratelimits.BatchDecision{Allowed: true, Remaining: 99, ResetIn: 10 * time.Millisecond, Decisions: []ratelimits.Decision{{
-		Name: "APIRequestsPerKey", ID: "key-1234", Allowed: true, Remaining: 99, ResetIn: 10 * time.Millisecond,
-		Limit: ratelimits.Limit{Burst: 100, Count: 100, Period: time.Second},
+		Limit: "APIRequestsPerKey", ID: "key-1234", Allowed: true, Remaining: 99, ResetIn: 10 * time.Millisecond,
+		Effective: mustLimit(b, 100, 100, time.Second),
 	}}}
 	buf := make([]byte, 0, 1024)
 	b.ReportAllocs()
@@ -40,4 +40,14 @@ func BenchmarkEncode(b *testing.B) {
 		setRateLimitHeaders(h, bd)
 		buf = appendBatch(buf[:0], bd)
 	}
+}
+
+// mustLimit is ratelimits.NewLimit for values a test knows are valid.
+func mustLimit(tb testing.TB, burst, count int64, period time.Duration) ratelimits.Limit {
+	tb.Helper()
+	l, err := ratelimits.NewLimit(burst, count, period)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
 }

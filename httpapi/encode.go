@@ -35,14 +35,14 @@ func setRateLimitHeaders(h http.Header, bd *ratelimits.BatchDecision) {
 	// All three values are built in one buffer and become one string, and
 	// the header slices share one array: two allocations per answer.
 	var scratch [192]byte
-	buf := strconv.AppendQuote(scratch[:0], d.Name)
+	buf := strconv.AppendQuote(scratch[:0], d.Limit)
 	buf = append(buf, ";q="...)
-	buf = strconv.AppendInt(buf, d.Limit.Count, 10)
+	buf = strconv.AppendInt(buf, d.Effective.Count, 10)
 	buf = append(buf, ";w="...)
 	// The window is whole seconds, truncated, and never 0.
-	buf = strconv.AppendInt(buf, max(int64(d.Limit.Period/time.Second), 1), 10)
+	buf = strconv.AppendInt(buf, max(int64(d.Effective.Period/time.Second), 1), 10)
 	policyEnd := len(buf)
-	buf = strconv.AppendQuote(buf, d.Name)
+	buf = strconv.AppendQuote(buf, d.Limit)
 	buf = append(buf, ";r="...)
 	buf = strconv.AppendInt(buf, d.Remaining, 10)
 	buf = append(buf, ";t="...)
@@ -61,18 +61,13 @@ func setRateLimitHeaders(h http.Header, bd *ratelimits.BatchDecision) {
 	}
 }
 
-// appendBatch encodes a batch decision as the API's JSON object. It is
-// written by hand because it is on every request's path and its shape is
-// fixed: no reflection, one buffer.
+// appendBatch encodes a batch decision as wire.BatchResponse, newline
+// included. It is written by hand because it is on every request's path:
+// no reflection, one buffer. A test holds it to what encoding/json writes
+// for the wire types, byte for byte.
 func appendBatch(buf []byte, bd *ratelimits.BatchDecision) []byte {
-	buf = append(buf, `{"allowed":`...)
-	buf = strconv.AppendBool(buf, bd.Allowed)
-	buf = append(buf, `,"remaining":`...)
-	buf = strconv.AppendInt(buf, max(bd.Remaining, 0), 10)
-	buf = append(buf, `,"retry_in_ms":`...)
-	buf = strconv.AppendInt(buf, millisUp(bd.RetryIn), 10)
-	buf = append(buf, `,"reset_in_ms":`...)
-	buf = strconv.AppendInt(buf, millisUp(bd.ResetIn), 10)
+	buf = append(buf, '{')
+	buf = appendFigures(buf, bd.Allowed, bd.Remaining, bd.RetryIn, bd.ResetIn)
 	if bd.Degraded {
 		buf = append(buf, `,"degraded":true`...)
 	}
@@ -86,38 +81,49 @@ func appendBatch(buf []byte, bd *ratelimits.BatchDecision) []byte {
 	return append(buf, "]}\n"...)
 }
 
-// appendDecision encodes one transaction's decision.
+// appendDecision encodes one transaction's decision as
+// wire.DecisionResponse.
 func appendDecision(buf []byte, d *ratelimits.Decision) []byte {
 	buf = append(buf, `{"limit":`...)
-	buf = appendString(buf, d.Name)
+	buf = appendString(buf, d.Limit)
 	buf = append(buf, `,"id":`...)
 	buf = appendString(buf, d.ID)
-	buf = append(buf, `,"allowed":`...)
-	buf = strconv.AppendBool(buf, d.Allowed)
-	buf = append(buf, `,"remaining":`...)
-	buf = strconv.AppendInt(buf, max(d.Remaining, 0), 10)
-	buf = append(buf, `,"retry_in_ms":`...)
-	buf = strconv.AppendInt(buf, millisUp(d.RetryIn), 10)
-	buf = append(buf, `,"reset_in_ms":`...)
-	buf = strconv.AppendInt(buf, millisUp(d.ResetIn), 10)
+	buf = append(buf, ',')
+	buf = appendFigures(buf, d.Allowed, d.Remaining, d.RetryIn, d.ResetIn)
 	buf = append(buf, `,"unlimited":`...)
 	buf = strconv.AppendBool(buf, d.Unlimited)
 	buf = append(buf, `,"burst":`...)
-	buf = strconv.AppendInt(buf, d.Limit.Burst, 10)
+	buf = strconv.AppendInt(buf, d.Effective.Burst, 10)
 	buf = append(buf, `,"count":`...)
-	buf = strconv.AppendInt(buf, d.Limit.Count, 10)
+	buf = strconv.AppendInt(buf, d.Effective.Count, 10)
 	buf = append(buf, `,"period":`...)
-	buf = appendString(buf, d.Limit.Period.String())
+	buf = appendString(buf, d.Effective.Period.String())
 	buf = append(buf, `,"override":`...)
-	buf = strconv.AppendBool(buf, d.Limit.Override)
+	buf = strconv.AppendBool(buf, d.Effective.Override)
 	return append(buf, '}')
+}
+
+// appendFigures encodes the fields a batch and a decision share: allowed,
+// remaining (never negative) and the two durations in milliseconds,
+// rounded up.
+func appendFigures(buf []byte, allowed bool, remaining int64, retryIn, resetIn time.Duration) []byte {
+	buf = append(buf, `"allowed":`...)
+	buf = strconv.AppendBool(buf, allowed)
+	buf = append(buf, `,"remaining":`...)
+	buf = strconv.AppendInt(buf, max(remaining, 0), 10)
+	buf = append(buf, `,"retry_in_ms":`...)
+	buf = strconv.AppendInt(buf, millisUp(retryIn), 10)
+	buf = append(buf, `,"reset_in_ms":`...)
+	return strconv.AppendInt(buf, millisUp(resetIn), 10)
 }
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string. Quotes, backslashes and control
-// characters are escaped; invalid UTF-8 becomes U+FFFD, as encoding/json
-// does, so the output is always valid JSON.
+// appendString appends s as a JSON string, byte for byte as encoding/json
+// writes it without HTML escaping: quotes, backslashes and control
+// characters escaped (\b, \f, \n, \r and \t by their short forms), U+2028
+// and U+2029 escaped for JavaScript's sake, and invalid UTF-8 written as
+// U+FFFD, so the output is always valid JSON.
 func appendString(buf []byte, s string) []byte {
 	buf = append(buf, '"')
 	start := 0
@@ -132,6 +138,10 @@ func appendString(buf []byte, s string) []byte {
 			switch c {
 			case '"', '\\':
 				buf = append(buf, '\\', c)
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
 			case '\n':
 				buf = append(buf, '\\', 'n')
 			case '\t':
@@ -150,6 +160,13 @@ func appendString(buf []byte, s string) []byte {
 			buf = append(buf, s[start:i]...)
 			buf = append(buf, `\ufffd`...)
 			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
 			start = i
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
@@ -97,19 +98,9 @@ func limiterError(err error) *apiError {
 	}
 }
 
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code        string `json:"code"`
-	Message     string `json:"message"`
-	Transaction *int   `json:"transaction,omitempty"`
-}
-
 // writeError sends e as the JSON error shape of the API.
 func writeError(w http.ResponseWriter, e *apiError) {
-	body := errorBody{Error: errorDetail{Code: e.code, Message: e.message}}
+	body := wire.ErrorResponse{Error: wire.ErrorDetail{Code: e.code, Message: e.message}}
 	if e.transaction >= 0 {
 		body.Error.Transaction = &e.transaction
 	}

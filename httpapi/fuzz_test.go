@@ -9,7 +9,9 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -31,7 +33,7 @@ func FuzzHandler(f *testing.F) {
 			f.Add(path, seed)
 		}
 	}
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -52,9 +54,7 @@ func FuzzHandler(f *testing.F) {
 				t.Fatalf("200 with invalid JSON: %q", rec.Body)
 			}
 		case rec.Code >= 400 && rec.Code < 500:
-			var e struct {
-				Error struct{ Code, Message string } `json:"error"`
-			}
+			var e wire.ErrorResponse
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
 				t.Fatalf("%d without the JSON error shape: %q", rec.Code, rec.Body)
 			}

@@ -10,14 +10,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jmhodges/clock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
@@ -37,10 +38,6 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxBatch bounds transactions per request (DefaultMaxBatch when <= 0).
 	MaxBatch int
-	// FakeClock, when set, is the clock the Limiter runs on and is exposed
-	// at /debug/clock for tests, with the tokens reset needs. Without it
-	// that path does not exist.
-	FakeClock clock.FakeClock
 	// Registry receives the handler's metrics and the Go runtime
 	// collectors, and is served at /metrics. Nil makes a new one.
 	Registry *prometheus.Registry
@@ -121,9 +118,9 @@ func New(opts Options) http.Handler {
 		r.Get(pattern, fn)
 		r.Head(pattern, fn)
 	}
-	r.Post("/v1/spend", h.authorize(accessAPI, h.decision(opSpend)))
-	r.Post("/v1/check", h.authorize(accessAPI, h.decision(opCheck)))
-	r.Post("/v1/refund", h.authorize(accessAPI, h.decision(opRefund)))
+	r.Post("/v1/spend", h.authorize(accessAPI, h.spend))
+	r.Post("/v1/check", h.authorize(accessAPI, h.check))
+	r.Post("/v1/refund", h.authorize(accessAPI, h.refund))
 	r.Post("/v1/reset", h.authorize(accessAdmin, h.reset))
 	get("/v1/limits", h.authorize(accessAPI, h.limits))
 	get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
@@ -135,79 +132,115 @@ func New(opts Options) http.Handler {
 	if !opts.OmitMetrics {
 		get("/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}).ServeHTTP)
 	}
-	if opts.FakeClock != nil {
-		// Moving the clock changes every bucket's state, so it needs what
-		// reset needs: an admin token when admin tokens are set, else an
-		// API token when those are, else nothing.
-		fc := fakeClockHandler{clock: opts.FakeClock}
-		r.Post("/debug/clock", h.authorize(accessAdmin, fc.move))
-		get("/debug/clock", h.authorize(accessAdmin, fc.read))
-	}
 	h.routes = registeredRoutes(r)
 	return r
 }
 
-// op is a decision endpoint's operation.
-type op int
-
-const (
-	opSpend op = iota
-	opCheck
-	opRefund
-)
-
-func (o op) String() string {
-	return [...]string{"spend", "check", "refund"}[o]
+// spend serves POST /v1/spend; an Idempotency-Key makes it safe to retry.
+func (h *handler) spend(w http.ResponseWriter, r *http.Request) {
+	key, txns, e := h.keyedTransactions(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var bd *ratelimits.BatchDecision
+	var err error
+	if key != "" {
+		bd, err = h.limiter.SpendOnce(r.Context(), key, txns)
+	} else {
+		bd, err = h.limiter.Spend(r.Context(), txns)
+	}
+	if !h.settle(w, r, "spend", bd, err) {
+		return
+	}
+	setRateLimitHeaders(w.Header(), bd)
+	h.writeBatch(w, bd)
 }
 
-// decision serves spend, check and refund: the same body, the same answer
-// shape; spend and check also set the RateLimit headers.
-func (h *handler) decision(o op) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var key string
-		if o != opCheck {
-			// A check changes nothing, so it needs no key and ignores one.
-			var e *apiError
-			if key, e = h.idempotencyKey(r); e != nil {
-				writeError(w, e)
-				return
-			}
-		}
-		txns, e := h.decodeTransactions(r, false)
-		if e != nil {
-			writeError(w, e)
-			return
-		}
-		bd, err := h.run(r.Context(), o, key, txns)
-		if err != nil {
-			h.limiterFailure(w, r, err)
-			return
-		}
-		if bd.Degraded && clientGone(r, bd.Cause) {
-			h.clientCancelled(w, r, bd.Cause)
-			return
-		}
-		if bd.Replayed {
-			h.metrics.replays.WithLabelValues(o.String()).Inc()
-			w.Header().Set(replayedHeader, "true")
-		}
-		if bd.Degraded {
-			h.metrics.degraded.Inc()
-			h.log.Warn("source failed; answering allowed (fail-open)", "path", r.URL.Path, "err", bd.Cause)
-		}
-		if !bd.Replayed {
-			h.metrics.countDecisions(o, bd)
-		}
-		if o != opRefund {
-			setRateLimitHeaders(w.Header(), bd)
-		}
-		bufp := h.bufs.Get().(*[]byte)
-		buf := appendBatch((*bufp)[:0], bd)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(buf)
-		h.putBuffer(bufp, buf)
+// check serves POST /v1/check. A check changes nothing, so it needs no
+// Idempotency-Key and ignores one.
+func (h *handler) check(w http.ResponseWriter, r *http.Request) {
+	txns, e := h.decodeTransactions(r, false)
+	if e != nil {
+		writeError(w, e)
+		return
 	}
+	bd, err := h.limiter.Check(r.Context(), txns)
+	if !h.settle(w, r, "check", bd, err) {
+		return
+	}
+	setRateLimitHeaders(w.Header(), bd)
+	h.writeBatch(w, bd)
+}
+
+// refund serves POST /v1/refund; an Idempotency-Key makes it safe to
+// retry. A refund limits nothing, so it sends no RateLimit headers.
+func (h *handler) refund(w http.ResponseWriter, r *http.Request) {
+	key, txns, e := h.keyedTransactions(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var bd *ratelimits.BatchDecision
+	var err error
+	if key != "" {
+		bd, err = h.limiter.RefundOnce(r.Context(), key, txns)
+	} else {
+		bd, err = h.limiter.Refund(r.Context(), txns)
+	}
+	if h.settle(w, r, "refund", bd, err) {
+		h.writeBatch(w, bd)
+	}
+}
+
+// keyedTransactions reads a spend's or refund's Idempotency-Key ("" when
+// it sends none) and its transactions.
+func (h *handler) keyedTransactions(r *http.Request) (string, []ratelimits.Transaction, *apiError) {
+	key, e := h.idempotencyKey(r)
+	if e != nil {
+		return "", nil, e
+	}
+	txns, e := h.decodeTransactions(r, false)
+	return key, txns, e
+}
+
+// settle deals with the Limiter's answer to a spend, check or refund
+// before its body is written. A failure, or a client that went away, is
+// answered here and settle returns false. Otherwise a replayed or degraded
+// answer is marked, logged and counted, and the decisions are counted
+// under op, the route's metrics label.
+func (h *handler) settle(w http.ResponseWriter, r *http.Request, op string, bd *ratelimits.BatchDecision, err error) bool {
+	if err != nil {
+		h.limiterFailure(w, r, err)
+		return false
+	}
+	if bd.Degraded && clientGone(r, bd.Cause) {
+		h.clientCancelled(w, r, bd.Cause)
+		return false
+	}
+	if bd.Replayed {
+		h.metrics.replays.WithLabelValues(op).Inc()
+		w.Header().Set(replayedHeader, "true")
+	}
+	if bd.Degraded {
+		h.metrics.degraded.Inc()
+		h.log.Warn("source failed; answering allowed (fail-open)", "path", r.URL.Path, "err", bd.Cause)
+	}
+	if !bd.Replayed {
+		h.metrics.countDecisions(op, bd)
+	}
+	return true
+}
+
+// writeBatch sends a batch decision with the hand encoder, in a pooled
+// buffer.
+func (h *handler) writeBatch(w http.ResponseWriter, bd *ratelimits.BatchDecision) {
+	bufp := h.bufs.Get().(*[]byte)
+	buf := appendBatch((*bufp)[:0], bd)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf)
+	h.putBuffer(bufp, buf)
 }
 
 // putBuffer returns a buffer to the pool, unless it grew so large that
@@ -218,21 +251,6 @@ func (h *handler) putBuffer(bufp *[]byte, buf []byte) {
 	}
 	*bufp = buf[:0]
 	h.bufs.Put(bufp)
-}
-
-// run asks the Limiter; key, when set, makes a spend or refund idempotent.
-func (h *handler) run(ctx context.Context, o op, key string, txns []ratelimits.Transaction) (*ratelimits.BatchDecision, error) {
-	switch {
-	case o == opCheck:
-		return h.limiter.Check(ctx, txns)
-	case o == opRefund && key != "":
-		return h.limiter.RefundOnce(ctx, key, txns)
-	case o == opRefund:
-		return h.limiter.Refund(ctx, txns)
-	case key != "":
-		return h.limiter.SpendOnce(ctx, key, txns)
-	}
-	return h.limiter.Spend(ctx, txns)
 }
 
 // limiterFailure answers a Limiter error: the client's mistake is a 400,
@@ -274,10 +292,6 @@ func (h *handler) clientCancelled(w http.ResponseWriter, r *http.Request, err er
 	w.WriteHeader(statusClientClosedRequest)
 }
 
-type resetResponse struct {
-	Reset int `json:"reset"`
-}
-
 func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
 	txns, e := h.decodeTransactions(r, true)
 	if e != nil {
@@ -289,7 +303,7 @@ func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
 		h.limiterFailure(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resetResponse{Reset: n})
+	writeJSON(w, http.StatusOK, wire.ResetResponse{Reset: n})
 }
 
 // subscriber serves GET /v1/limits/{limit}/{id}: the effective limit for
@@ -320,49 +334,26 @@ func (h *handler) subscriber(w http.ResponseWriter, r *http.Request) {
 	h.putBuffer(bufp, buf)
 }
 
-type limitsResponse struct {
-	Limits []limitJSON `json:"limits"`
-}
-
-type limitJSON struct {
-	Limit     string        `json:"limit"`
-	Enum      int           `json:"enum"`
-	IDKind    string        `json:"id_kind"`
-	Declared  bool          `json:"declared"`
-	Default   *limitDetails `json:"default"`
-	Overrides int           `json:"overrides"`
-}
-
-type limitDetails struct {
-	Burst  int64  `json:"burst"`
-	Count  int64  `json:"count"`
-	Period string `json:"period"`
-}
-
 // limits serves GET /v1/limits: every known name, its default (null when
 // it has none) and how many overrides are loaded for it.
 func (h *handler) limits(w http.ResponseWriter, _ *http.Request) {
 	cfg := h.limiter.Config()
 	names := cfg.Names()
-	resp := limitsResponse{Limits: make([]limitJSON, 0, len(names))}
+	resp := wire.LimitsResponse{Limits: make([]wire.LimitResponse, 0, len(names))}
 	for _, n := range names {
-		l := limitJSON{
-			Limit:     n.String,
+		l := wire.LimitResponse{
+			Limit:     n.Limit,
 			Enum:      int(n.Name),
 			IDKind:    n.Kind.String(),
 			Declared:  n.Declared,
 			Overrides: cfg.OverrideCount(n.Name),
 		}
 		if def, ok := cfg.Default(n.Name); ok {
-			l.Default = &limitDetails{Burst: def.Burst, Count: def.Count, Period: def.Period.String()}
+			l.Default = &wire.LimitSettings{Burst: def.Burst, Count: def.Count, Period: def.Period.String()}
 		}
 		resp.Limits = append(resp.Limits, l)
 	}
 	writeJSON(w, http.StatusOK, resp)
-}
-
-type reloadResponse struct {
-	Reloaded bool `json:"reloaded"`
 }
 
 // reloadConfig serves POST /v1/admin/reload: the files are loaded and
@@ -373,29 +364,24 @@ func (h *handler) reloadConfig(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, &apiError{status: http.StatusUnprocessableEntity, code: codeReloadFailed, message: err.Error(), transaction: -1})
 		return
 	}
-	writeJSON(w, http.StatusOK, reloadResponse{Reloaded: true})
-}
-
-type statusResponse struct {
-	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
+	writeJSON(w, http.StatusOK, wire.ReloadResponse{Reloaded: true})
 }
 
 func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, statusResponse{Status: "ok"})
+	writeJSON(w, http.StatusOK, wire.StatusResponse{Status: "ok"})
 }
 
 // readyz is 200 when a configuration is loaded and the source answers.
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	if h.limiter.Config() == nil {
-		writeJSON(w, http.StatusServiceUnavailable, statusResponse{Status: "unavailable", Error: "no configuration loaded"})
+		writeJSON(w, http.StatusServiceUnavailable, wire.StatusResponse{Status: "unavailable", Error: "no configuration loaded"})
 		return
 	}
 	if err := h.limiter.Ready(r.Context()); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, statusResponse{Status: "unavailable", Error: "source does not answer"})
+		writeJSON(w, http.StatusServiceUnavailable, wire.StatusResponse{Status: "unavailable", Error: "source does not answer"})
 		return
 	}
-	writeJSON(w, http.StatusOK, statusResponse{Status: "ok"})
+	writeJSON(w, http.StatusOK, wire.StatusResponse{Status: "ok"})
 }
 
 // recoverPanics turns a panic in a handler into a logged 500: one bad
@@ -407,7 +393,8 @@ func (h *handler) recoverPanics(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				h.log.Error("panic in handler", "path", r.URL.Path, "panic", v)
+				// Without the stack, nothing says where it came from.
+				h.log.Error("panic in handler", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 				writeError(w, &apiError{status: http.StatusInternalServerError, code: codeInternal, message: "internal error", transaction: -1})
 			}
 		}()

@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +17,9 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/memory"
@@ -52,7 +56,7 @@ type server struct {
 
 func newServer(t *testing.T, src ratelimits.Source, withFakeClock bool, opts ...ratelimits.Option) *server {
 	t.Helper()
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +66,11 @@ func newServer(t *testing.T, src ratelimits.Source, withFakeClock bool, opts ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	hopts := httpapi.Options{Limiter: l, MaxBatch: 10}
+	h := httpapi.New(httpapi.Options{Limiter: l, MaxBatch: 10})
 	if withFakeClock {
-		hopts.FakeClock = clk
+		h = httpapi.WithDebugClock(h, clk, httpapi.NewTokens(nil, nil))
 	}
-	return &server{t: t, h: httpapi.New(hopts), clock: clk}
+	return &server{t: t, h: h, clock: clk}
 }
 
 func (s *server) do(method, path, contentType, body string) *httptest.ResponseRecorder {
@@ -82,36 +86,6 @@ func (s *server) do(method, path, contentType, body string) *httptest.ResponseRe
 
 func (s *server) post(path, body string) *httptest.ResponseRecorder {
 	return s.do(http.MethodPost, path, "application/json", body)
-}
-
-type batchJSON struct {
-	Allowed   bool           `json:"allowed"`
-	Remaining int64          `json:"remaining"`
-	RetryInMS int64          `json:"retry_in_ms"`
-	ResetInMS int64          `json:"reset_in_ms"`
-	Decisions []decisionJSON `json:"decisions"`
-}
-
-type decisionJSON struct {
-	Limit     string `json:"limit"`
-	ID        string `json:"id"`
-	Allowed   bool   `json:"allowed"`
-	Remaining int64  `json:"remaining"`
-	RetryInMS int64  `json:"retry_in_ms"`
-	ResetInMS int64  `json:"reset_in_ms"`
-	Unlimited bool   `json:"unlimited"`
-	Burst     int64  `json:"burst"`
-	Count     int64  `json:"count"`
-	Period    string `json:"period"`
-	Override  bool   `json:"override"`
-}
-
-type errorJSON struct {
-	Error struct {
-		Code        string `json:"code"`
-		Message     string `json:"message"`
-		Transaction *int   `json:"transaction"`
-	} `json:"error"`
 }
 
 func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
@@ -131,9 +105,9 @@ func TestSpendAnswerAndHeaders(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	got := decode[batchJSON](t, rec)
+	got := decode[wire.BatchResponse](t, rec)
 	// retry_in is for another spend of the same cost: three tokens, 60s.
-	want := batchJSON{Allowed: true, Remaining: 0, RetryInMS: 60000, ResetInMS: 60000, Decisions: []decisionJSON{{
+	want := wire.BatchResponse{Allowed: true, Remaining: 0, RetryInMS: 60000, ResetInMS: 60000, Decisions: []wire.DecisionResponse{{
 		Limit: "Logins", ID: "alice", Allowed: true, Remaining: 0, RetryInMS: 60000, ResetInMS: 60000,
 		Burst: 3, Count: 3, Period: "1m0s",
 	}}}
@@ -153,7 +127,7 @@ func TestSpendAnswerAndHeaders(t *testing.T) {
 	// Denied: still 200, with Retry-After in whole seconds rounded up.
 	s.clock.Add(500 * time.Millisecond)
 	rec = s.post("/v1/spend", `{"limit":"Logins","id":"alice"}`)
-	got = decode[batchJSON](t, rec)
+	got = decode[wire.BatchResponse](t, rec)
 	if rec.Code != 200 || got.Allowed || got.RetryInMS != 19500 {
 		t.Fatalf("denied spend: %d %+v", rec.Code, got)
 	}
@@ -173,7 +147,7 @@ func TestRounding(t *testing.T) {
 		t.Errorf("RateLimit-Policy = %q, want w=1 for a 500ms period", h)
 	}
 	s.clock.Add(250*time.Millisecond - time.Nanosecond)
-	got := decode[batchJSON](t, s.post("/v1/spend", `{"limit":"Ranges","id":"2001:db8:abcd::/48"}`))
+	got := decode[wire.BatchResponse](t, s.post("/v1/spend", `{"limit":"Ranges","id":"2001:db8:abcd::/48"}`))
 	if got.Allowed || got.RetryInMS != 1 {
 		t.Fatalf("1ns before a token: %+v, want denied with retry 1ms", got)
 	}
@@ -185,7 +159,7 @@ func TestBatchAndModes(t *testing.T) {
 		{"limit":"Fast","id":"a","cost":1},
 		{"limit":"Logins","id":"a","cost":1,"mode":"check-only"},
 		{"limit":"Ranges","id":"2001:DB8:ABCD:1::/48","cost":1,"mode":"spend-only"}]}`
-	got := decode[batchJSON](t, s.post("/v1/spend", body))
+	got := decode[wire.BatchResponse](t, s.post("/v1/spend", body))
 	if !got.Allowed || got.Remaining != 2 || len(got.Decisions) != 3 {
 		t.Fatalf("batch: %+v, want allowed, deciding Logins (2 remaining)", got)
 	}
@@ -193,7 +167,7 @@ func TestBatchAndModes(t *testing.T) {
 		t.Errorf("range id %q, want canonical 2001:db8:abcd::/48", got.Decisions[2].ID)
 	}
 	// check-only wrote nothing; spend-only and check-and-spend did.
-	got = decode[batchJSON](t, s.post("/v1/check", `{"transactions":[{"limit":"Logins","id":"a","cost":0},{"limit":"Fast","id":"a","cost":0}]}`))
+	got = decode[wire.BatchResponse](t, s.post("/v1/check", `{"transactions":[{"limit":"Logins","id":"a","cost":0},{"limit":"Fast","id":"a","cost":0}]}`))
 	if got.Decisions[0].Remaining != 3 || got.Decisions[1].Remaining != 19 {
 		t.Fatalf("after batch: %+v", got.Decisions)
 	}
@@ -290,7 +264,7 @@ func TestRefusals(t *testing.T) {
 			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 				t.Errorf("Content-Type %q", ct)
 			}
-			e := decode[errorJSON](t, rec)
+			e := decode[wire.ErrorResponse](t, rec)
 			if e.Error.Code != tt.code || e.Error.Message == "" {
 				t.Errorf("error %+v, want code %q and a message", e.Error, tt.code)
 			}
@@ -300,7 +274,7 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 	// None of the refusals spent anything.
-	got := decode[batchJSON](t, s.post("/v1/check", `{"transactions":[{"limit":"Logins","id":"a","cost":0},{"limit":"Logins","id":"b","cost":0},{"limit":"Fast","id":"a","cost":0}]}`))
+	got := decode[wire.BatchResponse](t, s.post("/v1/check", `{"transactions":[{"limit":"Logins","id":"a","cost":0},{"limit":"Logins","id":"b","cost":0},{"limit":"Fast","id":"a","cost":0}]}`))
 	for _, d := range got.Decisions {
 		if d.Remaining != d.Burst {
 			t.Errorf("after refusals %s/%s has %d of %d", d.Limit, d.ID, d.Remaining, d.Burst)
@@ -320,7 +294,7 @@ func TestUnicodeEscapesTaken(t *testing.T) {
 		{`{"limit":"Logins","id":"\ufffd"}`, "\ufffd"},
 	} {
 		rec := s.post("/v1/check", tt.body)
-		got := decode[batchJSON](t, rec)
+		got := decode[wire.BatchResponse](t, rec)
 		if rec.Code != 200 || got.Decisions[0].ID != tt.id {
 			t.Errorf("%s: %d, id %q; want 200, id %q", tt.body, rec.Code, got.Decisions[0].ID, tt.id)
 		}
@@ -341,7 +315,7 @@ func TestRefundAndReset(t *testing.T) {
 	s := newServer(t, memory.New(0), false)
 	s.post("/v1/spend", `{"limit":"Logins","id":"a","cost":3}`)
 	rec := s.post("/v1/refund", `{"limit":"Logins","id":"a","cost":2}`)
-	got := decode[batchJSON](t, rec)
+	got := decode[wire.BatchResponse](t, rec)
 	if !got.Decisions[0].Allowed || got.Decisions[0].Remaining != 2 || rec.Header().Get("RateLimit") != "" {
 		t.Fatalf("refund: %+v headers %v", got, rec.Header())
 	}
@@ -349,7 +323,7 @@ func TestRefundAndReset(t *testing.T) {
 	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"reset":1}` {
 		t.Fatalf("reset: %d %s, want {\"reset\":1}", rec.Code, rec.Body)
 	}
-	if d := decode[decisionJSON](t, s.do("GET", "/v1/limits/Logins/a", "", "")); d.Remaining != 3 {
+	if d := decode[wire.DecisionResponse](t, s.do("GET", "/v1/limits/Logins/a", "", "")); d.Remaining != 3 {
 		t.Fatalf("after reset: %+v", d)
 	}
 }
@@ -360,13 +334,13 @@ func TestSubscriberView(t *testing.T) {
 	s.post("/v1/spend", `{"limit":"Ranges","id":"2001:db8:abcd::/48"}`)
 	for _, path := range []string{"/v1/limits/Ranges/2001:db8:abcd::/48", "/v1/limits/Ranges/2001:DB8:ABCD::%2F48"} {
 		rec := s.do("GET", path, "", "")
-		d := decode[decisionJSON](t, rec)
+		d := decode[wire.DecisionResponse](t, rec)
 		if rec.Code != 200 || d.ID != "2001:db8:abcd::/48" || d.Remaining != 1 || d.Burst != 2 || d.Override {
 			t.Errorf("%s: %d %+v", path, rec.Code, d)
 		}
 	}
 	rec := s.do("GET", "/v1/limits/CertificatesPerDomainPerAccount/7", "", "")
-	if d := decode[decisionJSON](t, rec); !d.Unlimited || !d.Allowed {
+	if d := decode[wire.DecisionResponse](t, rec); !d.Unlimited || !d.Allowed {
 		t.Errorf("limit without default: %+v, want unlimited", d)
 	}
 }
@@ -374,16 +348,7 @@ func TestSubscriberView(t *testing.T) {
 func TestLimitsListing(t *testing.T) {
 	s := newServer(t, memory.New(0), false)
 	rec := s.do("GET", "/v1/limits", "", "")
-	var got struct {
-		Limits []struct {
-			Limit     string `json:"limit"`
-			Enum      int    `json:"enum"`
-			IDKind    string `json:"id_kind"`
-			Declared  bool   `json:"declared"`
-			Default   *struct{ Burst, Count int64 }
-			Overrides int `json:"overrides"`
-		} `json:"limits"`
-	}
+	var got wire.LimitsResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 200 {
 		t.Fatalf("%d %s: %v", rec.Code, rec.Body, err)
 	}
@@ -493,7 +458,7 @@ func TestSourceFailureIs503(t *testing.T) {
 		{failingSource{refused: true}, "/v1/check", "source_unavailable"},
 	} {
 		rec := newServer(t, c.source, false).post(c.path, `{"limit":"Logins","id":"a"}`)
-		if e := decode[errorJSON](t, rec); rec.Code != 503 || e.Error.Code != c.code {
+		if e := decode[wire.ErrorResponse](t, rec); rec.Code != 503 || e.Error.Code != c.code {
 			t.Errorf("%s (refused %v): %d %+v, want 503 %s", c.path, c.source.refused, rec.Code, e, c.code)
 		}
 	}
@@ -513,10 +478,7 @@ func TestFailOpen(t *testing.T) {
 	s := newServer(t, failingSource{}, false, ratelimits.WithFailOpen())
 	for _, path := range []string{"/v1/spend", "/v1/check"} {
 		rec := s.post(path, `{"limit":"Logins","id":"a"}`)
-		var got struct {
-			Allowed  bool `json:"allowed"`
-			Degraded bool `json:"degraded"`
-		}
+		var got wire.BatchResponse
 		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 200 || !got.Allowed || !got.Degraded {
 			t.Errorf("%s: %d %s, want 200 allowed and degraded", path, rec.Code, rec.Body)
 		}
@@ -541,7 +503,7 @@ func TestFailOpen(t *testing.T) {
 func TestPanicIs500(t *testing.T) {
 	s := newServer(t, failingSource{panics: true}, false)
 	rec := s.post("/v1/spend", `{"limit":"Logins","id":"a"}`)
-	if e := decode[errorJSON](t, rec); rec.Code != 500 || e.Error.Code != "internal" {
+	if e := decode[wire.ErrorResponse](t, rec); rec.Code != 500 || e.Error.Code != "internal" {
 		t.Fatalf("panicking source: %d %+v, want 500 internal", rec.Code, e)
 	}
 	if rec := s.do("GET", "/healthz", "", ""); rec.Code != 200 {
@@ -549,8 +511,28 @@ func TestPanicIs500(t *testing.T) {
 	}
 }
 
+// The panic's log line carries the stack, down to the frame that panicked.
+func TestPanicLogsStack(t *testing.T) {
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimits.NewLimiter(cfg, failingSource{panics: true}, clock.NewFake())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	h := httpapi.New(httpapi.Options{Limiter: l, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	req := httptest.NewRequest("POST", "/v1/spend", strings.NewReader(`{"limit":"Logins","id":"a"}`))
+	req.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if line := logs.String(); !strings.Contains(line, "panic in handler") || !strings.Contains(line, "stack=") || !strings.Contains(line, "failingSource.fail") {
+		t.Errorf("panic log without the stack of the panicking frame:\n%s", line)
+	}
+}
+
 func BenchmarkSpendHandler(b *testing.B) {
-	cfg, err := ratelimits.ParseConfig("d", []byte(defaults), "o", nil)
+	cfg, err := configfile.Parse("d", []byte(defaults), "o", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

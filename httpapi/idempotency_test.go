@@ -10,7 +10,9 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -51,7 +53,7 @@ func TestIdempotentSpend(t *testing.T) {
 		}
 	}
 	// One token is left: the retry took none.
-	if got := decode[batchJSON](t, s.post("/v1/check", `{"limit":"Logins","id":"alice"}`)); !got.Allowed || got.Remaining != 0 {
+	if got := decode[wire.BatchResponse](t, s.post("/v1/check", `{"limit":"Logins","id":"alice"}`)); !got.Allowed || got.Remaining != 0 {
 		t.Fatalf("a check of one token after the retry: %+v, want allowed with 0 left", got)
 	}
 	for _, other := range []string{
@@ -60,14 +62,14 @@ func TestIdempotentSpend(t *testing.T) {
 		`{"transactions":[{"limit":"Logins","id":"alice","cost":2},{"limit":"Logins","id":"bob"}]}`,
 	} {
 		rec := withKey(s.h, "/v1/spend", "order-7", "", other)
-		if e := decode[errorJSON](t, rec); rec.Code != 422 || e.Error.Code != "idempotency_key_reused" {
+		if e := decode[wire.ErrorResponse](t, rec); rec.Code != 422 || e.Error.Code != "idempotency_key_reused" {
 			t.Errorf("same key, body %s: %d %+v, want 422 idempotency_key_reused", other, rec.Code, e)
 		}
 		if rec := withKey(s.h, "/v1/refund", "order-7", "", other); rec.Code != 422 {
 			t.Errorf("a spend's key on a refund: %d, want 422", rec.Code)
 		}
 	}
-	if got := decode[batchJSON](t, s.post("/v1/check", `{"limit":"Logins","id":"bob","cost":3}`)); !got.Allowed {
+	if got := decode[wire.BatchResponse](t, s.post("/v1/check", `{"limit":"Logins","id":"bob","cost":3}`)); !got.Allowed {
 		t.Fatalf("bob after refused reuses: %+v, want untouched", got)
 	}
 	// A refund with its own key gives back once, however often it is sent.
@@ -77,7 +79,7 @@ func TestIdempotentSpend(t *testing.T) {
 			t.Fatalf("refund: %d %s", rec.Code, rec.Body)
 		}
 	}
-	if got := decode[batchJSON](t, s.post("/v1/check", `{"limit":"Logins","id":"gina","cost":0}`)); got.Remaining != 1 {
+	if got := decode[wire.BatchResponse](t, s.post("/v1/check", `{"limit":"Logins","id":"gina","cost":0}`)); got.Remaining != 1 {
 		t.Fatalf("after one refund of 1 sent three times: %d left, want 1", got.Remaining)
 	}
 }
@@ -103,7 +105,7 @@ func TestIdempotencyKeyRefusals(t *testing.T) {
 	body := `{"limit":"Logins","id":"dave"}`
 	for _, key := range []string{strings.Repeat("k", 256), "has space", "tab\tkey", "é"} {
 		rec := withKey(s.h, "/v1/spend", key, "", body)
-		if e := decode[errorJSON](t, rec); rec.Code != 400 || e.Error.Code != "invalid_idempotency_key" {
+		if e := decode[wire.ErrorResponse](t, rec); rec.Code != 400 || e.Error.Code != "invalid_idempotency_key" {
 			t.Errorf("key %q: %d %+v, want 400 invalid_idempotency_key", key, rec.Code, e)
 		}
 	}
@@ -115,7 +117,7 @@ func TestIdempotencyKeyRefusals(t *testing.T) {
 	if rec.Code != 400 {
 		t.Errorf("two Idempotency-Key headers: %d, want 400", rec.Code)
 	}
-	if got := decode[batchJSON](t, s.post("/v1/check", `{"limit":"Logins","id":"dave","cost":3}`)); !got.Allowed {
+	if got := decode[wire.BatchResponse](t, s.post("/v1/check", `{"limit":"Logins","id":"dave","cost":3}`)); !got.Allowed {
 		t.Fatalf("refused requests spent: %+v", got)
 	}
 	if rec := withKey(s.h, "/v1/spend", strings.Repeat("k", 255), "", body); rec.Code != 200 {
@@ -126,7 +128,7 @@ func TestIdempotencyKeyRefusals(t *testing.T) {
 // With tokens, a key belongs to the token that used it: another client's
 // request with the same key is its own.
 func TestIdempotencyKeyScopedToToken(t *testing.T) {
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) countDecisions(o op, bd *ratelimits.BatchDecision) {
+// countDecisions counts each transaction's decision under op, the
+// route's label: spend, check or refund.
+func (m *metrics) countDecisions(op string, bd *ratelimits.BatchDecision) {
 	for i := range bd.Decisions {
 		d := &bd.Decisions[i]
 		outcome := "denied"
@@ -70,7 +72,7 @@ func (m *metrics) countDecisions(o op, bd *ratelimits.BatchDecision) {
 		case d.Allowed:
 			outcome = "allowed"
 		}
-		m.decisions.WithLabelValues(o.String(), d.Name, outcome).Inc()
+		m.decisions.WithLabelValues(op, d.Limit, outcome).Inc()
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -21,7 +23,7 @@ import (
 // and its access log in logs.
 func newRegistryServer(t *testing.T, reg *prometheus.Registry, logs *bytes.Buffer) http.Handler {
 	t.Helper()
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,10 +32,11 @@ func newRegistryServer(t *testing.T, reg *prometheus.Registry, logs *bytes.Buffe
 	if err != nil {
 		t.Fatal(err)
 	}
-	return httpapi.New(httpapi.Options{
-		Limiter: l, Registry: reg, FakeClock: clk, AccessLog: true,
+	h := httpapi.New(httpapi.Options{
+		Limiter: l, Registry: reg, AccessLog: true,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 	})
+	return httpapi.WithDebugClock(h, clk, httpapi.NewTokens(nil, nil))
 }
 
 // series counts the time series in reg, by label name and value.
@@ -160,7 +163,7 @@ func TestMethodNotAllowedSaysWhatIs(t *testing.T) {
 			if rec.Code != tt.status || rec.Header().Get("Allow") != tt.allow {
 				t.Fatalf("status %d, Allow %q; want %d, %q: %s", rec.Code, rec.Header().Get("Allow"), tt.status, tt.allow, rec.Body)
 			}
-			e := decode[errorJSON](t, rec)
+			e := decode[wire.ErrorResponse](t, rec)
 			if want := map[int]string{404: "not_found", 405: "method_not_allowed"}[tt.status]; e.Error.Code != want {
 				t.Errorf("code %q, want %q", e.Error.Code, want)
 			}

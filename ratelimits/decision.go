@@ -10,8 +10,9 @@ import (
 // Decision is the answer for one transaction. Its fields are exported so
 // that callers (and front ends other than HTTP) can use every part of it.
 type Decision struct {
-	// Name is the limit name as configured, e.g. "NewOrdersPerAccount".
-	Name string
+	// Limit is the limit name as configured, e.g. "NewOrdersPerAccount",
+	// as in Transaction.Limit.
+	Limit string
 	// ID is the canonical subscriber id the bucket belongs to.
 	ID string
 	// Allowed: for a spend or check, the tokens were (or would be) there;
@@ -28,8 +29,9 @@ type Decision struct {
 	// Unlimited is true when the limit has neither a default nor an
 	// override for this id: it is disabled, always allowed, never stored.
 	Unlimited bool
-	// Limit is the effective limit that decided (zero when Unlimited).
-	Limit Limit
+	// Effective is the limit that decided: the override for ID, else the
+	// default (zero when Unlimited).
+	Effective Limit
 }
 
 // BatchDecision is the answer for a batch: the strictest of its counting
@@ -65,7 +67,7 @@ func degradedDecision(prepared []preparedTxn, cause error) *BatchDecision {
 			bd.Decisions[i] = unlimitedDecision(p)
 			continue
 		}
-		bd.Decisions[i] = Decision{Name: p.info.String, ID: p.bucketID, Allowed: true, Limit: p.limit}
+		bd.Decisions[i] = Decision{Limit: p.info.Limit, ID: p.bucketID, Allowed: true, Effective: p.limit}
 	}
 	return bd
 }
@@ -73,7 +75,7 @@ func degradedDecision(prepared []preparedTxn, cause error) *BatchDecision {
 // unlimitedDecision is the answer for a transaction whose limit is disabled.
 func unlimitedDecision(p preparedTxn) Decision {
 	return Decision{
-		Name:      p.info.String,
+		Limit:     p.info.Limit,
 		ID:        p.bucketID,
 		Allowed:   true,
 		Remaining: math.MaxInt64,
@@ -84,13 +86,13 @@ func unlimitedDecision(p preparedTxn) Decision {
 // limitedDecision turns a GCRA decision into the Decision of transaction p.
 func limitedDecision(p preparedTxn, d gcra.Decision) Decision {
 	return Decision{
-		Name:      p.info.String,
+		Limit:     p.info.Limit,
 		ID:        p.bucketID,
 		Allowed:   d.Allowed,
 		Remaining: max(d.Remaining, 0),
 		RetryIn:   time.Duration(d.RetryIn),
 		ResetIn:   time.Duration(d.ResetIn),
-		Limit:     p.limit,
+		Effective: p.limit,
 	}
 }
 

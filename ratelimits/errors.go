@@ -12,6 +12,7 @@ var ErrInvalidID = errors.New("invalid id")
 // emission interval of 0, or a burst offset that overflows int64).
 var ErrInvalidLimit = errors.New("invalid limit")
 
-// ErrInvalidConfig is what a *ConfigError unwraps to, so that callers can tell
-// a bad configuration file from an I/O error with errors.Is.
+// ErrInvalidConfig is wrapped by every error of NewConfig, and a bad
+// configuration file's error unwraps to it, so that callers can tell a bad
+// configuration from an I/O error with errors.Is.
 var ErrInvalidConfig = errors.New("invalid configuration")

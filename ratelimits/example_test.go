@@ -9,20 +9,22 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
 // A Limiter decides with a configuration, a bucket source and a clock.
-// Here: five logins per user, one more every three minutes.
+// Here: five logins per user, one more every three minutes, declared in
+// code (the configfile package reads the same from YAML files).
 func ExampleLimiter_Spend() {
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(`
-LoginAttemptsPerUser:
-  enum: 101
-  id: string
-  burst: 5
-  count: 5
-  period: 15m
-`), "overrides.yaml", nil)
+	logins, err := ratelimits.NewLimit(5, 5, 15*time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	cfg, err := ratelimits.NewConfig(
+		[]ratelimits.NameInfo{{Name: 101, Limit: "LoginAttemptsPerUser", Kind: ratelimits.KindString}},
+		map[string]ratelimits.Limit{"LoginAttemptsPerUser": logins},
+		nil)
 	if err != nil {
 		panic(err)
 	}
@@ -55,7 +57,7 @@ LoginAttemptsPerUser:
 // A batch is decided as a whole: if one counting transaction is denied,
 // nothing is spent. Errors name the transaction at fault.
 func ExampleLimiter_Spend_batch() {
-	cfg, _ := ratelimits.ParseConfig("defaults.yaml", []byte(`
+	cfg, _ := configfile.Parse("defaults.yaml", []byte(`
 NewOrdersPerAccount:
   burst: 2
   count: 2

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
 
@@ -56,67 +55,80 @@ func WithIdempotencyTTL(d time.Duration) Option {
 // key is the caller's to scope: two clients that may choose the same key
 // must be given different prefixes.
 func (l *Limiter) SpendOnce(ctx context.Context, key string, txns []Transaction) (*BatchDecision, error) {
-	b, err := l.prepare(txns, true)
+	b, err := l.prepareDecision(txns)
 	if err != nil {
 		return nil, err
 	}
-	bd, err := l.runOnce(ctx, b, key, 'S', l.source.SpendOnce)
-	if err != nil && l.failOpen && errors.Is(err, ErrSourceUnavailable) {
-		return degradedDecision(b.prepared, err), nil
-	}
-	return bd, err
-}
-
-// RefundOnce is Refund made safe to retry, as SpendOnce is Spend.
-func (l *Limiter) RefundOnce(ctx context.Context, key string, txns []Transaction) (*BatchDecision, error) {
-	b, err := l.prepare(txns, true)
+	rec, err := l.record(key, opSpend, b)
 	if err != nil {
 		return nil, err
 	}
-	return l.runOnce(ctx, b, key, 'R', l.source.RefundOnce)
-}
-
-// onceFunc is a Source method that decides a batch under a record.
-type onceFunc func(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error)
-
-// runOnce is run for SpendOnce and RefundOnce: the record's expiry counts
-// from the batch's now, and a replayed answer is marked.
-func (l *Limiter) runOnce(ctx context.Context, b *batch, key string, op byte, apply onceFunc) (*BatchDecision, error) {
-	if key == "" || len(key) > MaxIdempotencyKeyBytes {
-		return nil, fmt.Errorf("%w: want 1 to %d bytes, got %d", ErrInvalidIdempotencyKey, MaxIdempotencyKeyBytes, len(key))
-	}
-	ttl := l.idempotencyTTL
-	if ttl <= 0 {
-		ttl = DefaultIdempotencyTTL
-	}
-	rec := once.Record{Key: key, Fingerprint: fingerprint(op, b.prepared)}
 	replayed := false
-	bd, err := l.run(ctx, b, func(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
-		rec.Expires = now + int64(ttl)
-		var err error
-		replayed, err = apply(ctx, now, rec, ops, outcomes)
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, ErrIdempotencyMismatch) || errors.Is(err, ErrIdempotencyUnsettled) {
-			// The source answered: these are the caller's, not an outage.
-			return nil, unwrapSourceUnavailable(err)
+	if ops, outcomes := b.sourceOps(); len(ops) > 0 {
+		ctx, cancel := l.sourceContext(ctx)
+		defer cancel()
+		now := l.now()
+		rec.Expires = now + int64(l.idempotencyTTL)
+		if replayed, err = l.source.SpendOnce(ctx, now, rec, ops, outcomes); err != nil {
+			return l.degradeOnSourceFailure(b, nil, onceFailure(err))
 		}
-		return nil, err
 	}
+	bd := b.decisions()
 	bd.Replayed = replayed
 	return bd, nil
 }
 
-// unwrapSourceUnavailable drops the ErrSourceUnavailable that run wraps
-// every source error in, for the source errors that are answers.
-func unwrapSourceUnavailable(err error) error {
-	for _, target := range []error{ErrIdempotencyMismatch, ErrIdempotencyUnsettled} {
-		if errors.Is(err, target) {
-			return target
+// RefundOnce is Refund made safe to retry, as SpendOnce is Spend.
+func (l *Limiter) RefundOnce(ctx context.Context, key string, txns []Transaction) (*BatchDecision, error) {
+	b, err := l.prepareDecision(txns)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := l.record(key, opRefund, b)
+	if err != nil {
+		return nil, err
+	}
+	replayed := false
+	if ops, outcomes := b.sourceOps(); len(ops) > 0 {
+		ctx, cancel := l.sourceContext(ctx)
+		defer cancel()
+		now := l.now()
+		rec.Expires = now + int64(l.idempotencyTTL)
+		if replayed, err = l.source.RefundOnce(ctx, now, rec, ops, outcomes); err != nil {
+			return nil, onceFailure(err)
 		}
 	}
-	return err
+	bd := b.decisions()
+	bd.Replayed = replayed
+	return bd, nil
+}
+
+// The operations a fingerprint tells apart, so that a key used for a spend
+// is refused for a refund.
+const (
+	opSpend  byte = 'S'
+	opRefund byte = 'R'
+)
+
+// record validates key and makes the record of batch b under it. Its
+// expiry counts from the batch's now, which the caller sets.
+func (l *Limiter) record(key string, op byte, b *batch) (once.Record, error) {
+	if key == "" || len(key) > MaxIdempotencyKeyBytes {
+		return once.Record{}, fmt.Errorf("%w: want 1 to %d bytes, got %d", ErrInvalidIdempotencyKey, MaxIdempotencyKeyBytes, len(key))
+	}
+	return once.Record{Key: key, Fingerprint: fingerprint(op, b.prepared)}, nil
+}
+
+// onceFailure wraps an error of SpendOnce or RefundOnce. A mismatched or
+// unsettled key is the source's answer, and the caller's problem, not an
+// outage; anything else is a source failure.
+func onceFailure(err error) error {
+	for _, answer := range []error{ErrIdempotencyMismatch, ErrIdempotencyUnsettled} {
+		if errors.Is(err, answer) {
+			return answer
+		}
+	}
+	return sourceFailure(err)
 }
 
 // fingerprint identifies a request for its idempotency record: the

@@ -67,13 +67,13 @@ func (k IDKind) String() string {
 	return idKindNames[k]
 }
 
-// declarable reports whether a name declared in the defaults file may use k.
-func (k IDKind) declarable() bool {
+// Declarable reports whether a name declared in the defaults file may use k.
+func (k IDKind) Declarable() bool {
 	return k >= KindIP && k <= KindString
 }
 
-// parseIDKind reads a kind as spelled in a configuration file.
-func parseIDKind(s string) (IDKind, bool) {
+// ParseIDKind reads a kind as spelled in a configuration file, e.g. "ip".
+func ParseIDKind(s string) (IDKind, bool) {
 	for k := KindIP; k <= KindFQDNSet; k++ {
 		if idKindNames[k] == s {
 			return k, true
@@ -118,11 +118,11 @@ func (k IDKind) Canonicalize(id string) (bucketID, overrideID string, err error)
 	return bucketID, bucketID, nil
 }
 
-// canonicalOverrideID validates an id listed in the overrides file and
+// CanonicalOverrideID validates the id of an override and
 // returns the canonical form Config.Limit is called with. It is the
 // overrideID of Canonicalize, except that for KindAccountDomain an override
 // names the account alone.
-func (k IDKind) canonicalOverrideID(id string) (string, error) {
+func (k IDKind) CanonicalOverrideID(id string) (string, error) {
 	if k == KindAccountDomain {
 		c, err := canonicalAccount(id)
 		if err != nil {

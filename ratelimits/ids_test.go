@@ -180,7 +180,7 @@ func TestIDsOverrideID(t *testing.T) {
 		{KindString, "alice", "alice"},
 	}
 	for _, c := range cases {
-		got, err := c.kind.canonicalOverrideID(c.in)
+		got, err := c.kind.CanonicalOverrideID(c.in)
 		if c.want == "" {
 			if !errors.Is(err, ErrInvalidID) {
 				t.Errorf("%s override id %q = %q, %v; want an ErrInvalidID", c.kind, c.in, got, err)
@@ -236,18 +236,18 @@ func TestIDsKindStrings(t *testing.T) {
 		if k.String() != s {
 			t.Errorf("IDKind(%d).String() = %q; want %q", int(k), k.String(), s)
 		}
-		if got, ok := parseIDKind(s); !ok || got != k {
-			t.Errorf("parseIDKind(%q) = %v, %v; want %v", s, got, ok, k)
+		if got, ok := ParseIDKind(s); !ok || got != k {
+			t.Errorf("ParseIDKind(%q) = %v, %v; want %v", s, got, ok, k)
 		}
 		declarable := k <= KindString
-		if k.declarable() != declarable {
-			t.Errorf("%s.declarable() = %v; want %v", k, k.declarable(), declarable)
+		if k.Declarable() != declarable {
+			t.Errorf("%s.Declarable() = %v; want %v", k, k.Declarable(), declarable)
 		}
 	}
 	if got := IDKind(42).String(); got != "IDKind(42)" {
 		t.Errorf("IDKind(42).String() = %q", got)
 	}
-	if _, ok := parseIDKind("IP"); ok {
-		t.Error(`parseIDKind("IP") accepted; kinds are case-sensitive`)
+	if _, ok := ParseIDKind("IP"); ok {
+		t.Error(`ParseIDKind("IP") accepted; kinds are case-sensitive`)
 	}
 }

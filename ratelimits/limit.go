@@ -10,11 +10,17 @@ import (
 // tokens per Period. GCRA works on its emission interval and burst offset,
 // both whole nanoseconds; NewLimit guarantees they are positive and fit in an
 // int64, so a Limit from NewLimit or a Config never breaks the arithmetic.
+//
+// Make a Limit with NewLimit: it computes the two once, so that deciding a
+// transaction divides nothing. A Limit literal has neither.
 type Limit struct {
 	Burst    int64
 	Count    int64
 	Period   time.Duration
-	Override bool // true when it came from the overrides file
+	Override bool // true when it is an override for some ids, not a default
+
+	emissionInterval int64
+	burstOffset      int64
 }
 
 // NewLimit validates a limit as spec/gcra.md requires: burst, count and
@@ -39,20 +45,13 @@ func NewLimit(burst, count int64, period time.Duration) (Limit, error) {
 		return Limit{}, fmt.Errorf("%w: burst offset overflows: emission interval %dns × burst %d does not fit in int64 nanoseconds; lower burst or raise count",
 			ErrInvalidLimit, ei, burst)
 	}
-	return Limit{Burst: burst, Count: count, Period: period}, nil
+	return Limit{Burst: burst, Count: count, Period: period, emissionInterval: ei, burstOffset: ei * burst}, nil
 }
 
 // EmissionInterval is the time one token takes to come back, period / count
-// in nanoseconds, truncated. It is 0 only for a Limit not made by NewLimit.
-func (l Limit) EmissionInterval() int64 {
-	if l.Count <= 0 {
-		return 0
-	}
-	return int64(l.Period) / l.Count
-}
+// in nanoseconds, truncated. It is 0 for a Limit not made by NewLimit.
+func (l Limit) EmissionInterval() int64 { return l.emissionInterval }
 
 // BurstOffset is the time an empty bucket takes to fill completely,
 // EmissionInterval() × Burst in nanoseconds.
-func (l Limit) BurstOffset() int64 {
-	return l.EmissionInterval() * l.Burst
-}
+func (l Limit) BurstOffset() int64 { return l.burstOffset }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jmhodges/clock"
-
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
 
 // Limiter answers spend, check, refund and reset for batches of
@@ -56,6 +54,9 @@ func NewLimiter(cfg *Config, src Source, clk clock.Clock, opts ...Option) (*Limi
 	for _, opt := range opts {
 		opt(l)
 	}
+	if l.idempotencyTTL <= 0 {
+		l.idempotencyTTL = DefaultIdempotencyTTL
+	}
 	l.config.Store(cfg)
 	return l, nil
 }
@@ -74,13 +75,28 @@ func (l *Limiter) SetConfig(cfg *Config) {
 
 // Spend decides a batch and, when it is allowed, takes the tokens.
 func (l *Limiter) Spend(ctx context.Context, txns []Transaction) (*BatchDecision, error) {
-	return l.decide(ctx, txns, false)
+	b, err := l.prepareDecision(txns)
+	if err != nil {
+		return nil, err
+	}
+	bd, err := l.spend(ctx, b)
+	return l.degradeOnSourceFailure(b, bd, err)
 }
 
 // Check decides a batch exactly as Spend would, but every transaction is
 // treated as check-only: nothing is written.
 func (l *Limiter) Check(ctx context.Context, txns []Transaction) (*BatchDecision, error) {
-	return l.decide(ctx, txns, true)
+	b, err := l.prepareDecision(txns)
+	if err != nil {
+		return nil, err
+	}
+	b.checkAll()
+	bd, err := l.spend(ctx, b)
+	if err != nil && !errors.Is(err, ErrNotApplied) {
+		// A check writes nothing, whatever became of the call.
+		err = fmt.Errorf("%w (%w)", err, ErrNotApplied)
+	}
+	return l.degradeOnSourceFailure(b, bd, err)
 }
 
 // Refund gives each transaction's cost back to its bucket (check-only
@@ -88,29 +104,32 @@ func (l *Limiter) Check(ctx context.Context, txns []Transaction) (*BatchDecision
 // Decisions report per transaction whether anything was given back; the
 // batch fields are combined as for a spend.
 func (l *Limiter) Refund(ctx context.Context, txns []Transaction) (*BatchDecision, error) {
-	b, err := l.prepare(txns, true)
+	b, err := l.prepareDecision(txns)
 	if err != nil {
 		return nil, err
 	}
-	return l.run(ctx, b, l.source.Refund)
+	if ops, outcomes := b.sourceOps(); len(ops) > 0 {
+		ctx, cancel := l.sourceContext(ctx)
+		defer cancel()
+		if err := l.source.Refund(ctx, l.now(), ops, outcomes); err != nil {
+			return nil, sourceFailure(err)
+		}
+	}
+	return b.decisions(), nil
 }
 
 // Reset deletes the buckets of the transactions (their cost and mode are
 // ignored), so they read as full, and returns how many were not full.
 func (l *Limiter) Reset(ctx context.Context, txns []Transaction) (int, error) {
-	b, err := l.prepare(txns, false)
+	keys, err := l.prepareReset(txns)
 	if err != nil {
 		return 0, err
-	}
-	keys := make([]string, len(b.prepared))
-	for i, p := range b.prepared {
-		keys[i] = p.key
 	}
 	ctx, cancel := l.sourceContext(ctx)
 	defer cancel()
 	n, err := l.source.Reset(ctx, l.now(), keys)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrSourceUnavailable, err)
+		return 0, sourceFailure(err)
 	}
 	return n, nil
 }
@@ -130,105 +149,69 @@ func (l *Limiter) Ready(ctx context.Context) error {
 	ctx, cancel := l.sourceContext(ctx)
 	defer cancel()
 	if err := l.source.Ping(ctx); err != nil {
-		return fmt.Errorf("%w: %w", ErrSourceUnavailable, err)
+		return sourceFailure(err)
 	}
 	return nil
 }
 
-// decide runs a spend, or a check when checkOnly is set.
-func (l *Limiter) decide(ctx context.Context, txns []Transaction, checkOnly bool) (*BatchDecision, error) {
-	b, err := l.prepare(txns, true)
-	if err != nil {
-		return nil, err
-	}
-	if checkOnly {
-		for i := range b.prepared {
-			b.prepared[i].mode = CheckOnly
+// spend hands the limited transactions of a prepared batch to the source's
+// Spend in one call and decides the batch. Unlimited transactions never
+// reach the source.
+func (l *Limiter) spend(ctx context.Context, b *batch) (*BatchDecision, error) {
+	if ops, outcomes := b.sourceOps(); len(ops) > 0 {
+		ctx, cancel := l.sourceContext(ctx)
+		defer cancel()
+		if err := l.source.Spend(ctx, l.now(), ops, outcomes); err != nil {
+			return nil, sourceFailure(err)
 		}
 	}
-	bd, err := l.run(ctx, b, l.source.Spend)
-	if err != nil && checkOnly && !errors.Is(err, ErrNotApplied) {
-		// A check writes nothing, whatever became of the call.
-		err = fmt.Errorf("%w (%w)", err, ErrNotApplied)
-	}
+	return b.decisions(), nil
+}
+
+// degradeOnSourceFailure answers a spend or check whose source failed as allowed, marked
+// Degraded, when the Limiter fails open; any other answer passes through.
+func (l *Limiter) degradeOnSourceFailure(b *batch, bd *BatchDecision, err error) (*BatchDecision, error) {
 	if err != nil && l.failOpen && errors.Is(err, ErrSourceUnavailable) {
 		return degradedDecision(b.prepared, err), nil
 	}
 	return bd, err
 }
 
-// batch is everything one batch needs while it runs. A batch of one, the
-// common case, keeps it all in one allocation instead of five.
-type batch struct {
-	bd       BatchDecision
-	prepared []preparedTxn
-	ops      []gcra.Op
-	outcomes []gcra.Outcome
-	single   struct {
-		prepared  [1]preparedTxn
-		ops       [1]gcra.Op
-		outcomes  [1]gcra.Outcome
-		decisions [1]Decision
-	}
+// sourceFailure wraps an error of the source: whatever the source says,
+// the caller learns that the store, not the request, failed.
+func sourceFailure(err error) error {
+	return fmt.Errorf("%w: %w", ErrSourceUnavailable, err)
 }
 
-// prepare validates txns against the current configuration snapshot, read
-// once so the whole batch decides on one configuration.
-func (l *Limiter) prepare(txns []Transaction, checkCost bool) (*batch, error) {
-	n := len(txns)
-	if n == 0 {
-		return nil, ErrEmptyBatch
+// prepareDecision validates a spend, check or refund against the current
+// configuration snapshot, read once so the whole batch decides on one
+// configuration.
+func (l *Limiter) prepareDecision(txns []Transaction) (*batch, error) {
+	b, err := newBatch(len(txns))
+	if err != nil {
+		return nil, err
 	}
-	b := &batch{}
-	if n == 1 {
-		b.prepared, b.ops, b.outcomes, b.bd.Decisions = b.single.prepared[:], b.single.ops[:0], b.single.outcomes[:0], b.single.decisions[:]
-	} else {
-		b.prepared, b.ops, b.outcomes, b.bd.Decisions = make([]preparedTxn, n), make([]gcra.Op, 0, n), make([]gcra.Outcome, 0, n), make([]Decision, n)
-	}
-	if err := prepareBatch(l.config.Load(), txns, checkCost, b.prepared); err != nil {
+	if err := prepareDecisions(l.config.Load(), txns, b.prepared); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// batchFunc is a Source method that decides a batch of ops.
-type batchFunc func(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error
-
-// run hands the limited transactions of a validated batch to the source in
-// one call and builds the batch decision. Unlimited transactions never
-// reach the source.
-func (l *Limiter) run(ctx context.Context, b *batch, apply batchFunc) (*BatchDecision, error) {
-	for _, p := range b.prepared {
-		if p.unlimited {
-			continue
-		}
-		b.ops = append(b.ops, gcra.Op{
-			Key:              p.key,
-			EmissionInterval: p.limit.EmissionInterval(),
-			BurstOffset:      p.limit.BurstOffset(),
-			Cost:             p.cost,
-			Mode:             p.mode,
-		})
+// prepareReset validates a reset, which needs only the buckets: cost and
+// mode are ignored. It returns the bucket keys in request order.
+func (l *Limiter) prepareReset(txns []Transaction) ([]string, error) {
+	if len(txns) == 0 {
+		return nil, ErrEmptyBatch
 	}
-	b.outcomes = b.outcomes[:len(b.ops)]
-	if len(b.ops) > 0 {
-		ctx, cancel := l.sourceContext(ctx)
-		defer cancel()
-		if err := apply(ctx, l.now(), b.ops, b.outcomes); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrSourceUnavailable, err)
-		}
+	prepared := make([]preparedTxn, len(txns))
+	if err := prepareResets(l.config.Load(), txns, prepared); err != nil {
+		return nil, err
 	}
-	next := 0
-	for i, p := range b.prepared {
-		if p.unlimited {
-			b.bd.Decisions[i] = unlimitedDecision(p)
-			continue
-		}
-		b.bd.Decisions[i] = limitedDecision(p, b.outcomes[next].Decision)
-		next++
+	keys := make([]string, len(prepared))
+	for i, p := range prepared {
+		keys[i] = p.key
 	}
-	combine(&b.bd, b.prepared)
-	return &b.bd, nil
+	return keys, nil
 }
 
 // now reads the clock once per batch, so every bucket of a batch is decided

@@ -13,6 +13,7 @@ import (
 
 	"github.com/limiter-dev/limiter/internal/vectors"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -21,7 +22,7 @@ var start = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 // newTestLimiter returns a Limiter on a memory source and a fake clock.
 func newTestLimiter(t *testing.T, defaults, overrides string) (*ratelimits.Limiter, clock.FakeClock) {
 	t.Helper()
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(defaults), "overrides.yaml", []byte(overrides))
+	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", []byte(overrides))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -141,7 +142,7 @@ func TestUnlimited(t *testing.T) {
 	// The same name with an override for account 42 is limited, by it.
 	limited := ratelimits.Transaction{Limit: "CertificatesPerDomainPerAccount", ID: "42", Cost: 1}
 	bd = spendOK(t, l, limited, ratelimits.Transaction{Limit: "Logins", ID: "u", Cost: 1})
-	if d := bd.Decisions[0]; d.Unlimited || !d.Limit.Override || d.Remaining != 0 || d.ID != "42" {
+	if d := bd.Decisions[0]; d.Unlimited || !d.Effective.Override || d.Remaining != 0 || d.ID != "42" {
 		t.Fatalf("overridden account: %+v", d)
 	}
 	if bd.Deciding != 0 {
@@ -160,11 +161,11 @@ func TestCanonicalIDsShareBuckets(t *testing.T) {
 	l, _ := newTestLimiter(t, testDefaults, testOverrides)
 	a := spendOK(t, l, ratelimits.Transaction{Limit: "PerIP", ID: "2001:DB8::1", Cost: 1})
 	b := spendOK(t, l, ratelimits.Transaction{Limit: "PerIP", ID: "2001:db8:0::1", Cost: 1})
-	if a.Remaining != 4 || b.Remaining != 3 || b.Decisions[0].ID != "2001:db8::1" || !b.Decisions[0].Limit.Override {
+	if a.Remaining != 4 || b.Remaining != 3 || b.Decisions[0].ID != "2001:db8::1" || !b.Decisions[0].Effective.Override {
 		t.Fatalf("got %+v then %+v, want one overridden bucket 2001:db8::1 going 4 then 3", a.Decisions[0], b.Decisions[0])
 	}
 	c := spendOK(t, l, ratelimits.Transaction{Limit: "PerIP", ID: "::ffff:192.0.2.1", Cost: 2})
-	if c.Decisions[0].ID != "192.0.2.1" || c.Decisions[0].Limit.Override || c.Remaining != 0 {
+	if c.Decisions[0].ID != "192.0.2.1" || c.Decisions[0].Effective.Override || c.Remaining != 0 {
 		t.Fatalf("IPv4-mapped id: %+v, want canonical 192.0.2.1 on the default", c.Decisions[0])
 	}
 }
@@ -196,7 +197,7 @@ func TestCheckRefundReset(t *testing.T) {
 		t.Fatalf("reset: %d, %v; want 1 (bob was full)", n, err)
 	}
 	d, err := l.Inspect(ctx, "Logins", "alice")
-	if err != nil || d.Remaining != 3 || d.Limit.Burst != 3 {
+	if err != nil || d.Remaining != 3 || d.Effective.Burst != 3 {
 		t.Fatalf("inspect after reset: %+v, %v", d, err)
 	}
 }
@@ -213,14 +214,14 @@ Logins:
   count: 10
   period: 1m
 `
-	cfg, err := ratelimits.ParseConfig("raised.yaml", []byte(raised), "none.yaml", nil)
+	cfg, err := configfile.Parse("raised.yaml", []byte(raised), "none.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.SetConfig(cfg)
 	// The TAT (40s ahead) means 4 of the new 10 tokens are spent (6s each).
 	bd := spendOK(t, l, ratelimits.Transaction{Limit: "Logins", ID: "alice", Cost: 0})
-	if bd.Remaining != 3 || bd.Decisions[0].Limit.Burst != 10 {
+	if bd.Remaining != 3 || bd.Decisions[0].Effective.Burst != 10 {
 		t.Fatalf("after raising the limit: %+v", bd.Decisions[0])
 	}
 }
@@ -253,7 +254,7 @@ func TestConcurrentSpendersNeverOvershoot(t *testing.T) {
 }
 
 func BenchmarkLimiterSpend(b *testing.B) {
-	cfg, err := ratelimits.ParseConfig("d", []byte(testDefaults), "o", nil)
+	cfg, err := configfile.Parse("d", []byte(testDefaults), "o", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

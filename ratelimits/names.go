@@ -44,23 +44,23 @@ const (
 	LimitOverrideRequestsPerIPAddress Name = 9
 )
 
-// The range of enums a declared name may use. Below minDeclaredEnum is
+// The range of enums a declared name may use. Below MinDeclaredEnum is
 // reserved for built-ins (present and future Boulder ones); the upper bound
 // keeps a Name within a 32-bit int on every platform.
 const (
-	minDeclaredEnum Name = 100
-	maxDeclaredEnum Name = math.MaxInt32
+	MinDeclaredEnum Name = 100
+	MaxDeclaredEnum Name = math.MaxInt32
 )
 
-// maxNameLength is the longest limit name accepted in a configuration file.
-const maxNameLength = 64
+// MaxLimitNameLength is the longest limit name a Config accepts.
+const MaxLimitNameLength = 64
 
 // NameInfo describes one known limit name: its number, its spelling and how
 // its ids are validated. Get one from Config.Lookup or Config.Names; a
 // NameInfo built by hand still works but its BucketKey is slower.
 type NameInfo struct {
 	Name     Name
-	String   string // the spelling used in files and requests, e.g. "NewOrdersPerAccount"
+	Limit    string // the spelling used in files and requests, e.g. "NewOrdersPerAccount"
 	Kind     IDKind
 	Declared bool // declared in the defaults file rather than built in
 
@@ -86,37 +86,39 @@ func keyPrefix(n Name) string {
 
 // builtinNames is the table of Boulder's limit names. It is never modified.
 var builtinNames = [...]NameInfo{
-	{Name: NewRegistrationsPerIPAddress, String: "NewRegistrationsPerIPAddress", Kind: KindIP, prefix: "1:"},
-	{Name: NewRegistrationsPerIPv6Range, String: "NewRegistrationsPerIPv6Range", Kind: KindIPv6Range, prefix: "2:"},
-	{Name: NewOrdersPerAccount, String: "NewOrdersPerAccount", Kind: KindAccount, prefix: "3:"},
-	{Name: FailedAuthorizationsPerDomainPerAccount, String: "FailedAuthorizationsPerDomainPerAccount", Kind: KindAccountDomain, prefix: "4:"},
-	{Name: CertificatesPerDomain, String: "CertificatesPerDomain", Kind: KindDomainOrIPPrefix, prefix: "5:"},
-	{Name: CertificatesPerDomainPerAccount, String: "CertificatesPerDomainPerAccount", Kind: KindAccount, prefix: "6:"},
-	{Name: CertificatesPerFQDNSet, String: "CertificatesPerFQDNSet", Kind: KindFQDNSet, prefix: "7:"},
-	{Name: FailedAuthorizationsForPausingPerDomainPerAccount, String: "FailedAuthorizationsForPausingPerDomainPerAccount", Kind: KindAccountDomain, prefix: "8:"},
-	{Name: LimitOverrideRequestsPerIPAddress, String: "LimitOverrideRequestsPerIPAddress", Kind: KindIP, prefix: "9:"},
+	{Name: NewRegistrationsPerIPAddress, Limit: "NewRegistrationsPerIPAddress", Kind: KindIP, prefix: "1:"},
+	{Name: NewRegistrationsPerIPv6Range, Limit: "NewRegistrationsPerIPv6Range", Kind: KindIPv6Range, prefix: "2:"},
+	{Name: NewOrdersPerAccount, Limit: "NewOrdersPerAccount", Kind: KindAccount, prefix: "3:"},
+	{Name: FailedAuthorizationsPerDomainPerAccount, Limit: "FailedAuthorizationsPerDomainPerAccount", Kind: KindAccountDomain, prefix: "4:"},
+	{Name: CertificatesPerDomain, Limit: "CertificatesPerDomain", Kind: KindDomainOrIPPrefix, prefix: "5:"},
+	{Name: CertificatesPerDomainPerAccount, Limit: "CertificatesPerDomainPerAccount", Kind: KindAccount, prefix: "6:"},
+	{Name: CertificatesPerFQDNSet, Limit: "CertificatesPerFQDNSet", Kind: KindFQDNSet, prefix: "7:"},
+	{Name: FailedAuthorizationsForPausingPerDomainPerAccount, Limit: "FailedAuthorizationsForPausingPerDomainPerAccount", Kind: KindAccountDomain, prefix: "8:"},
+	{Name: LimitOverrideRequestsPerIPAddress, Limit: "LimitOverrideRequestsPerIPAddress", Kind: KindIP, prefix: "9:"},
+}
+
+// BuiltinNames returns Boulder's limit names, which every Config knows,
+// sorted by enum. The slice is the caller's.
+func BuiltinNames() []NameInfo {
+	names := builtinNames
+	return names[:]
 }
 
 // builtinByString finds a built-in name by its exact spelling.
 func builtinByString(s string) (NameInfo, bool) {
 	for _, b := range builtinNames {
-		if b.String == s {
+		if b.Limit == s {
 			return b, true
 		}
 	}
 	return NameInfo{}, false
 }
 
-// declaredName builds the NameInfo of a name declared in the defaults file.
-func declaredName(s string, enum Name, kind IDKind) NameInfo {
-	return NameInfo{Name: enum, String: s, Kind: kind, Declared: true, prefix: keyPrefix(enum)}
-}
-
-// validNameSyntax reports whether s looks like an identifier:
-// [A-Za-z][A-Za-z0-9_]*, at most maxNameLength bytes. Names end up in
+// ValidLimitName reports whether s looks like an identifier:
+// [A-Za-z][A-Za-z0-9_]*, at most MaxLimitNameLength bytes. Names end up in
 // metrics labels, logs and HTTP headers, so they are kept plain.
-func validNameSyntax(s string) bool {
-	if s == "" || len(s) > maxNameLength || !isASCIILetter(s[0]) {
+func ValidLimitName(s string) bool {
+	if s == "" || len(s) > MaxLimitNameLength || !isASCIILetter(s[0]) {
 		return false
 	}
 	for i := 1; i < len(s); i++ {

@@ -29,13 +29,13 @@ func TestNamesBuiltins(t *testing.T) {
 	}
 	for i, w := range want {
 		got := builtinNames[i]
-		if got.Name != w.name || int(w.name) != i+1 || got.String != w.str || got.Kind != w.kind || got.prefix != w.prefix || got.Declared {
+		if got.Name != w.name || int(w.name) != i+1 || got.Limit != w.str || got.Kind != w.kind || got.prefix != w.prefix || got.Declared {
 			t.Errorf("builtinNames[%d] = %+v; want %d %s %s prefix %q, not declared", i, got, w.name, w.str, w.kind, w.prefix)
 		}
 		if b, ok := builtinByString(w.str); !ok || b != got {
 			t.Errorf("builtinByString(%q) = %+v, %v", w.str, b, ok)
 		}
-		if !validNameSyntax(w.str) {
+		if !ValidLimitName(w.str) {
 			t.Errorf("built-in name %q fails the name syntax", w.str)
 		}
 	}
@@ -44,10 +44,21 @@ func TestNamesBuiltins(t *testing.T) {
 	}
 }
 
+// declaredName is the NameInfo a Config gives a name it declares.
+func declaredName(t *testing.T, limit string, enum Name, kind IDKind) NameInfo {
+	t.Helper()
+	c, err := NewConfig([]NameInfo{{Name: enum, Limit: limit, Kind: kind}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := c.Lookup(limit)
+	return info
+}
+
 // TestNamesBucketKey checks the "<enum>:<id>" bucket key of built-in,
 // declared and hand-made names.
 func TestNamesBucketKey(t *testing.T) {
-	declared := declaredName("LoginAttemptsPerUser", 101, KindString)
+	declared := declaredName(t, "LoginAttemptsPerUser", 101, KindString)
 	cases := []struct {
 		info NameInfo
 		id   string
@@ -60,7 +71,7 @@ func TestNamesBucketKey(t *testing.T) {
 	}
 	for _, c := range cases {
 		if got := c.info.BucketKey(c.id); got != c.want {
-			t.Errorf("%s.BucketKey(%q) = %q; want %q", c.info.String, c.id, got, c.want)
+			t.Errorf("%s.BucketKey(%q) = %q; want %q", c.info.Limit, c.id, got, c.want)
 		}
 	}
 	if !declared.Declared || declared.Kind != KindString || declared.Name != 101 {
@@ -71,7 +82,7 @@ func TestNamesBucketKey(t *testing.T) {
 // TestNamesBucketKeyAllocatesOnce guards the hot path: the key prefix is
 // precomputed, so building a key is a single allocation.
 func TestNamesBucketKeyAllocatesOnce(t *testing.T) {
-	info := declaredName("APIRequestsPerKey", 102, KindString)
+	info := declaredName(t, "APIRequestsPerKey", 102, KindString)
 	id := strings.Repeat("k", 40)
 	var sink string
 	allocs := testing.AllocsPerRun(100, func() { sink = info.BucketKey(id) })
@@ -88,13 +99,13 @@ func TestNamesSyntax(t *testing.T) {
 	valid := []string{"A", "LoginAttemptsPerUser", "api_requests_v2", strings.Repeat("x", 64)}
 	invalid := []string{"", "1Limit", "_hidden", "Bad-Name", "has space", "Ünicode", "dotted.name", strings.Repeat("x", 65)}
 	for _, s := range valid {
-		if !validNameSyntax(s) {
-			t.Errorf("validNameSyntax(%q) = false; want true", s)
+		if !ValidLimitName(s) {
+			t.Errorf("ValidLimitName(%q) = false; want true", s)
 		}
 	}
 	for _, s := range invalid {
-		if validNameSyntax(s) {
-			t.Errorf("validNameSyntax(%q) = true; want false", s)
+		if ValidLimitName(s) {
+			t.Errorf("ValidLimitName(%q) = true; want false", s)
 		}
 	}
 }

@@ -84,9 +84,10 @@ type preparedTxn struct {
 	mode      Mode
 }
 
-// prepare validates one transaction against cfg. Nothing is read or written:
-// a batch is validated whole before anything runs.
-func prepare(cfg *Config, txn Transaction, checkCost bool) (preparedTxn, error) {
+// resolve finds a transaction's name, canonical id, bucket key and
+// effective limit in cfg. Nothing is read or written: a batch is validated
+// whole before anything runs.
+func resolve(cfg *Config, txn Transaction) (preparedTxn, error) {
 	info, ok := cfg.Lookup(txn.Limit)
 	if !ok {
 		return preparedTxn{}, fmt.Errorf("%w %q", ErrUnknownLimit, txn.Limit)
@@ -94,9 +95,6 @@ func prepare(cfg *Config, txn Transaction, checkCost bool) (preparedTxn, error) 
 	bucketID, overrideID, err := info.Kind.Canonicalize(txn.ID)
 	if err != nil {
 		return preparedTxn{}, err
-	}
-	if txn.Mode > SpendOnly {
-		return preparedTxn{}, fmt.Errorf("%w %d", ErrInvalidMode, txn.Mode)
 	}
 	p := preparedTxn{
 		info:     info,
@@ -107,33 +105,59 @@ func prepare(cfg *Config, txn Transaction, checkCost bool) (preparedTxn, error) 
 	}
 	p.limit, ok = cfg.Limit(info.Name, overrideID)
 	p.unlimited = !ok
-	if checkCost {
-		if txn.Cost < 0 {
-			return preparedTxn{}, fmt.Errorf("%w: %d is negative", ErrInvalidCost, txn.Cost)
-		}
-		if !p.unlimited && txn.Cost > p.limit.Burst {
-			return preparedTxn{}, fmt.Errorf("%w: %d exceeds the burst of %d for %s", ErrInvalidCost, txn.Cost, p.limit.Burst, info.String)
-		}
-	}
 	return p, nil
 }
 
-// prepareBatch validates a whole batch into prepared (len(txns) long):
-// every transaction, and that no two of them name the same bucket.
-// checkCost is false for reset, which ignores cost and mode.
-func prepareBatch(cfg *Config, txns []Transaction, checkCost bool, prepared []preparedTxn) error {
+// checkModeAndCost refuses a mode that does not exist and a cost below 0
+// or above the effective limit's burst, which no bucket could ever grant.
+func (p preparedTxn) checkModeAndCost() error {
+	if p.mode > SpendOnly {
+		return fmt.Errorf("%w %d", ErrInvalidMode, p.mode)
+	}
+	if p.cost < 0 {
+		return fmt.Errorf("%w: %d is negative", ErrInvalidCost, p.cost)
+	}
+	if !p.unlimited && p.cost > p.limit.Burst {
+		return fmt.Errorf("%w: %d exceeds the burst of %d for %s", ErrInvalidCost, p.cost, p.limit.Burst, p.info.Limit)
+	}
+	return nil
+}
+
+// prepareDecisions validates the batch of a spend, check or refund into
+// prepared (len(txns) long): every transaction, its mode and cost, and that
+// no two of them name the same bucket.
+func prepareDecisions(cfg *Config, txns []Transaction, prepared []preparedTxn) error {
 	for i, txn := range txns {
-		if !checkCost {
-			txn.Mode = CheckAndSpend
+		p, err := resolve(cfg, txn)
+		if err == nil {
+			err = p.checkModeAndCost()
 		}
-		p, err := prepare(cfg, txn, checkCost)
 		if err != nil {
 			return &TransactionError{Index: i, Err: err}
 		}
 		prepared[i] = p
 	}
+	return checkDistinctBuckets(prepared)
+}
+
+// prepareResets validates the batch of a reset into prepared: only the
+// buckets matter, so cost and mode are not checked.
+func prepareResets(cfg *Config, txns []Transaction, prepared []preparedTxn) error {
+	for i, txn := range txns {
+		p, err := resolve(cfg, txn)
+		if err != nil {
+			return &TransactionError{Index: i, Err: err}
+		}
+		prepared[i] = p
+	}
+	return checkDistinctBuckets(prepared)
+}
+
+// checkDistinctBuckets refuses a batch that names one bucket twice: the
+// source decides each bucket once per call.
+func checkDistinctBuckets(prepared []preparedTxn) error {
 	if i, ok := firstDuplicateKey(prepared); ok {
-		return &TransactionError{Index: i, Err: fmt.Errorf("%w: %s %q appears more than once", ErrDuplicateBucket, prepared[i].info.String, prepared[i].bucketID)}
+		return &TransactionError{Index: i, Err: fmt.Errorf("%w: %s %q appears more than once", ErrDuplicateBucket, prepared[i].info.Limit, prepared[i].bucketID)}
 	}
 	return nil
 }

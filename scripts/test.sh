@@ -66,6 +66,6 @@ fuzz() {
 }
 fuzz FuzzHandler 80000 ./httpapi/
 fuzz FuzzFastDecode 100000 ./httpapi/
-fuzz FuzzParseConfig 60000 ./ratelimits/
+fuzz FuzzParseConfig 60000 ./ratelimits/configfile/
 fuzz FuzzCanonicalize 150000 ./ratelimits/
 fuzz FuzzTableAgainstModel 50000 ./source/memory/internal/table/

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/internal/vectors"
 )
 
@@ -224,28 +225,6 @@ func (d *httpDriver) Advance(dur time.Duration) error {
 	return nil
 }
 
-type batchAnswer struct {
-	Allowed   bool   `json:"allowed"`
-	Remaining int64  `json:"remaining"`
-	RetryInMS int64  `json:"retry_in_ms"`
-	ResetInMS int64  `json:"reset_in_ms"`
-	Degraded  bool   `json:"degraded"`
-	Reset     *int64 `json:"reset"`
-	Decisions []struct {
-		Limit     string `json:"limit"`
-		ID        string `json:"id"`
-		Allowed   bool   `json:"allowed"`
-		Remaining int64  `json:"remaining"`
-		RetryInMS int64  `json:"retry_in_ms"`
-		ResetInMS int64  `json:"reset_in_ms"`
-		Unlimited bool   `json:"unlimited"`
-		Burst     int64  `json:"burst"`
-		Count     int64  `json:"count"`
-		Period    string `json:"period"`
-		Override  bool   `json:"override"`
-	} `json:"decisions"`
-}
-
 func (d *httpDriver) Do(op string, txns []vectors.Txn) (vectors.Result, error) {
 	p := d.procs[d.next%len(d.procs)]
 	d.next++
@@ -260,7 +239,7 @@ func (d *httpDriver) Do(op string, txns []vectors.Txn) (vectors.Result, error) {
 		}
 		return vectors.Result{Status: r.Status}, nil
 	}
-	var a batchAnswer
+	var a wire.BatchResponse
 	if err := json.Unmarshal(r.Body, &a); err != nil {
 		return vectors.Result{}, fmt.Errorf("decoding %s: %w", r.Body, err)
 	}

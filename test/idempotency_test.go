@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/internal/redistest"
 )
 
@@ -37,9 +38,7 @@ func idempotentSpend(p *limiterProc, key, body string) (status int, code string,
 func remainingOf(p *limiterProc, limit, id string) int64 {
 	p.t.Helper()
 	r := p.do("GET", "/v1/limits/"+limit+"/"+id, "")
-	var d struct {
-		Remaining int64 `json:"remaining"`
-	}
+	var d wire.DecisionResponse
 	if r.Status != 200 || json.Unmarshal(r.Body, &d) != nil {
 		p.t.Fatalf("GET %s/%s: %d %s", limit, id, r.Status, r.Body)
 	}

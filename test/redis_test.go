@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/source/redis"
 )
@@ -179,7 +180,7 @@ func redisOvershoot(t *testing.T, procs []*limiterProc, body string) {
 			p := procs[c%len(procs)]
 			for range each {
 				status, b, _, err := redisPost(p.URL+"/v1/spend", body)
-				var a batchAnswer
+				var a wire.BatchResponse
 				if err != nil || status != 200 || json.Unmarshal(b, &a) != nil {
 					errs <- fmt.Sprintf("spend: %d %s %v", status, b, err)
 					return
@@ -304,7 +305,7 @@ func TestRedisFaultsOverHTTP(t *testing.T) {
 
 	healthy := func(p *limiterProc, id string) bool {
 		status, b, _, err := redisPost(p.URL+"/v1/spend", fmt.Sprintf(`{"limit":"FaultTest","id":%q}`, id))
-		var a batchAnswer
+		var a wire.BatchResponse
 		return err == nil && status == 200 && json.Unmarshal(b, &a) == nil && a.Allowed && !a.Degraded &&
 			len(a.Decisions) == 1 && a.Decisions[0].Remaining == 999_999
 	}
@@ -405,7 +406,7 @@ func TestRedisTLSOverHTTP(t *testing.T) {
 			t.Fatalf("not serving from rediss:\n%s", p.logs())
 		}
 		r := p.post("/v1/spend", spend)
-		var a batchAnswer
+		var a wire.BatchResponse
 		if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 || !a.Allowed || len(a.Decisions) != 1 ||
 			a.Decisions[0].Remaining != a.Decisions[0].Burst-1 {
 			t.Fatalf("spend over TLS: %d %s", r.Status, r.Body)

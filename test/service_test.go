@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/limiter-dev/limiter/httpapi/wire"
 )
 
 // Every public vector, through HTTP, against the built binary on the
@@ -30,7 +32,7 @@ func TestServeWithBundledConfig(t *testing.T) {
 		t.Fatalf("not serving the bundled config on memory:\n%s", p.logs())
 	}
 	r := p.post("/v1/spend", `{"limit":"NewOrdersPerAccount","id":"12345678"}`)
-	var a batchAnswer
+	var a wire.BatchResponse
 	if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 {
 		t.Fatalf("spend: %d %s", r.Status, r.Body)
 	}
@@ -209,9 +211,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 				continue
 			}
 			r := p.post(path, b)
-			var e struct {
-				Error struct{ Code, Message string } `json:"error"`
-			}
+			var e wire.ErrorResponse
 			if r.Status < 400 || r.Status > 499 || json.Unmarshal(r.Body, &e) != nil || e.Error.Code == "" {
 				t.Errorf("POST %s %.60q: %d %s, want a 4xx JSON error", path, b, r.Status, r.Body)
 			}
@@ -237,7 +237,7 @@ func TestNoOvershootOverHTTP(t *testing.T) {
 			defer wg.Done()
 			for range 4 {
 				r := p.post("/v1/spend", `{"limit":"NewOrdersPerAccount","id":"42"}`)
-				var a batchAnswer
+				var a wire.BatchResponse
 				if r.Status != 200 || json.Unmarshal(r.Body, &a) != nil {
 					t.Errorf("spend: %d %s", r.Status, r.Body)
 					return

@@ -11,36 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+
+	"github.com/limiter-dev/limiter/httpapi/wire"
 )
-
-type request struct {
-	Limit string `json:"limit"`
-	ID    string `json:"id"`
-	Cost  *int64 `json:"cost"`
-	Mode  string `json:"mode"`
-}
-
-type decision struct {
-	Limit     string `json:"limit"`
-	ID        string `json:"id"`
-	Allowed   bool   `json:"allowed"`
-	Remaining int64  `json:"remaining"`
-	RetryInMS int64  `json:"retry_in_ms"`
-	ResetInMS int64  `json:"reset_in_ms"`
-	Unlimited bool   `json:"unlimited"`
-	Burst     int64  `json:"burst"`
-	Count     int64  `json:"count"`
-	Period    string `json:"period"`
-	Override  bool   `json:"override"`
-}
-
-type response struct {
-	Allowed   bool       `json:"allowed"`
-	Remaining int64      `json:"remaining"`
-	RetryInMS int64      `json:"retry_in_ms"`
-	ResetInMS int64      `json:"reset_in_ms"`
-	Decisions []decision `json:"decisions"`
-}
 
 // Decide answers one spend of the request's limit and id: whether it is
 // allowed and what remains. An error is answered 503.
@@ -50,7 +23,7 @@ type Decide func(ctx context.Context, limit, id string) (allowed bool, remaining
 // as a limit of 100 per second would be described.
 func Handler(decide Decide) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req request
+		var req wire.TransactionRequest
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
@@ -62,9 +35,9 @@ func Handler(decide Decide) http.HandlerFunc {
 			http.Error(w, `{"error":{"code":"unavailable"}}`, http.StatusServiceUnavailable)
 			return
 		}
-		d := decision{Limit: req.Limit, ID: req.ID, Allowed: allowed, Remaining: remaining, ResetInMS: 10, Burst: 100, Count: 100, Period: "1s"}
+		d := wire.DecisionResponse{Limit: req.Limit, ID: req.ID, Allowed: allowed, Remaining: remaining, ResetInMS: 10, Burst: 100, Count: 100, Period: "1s"}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(response{Allowed: allowed, Remaining: remaining, ResetInMS: 10, Decisions: []decision{d}})
+		_ = json.NewEncoder(w).Encode(wire.BatchResponse{Allowed: allowed, Remaining: remaining, ResetInMS: 10, Decisions: []wire.DecisionResponse{d}})
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 // checkConfig validates both files as serve would load them and prints
@@ -27,9 +27,9 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "limiter check-config: unexpected arguments:", fs.Args())
 		return 2
 	}
-	cfg, err := ratelimits.LoadConfig(c.defaults, c.overrides)
+	cfg, err := configfile.Load(c.defaults, c.overrides)
 	if err != nil {
-		var ce *ratelimits.ConfigError
+		var ce *configfile.Error
 		if errors.As(err, &ce) {
 			for _, p := range ce.Problems {
 				fmt.Fprintln(stdout, p.String())

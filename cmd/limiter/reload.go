@@ -15,6 +15,7 @@ import (
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 // reloader loads both configuration files and both token files again and
@@ -79,7 +80,7 @@ func (r *reloader) loaded(cfg *ratelimits.Config) {
 	r.lastGood.SetToCurrentTime()
 	r.overridesByLimit.Reset()
 	for _, n := range cfg.Names() {
-		r.overridesByLimit.WithLabelValues(n.String).Set(float64(cfg.OverrideCount(n.Name)))
+		r.overridesByLimit.WithLabelValues(n.Limit).Set(float64(cfg.OverrideCount(n.Name)))
 	}
 }
 
@@ -89,7 +90,7 @@ func (r *reloader) Reload(trigger string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = r.signature()
-	cfg, err := ratelimits.LoadConfig(r.defaults, r.overrides)
+	cfg, err := configfile.Load(r.defaults, r.overrides)
 	api, apiErr := readTokenFile(r.apiTokenFile)
 	admin, adminErr := readTokenFile(r.adminTokenFile)
 	if err == nil && apiErr == nil && adminErr == nil {
@@ -101,7 +102,7 @@ func (r *reloader) Reload(trigger string) error {
 	if err != nil || apiErr != nil || adminErr != nil {
 		r.failures.Inc()
 		const msg = "reload failed; keeping the running configuration and tokens"
-		var ce *ratelimits.ConfigError
+		var ce *configfile.Error
 		switch {
 		case errors.As(err, &ce):
 			for _, p := range ce.Problems {

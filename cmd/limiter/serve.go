@@ -24,6 +24,7 @@ import (
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 // serveFlags are serve's settings, each also read from the environment
@@ -152,7 +153,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		}
 		defer startGCFloor(floor).stop()
 	}
-	cfg, err := ratelimits.LoadConfig(f.defaults, f.overrides)
+	cfg, err := configfile.Load(f.defaults, f.overrides)
 	if err != nil {
 		logConfigProblems(log, err)
 		return errors.New("configuration did not load")
@@ -203,13 +204,16 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		Logger:       log,
 		MaxBodyBytes: f.maxBodyBytes,
 		MaxBatch:     f.maxBatch,
-		FakeClock:    fake,
 		Registry:     reg,
 		OmitMetrics:  f.metricsListen != "",
 		Tokens:       tokens,
 		Reload:       reload.adminReload,
 		AccessLog:    f.accessLog,
 	})
+	if fake != nil {
+		// LIMITER_FAKECLOCK: tests step time through /debug/clock.
+		handler = httpapi.WithDebugClock(handler, fake, tokens)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -336,7 +340,7 @@ func shutdownAll(servers []*namedServer, timeout time.Duration, log *slog.Logger
 
 // logConfigProblems logs every problem of a failed load, one line each.
 func logConfigProblems(log *slog.Logger, err error) {
-	var ce *ratelimits.ConfigError
+	var ce *configfile.Error
 	if !errors.As(err, &ce) {
 		log.Error("configuration", "err", err)
 		return

@@ -62,7 +62,7 @@ func (d *LimiterDriver) Do(op string, txns []Txn) (Result, error) {
 	res := Result{Status: 200, Allowed: bd.Allowed, Remaining: bd.Remaining, RetryIn: int64(bd.RetryIn), ResetIn: int64(bd.ResetIn)}
 	for _, dd := range bd.Decisions {
 		res.Decisions = append(res.Decisions, ResultDecision{
-			Limit: dd.Name, ID: dd.ID, Allowed: dd.Allowed, Remaining: dd.Remaining,
+			Limit: dd.Limit, ID: dd.ID, Allowed: dd.Allowed, Remaining: dd.Remaining,
 			RetryIn: int64(dd.RetryIn), ResetIn: int64(dd.ResetIn),
 		})
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/source/redis"
 )
@@ -121,7 +122,7 @@ func benchSource(b *testing.B, opts redis.Options) *redis.Source {
 // the real clock against a real Redis and a real cluster, serially and
 // with about fifty concurrent callers, with the source's default options.
 func BenchmarkLimiterSpendRedis(b *testing.B) {
-	cfg, err := ratelimits.ParseConfig("defaults.yaml", []byte(benchDefaults), "overrides.yaml", nil)
+	cfg, err := configfile.Parse("defaults.yaml", []byte(benchDefaults), "overrides.yaml", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

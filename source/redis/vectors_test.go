@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiter-dev/limiter/internal/vectors"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 // The public vectors at the library level, exact to the nanosecond, with
@@ -19,7 +20,7 @@ func TestPublicVectors(t *testing.T) {
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			cfg, err := ratelimits.ParseConfig("defaults.yaml", f.Defaults, "overrides.yaml", f.Overrides)
+			cfg, err := configfile.Parse("defaults.yaml", f.Defaults, "overrides.yaml", f.Overrides)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,10 +1,12 @@
-package ratelimits
+package configfile
 
 import (
 	"fmt"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/limiter-dev/limiter/ratelimits"
 )
 
 // The fields of an override, and of one of its ids.
@@ -87,26 +89,20 @@ func (l *loader) override(file string, key, val *yaml.Node) {
 	}
 	ids, okIDs := l.overrideIDs(s, info, key, fs)
 	if okLimit && okIDs {
-		l.storeOverrides(info.Name, lim, ids)
+		l.storeOverrides(info.Limit, lim, ids)
 	}
 }
 
 // storeOverrides records lim as the override of name for each canonical id.
-func (l *loader) storeOverrides(name Name, lim Limit, ids []string) {
-	lim.Override = true
-	nl := l.limits[name]
-	if nl.overrides == nil {
-		nl.overrides = make(map[string]Limit, len(ids))
-	}
+func (l *loader) storeOverrides(name string, lim ratelimits.Limit, ids []string) {
 	for _, id := range ids {
-		nl.overrides[id] = lim
+		l.overrides = append(l.overrides, ratelimits.Override{Limit: name, ID: id, Effective: lim})
 	}
-	l.limits[name] = nl
 }
 
 // overrideIDs reads the ids of an override and returns them canonical. Every
 // id is checked, also after a bad one.
-func (l *loader) overrideIDs(s scope, info NameInfo, key *yaml.Node, fs map[string]field) ([]string, bool) {
+func (l *loader) overrideIDs(s scope, info ratelimits.NameInfo, key *yaml.Node, fs map[string]field) ([]string, bool) {
 	f, ok := fs["ids"]
 	switch {
 	case !ok:
@@ -133,7 +129,7 @@ func (l *loader) overrideIDs(s scope, info NameInfo, key *yaml.Node, fs map[stri
 // overrideID reads one {id, comment} entry, validates the id as an override
 // id of the name's kind, and refuses an id (canonical) already listed for the
 // name, in this entry or another.
-func (l *loader) overrideID(s scope, info NameInfo, item *yaml.Node) (string, bool) {
+func (l *loader) overrideID(s scope, info ratelimits.NameInfo, item *yaml.Node) (string, bool) {
 	if item.Kind != yaml.MappingNode {
 		s.add(item.Line, "each id must be a mapping {id: ..., comment: ...}, got %s", describe(item))
 		return "", false
@@ -152,7 +148,7 @@ func (l *loader) overrideID(s scope, info NameInfo, item *yaml.Node) (string, bo
 		s.add(f.val.Line, "id must be a string, got %s (quote it)", describe(f.val))
 		return "", false
 	}
-	id, err := info.Kind.canonicalOverrideID(raw)
+	id, err := info.Kind.CanonicalOverrideID(raw)
 	if err != nil {
 		s.add(f.val.Line, "id %s: %v", quoteShort(raw), err)
 		return "", false
@@ -177,7 +173,7 @@ func idText(n *yaml.Node) (string, bool) {
 // uniqueID records a canonical override id of name, refusing one already
 // listed: two spellings of one subscriber would make the effective limit
 // depend on file order.
-func (l *loader) uniqueID(s scope, name Name, id string, use idUse) bool {
+func (l *loader) uniqueID(s scope, name ratelimits.Name, id string, use idUse) bool {
 	seen := l.ids[name]
 	if seen == nil {
 		seen = map[string]idUse{}

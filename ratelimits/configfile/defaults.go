@@ -1,7 +1,9 @@
-package ratelimits
+package configfile
 
 import (
 	"gopkg.in/yaml.v3"
+
+	"github.com/limiter-dev/limiter/ratelimits"
 )
 
 // The fields of a limit in the defaults file. enum and id declare a name
@@ -54,22 +56,28 @@ func (l *loader) loadDefault(file string, key, val *yaml.Node, seen map[string]i
 	info, okName := l.defaultName(s, key, fs)
 	lim, okLimit := s.readLimit(key, fs)
 	if okName && okLimit {
-		l.limits[info.Name] = nameLimits{def: lim, hasDefault: true}
+		l.defaults[info.Limit] = lim
 	}
+}
+
+// builtin finds a built-in name by its exact spelling.
+func (l *loader) builtin(name string) (ratelimits.NameInfo, bool) {
+	b, ok := l.builtins[name]
+	return b, ok
 }
 
 // markBroken records that a name not built in failed to declare, so that its
 // overrides are not reported as overrides of an unknown name.
 func (l *loader) markBroken(name string) {
-	if _, builtin := builtinByString(name); !builtin {
+	if _, builtin := l.builtin(name); !builtin {
 		l.broken[name] = true
 	}
 }
 
 // defaultName resolves the name of a defaults entry: a built-in one, whose
 // enum and id kind cannot change, or one the entry declares.
-func (l *loader) defaultName(s scope, key *yaml.Node, fs map[string]field) (NameInfo, bool) {
-	if b, ok := builtinByString(s.limit); ok {
+func (l *loader) defaultName(s scope, key *yaml.Node, fs map[string]field) (ratelimits.NameInfo, bool) {
+	if b, ok := l.builtin(s.limit); ok {
 		return b, s.builtinUnchanged(b, fs)
 	}
 	info, ok := l.declare(s, key, fs)
@@ -82,7 +90,7 @@ func (l *loader) defaultName(s scope, key *yaml.Node, fs map[string]field) (Name
 // builtinUnchanged accepts enum and id on a built-in name only when they
 // restate its built-in values: changing them would orphan or corrupt its
 // buckets.
-func (s scope) builtinUnchanged(b NameInfo, fs map[string]field) bool {
+func (s scope) builtinUnchanged(b ratelimits.NameInfo, fs map[string]field) bool {
 	ok := true
 	if f, has := fs["enum"]; has {
 		if v, isInt := s.int64Value(f.val, "enum"); !isInt {
@@ -93,7 +101,7 @@ func (s scope) builtinUnchanged(b NameInfo, fs map[string]field) bool {
 		}
 	}
 	if f, has := fs["id"]; has {
-		if k, known := parseIDKind(f.val.Value); !isString(f.val) || !known || k != b.Kind {
+		if k, known := ratelimits.ParseIDKind(f.val.Value); !isString(f.val) || !known || k != b.Kind {
 			s.add(f.val.Line, "a built-in limit's id kind cannot be changed: it is %s, got %s", b.Kind, describe(f.val))
 			ok = false
 		}
@@ -102,22 +110,23 @@ func (s scope) builtinUnchanged(b NameInfo, fs map[string]field) bool {
 }
 
 // declare registers a name that is not built in, from its enum and id.
-func (l *loader) declare(s scope, key *yaml.Node, fs map[string]field) (NameInfo, bool) {
+func (l *loader) declare(s scope, key *yaml.Node, fs map[string]field) (ratelimits.NameInfo, bool) {
 	enumField, hasEnum := fs["enum"]
 	if !hasEnum {
 		s.add(key.Line, "%s", l.unknownName(s.limit))
-		return NameInfo{}, false
+		return ratelimits.NameInfo{}, false
 	}
 	enum, okEnum := s.enum(enumField.val)
 	kind, okKind := s.declaredKind(key, fs)
 	if !okEnum || !okKind {
-		return NameInfo{}, false
+		return ratelimits.NameInfo{}, false
 	}
 	if prev, used := l.enums[enum]; used {
 		s.add(enumField.val.Line, "enum %d is already used by %s (line %d)", enum, prev.name, prev.line)
-		return NameInfo{}, false
+		return ratelimits.NameInfo{}, false
 	}
-	info := declaredName(s.limit, enum, kind)
+	info := ratelimits.NameInfo{Name: enum, Limit: s.limit, Kind: kind, Declared: true}
+	l.declared = append(l.declared, info)
 	l.enums[enum] = declaration{name: s.limit, line: enumField.val.Line}
 	l.names[s.limit] = info
 	return info, true
@@ -125,41 +134,41 @@ func (l *loader) declare(s scope, key *yaml.Node, fs map[string]field) (NameInfo
 
 // enum reads a declared name's enum: 100 or more (below is reserved for
 // built-ins), and within 32 bits.
-func (s scope) enum(n *yaml.Node) (Name, bool) {
+func (s scope) enum(n *yaml.Node) (ratelimits.Name, bool) {
 	v, ok := s.int64Value(n, "enum")
 	switch {
 	case !ok:
-		return Unknown, false
-	case v < int64(minDeclaredEnum):
-		s.add(n.Line, "enum must be %d or more (1 to %d are reserved for built-in limits), got %d", minDeclaredEnum, minDeclaredEnum-1, v)
-		return Unknown, false
-	case v > int64(maxDeclaredEnum):
-		s.add(n.Line, "enum must be at most %d, got %d", maxDeclaredEnum, v)
-		return Unknown, false
+		return ratelimits.Unknown, false
+	case v < int64(ratelimits.MinDeclaredEnum):
+		s.add(n.Line, "enum must be %d or more (1 to %d are reserved for built-in limits), got %d", ratelimits.MinDeclaredEnum, ratelimits.MinDeclaredEnum-1, v)
+		return ratelimits.Unknown, false
+	case v > int64(ratelimits.MaxDeclaredEnum):
+		s.add(n.Line, "enum must be at most %d, got %d", ratelimits.MaxDeclaredEnum, v)
+		return ratelimits.Unknown, false
 	}
-	return Name(v), true
+	return ratelimits.Name(v), true
 }
 
 // declaredKind reads a declared name's id kind, which must be one of the
 // kinds open to declared names.
-func (s scope) declaredKind(key *yaml.Node, fs map[string]field) (IDKind, bool) {
+func (s scope) declaredKind(key *yaml.Node, fs map[string]field) (ratelimits.IDKind, bool) {
 	f, ok := fs["id"]
 	if !ok {
 		s.add(key.Line, "missing id: a declared limit needs an id kind (%s)", declarableKinds)
-		return kindInvalid, false
+		return 0, false
 	}
 	if !isString(f.val) {
 		s.add(f.val.Line, "id must be an id kind (%s), got %s", declarableKinds, describe(f.val))
-		return kindInvalid, false
+		return 0, false
 	}
-	k, known := parseIDKind(f.val.Value)
+	k, known := ratelimits.ParseIDKind(f.val.Value)
 	switch {
 	case !known:
 		s.add(f.val.Line, "unknown id kind %s: want %s", quoteShort(f.val.Value), declarableKinds)
-		return kindInvalid, false
-	case !k.declarable():
+		return 0, false
+	case !k.Declarable():
 		s.add(f.val.Line, "id kind %s is reserved for built-in limits: want %s", f.val.Value, declarableKinds)
-		return kindInvalid, false
+		return 0, false
 	}
 	return k, true
 }

@@ -1,0 +1,118 @@
+// Package wire declares the JSON bodies of the HTTP API, once: the
+// handlers answer with them (the hot decision answers through a hand
+// encoder that a test holds to these types byte for byte), and clients,
+// tests and benchmarks decode into them. It imports nothing, so any of
+// them may use it.
+package wire
+
+// TransactionRequest is one transaction: the body of a single-transaction
+// request, or an element of BatchRequest. Cost is a pointer because an
+// absent cost means 1 and an explicit 0 reads the bucket.
+type TransactionRequest struct {
+	Limit string `json:"limit"`
+	ID    string `json:"id"`
+	Cost  *int64 `json:"cost,omitempty"`
+	Mode  string `json:"mode,omitempty"`
+}
+
+// BatchRequest is the body of a request with several transactions.
+type BatchRequest struct {
+	Transactions []TransactionRequest `json:"transactions"`
+}
+
+// BatchResponse answers POST /v1/spend, /v1/check and /v1/refund: the
+// batch's deciding figures, then every transaction's decision in request
+// order. Durations are milliseconds, rounded up so that a client that waits
+// them is never early. Degraded is present only when true: the source
+// failed and the service answered allowed without deciding.
+type BatchResponse struct {
+	Allowed   bool               `json:"allowed"`
+	Remaining int64              `json:"remaining"`
+	RetryInMS int64              `json:"retry_in_ms"`
+	ResetInMS int64              `json:"reset_in_ms"`
+	Degraded  bool               `json:"degraded,omitempty"`
+	Decisions []DecisionResponse `json:"decisions"`
+}
+
+// DecisionResponse is one transaction's decision, and the answer of
+// GET /v1/limits/{limit}/{id}. Burst, Count and Period are the effective
+// limit (zero for an unlimited one); Period is a Go duration string.
+type DecisionResponse struct {
+	Limit     string `json:"limit"`
+	ID        string `json:"id"`
+	Allowed   bool   `json:"allowed"`
+	Remaining int64  `json:"remaining"`
+	RetryInMS int64  `json:"retry_in_ms"`
+	ResetInMS int64  `json:"reset_in_ms"`
+	Unlimited bool   `json:"unlimited"`
+	Burst     int64  `json:"burst"`
+	Count     int64  `json:"count"`
+	Period    string `json:"period"`
+	Override  bool   `json:"override"`
+}
+
+// ResetResponse answers POST /v1/reset: how many of the buckets were not
+// full.
+type ResetResponse struct {
+	Reset int `json:"reset"`
+}
+
+// LimitsResponse answers GET /v1/limits: every known limit name.
+type LimitsResponse struct {
+	Limits []LimitResponse `json:"limits"`
+}
+
+// LimitResponse describes one limit name: Default is null when the name
+// has none, and Overrides counts the ids that have their own limit.
+type LimitResponse struct {
+	Limit     string         `json:"limit"`
+	Enum      int            `json:"enum"`
+	IDKind    string         `json:"id_kind"`
+	Declared  bool           `json:"declared"`
+	Default   *LimitSettings `json:"default"`
+	Overrides int            `json:"overrides"`
+}
+
+// LimitSettings is a limit as the configuration files spell it.
+type LimitSettings struct {
+	Burst  int64  `json:"burst"`
+	Count  int64  `json:"count"`
+	Period string `json:"period"`
+}
+
+// ReloadResponse answers a successful POST /v1/admin/reload.
+type ReloadResponse struct {
+	Reloaded bool `json:"reloaded"`
+}
+
+// StatusResponse answers /healthz and /readyz.
+type StatusResponse struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+// ErrorResponse is the body of every 4xx and 5xx answer.
+type ErrorResponse struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is a refusal: Code is stable for programs to switch on,
+// Message is for people, and Transaction, when present, is the index of
+// the transaction of the batch it concerns.
+type ErrorDetail struct {
+	Code        string `json:"code"`
+	Message     string `json:"message"`
+	Transaction *int   `json:"transaction,omitempty"`
+}
+
+// ClockRequest moves the fake clock at POST /debug/clock: exactly one of
+// Advance (a Go duration) or Set (an RFC 3339 time).
+type ClockRequest struct {
+	Advance *string `json:"advance,omitempty"`
+	Set     *string `json:"set,omitempty"`
+}
+
+// ClockResponse is the fake clock's time, RFC 3339 with nanoseconds.
+type ClockResponse struct {
+	Now string `json:"now"`
+}

@@ -1,0 +1,77 @@
+package ratelimits
+
+import "github.com/limiter-dev/limiter/ratelimits/gcra"
+
+// batch is everything one spend, check or refund needs while it runs. A
+// batch of one, the common case, keeps it all in one allocation instead of
+// five.
+type batch struct {
+	bd       BatchDecision
+	prepared []preparedTxn
+	ops      []gcra.Op
+	outcomes []gcra.Outcome
+	single   struct {
+		prepared  [1]preparedTxn
+		ops       [1]gcra.Op
+		outcomes  [1]gcra.Outcome
+		decisions [1]Decision
+	}
+}
+
+// newBatch makes room for n transactions.
+func newBatch(n int) (*batch, error) {
+	if n == 0 {
+		return nil, ErrEmptyBatch
+	}
+	b := &batch{}
+	if n == 1 {
+		b.prepared, b.ops, b.outcomes, b.bd.Decisions = b.single.prepared[:], b.single.ops[:0], b.single.outcomes[:0], b.single.decisions[:]
+	} else {
+		b.prepared, b.ops, b.outcomes, b.bd.Decisions = make([]preparedTxn, n), make([]gcra.Op, 0, n), make([]gcra.Outcome, 0, n), make([]Decision, n)
+	}
+	return b, nil
+}
+
+// checkAll makes every transaction check-only, for Check: the batch is
+// decided as a spend would be and nothing is written.
+func (b *batch) checkAll() {
+	for i := range b.prepared {
+		b.prepared[i].mode = CheckOnly
+	}
+}
+
+// sourceOps returns the ops of the limited transactions, in request order,
+// and room for the source's outcomes. Unlimited transactions have no
+// bucket and never reach the source.
+func (b *batch) sourceOps() ([]gcra.Op, []gcra.Outcome) {
+	b.ops = b.ops[:0]
+	for _, p := range b.prepared {
+		if p.unlimited {
+			continue
+		}
+		b.ops = append(b.ops, gcra.Op{
+			Key:              p.key,
+			EmissionInterval: p.limit.EmissionInterval(),
+			BurstOffset:      p.limit.BurstOffset(),
+			Cost:             p.cost,
+			Mode:             p.mode,
+		})
+	}
+	b.outcomes = b.outcomes[:len(b.ops)]
+	return b.ops, b.outcomes
+}
+
+// decisions builds the batch decision from the source's outcomes.
+func (b *batch) decisions() *BatchDecision {
+	next := 0
+	for i, p := range b.prepared {
+		if p.unlimited {
+			b.bd.Decisions[i] = unlimitedDecision(p)
+			continue
+		}
+		b.bd.Decisions[i] = limitedDecision(p, b.outcomes[next].Decision)
+		next++
+	}
+	combine(&b.bd, b.prepared)
+	return &b.bd
+}

@@ -1,0 +1,472 @@
+// Package configfile loads a ratelimits.Config from the two YAML files an
+// operator edits: the defaults file (every limit name's default, and the
+// names it declares) and the overrides file (limits for single
+// subscribers). A file with problems is refused whole, with every problem
+// at its FILE:LINE, so that an operator fixes it in one round.
+package configfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// Load reads and parses the defaults and overrides files. The defaults
+// file must exist; an overrides file that is missing (or an empty path), empty
+// or `[]` means no overrides. A bad file gives a *Error listing every
+// problem; a file that cannot be read gives the I/O error.
+func Load(defaultsPath, overridesPath string) (*ratelimits.Config, error) {
+	defaults, err := os.ReadFile(defaultsPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading the defaults file: %w", err)
+	}
+	overrides, err := readOptionalFile(overridesPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading the overrides file: %w", err)
+	}
+	return Parse(defaultsPath, defaults, overridesPath, overrides)
+}
+
+// readOptionalFile reads a file that may be absent; absent reads as empty.
+func readOptionalFile(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}
+
+// Parse parses the contents of the defaults and overrides files; the
+// file names are only used in problem messages. It checks everything before
+// giving up: the overrides are parsed even when the defaults have problems
+// (against the built-in names and the declared names that did parse), and
+// the returned *Error lists every problem found. A defaults file that
+// cannot be read as limits at all (a YAML syntax error) declares no name
+// anyone can know, so overrides of names that are not built in are then not
+// reported as unknown.
+func Parse(defaultsFile string, defaults []byte, overridesFile string, overrides []byte) (*ratelimits.Config, error) {
+	l := newLoader()
+	l.loadDefaults(defaultsFile, defaults)
+	l.loadOverrides(overridesFile, overrides)
+	if len(l.problems) > 0 {
+		// Problems are found in passes (fields, then names, then
+		// duplicates); an operator reads them top to bottom, file by file.
+		// Problems of one line keep the order they were found in.
+		slices.SortStableFunc(l.problems, func(a, b Problem) int {
+			if a.File != b.File {
+				if a.File == defaultsFile {
+					return -1
+				}
+				if b.File == defaultsFile {
+					return 1
+				}
+				return 0
+			}
+			return a.Line - b.Line
+		})
+		return nil, &Error{Problems: l.problems}
+	}
+	return l.config(defaultsFile)
+}
+
+// Problem is one thing wrong with a configuration file. Line is 1-based, or
+// 0 when the problem concerns the whole file; Limit is the limit name
+// concerned, if any.
+type Problem struct {
+	File    string
+	Line    int
+	Limit   string
+	Message string
+}
+
+// String formats the problem as "FILE:LINE: LIMIT: MESSAGE", leaving out
+// ":LINE" when Line is 0 and "LIMIT: " when Limit is empty, the usual shape
+// for editors and CI logs to link to the line.
+func (p Problem) String() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		b.WriteString(":")
+		b.WriteString(strconv.Itoa(p.Line))
+	}
+	b.WriteString(": ")
+	if p.Limit != "" {
+		b.WriteString(p.Limit)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Message)
+	return b.String()
+}
+
+// Error is the error of a load that found problems. It lists all of
+// them, not only the first, so that an operator fixes a file in one round.
+type Error struct {
+	Problems []Problem
+}
+
+// Error returns every problem, one per line.
+func (e *Error) Error() string {
+	if len(e.Problems) == 0 {
+		return ratelimits.ErrInvalidConfig.Error()
+	}
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns ratelimits.ErrInvalidConfig, so errors.Is tells a bad file from an I/O
+// error.
+func (e *Error) Unwrap() error {
+	return ratelimits.ErrInvalidConfig
+}
+
+// loader collects what a load has found so far: the names and limits that
+// parsed, and every problem.
+type loader struct {
+	problems []Problem
+	names    map[string]ratelimits.NameInfo       // built-ins, then declared names as they parse
+	builtins map[string]ratelimits.NameInfo       // the built-in names alone
+	broken   map[string]bool                      // names whose declaration had problems
+	enums    map[ratelimits.Name]declaration      // declared enums, to refuse duplicates
+	ids      map[ratelimits.Name]map[string]idUse // override ids seen, to refuse duplicates
+
+	// What parsed without problems, for ratelimits.NewConfig.
+	declared  []ratelimits.NameInfo
+	defaults  map[string]ratelimits.Limit
+	overrides []ratelimits.Override
+
+	// declarationsUnknown is set when the defaults file could not be read
+	// as a mapping of limits at all (a YAML syntax error, or another shape):
+	// which names it declares is then unknown, so an override of a name
+	// that is not built in cannot be told apart from one of a declared name.
+	declarationsUnknown bool
+}
+
+// declaration is where a declared name took its enum.
+type declaration struct {
+	name string
+	line int
+}
+
+// idUse is where an override id was first listed, as written.
+type idUse struct {
+	raw  string
+	line int
+}
+
+func newLoader() *loader {
+	builtins := ratelimits.BuiltinNames()
+	l := &loader{
+		names:    make(map[string]ratelimits.NameInfo, len(builtins)),
+		builtins: make(map[string]ratelimits.NameInfo, len(builtins)),
+		broken:   map[string]bool{},
+		enums:    map[ratelimits.Name]declaration{},
+		ids:      map[ratelimits.Name]map[string]idUse{},
+		defaults: map[string]ratelimits.Limit{},
+	}
+	for _, b := range builtins {
+		l.names[b.Limit] = b
+		l.builtins[b.Limit] = b
+	}
+	return l
+}
+
+// config builds the Config of what the loader found. The loader has
+// already refused everything NewConfig would, each problem at its line, so
+// an error here is a mistake of the loader's: it is reported against the
+// defaults file as a whole rather than lost.
+func (l *loader) config(defaultsFile string) (*ratelimits.Config, error) {
+	cfg, err := ratelimits.NewConfig(l.declared, l.defaults, l.overrides)
+	if err != nil {
+		return nil, &Error{Problems: []Problem{{File: defaultsFile, Message: err.Error()}}}
+	}
+	return cfg, nil
+}
+
+func (l *loader) add(file string, line int, limit, format string, args ...any) {
+	l.problems = append(l.problems, Problem{File: file, Line: line, Limit: limit, Message: fmt.Sprintf(format, args...)})
+}
+
+// scope is the place problems are reported for: a file, and a limit in it.
+type scope struct {
+	l     *loader
+	file  string
+	limit string
+}
+
+func (s scope) add(line int, format string, args ...any) {
+	s.l.add(s.file, line, s.limit, format, args...)
+}
+
+// yamlLine matches the position yaml.v3 puts in its syntax errors.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// parseDocument parses a file into its root node, walked by hand so that
+// problems can name lines. root is nil for a file without a document (empty
+// or comments only); ok is false after a syntax error, reported as a problem.
+func (l *loader) parseDocument(file string, data []byte) (root *yaml.Node, ok bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err == io.EOF {
+		return nil, true
+	} else if err != nil {
+		l.syntaxProblem(file, err)
+		return nil, false
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err != io.EOF {
+		if err != nil {
+			l.syntaxProblem(file, err)
+		} else {
+			l.add(file, next.Line, "", "the file has more than one YAML document (a second \"---\"); put everything in one")
+		}
+		return nil, false
+	}
+	return doc.Content[0], true
+}
+
+func (l *loader) syntaxProblem(file string, err error) {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		l.add(file, line, "", "YAML syntax error: %s", m[2])
+		return
+	}
+	l.add(file, 0, "", "YAML syntax error: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// field is one key and value of a mapping.
+type field struct {
+	key, val *yaml.Node
+}
+
+// fields reads a mapping whose keys must be among allowed, reporting unknown
+// and duplicate keys.
+func (s scope) fields(m *yaml.Node, allowed ...string) map[string]field {
+	fs := make(map[string]field, len(m.Content)/2)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		switch {
+		case !isString(k):
+			s.add(k.Line, "a field name must be a plain string, got %s", describe(k))
+		case !slices.Contains(allowed, k.Value):
+			s.add(k.Line, "unknown field %s (allowed: %s)", quoteShort(k.Value), strings.Join(allowed, ", "))
+		case fs[k.Value].key != nil:
+			s.add(k.Line, "duplicate field %q (first at line %d)", k.Value, fs[k.Value].key.Line)
+		default:
+			fs[k.Value] = field{key: k, val: v}
+		}
+	}
+	return fs
+}
+
+// readLimit reads burst, count and period and validates them with ratelimits.NewLimit.
+// key is the limit's name node, where missing fields are reported.
+func (s scope) readLimit(key *yaml.Node, fs map[string]field) (ratelimits.Limit, bool) {
+	burst, okBurst := s.positiveInt(key, fs, "burst")
+	count, okCount := s.positiveInt(key, fs, "count")
+	period, okPeriod := s.period(key, fs)
+	if !okBurst || !okCount || !okPeriod {
+		return ratelimits.Limit{}, false
+	}
+	lim, err := ratelimits.NewLimit(burst, count, period)
+	if err != nil {
+		s.add(key.Line, "%v", err)
+		return ratelimits.Limit{}, false
+	}
+	return lim, true
+}
+
+// positiveInt reads a required field that must be an integer > 0.
+func (s scope) positiveInt(key *yaml.Node, fs map[string]field, name string) (int64, bool) {
+	f, ok := fs[name]
+	if !ok {
+		s.add(key.Line, "missing %s", name)
+		return 0, false
+	}
+	v, ok := s.int64Value(f.val, name)
+	if !ok {
+		return 0, false
+	}
+	if v <= 0 {
+		s.add(f.val.Line, "%s must be greater than 0, got %d", name, v)
+		return 0, false
+	}
+	return v, true
+}
+
+// looksInteger matches what yaml.v3 turns into a float only because it is
+// too large for an integer.
+var looksInteger = regexp.MustCompile(`^[-+]?[0-9]+$`)
+
+// int64Value reads a YAML integer (not a float, a quoted string or a bool)
+// that fits in an int64.
+func (s scope) int64Value(n *yaml.Node, name string) (int64, bool) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && looksInteger.MatchString(n.Value) {
+			s.add(n.Line, "%s %s is out of range: it must fit in a 64-bit signed integer", name, n.Value)
+		} else {
+			s.add(n.Line, "%s must be an integer, got %s", name, describe(n))
+		}
+		return 0, false
+	}
+	var v int64
+	if err := n.Decode(&v); err != nil {
+		s.add(n.Line, "%s %s is out of range: it must fit in a 64-bit signed integer", name, n.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+// period reads the required period: a Go duration string greater than 0.
+func (s scope) period(key *yaml.Node, fs map[string]field) (time.Duration, bool) {
+	f, ok := fs["period"]
+	if !ok {
+		s.add(key.Line, "missing period")
+		return 0, false
+	}
+	n := f.val
+	if !isString(n) {
+		s.add(n.Line, "period must be a duration such as 1s, 15m or 3h, got %s", describe(n))
+		return 0, false
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		s.add(n.Line, "period %s is not a valid duration: use Go syntax such as 1s, 15m or 168h", quoteShort(n.Value))
+		return 0, false
+	}
+	if d <= 0 {
+		s.add(n.Line, "period must be greater than 0, got %s", n.Value)
+		return 0, false
+	}
+	return d, true
+}
+
+// nameKey reads a limit name used as a mapping key and checks its syntax.
+func (l *loader) nameKey(file string, key *yaml.Node) (string, bool) {
+	if !isString(key) {
+		l.add(file, key.Line, "", "a limit name must be a plain string, got %s", describe(key))
+		return "", false
+	}
+	if !ratelimits.ValidLimitName(key.Value) {
+		l.add(file, key.Line, "", "invalid limit name %s: a name starts with a letter, has only letters, digits and underscores, and is at most %d characters",
+			quoteShort(key.Value), ratelimits.MaxLimitNameLength)
+		return "", false
+	}
+	return key.Value, true
+}
+
+// unknownName explains what to do about a name that is neither built in nor
+// declared, with a guess when it looks like a misspelt known name.
+func (l *loader) unknownName(name string) string {
+	msg := "unknown limit name: to add a limit, declare it in the defaults file with an enum (100 or more, unique) and an id kind (" + declarableKinds + ")"
+	if guess := l.closestName(name); guess != "" {
+		msg += "; did you mean " + guess + "?"
+	}
+	return msg
+}
+
+// declarableKinds lists the id kinds a declared name may use.
+const declarableKinds = "ip, ipv6-range, account, domain or string"
+
+// closestName returns the known name nearest to name in spelling, ignoring
+// case, if it is close enough to be a likely typo.
+func (l *loader) closestName(name string) string {
+	const maxDistance = 3
+	best, bestDistance := "", maxDistance+1
+	for _, known := range slices.Sorted(maps.Keys(l.names)) {
+		d := editDistance(strings.ToLower(name), strings.ToLower(known))
+		if d < bestDistance {
+			best, bestDistance = known, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// isString reports whether n is a scalar string (quoted or plain).
+func isString(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str"
+}
+
+// isNull reports whether n is an explicit null ("~", "null", or nothing).
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// describe names what a node holds, for "got ..." in messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias (YAML aliases are not supported)"
+	case yaml.ScalarNode:
+		return describeScalar(n)
+	}
+	return "nothing"
+}
+
+func describeScalar(n *yaml.Node) string {
+	switch n.ShortTag() {
+	case "!!null":
+		return "no value"
+	case "!!str":
+		return "the string " + quoteShort(n.Value)
+	case "!!int":
+		return "the integer " + n.Value
+	case "!!float":
+		return "the number " + n.Value
+	case "!!bool":
+		return "the boolean " + n.Value
+	}
+	return n.ShortTag() + " " + quoteShort(n.Value)
+}
+
+// quoteShort quotes s for a message, cut to a readable length.
+func quoteShort(s string) string {
+	const max = 80
+	if len(s) > max {
+		return strconv.Quote(s[:max]) + "..."
+	}
+	return strconv.Quote(s)
+}
