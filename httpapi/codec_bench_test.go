@@ -18,7 +18,7 @@ func BenchmarkDecode(b *testing.B) {
 			body := []byte(c.body)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, e := decodeBody(body, 100, false); e != nil {
+				if _, e := decodeBody(body, 100, decisionBody); e != nil {
 					b.Fatal(e)
 				}
 			}

@@ -31,11 +31,26 @@ type requestJSON struct {
 	Transactions *[]json.RawMessage `json:"transactions"`
 }
 
+// bodyForm is what a body's transactions are for, which decides whether
+// their modes mean anything.
+type bodyForm int
+
+const (
+	// decisionBody: spend, check and refund, where a mode must be one of
+	// the three.
+	decisionBody bodyForm = iota
+	// resetBody: reset deletes buckets whatever the mode, so a mode is
+	// type-checked but not interpreted.
+	resetBody
+)
+
+// readsMode reports whether transactions of this form interpret their mode.
+func (f bodyForm) readsMode() bool { return f == decisionBody }
+
 // decodeTransactions reads a request body into transactions, refusing
 // anything the contract does not allow. It only parses: nothing is decided
-// or written until the whole batch has been read and validated. When
-// ignoreMode is set (reset), a mode is type-checked but not interpreted.
-func (h *handler) decodeTransactions(r *http.Request, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
+// or written until the whole batch has been read and validated.
+func (h *handler) decodeTransactions(r *http.Request, form bodyForm) ([]ratelimits.Transaction, *apiError) {
 	if e := checkContentType(r); e != nil {
 		return nil, e
 	}
@@ -47,24 +62,24 @@ func (h *handler) decodeTransactions(r *http.Request, ignoreMode bool) ([]rateli
 	if e != nil {
 		return nil, e
 	}
-	return decodeBody(body, h.maxBatch, ignoreMode)
+	return decodeBody(body, h.maxBatch, form)
 }
 
 // decodeBody decodes a request body already read whole.
-func decodeBody(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
+func decodeBody(body []byte, maxBatch int, form bodyForm) ([]ratelimits.Transaction, *apiError) {
 	if !utf8.Valid(body) {
 		// encoding/json would quietly turn invalid bytes into U+FFFD, making
 		// a binary id into a different, valid-looking subscriber.
 		return nil, badRequest(codeMalformedJSON, "the request body is not valid UTF-8", -1)
 	}
-	if txns, e, ok := decodeFast(body, maxBatch, ignoreMode); ok {
+	if txns, e, ok := decodeFast(body, maxBatch, form); ok {
 		return txns, e
 	}
-	return decodeSlow(body, maxBatch, ignoreMode)
+	return decodeSlow(body, maxBatch, form)
 }
 
 // decodeSlow decodes any body with encoding/json, and words every error.
-func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transaction, *apiError) {
+func decodeSlow(body []byte, maxBatch int, form bodyForm) ([]ratelimits.Transaction, *apiError) {
 	if loneSurrogate(body) {
 		// Checked here only: the fast path takes no escapes at all.
 		return nil, badRequest(codeMalformedJSON, `the request body has a \u escape for half a UTF-16 surrogate pair (such as \ud800) without the other half; strings must be valid Unicode`, -1)
@@ -85,7 +100,7 @@ func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 		return nil, e
 	}
 	if req.Transactions == nil {
-		txn, e := req.txnJSON.transaction(0, ignoreMode)
+		txn, e := req.txnJSON.transaction(0, form)
 		if e != nil {
 			return nil, e
 		}
@@ -110,7 +125,7 @@ func decodeSlow(body []byte, maxBatch int, ignoreMode bool) ([]ratelimits.Transa
 		if e := decodeStrict(msg, &tj, place{i, i}); e != nil {
 			return nil, e
 		}
-		txn, e := tj.transaction(i, ignoreMode)
+		txn, e := tj.transaction(i, form)
 		if e != nil {
 			return nil, e
 		}
@@ -183,7 +198,7 @@ func hex4(b []byte) (rune, bool) {
 }
 
 // transaction checks the fields' presence and mode and fills defaults.
-func (tj *txnJSON) transaction(index int, ignoreMode bool) (ratelimits.Transaction, *apiError) {
+func (tj *txnJSON) transaction(index int, form bodyForm) (ratelimits.Transaction, *apiError) {
 	if tj.Limit == nil {
 		return ratelimits.Transaction{}, badRequest(codeInvalidRequest, `"limit" is required`, index)
 	}
@@ -194,7 +209,7 @@ func (tj *txnJSON) transaction(index int, ignoreMode bool) (ratelimits.Transacti
 	if tj.Cost != nil {
 		txn.Cost = *tj.Cost
 	}
-	if tj.Mode != nil && !ignoreMode {
+	if tj.Mode != nil && form.readsMode() {
 		mode, err := parseMode(*tj.Mode)
 		if err != nil {
 			return ratelimits.Transaction{}, badRequest(codeInvalidMode, err.Error(), index)
@@ -206,7 +221,7 @@ func (tj *txnJSON) transaction(index int, ignoreMode bool) (ratelimits.Transacti
 
 // parseMode reads a mode as sent in a request. Unlike ratelimits.ParseMode,
 // which takes "" for the default, a mode that is sent must be one of the
-// three the API names (spec/http-api.md); only a missing mode defaults.
+// three the API names (docs/api.md); only a missing mode defaults.
 func parseMode(s string) (ratelimits.Mode, error) {
 	if s == "" {
 		return 0, fmt.Errorf(`%w "": want check-and-spend, check-only or spend-only (or leave mode out for check-and-spend)`, ratelimits.ErrInvalidMode)

@@ -18,7 +18,7 @@ import (
 // it reports itself, and only once the whole body has been read, as the slow
 // path would. FuzzFastDecode checks that whenever it answers, the slow path
 // answers the same. body must be valid UTF-8.
-func decodeFast(body []byte, maxBatch int, ignoreMode bool) (txns []ratelimits.Transaction, e *apiError, ok bool) {
+func decodeFast(body []byte, maxBatch int, form bodyForm) (txns []ratelimits.Transaction, e *apiError, ok bool) {
 	p := fastParser{b: body}
 	p.space()
 	if p.peek() != '{' {
@@ -63,7 +63,7 @@ func decodeFast(body []byte, maxBatch int, ignoreMode bool) (txns []ratelimits.T
 	}
 	txns = make([]ratelimits.Transaction, len(read))
 	for i, ft := range read {
-		txn, e := ft.transaction(i, ignoreMode) // a lone transaction is 0, as in the slow path
+		txn, e := ft.transaction(i, form) // a lone transaction is 0, as in the slow path
 		if e != nil {
 			return nil, e, true
 		}
@@ -170,12 +170,12 @@ type fastTxn struct {
 
 // transaction fills defaults and checks the mode, as txnJSON.transaction
 // does for the slow path.
-func (f fastTxn) transaction(index int, ignoreMode bool) (ratelimits.Transaction, *apiError) {
+func (f fastTxn) transaction(index int, form bodyForm) (ratelimits.Transaction, *apiError) {
 	txn := ratelimits.Transaction{Limit: f.limit, ID: f.id, Cost: 1}
 	if f.hasCost {
 		txn.Cost = f.cost
 	}
-	if f.hasMode && !ignoreMode {
+	if f.hasMode && form.readsMode() {
 		mode, err := parseMode(f.mode)
 		if err != nil {
 			return ratelimits.Transaction{}, badRequest(codeInvalidMode, err.Error(), index)

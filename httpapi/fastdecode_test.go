@@ -12,12 +12,12 @@ import (
 // agree runs both decoders on body and reports whether the fast one
 // answered and, if so, whether it said exactly what encoding/json says:
 // the same transactions, or the same error code for the same index.
-func agree(body []byte, maxBatch int, ignoreMode bool) (answered, same bool, detail string) {
-	fast, fastErr, ok := decodeFast(body, maxBatch, ignoreMode)
+func agree(body []byte, maxBatch int, form bodyForm) (answered, same bool, detail string) {
+	fast, fastErr, ok := decodeFast(body, maxBatch, form)
 	if !ok {
 		return false, true, ""
 	}
-	slow, slowErr := decodeSlow(body, maxBatch, ignoreMode)
+	slow, slowErr := decodeSlow(body, maxBatch, form)
 	switch {
 	case fastErr != nil || slowErr != nil:
 		same = fastErr != nil && slowErr != nil && fastErr.code == slowErr.code && fastErr.transaction == slowErr.transaction
@@ -41,7 +41,7 @@ func TestFastDecodeTakesTheCommonForms(t *testing.T) {
 		`{"limit":"L","id":"x","mode":"sometimes"}`,
 		`{"transactions":[{"limit":"A","id":"1"},{"limit":"B","id":"2","mode":"bad"}]}`,
 	} {
-		answered, same, detail := agree([]byte(body), 10, false)
+		answered, same, detail := agree([]byte(body), 10, decisionBody)
 		if !answered || !same {
 			t.Errorf("%s: answered %v, agreed %v: %s", body, answered, same, detail)
 		}
@@ -60,12 +60,12 @@ func TestFastDecodeLeavesTheRestToEncodingJSON(t *testing.T) {
 		`{"transactions":[{"limit":"A","id":"1","mode":"bad"},{"limit":"B"}]}`, `{"transactions":{"limit":"A","id":"1"}}`,
 		`{"transactions":[{"limit":"A","id":"1"}]}]`,
 	} {
-		if answered, _, detail := agree([]byte(body), 10, false); answered {
+		if answered, _, detail := agree([]byte(body), 10, decisionBody); answered {
 			t.Errorf("fast path answered %q: %s", body, detail)
 		}
 	}
 	// An oversized batch is left to the slow path, which refuses it.
-	if answered, _, _ := agree([]byte(`{"transactions":[{"limit":"A","id":"1"},{"limit":"A","id":"2"}]}`), 1, false); answered {
+	if answered, _, _ := agree([]byte(`{"transactions":[{"limit":"A","id":"1"},{"limit":"A","id":"2"}]}`), 1, decisionBody); answered {
 		t.Error("fast path answered a batch over the maximum")
 	}
 }
@@ -83,15 +83,19 @@ func FuzzFastDecode(f *testing.F) {
 	} {
 		f.Add([]byte(s), false)
 	}
-	f.Fuzz(func(t *testing.T, body []byte, ignoreMode bool) {
+	f.Fuzz(func(t *testing.T, body []byte, reset bool) {
 		if !utf8.Valid(body) {
 			return // decodeBody refuses these before either decoder runs
 		}
-		if answered, same, detail := agree(body, 3, ignoreMode); answered && !same {
+		form := decisionBody
+		if reset {
+			form = resetBody
+		}
+		if answered, same, detail := agree(body, 3, form); answered && !same {
 			t.Fatalf("%q: %s", body, detail)
 		}
 		// Neither path makes up a U+FFFD: one only comes from the body.
-		txns, e := decodeSlow(body, 3, ignoreMode)
+		txns, e := decodeSlow(body, 3, form)
 		if e != nil || bytes.Contains(body, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) {
 			return
 		}

@@ -1,7 +1,7 @@
 // Package httpapi is the HTTP front end of the limiter: it decodes and
 // validates JSON into transactions, asks a ratelimits.Limiter, and encodes
 // the answer (body, RateLimit headers, status). It knows nothing of how
-// buckets are stored. The contract it serves is spec/http-api.md.
+// buckets are stored. The contract it serves is docs/api.md.
 package httpapi
 
 import (
@@ -160,7 +160,7 @@ func (h *handler) spend(w http.ResponseWriter, r *http.Request) {
 // check serves POST /v1/check. A check changes nothing, so it needs no
 // Idempotency-Key and ignores one.
 func (h *handler) check(w http.ResponseWriter, r *http.Request) {
-	txns, e := h.decodeTransactions(r, false)
+	txns, e := h.decodeTransactions(r, decisionBody)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -200,7 +200,7 @@ func (h *handler) keyedTransactions(r *http.Request) (string, []ratelimits.Trans
 	if e != nil {
 		return "", nil, e
 	}
-	txns, e := h.decodeTransactions(r, false)
+	txns, e := h.decodeTransactions(r, decisionBody)
 	return key, txns, e
 }
 
@@ -293,7 +293,7 @@ func (h *handler) clientCancelled(w http.ResponseWriter, r *http.Request, err er
 }
 
 func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
-	txns, e := h.decodeTransactions(r, true)
+	txns, e := h.decodeTransactions(r, resetBody)
 	if e != nil {
 		writeError(w, e)
 		return

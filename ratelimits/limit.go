@@ -23,7 +23,7 @@ type Limit struct {
 	burstOffset      int64
 }
 
-// NewLimit validates a limit as spec/gcra.md requires: burst, count and
+// NewLimit validates a limit as docs/semantics.md requires: burst, count and
 // period all > 0, an emission interval (period / count, truncated) of at
 // least 1ns, and a burst offset (emission interval × burst) that fits in an
 // int64. Errors wrap ErrInvalidLimit and say which rule failed.

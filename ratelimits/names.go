@@ -29,10 +29,10 @@ const (
 	// CertificatesPerDomain limits certificates per registered domain
 	// (eTLD+1) or per IP prefix.
 	CertificatesPerDomain Name = 5
-	// CertificatesPerDomainPerAccount limits certificates per account, the
-	// id kind spec/config.md gives it (Boulder keys it account:domain, but
-	// the spec gives that bucket id to enum 4 only); Boulder uses it
-	// through overrides only.
+	// CertificatesPerDomainPerAccount limits certificates per account (its
+	// id kind is account; Boulder keys it account:domain, but here that
+	// bucket id belongs to enum 4 only); Boulder uses it through overrides
+	// only.
 	CertificatesPerDomainPerAccount Name = 6
 	// CertificatesPerFQDNSet limits certificates for one exact set of names.
 	CertificatesPerFQDNSet Name = 7

@@ -10,7 +10,7 @@ import (
 // Mode says how a transaction takes part in a batch; see gcra.Mode.
 type Mode = gcra.Mode
 
-// The three modes of spec/gcra.md.
+// The three modes (docs/semantics.md, "Modes").
 const (
 	CheckAndSpend = gcra.CheckAndSpend
 	CheckOnly     = gcra.CheckOnly

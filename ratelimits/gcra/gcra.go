@@ -4,7 +4,7 @@
 // Nothing here does I/O, reads a clock or allocates: every storage source
 // (memory shards, a Redis script) and every test computes a decision with these
 // functions, so the same inputs give the same answer to the nanosecond
-// wherever a bucket lives. The semantics are fixed by spec/gcra.md.
+// wherever a bucket lives. docs/semantics.md states the rules they follow.
 package gcra
 
 import "math"
