@@ -176,9 +176,10 @@ func (c *scriptCall) appendValues(args []any) []any {
 }
 
 // encodePacked returns the KEYS and ARGV of one packed call carrying the
-// batches of calls: their keys declared (M), or, inline, passed in ARGV
-// with none declared (P).
-func (w wire) encodePacked(calls []*scriptCall, inline bool) (keys []string, args []any) {
+// batches of calls: their keys declared (M) for packKeys, or passed in
+// ARGV with none declared (P) for packInline.
+func (w wire) encodePacked(calls []*scriptCall, packing packing) (keys []string, args []any) {
+	inline := packing == packInline
 	op, nk, na := scriptPacked, 0, headerArgs
 	if inline {
 		op = scriptPackedInline
@@ -195,7 +196,7 @@ func (w wire) encodePacked(calls []*scriptCall, inline bool) (keys []string, arg
 		if !inline {
 			keys = append(keys, c.keys...)
 		}
-		args = c.appendPacked(args, inline)
+		args = c.appendPacked(args, packing)
 	}
 	return keys, args
 }
@@ -204,7 +205,8 @@ func (w wire) encodePacked(calls []*scriptCall, inline bool) (keys []string, arg
 // operation, its number of keys, its keys when inline, its now as two
 // limbs, then its values. A one-key spend or check is folded: its token,
 // its key when inline, its now, its increment and its burst offset.
-func (c *scriptCall) appendPacked(args []any, inline bool) []any {
+func (c *scriptCall) appendPacked(args []any, packing packing) []any {
+	inline := packing == packInline
 	hi, lo := limbs(c.now)
 	if len(c.keys) == 1 && len(c.spends) == 1 {
 		op := &c.spends[0]

@@ -77,7 +77,7 @@ func (p *pipe) exec(ctx context.Context, packs [][]*queued) []*goredis.Cmd {
 			for _, q := range u {
 				calls = append(calls, q.call)
 			}
-			keys, args = p.wire.encodePacked(calls, p.packing == packInline)
+			keys, args = p.wire.encodePacked(calls, p.packing)
 		}
 		cmds[i] = pl.EvalSha(ctx, p.script.Hash(), keys, args...)
 	}

@@ -622,7 +622,7 @@ func TestFoldedSpendsInPackedCalls(t *testing.T) {
 		for i, q := range calls {
 			batches[i] = q.call
 		}
-		if _, args := src.wire.encodePacked(batches, false); len(args) != headerArgs+5*len(calls) {
+		if _, args := src.wire.encodePacked(batches, packKeys); len(args) != headerArgs+5*len(calls) {
 			t.Fatalf("%d arguments for %d folded spends, want %d", len(args), len(calls), headerArgs+5*len(calls))
 		}
 		p.send(calls)
