@@ -52,9 +52,10 @@ go vet ./...
 stage "go test (race detector, every package)"
 go test -race -count=1 -timeout 12m ./...
 
-# Short fuzzing: the handler (no 5xx for any body), the fast decoder
-# against encoding/json, config parsing, id canonicalisation (a fixed
-# point), and the memory source's table against a map. Their seed corpora
+# Short fuzzing: the handler (no 5xx for any body), the fast decoder and
+# the fast encoder (each against encoding/json), config parsing, id
+# canonicalisation (a fixed point), and the memory source's table against
+# a map. Their seed corpora
 # already ran above as ordinary tests. The budgets are counts of inputs,
 # about 10 s each or less on a 2-core machine, not
 # durations: Go 1.26's fuzzing coordinator can fail a run with a bare
@@ -66,6 +67,7 @@ fuzz() {
 }
 fuzz FuzzHandler 80000 ./httpapi/
 fuzz FuzzFastDecode 100000 ./httpapi/
+fuzz FuzzEncode 30000 ./httpapi/
 fuzz FuzzParseConfig 60000 ./ratelimits/configfile/
 fuzz FuzzCanonicalize 150000 ./ratelimits/
 fuzz FuzzTableAgainstModel 50000 ./source/memory/internal/table/
