@@ -488,6 +488,11 @@ func TestFailOpen(t *testing.T) {
 			t.Errorf("%s with fail-open: %d, want 503", path, rec.Code)
 		}
 	}
+	// A view of one bucket has nothing true to show without the source:
+	// it fails rather than invent an allowed decision.
+	if rec := s.do("GET", "/v1/limits/Logins/a", "", ""); rec.Code != 503 {
+		t.Errorf("GET /v1/limits/Logins/a with fail-open: %d %s, want 503", rec.Code, rec.Body)
+	}
 	if rec := s.post("/v1/spend", `{"limit":"Logins","id":"a","cost":9}`); rec.Code != 400 {
 		t.Errorf("bad cost with fail-open: %d, want 400", rec.Code)
 	}

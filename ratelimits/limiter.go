@@ -135,11 +135,18 @@ func (l *Limiter) Reset(ctx context.Context, txns []Transaction) (int, error) {
 }
 
 // Inspect returns the effective limit for one subscriber and its bucket's
-// state, as a cost-0 check: nothing is written.
+// state, as a cost-0 check: nothing is written. It never fails open: when
+// the source fails, so does Inspect.
 func (l *Limiter) Inspect(ctx context.Context, limit, id string) (Decision, error) {
 	bd, err := l.Check(ctx, []Transaction{{Limit: limit, ID: id, Cost: 0}})
 	if err != nil {
 		return Decision{}, err
+	}
+	if bd.Degraded {
+		// Failing open lets traffic through without a decision; a view of
+		// one bucket would have nothing true to show, so it fails as the
+		// source did.
+		return Decision{}, bd.Cause
 	}
 	return bd.Decisions[0], nil
 }
