@@ -10,8 +10,6 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/httpapi"
-	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -23,14 +21,7 @@ func newAuthServer(t *testing.T, api, admin []string, reload func() error) http.
 // newAuthServerClock is newAuthServer with /debug/clock on clk, when set.
 func newAuthServerClock(t *testing.T, api, admin []string, reload func() error, clk clock.FakeClock) http.Handler {
 	t.Helper()
-	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, _ := newLimiter(t, memory.New(0))
 	toBytes := func(ss []string) (out [][]byte) {
 		for _, s := range ss {
 			out = append(out, []byte(s))

@@ -9,12 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jmhodges/clock"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
@@ -81,19 +79,12 @@ func TestClientHangUpIsNotASourceFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx, hangUp := context.WithCancel(context.Background())
 			var opts []ratelimits.Option
 			if tt.failOpen {
 				opts = append(opts, ratelimits.WithFailOpen())
 			}
-			l, err := ratelimits.NewLimiter(cfg, hangUpSource{hangUp: func() { hangUp() }, timeout: tt.timeout}, clock.NewFake(), opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l, _ := newLimiter(t, hangUpSource{hangUp: func() { hangUp() }, timeout: tt.timeout}, opts...)
 			var logs bytes.Buffer
 			reg := prometheus.NewRegistry()
 			h := httpapi.New(httpapi.Options{Limiter: l, Registry: reg,

@@ -6,12 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jmhodges/clock"
-
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/wire"
-	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -33,14 +29,7 @@ func FuzzHandler(f *testing.F) {
 			f.Add(path, seed)
 		}
 	}
-	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	l, err := ratelimits.NewLimiter(cfg, memory.New(10_000), clock.NewFake())
-	if err != nil {
-		f.Fatal(err)
-	}
+	l, _ := newLimiter(f, memory.New(10_000))
 	h := httpapi.New(httpapi.Options{Limiter: l})
 	paths := []string{"/v1/spend", "/v1/check", "/v1/refund", "/v1/reset"}
 	f.Fuzz(func(t *testing.T, path uint8, body string) {

@@ -54,7 +54,9 @@ type server struct {
 	clock clock.FakeClock
 }
 
-func newServer(t *testing.T, src ratelimits.Source, withFakeClock bool, opts ...ratelimits.Option) *server {
+// newLimiter is a Limiter of the test configuration on src, with a fake
+// clock set to start.
+func newLimiter(t testing.TB, src ratelimits.Source, opts ...ratelimits.Option) (*ratelimits.Limiter, clock.FakeClock) {
 	t.Helper()
 	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
 	if err != nil {
@@ -66,6 +68,12 @@ func newServer(t *testing.T, src ratelimits.Source, withFakeClock bool, opts ...
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l, clk
+}
+
+func newServer(t *testing.T, src ratelimits.Source, withFakeClock bool, opts ...ratelimits.Option) *server {
+	t.Helper()
+	l, clk := newLimiter(t, src, opts...)
 	h := httpapi.New(httpapi.Options{Limiter: l, MaxBatch: 10})
 	if withFakeClock {
 		h = httpapi.WithDebugClock(h, clk, httpapi.NewTokens(nil, nil))
@@ -518,14 +526,7 @@ func TestPanicIs500(t *testing.T) {
 
 // The panic's log line carries the stack, down to the frame that panicked.
 func TestPanicLogsStack(t *testing.T) {
-	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ratelimits.NewLimiter(cfg, failingSource{panics: true}, clock.NewFake())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, _ := newLimiter(t, failingSource{panics: true})
 	var logs bytes.Buffer
 	h := httpapi.New(httpapi.Options{Limiter: l, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	req := httptest.NewRequest("POST", "/v1/spend", strings.NewReader(`{"limit":"Logins","id":"a"}`))

@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmhodges/clock"
-
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -128,15 +125,7 @@ func TestIdempotencyKeyRefusals(t *testing.T) {
 // With tokens, a key belongs to the token that used it: another client's
 // request with the same key is its own.
 func TestIdempotencyKeyScopedToToken(t *testing.T) {
-	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewFake()
-	l, err := ratelimits.NewLimiter(cfg, memory.New(0), clk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, _ := newLimiter(t, memory.New(0))
 	h := httpapi.New(httpapi.Options{Limiter: l, APITokens: [][]byte{[]byte("client-a"), []byte("client-b")}})
 	first := withKey(h, "/v1/spend", "same", "client-a", `{"limit":"Logins","id":"erin"}`)
 	other := withKey(h, "/v1/spend", "same", "client-b", `{"limit":"Logins","id":"frank"}`)

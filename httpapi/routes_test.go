@@ -9,13 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jmhodges/clock"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/wire"
-	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -23,15 +20,7 @@ import (
 // and its access log in logs.
 func newRegistryServer(t *testing.T, reg *prometheus.Registry, logs *bytes.Buffer) http.Handler {
 	t.Helper()
-	cfg, err := configfile.Parse("defaults.yaml", []byte(defaults), "overrides.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewFake()
-	l, err := ratelimits.NewLimiter(cfg, memory.New(0), clk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, clk := newLimiter(t, memory.New(0))
 	h := httpapi.New(httpapi.Options{
 		Limiter: l, Registry: reg, AccessLog: true,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
