@@ -224,7 +224,7 @@ func (h *handler) settle(w http.ResponseWriter, r *http.Request, op string, bd *
 	}
 	if bd.Degraded {
 		h.metrics.degraded.Inc()
-		h.log.Warn("source failed; answering allowed (fail-open)", "path", r.URL.Path, "err", bd.Cause)
+		h.log.Warn("source failed; answering allowed (fail-open)", "route", h.routes.label(r), "err", bd.Cause)
 	}
 	if !bd.Replayed {
 		h.metrics.countDecisions(op, bd)
@@ -264,7 +264,7 @@ func (h *handler) limiterFailure(w http.ResponseWriter, r *http.Request, err err
 	e := limiterError(err)
 	if e.status == http.StatusServiceUnavailable {
 		h.metrics.sourceErrors.Inc()
-		h.log.Error("source failed", "path", r.URL.Path, "err", err)
+		h.log.Error("source failed", "route", h.routes.label(r), "err", err)
 	}
 	writeError(w, e)
 }
@@ -394,7 +394,7 @@ func (h *handler) recoverPanics(next http.Handler) http.Handler {
 					panic(v)
 				}
 				// Without the stack, nothing says where it came from.
-				h.log.Error("panic in handler", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				h.log.Error("panic in handler", "route", h.routes.label(r), "panic", v, "stack", string(debug.Stack()))
 				writeError(w, &apiError{status: http.StatusInternalServerError, code: codeInternal, message: "internal error", transaction: -1})
 			}
 		}()

@@ -556,3 +556,26 @@ func BenchmarkSpendHandler(b *testing.B) {
 		_, _ = io.Copy(io.Discard, rec.Body)
 	}
 }
+
+// A source failure is logged by route, never by path: the path of the
+// subscriber view carries the subscriber's id.
+func TestSourceFailureLogCarriesNoID(t *testing.T) {
+	for _, failOpen := range []bool{false, true} {
+		var opts []ratelimits.Option
+		if failOpen {
+			opts = append(opts, ratelimits.WithFailOpen())
+		}
+		l, _ := newLimiter(t, failingSource{}, opts...)
+		var logs bytes.Buffer
+		h := httpapi.New(httpapi.Options{Limiter: l, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		for _, req := range []*http.Request{
+			httptest.NewRequest("GET", "/v1/limits/Logins/secret-subscriber", nil),
+			httptest.NewRequest("POST", "/v1/spend", strings.NewReader(`{"limit":"Logins","id":"secret-subscriber"}`)),
+		} {
+			h.ServeHTTP(httptest.NewRecorder(), req)
+		}
+		if strings.Contains(logs.String(), "secret-subscriber") || !strings.Contains(logs.String(), "route=/v1/limits/{limit}") {
+			t.Errorf("fail-open %v: the log names the subscriber or not the route:\n%s", failOpen, logs.String())
+		}
+	}
+}
