@@ -13,6 +13,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/memory"
 	"github.com/limiter-dev/limiter/source/sourcetest"
 )
@@ -355,4 +356,37 @@ func filled(b *testing.B, buckets int) (*memory.Source, []string) {
 		spendOne(b, src, now, hourly(keys[i], 1))
 	}
 	return src, keys
+}
+
+// BenchmarkMemoryPerIdempotencyRecord measures the heap an idempotency
+// record of a one-transaction request takes, with a 61-byte key (a UUID
+// behind a token scope), a fingerprint of its own, and all records on one
+// bucket, so that the bucket's share is negligible.
+func BenchmarkMemoryPerIdempotencyRecord(b *testing.B) {
+	const records = 200_000
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		src := memory.New(8 * records) // room for every record in each of the stripes they are spread over
+		out := make([]gcra.Outcome, 1)
+		ops := []gcra.Op{hourly("3:1", 0)}
+		for i := range records {
+			rec := once.Record{
+				Key:         fmt.Sprintf("0123456789abcdef01234567:%08x-1111-2222-3333-444455556666", i),
+				Fingerprint: fmt.Sprintf("%032x", i),
+				Expires:     now + int64(time.Hour),
+			}
+			if _, err := src.SpendOnce(context.Background(), now, rec, ops, out); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if n := src.IdempotencyEvictions(); n != 0 {
+			b.Fatalf("%d records evicted, want none", n)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/records, "bytes/record")
+		runtime.KeepAlive(src)
+	}
 }
