@@ -13,7 +13,7 @@ import (
 
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
 
@@ -34,19 +34,19 @@ func (s hangUpSource) wait(ctx context.Context) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
-func (s hangUpSource) Spend(ctx context.Context, _ int64, _ []gcra.Op, _ []gcra.Outcome) error {
+func (s hangUpSource) Spend(ctx context.Context, _ int64, _ []bucket.Op, _ []bucket.Outcome) error {
 	return s.wait(ctx)
 }
-func (s hangUpSource) Refund(ctx context.Context, _ int64, _ []gcra.Op, _ []gcra.Outcome) error {
+func (s hangUpSource) Refund(ctx context.Context, _ int64, _ []bucket.Op, _ []bucket.Outcome) error {
 	return s.wait(ctx)
 }
-func (s hangUpSource) SpendOnce(ctx context.Context, _ int64, _ once.Record, _ []gcra.Op, _ []gcra.Outcome) (bool, error) {
+func (s hangUpSource) SpendOnce(ctx context.Context, _ int64, _ once.Record, _ []bucket.Op, _ []bucket.Outcome) (bool, error) {
 	return false, s.wait(ctx)
 }
-func (s hangUpSource) RefundOnce(ctx context.Context, _ int64, _ once.Record, _ []gcra.Op, _ []gcra.Outcome) (bool, error) {
+func (s hangUpSource) RefundOnce(ctx context.Context, _ int64, _ once.Record, _ []bucket.Op, _ []bucket.Outcome) (bool, error) {
 	return false, s.wait(ctx)
 }
-func (s hangUpSource) Reset(ctx context.Context, _ int64, _ []string) (int, error) {
+func (s hangUpSource) Reset(ctx context.Context, _ int64, _ []bucket.Op) (int, error) {
 	return 0, s.wait(ctx)
 }
 func (s hangUpSource) Ping(ctx context.Context) error { return s.wait(ctx) }

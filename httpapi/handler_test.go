@@ -19,8 +19,8 @@ import (
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/memory"
 )
@@ -430,21 +430,21 @@ func (f failingSource) fail() error {
 	}
 	return errDown
 }
-func (f failingSource) Spend(context.Context, int64, []gcra.Op, []gcra.Outcome) error {
+func (f failingSource) Spend(context.Context, int64, []bucket.Op, []bucket.Outcome) error {
 	return f.fail()
 }
-func (f failingSource) Refund(context.Context, int64, []gcra.Op, []gcra.Outcome) error {
+func (f failingSource) Refund(context.Context, int64, []bucket.Op, []bucket.Outcome) error {
 	return f.fail()
 }
-func (f failingSource) SpendOnce(context.Context, int64, once.Record, []gcra.Op, []gcra.Outcome) (bool, error) {
+func (f failingSource) SpendOnce(context.Context, int64, once.Record, []bucket.Op, []bucket.Outcome) (bool, error) {
 	return false, f.fail()
 }
-func (f failingSource) RefundOnce(context.Context, int64, once.Record, []gcra.Op, []gcra.Outcome) (bool, error) {
+func (f failingSource) RefundOnce(context.Context, int64, once.Record, []bucket.Op, []bucket.Outcome) (bool, error) {
 	return false, f.fail()
 }
-func (f failingSource) Reset(context.Context, int64, []string) (int, error) { return 0, f.fail() }
-func (f failingSource) Ping(context.Context) error                          { return f.fail() }
-func (f failingSource) Close() error                                        { return nil }
+func (f failingSource) Reset(context.Context, int64, []bucket.Op) (int, error) { return 0, f.fail() }
+func (f failingSource) Ping(context.Context) error                             { return f.fail() }
+func (f failingSource) Close() error                                           { return nil }
 
 func TestSourceFailureIs503(t *testing.T) {
 	// A 503 says whether the request may have taken effect: a store that

@@ -1,6 +1,6 @@
 package ratelimits
 
-import "github.com/limiter-dev/limiter/ratelimits/gcra"
+import "github.com/limiter-dev/limiter/ratelimits/bucket"
 
 // batch is everything one spend, check or refund needs while it runs. A
 // batch of one, the common case, keeps it all in one allocation instead of
@@ -8,12 +8,12 @@ import "github.com/limiter-dev/limiter/ratelimits/gcra"
 type batch struct {
 	bd       BatchDecision
 	prepared []preparedTxn
-	ops      []gcra.Op
-	outcomes []gcra.Outcome
+	ops      []bucket.Op
+	outcomes []bucket.Outcome
 	single   struct {
 		prepared  [1]preparedTxn
-		ops       [1]gcra.Op
-		outcomes  [1]gcra.Outcome
+		ops       [1]bucket.Op
+		outcomes  [1]bucket.Outcome
 		decisions [1]Decision
 	}
 }
@@ -27,7 +27,7 @@ func newBatch(n int) (*batch, error) {
 	if n == 1 {
 		b.prepared, b.ops, b.outcomes, b.bd.Decisions = b.single.prepared[:], b.single.ops[:0], b.single.outcomes[:0], b.single.decisions[:]
 	} else {
-		b.prepared, b.ops, b.outcomes, b.bd.Decisions = make([]preparedTxn, n), make([]gcra.Op, 0, n), make([]gcra.Outcome, 0, n), make([]Decision, n)
+		b.prepared, b.ops, b.outcomes, b.bd.Decisions = make([]preparedTxn, n), make([]bucket.Op, 0, n), make([]bucket.Outcome, 0, n), make([]Decision, n)
 	}
 	return b, nil
 }
@@ -43,19 +43,13 @@ func (b *batch) checkAll() {
 // sourceOps returns the ops of the limited transactions, in request order,
 // and room for the source's outcomes. Unlimited transactions have no
 // bucket and never reach the source.
-func (b *batch) sourceOps() ([]gcra.Op, []gcra.Outcome) {
+func (b *batch) sourceOps() ([]bucket.Op, []bucket.Outcome) {
 	b.ops = b.ops[:0]
 	for _, p := range b.prepared {
 		if p.unlimited {
 			continue
 		}
-		b.ops = append(b.ops, gcra.Op{
-			Key:              p.key,
-			EmissionInterval: p.limit.EmissionInterval(),
-			BurstOffset:      p.limit.BurstOffset(),
-			Cost:             p.cost,
-			Mode:             p.mode,
-		})
+		b.ops = append(b.ops, p.limit.op(p.key, p.cost, p.mode))
 	}
 	b.outcomes = b.outcomes[:len(b.ops)]
 	return b.ops, b.outcomes

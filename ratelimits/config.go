@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 )
 
 // Config is an immutable snapshot of the limits: the known names, each
@@ -27,6 +28,11 @@ type nameLimits struct {
 	def        Limit
 	hasDefault bool
 	overrides  map[string]Limit
+	// algorithm and syncRate belong to the name: the default's, or the
+	// first override's when there is no default.
+	algorithm Algorithm
+	syncRate  time.Duration
+	set       bool // algorithm and syncRate are set
 }
 
 // Override is the limit of one subscriber of a name, instead of the
@@ -37,7 +43,9 @@ type Override struct {
 	// ID is the subscriber, in any spelling the name's id kind accepts for
 	// overrides (see IDKind.CanonicalOverrideID).
 	ID string
-	// Effective is the limit for that subscriber, made with NewLimit.
+	// Effective is the limit for that subscriber, made with NewLimit or
+	// NewWindowLimit, with the algorithm of the name's default. Its
+	// SyncRate is ignored: the name's (the default's) applies.
 	Effective Limit
 }
 
@@ -46,7 +54,8 @@ type Override struct {
 // an enum from MinDeclaredEnum to MaxDeclaredEnum that no other name has,
 // and a Declarable id kind. defaults maps limit names to their default
 // limit; a name without one is unlimited except for its overrides. Every
-// Limit must come from NewLimit.
+// Limit must come from NewLimit or NewWindowLimit, and every limit of one
+// name must have the same algorithm.
 //
 // Nothing is half-built: a problem with any argument returns every problem
 // found, joined, each wrapping ErrInvalidConfig.
@@ -110,12 +119,17 @@ func (c *Config) setDefault(limit string, l Limit) error {
 	switch {
 	case !ok:
 		return configError("%s: %w", limit, ErrUnknownLimit)
-	case l.EmissionInterval() <= 0:
-		return configError("%s: the default limit was not made with NewLimit", limit)
+	case !l.valid():
+		return configError("%s: the default limit was not made with NewLimit or NewWindowLimit", limit)
+	case l.SyncRate > 0 && l.SyncRate < MinSyncRate:
+		return configError("%s: sync_rate %s is between 0 and %s", limit, l.SyncRate, MinSyncRate)
+	case !l.Algorithm.Windowed() && l.SyncRate != 0:
+		return configError("%s: sync_rate applies to window limits only", limit)
 	}
 	l.Override = false
 	nl := c.limits[info.Name]
 	nl.def, nl.hasDefault = l, true
+	nl.algorithm, nl.syncRate, nl.set = l.Algorithm, l.SyncRate, true
 	c.limits[info.Name] = nl
 	return nil
 }
@@ -128,14 +142,20 @@ func (c *Config) addOverride(o Override) error {
 	if !ok {
 		return configError("%s: %w", o.Limit, ErrUnknownLimit)
 	}
-	if o.Effective.EmissionInterval() <= 0 {
-		return configError("%s: the override of %q was not made with NewLimit", o.Limit, o.ID)
+	if !o.Effective.valid() {
+		return configError("%s: the override of %q was not made with NewLimit or NewWindowLimit", o.Limit, o.ID)
 	}
 	id, err := info.Kind.CanonicalOverrideID(o.ID)
 	if err != nil {
 		return configError("%s: override id %q: %w", o.Limit, o.ID, err)
 	}
 	nl := c.limits[info.Name]
+	if !nl.set {
+		nl.algorithm, nl.set = o.Effective.Algorithm, true
+	}
+	if o.Effective.Algorithm != nl.algorithm {
+		return configError("%s: the override of %q is %s, but the name is %s: an override cannot change the algorithm", o.Limit, o.ID, o.Effective.Algorithm, nl.algorithm)
+	}
 	if _, dup := nl.overrides[id]; dup {
 		return configError("%s: more than one override for id %q", o.Limit, id)
 	}
@@ -143,6 +163,7 @@ func (c *Config) addOverride(o Override) error {
 		nl.overrides = map[string]Limit{}
 	}
 	o.Effective.Override = true
+	o.Effective.SyncRate = nl.syncRate
 	nl.overrides[id] = o.Effective
 	c.limits[info.Name] = nl
 	return nil
@@ -178,6 +199,17 @@ func (c *Config) Limit(name Name, overrideID string) (Limit, bool) {
 		return l, true
 	}
 	return nl.def, nl.hasDefault
+}
+
+// Algorithm returns how name counts: its limits' algorithm, GCRA for a
+// name without any.
+func (c *Config) Algorithm(name Name) Algorithm {
+	return c.limits[name].algorithm
+}
+
+// SyncRate returns name's sync_rate (0 for a name without limits).
+func (c *Config) SyncRate(name Name) time.Duration {
+	return c.limits[name].syncRate
 }
 
 // Default returns the default limit of name, false when it has none.

@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
 // Decision is the answer for one transaction. Its fields are exported so
@@ -32,6 +32,9 @@ type Decision struct {
 	// Effective is the limit that decided: the override for ID, else the
 	// default (zero when Unlimited).
 	Effective Limit
+	// Algorithm is how the limit counts: Effective's algorithm, or for an
+	// unlimited transaction the one its name is configured with.
+	Algorithm Algorithm
 }
 
 // BatchDecision is the answer for a batch: the strictest of its counting
@@ -67,7 +70,7 @@ func degradedDecision(prepared []preparedTxn, cause error) *BatchDecision {
 			bd.Decisions[i] = unlimitedDecision(p)
 			continue
 		}
-		bd.Decisions[i] = Decision{Limit: p.info.Limit, ID: p.bucketID, Allowed: true, Effective: p.limit}
+		bd.Decisions[i] = Decision{Limit: p.info.Limit, ID: p.bucketID, Allowed: true, Effective: p.limit, Algorithm: p.limit.Algorithm}
 	}
 	return bd
 }
@@ -80,11 +83,12 @@ func unlimitedDecision(p preparedTxn) Decision {
 		Allowed:   true,
 		Remaining: math.MaxInt64,
 		Unlimited: true,
+		Algorithm: p.algorithm,
 	}
 }
 
-// limitedDecision turns a GCRA decision into the Decision of transaction p.
-func limitedDecision(p preparedTxn, d gcra.Decision) Decision {
+// limitedDecision turns a source's decision into the Decision of transaction p.
+func limitedDecision(p preparedTxn, d bucket.Decision) Decision {
 	return Decision{
 		Limit:     p.info.Limit,
 		ID:        p.bucketID,
@@ -93,6 +97,7 @@ func limitedDecision(p preparedTxn, d gcra.Decision) Decision {
 		RetryIn:   time.Duration(d.RetryIn),
 		ResetIn:   time.Duration(d.ResetIn),
 		Effective: p.limit,
+		Algorithm: p.limit.Algorithm,
 	}
 }
 

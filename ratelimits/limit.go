@@ -4,29 +4,76 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
-// Limit is an effective limit: a bucket of Burst tokens, refilled at Count
-// tokens per Period. GCRA works on its emission interval and burst offset,
-// both whole nanoseconds; NewLimit guarantees they are positive and fit in an
-// int64, so a Limit from NewLimit or a Config never breaks the arithmetic.
+// Algorithm is how a limit counts: GCRA (the default), SlidingWindow or
+// FixedWindow. It belongs to a limit's name: every limit of one name
+// counts the same way, since the state stored under its keys is that
+// algorithm's.
+type Algorithm = bucket.Algorithm
+
+// The algorithms (docs/semantics.md).
+const (
+	GCRA          = bucket.GCRA
+	SlidingWindow = bucket.SlidingWindow
+	FixedWindow   = bucket.FixedWindow
+)
+
+// ParseAlgorithm reads an algorithm as spelt in config files; the empty
+// string is GCRA.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	a, ok := bucket.ParseAlgorithm(s)
+	if !ok {
+		return 0, fmt.Errorf("%w: unknown algorithm %q: want gcra, sliding-window or fixed-window", ErrInvalidLimit, s)
+	}
+	return a, nil
+}
+
+// The bounds of a window limit's period: whole seconds, from one second to
+// 8784 hours (a leap year).
+const (
+	MinWindowPeriod = time.Second
+	MaxWindowPeriod = 8784 * time.Hour
+)
+
+// Limit is an effective limit.
 //
-// Make a Limit with NewLimit: it computes the two once, so that deciding a
-// transaction divides nothing. A Limit literal has neither.
+// A GCRA limit is a bucket of Burst tokens, refilled at Count tokens per
+// Period. GCRA works on its emission interval and burst offset, both whole
+// nanoseconds; NewLimit guarantees they are positive and fit in an int64,
+// so a Limit from NewLimit or a Config never breaks the arithmetic.
+//
+// A window limit (NewWindowLimit) allows Count hits per window of Period;
+// its Burst equals Count, the most one transaction may cost.
+//
+// Make a Limit with NewLimit or NewWindowLimit: they compute what a
+// decision needs once, so that deciding a transaction divides nothing. A
+// Limit literal has none of it.
 type Limit struct {
-	Burst    int64
-	Count    int64
-	Period   time.Duration
-	Override bool // true when it is an override for some ids, not a default
+	Algorithm Algorithm
+	Burst     int64
+	Count     int64
+	Period    time.Duration
+	Override  bool // true when it is an override for some ids, not a default
+	// SyncRate says where a window limit is counted when the source is
+	// shared by several processes: 0 on the source, exactly; below 0 in
+	// each process alone; above 0 in each process, pushed to and read back
+	// from the source every SyncRate. It belongs to the name, so a
+	// Config gives every override of a name its default's SyncRate.
+	SyncRate time.Duration
 
 	emissionInterval int64
 	burstOffset      int64
 }
 
-// NewLimit validates a limit as docs/semantics.md requires: burst, count and
-// period all > 0, an emission interval (period / count, truncated) of at
-// least 1ns, and a burst offset (emission interval × burst) that fits in an
-// int64. Errors wrap ErrInvalidLimit and say which rule failed.
+// NewLimit validates a GCRA limit as docs/semantics.md requires: burst,
+// count and period all > 0, an emission interval (period / count,
+// truncated) of at least 1ns, and a burst offset (emission interval ×
+// burst) that fits in an int64. Errors wrap ErrInvalidLimit and say which
+// rule failed.
 func NewLimit(burst, count int64, period time.Duration) (Limit, error) {
 	switch {
 	case burst <= 0:
@@ -45,13 +92,65 @@ func NewLimit(burst, count int64, period time.Duration) (Limit, error) {
 		return Limit{}, fmt.Errorf("%w: burst offset overflows: emission interval %dns × burst %d does not fit in int64 nanoseconds; lower burst or raise count",
 			ErrInvalidLimit, ei, burst)
 	}
-	return Limit{Burst: burst, Count: count, Period: period, emissionInterval: ei, burstOffset: ei * burst}, nil
+	return Limit{Algorithm: GCRA, Burst: burst, Count: count, Period: period, emissionInterval: ei, burstOffset: ei * burst}, nil
 }
 
-// EmissionInterval is the time one token takes to come back, period / count
-// in nanoseconds, truncated. It is 0 for a Limit not made by NewLimit.
+// NewWindowLimit validates a sliding or fixed window limit of count hits
+// per period: count >= 1; period a whole number of seconds from
+// MinWindowPeriod to MaxWindowPeriod; count × period in milliseconds at
+// most 2^53 − 1, which keeps every product of the arithmetic exact, also
+// in the Redis script's doubles. Errors wrap ErrInvalidLimit.
+func NewWindowLimit(alg Algorithm, count int64, period time.Duration) (Limit, error) {
+	switch {
+	case !alg.Windowed():
+		return Limit{}, fmt.Errorf("%w: %s is not a window algorithm", ErrInvalidLimit, alg)
+	case count < 1:
+		return Limit{}, fmt.Errorf("%w: count must be at least 1, got %d", ErrInvalidLimit, count)
+	case period%time.Second != 0:
+		return Limit{}, fmt.Errorf("%w: period must be a whole number of seconds, got %s", ErrInvalidLimit, period)
+	case period < MinWindowPeriod || period > MaxWindowPeriod:
+		return Limit{}, fmt.Errorf("%w: period must be from 1s to 8784h, got %s", ErrInvalidLimit, period)
+	}
+	ms := period.Milliseconds()
+	if count > window.MaxProduct/ms {
+		return Limit{}, fmt.Errorf("%w: count %d × period %dms exceeds 2^53 − 1; lower count or shorten period", ErrInvalidLimit, count, ms)
+	}
+	return Limit{Algorithm: alg, Burst: count, Count: count, Period: period}, nil
+}
+
+// MinSyncRate is the shortest sync period above 0: a sync_rate between 0
+// and it is refused.
+const MinSyncRate = time.Millisecond
+
+// EmissionInterval is a GCRA limit's time for one token to come back,
+// period / count in nanoseconds, truncated. It is 0 for a window limit and
+// for a Limit not made by NewLimit.
 func (l Limit) EmissionInterval() int64 { return l.emissionInterval }
 
-// BurstOffset is the time an empty bucket takes to fill completely,
+// BurstOffset is the time an empty GCRA bucket takes to fill completely,
 // EmissionInterval() × Burst in nanoseconds.
 func (l Limit) BurstOffset() int64 { return l.burstOffset }
+
+// valid reports whether l came from NewLimit or NewWindowLimit.
+func (l Limit) valid() bool {
+	if l.Algorithm.Windowed() {
+		return l.Count >= 1 && l.Period >= MinWindowPeriod
+	}
+	return l.emissionInterval > 0
+}
+
+// window returns a window limit as the window package takes it.
+func (l Limit) window() window.Limit {
+	return window.Limit{Count: l.Count, Period: l.Period.Milliseconds(), Fixed: l.Algorithm == FixedWindow}
+}
+
+// op is the source's view of a transaction on key under l.
+func (l Limit) op(key string, cost int64, mode Mode) bucket.Op {
+	op := bucket.Op{Key: key, Algorithm: l.Algorithm, Cost: cost, Mode: mode}
+	if l.Algorithm.Windowed() {
+		op.Window = l.window()
+	} else {
+		op.EmissionInterval, op.BurstOffset = l.emissionInterval, l.burstOffset
+	}
+	return op
+}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jmhodges/clock"
+
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
 // Limiter answers spend, check, refund and reset for batches of
@@ -121,13 +123,16 @@ func (l *Limiter) Refund(ctx context.Context, txns []Transaction) (*BatchDecisio
 // Reset deletes the buckets of the transactions (their cost and mode are
 // ignored), so they read as full, and returns how many were not full.
 func (l *Limiter) Reset(ctx context.Context, txns []Transaction) (int, error) {
-	keys, err := l.prepareReset(txns)
+	ops, err := l.prepareReset(txns)
 	if err != nil {
 		return 0, err
 	}
+	if len(ops) == 0 {
+		return 0, nil
+	}
 	ctx, cancel := l.sourceContext(ctx)
 	defer cancel()
-	n, err := l.source.Reset(ctx, l.now(), keys)
+	n, err := l.source.Reset(ctx, l.now(), ops)
 	if err != nil {
 		return 0, sourceFailure(err)
 	}
@@ -205,8 +210,9 @@ func (l *Limiter) prepareDecision(txns []Transaction) (*batch, error) {
 }
 
 // prepareReset validates a reset, which needs only the buckets: cost and
-// mode are ignored. It returns the bucket keys in request order.
-func (l *Limiter) prepareReset(txns []Transaction) ([]string, error) {
+// mode are ignored. It returns the ops of the limited transactions in
+// request order; an unlimited one has nothing stored to delete.
+func (l *Limiter) prepareReset(txns []Transaction) ([]bucket.Op, error) {
 	if len(txns) == 0 {
 		return nil, ErrEmptyBatch
 	}
@@ -214,11 +220,13 @@ func (l *Limiter) prepareReset(txns []Transaction) ([]string, error) {
 	if err := prepareResets(l.config.Load(), txns, prepared); err != nil {
 		return nil, err
 	}
-	keys := make([]string, len(prepared))
-	for i, p := range prepared {
-		keys[i] = p.key
+	ops := make([]bucket.Op, 0, len(prepared))
+	for _, p := range prepared {
+		if !p.unlimited {
+			ops = append(ops, p.limit.op(p.key, 0, CheckAndSpend))
+		}
 	}
-	return keys, nil
+	return ops, nil
 }
 
 // now reads the clock once per batch, so every bucket of a batch is decided

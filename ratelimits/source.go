@@ -3,7 +3,7 @@ package ratelimits
 import (
 	"context"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
 
@@ -13,8 +13,9 @@ import (
 // The Limiter never reads a TAT and writes it back itself (Boulder's design):
 // a read-then-write from outside the store cannot be exact when several
 // processes share one store, so the interface offers no such pair of calls.
-// Every implementation computes decisions with the gcra package and passes
-// the shared conformance suite in source/sourcetest.
+// Every implementation computes decisions with the bucket package (which
+// hands each op to its algorithm's math) and passes the shared conformance
+// suite in source/sourcetest.
 //
 // The keys of one call are distinct (the Limiter rejects duplicates) and
 // outcomes has the same length as ops. now is unix nanoseconds from the
@@ -24,29 +25,30 @@ import (
 // any other failure may have taken effect (a timeout after the call was
 // sent, say), and the Limiter's callers are told so.
 type Source interface {
-	// Spend decides ops as one batch (gcra.SpendBatch) and, when the batch
-	// is allowed, stores the new TAT of every op whose outcome says Write.
-	Spend(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error
+	// Spend decides ops as one batch (bucket.SpendBatch) and, when the batch
+	// is allowed, stores the new state of every op whose outcome says Write.
+	Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error
 
-	// Refund gives back each op's cost (gcra.RefundBatch) and stores the
-	// TATs that moved. Missing buckets are never created.
-	Refund(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error
+	// Refund gives back each op's cost (bucket.RefundBatch) and stores the
+	// states that changed. Missing buckets are never created.
+	Refund(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error
 
 	// SpendOnce is Spend remembered under rec. In the same atomic step as
 	// the decision (allowed or denied), the source keeps rec's fingerprint,
-	// now and the TATs it read under rec.Key. A later call with that key
+	// now and the states it read under rec.Key. A later call with that key
 	// before rec.Expires decides nothing and writes nothing: it fills
-	// outcomes from the recorded now and TATs, which gives exactly the
+	// outcomes from the recorded now and states, which gives exactly the
 	// first call's outcomes, and reports replayed. A recorded key with
 	// another fingerprint fails with once.ErrMismatch.
-	SpendOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (replayed bool, err error)
+	SpendOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (replayed bool, err error)
 
 	// RefundOnce is Refund remembered under rec, as SpendOnce is Spend.
-	RefundOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (replayed bool, err error)
+	RefundOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (replayed bool, err error)
 
-	// Reset deletes the buckets stored under keys, so they read as full, and
-	// returns how many of them were not already full at now.
-	Reset(ctx context.Context, now int64, keys []string) (int, error)
+	// Reset deletes what is stored under the ops' keys (their cost and mode
+	// are ignored), so they read as empty, and returns how many of them
+	// still counted something at now (bucket.Busy).
+	Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error)
 
 	// Ping reports whether the source can answer; readiness checks use it.
 	Ping(ctx context.Context) error

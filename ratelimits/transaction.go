@@ -4,17 +4,17 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
-// Mode says how a transaction takes part in a batch; see gcra.Mode.
-type Mode = gcra.Mode
+// Mode says how a transaction takes part in a batch; see bucket.Mode.
+type Mode = bucket.Mode
 
 // The three modes (docs/semantics.md, "Modes").
 const (
-	CheckAndSpend = gcra.CheckAndSpend
-	CheckOnly     = gcra.CheckOnly
-	SpendOnly     = gcra.SpendOnly
+	CheckAndSpend = bucket.CheckAndSpend
+	CheckOnly     = bucket.CheckOnly
+	SpendOnly     = bucket.SpendOnly
 )
 
 // ParseMode reads a mode as spelled in the API. The empty string is the
@@ -80,6 +80,7 @@ type preparedTxn struct {
 	key       string
 	limit     Limit
 	unlimited bool
+	algorithm Algorithm // the name's, also when unlimited
 	cost      int64
 	mode      Mode
 }
@@ -105,11 +106,13 @@ func resolve(cfg *Config, txn Transaction) (preparedTxn, error) {
 	}
 	p.limit, ok = cfg.Limit(info.Name, overrideID)
 	p.unlimited = !ok
+	p.algorithm = cfg.Algorithm(info.Name)
 	return p, nil
 }
 
 // checkModeAndCost refuses a mode that does not exist and a cost below 0
-// or above the effective limit's burst, which no bucket could ever grant.
+// or above the effective limit's burst (a window limit's count), which no
+// bucket could ever grant.
 func (p preparedTxn) checkModeAndCost() error {
 	if p.mode > SpendOnly {
 		return fmt.Errorf("%w %d", ErrInvalidMode, p.mode)

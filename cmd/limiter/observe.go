@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/memory"
 )
@@ -77,37 +77,37 @@ func callerCancelled(ctx context.Context, err error) bool {
 	return errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled)
 }
 
-func (o *observedSource) Spend(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
+func (o *observedSource) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
 	start := time.Now()
 	err := o.Source.Spend(ctx, now, ops, outcomes)
 	o.record(ctx, "spend", start, err)
 	return err
 }
 
-func (o *observedSource) Refund(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
+func (o *observedSource) Refund(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
 	start := time.Now()
 	err := o.Source.Refund(ctx, now, ops, outcomes)
 	o.record(ctx, "refund", start, err)
 	return err
 }
 
-func (o *observedSource) SpendOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
+func (o *observedSource) SpendOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
 	start := time.Now()
 	replayed, err := o.Source.SpendOnce(ctx, now, rec, ops, outcomes)
 	o.record(ctx, "spend", start, err)
 	return replayed, err
 }
 
-func (o *observedSource) RefundOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
+func (o *observedSource) RefundOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
 	start := time.Now()
 	replayed, err := o.Source.RefundOnce(ctx, now, rec, ops, outcomes)
 	o.record(ctx, "refund", start, err)
 	return replayed, err
 }
 
-func (o *observedSource) Reset(ctx context.Context, now int64, keys []string) (int, error) {
+func (o *observedSource) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
 	start := time.Now()
-	n, err := o.Source.Reset(ctx, now, keys)
+	n, err := o.Source.Reset(ctx, now, ops)
 	o.record(ctx, "reset", start, err)
 	return n, err
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -15,7 +15,7 @@ import (
 // its context ends: with the context's error.
 type stalledSource struct{ *memory.Source }
 
-func (stalledSource) Spend(ctx context.Context, _ int64, _ []gcra.Op, _ []gcra.Outcome) error {
+func (stalledSource) Spend(ctx context.Context, _ int64, _ []bucket.Op, _ []bucket.Outcome) error {
 	<-ctx.Done()
 	return fmt.Errorf("spend: %w", ctx.Err())
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
 func parseRedisFlags(t *testing.T, args ...string) *redisFlags {
@@ -96,10 +96,10 @@ func TestMemorySourceWarnsOnceAtTheFirstNotFullEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	ei := int64(time.Minute)
-	out := make([]gcra.Outcome, 1)
+	out := make([]bucket.Outcome, 1)
 	for i := range 5 {
-		op := gcra.Op{Key: fmt.Sprint("1:", i), EmissionInterval: ei, BurstOffset: 5 * ei, Cost: 1}
-		if err := src.Spend(context.Background(), 1_000, []gcra.Op{op}, out); err != nil {
+		op := bucket.Op{Key: fmt.Sprint("1:", i), EmissionInterval: ei, BurstOffset: 5 * ei, Cost: 1}
+		if err := src.Spend(context.Background(), 1_000, []bucket.Op{op}, out); err != nil {
 			t.Fatal(err)
 		}
 		if want := max(0, i-1); strings.Count(logs.String(), "level=WARN") != min(want, 1) {

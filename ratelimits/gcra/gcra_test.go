@@ -112,77 +112,10 @@ func TestSpendSaturates(t *testing.T) {
 	}
 }
 
-func TestSpendBatch(t *testing.T) {
-	op := func(key string, cost int64, mode Mode) Op {
-		return Op{Key: key, EmissionInterval: ei10, BurstOffset: bo10, Cost: cost, Mode: mode}
-	}
-	tests := []struct {
-		name        string
-		ops         []Op
-		tats        []int64
-		wantAllowed bool
-		wantWrite   []bool
-	}{
-		{"all allowed: spends are written, check-only is not",
-			[]Op{op("a", 1, CheckAndSpend), op("b", 1, CheckOnly), op("c", 1, SpendOnly)},
-			[]int64{Missing, Missing, Missing}, true, []bool{true, false, true}},
-		{"a counting denial denies the batch and writes nothing",
-			[]Op{op("a", 1, CheckAndSpend), op("b", 1, CheckOnly)},
-			[]int64{Missing, now + bo10}, false, []bool{false, false}},
-		{"a denied spend-only neither denies the batch nor is written",
-			[]Op{op("a", 1, CheckAndSpend), op("b", 1, SpendOnly)},
-			[]int64{Missing, now + bo10}, true, []bool{true, false}},
-		{"a cost-0 spend has nothing to write",
-			[]Op{op("a", 0, CheckAndSpend)},
-			[]int64{now + second}, true, []bool{false}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			out := make([]Outcome, len(tt.ops))
-			if got := SpendBatch(now, tt.ops, tt.tats, out); got != tt.wantAllowed {
-				t.Fatalf("batch allowed = %v, want %v", got, tt.wantAllowed)
-			}
-			for i, o := range out {
-				if o.Write != tt.wantWrite[i] {
-					t.Errorf("op %d write = %v, want %v (%+v)", i, o.Write, tt.wantWrite[i], o)
-				}
-			}
-		})
-	}
-}
-
-func TestRefundBatchCheckOnlyRefundsNothing(t *testing.T) {
-	ops := []Op{
-		{Key: "a", EmissionInterval: ei10, BurstOffset: bo10, Cost: 2, Mode: CheckAndSpend},
-		{Key: "b", EmissionInterval: ei10, BurstOffset: bo10, Cost: 2, Mode: CheckOnly},
-	}
-	out := make([]Outcome, 2)
-	RefundBatch(now, ops, []int64{now + 5*second, now + 5*second}, out)
-	if !out[0].Write || out[0].NewTAT != now+3*second {
-		t.Errorf("check-and-spend refund: %+v, want written at now+3s", out[0])
-	}
-	if out[1].Write || out[1].Allowed || out[1].Remaining != 5 {
-		t.Errorf("check-only refund: %+v, want nothing given back, 5 remaining", out[1])
-	}
-}
-
-func TestModeString(t *testing.T) {
-	for m, want := range map[Mode]string{CheckAndSpend: "check-and-spend", CheckOnly: "check-only", SpendOnly: "spend-only", 9: "unknown"} {
-		if got := m.String(); got != want {
-			t.Errorf("Mode(%d).String() = %q, want %q", m, got, want)
-		}
-	}
-}
-
 func TestNoAllocations(t *testing.T) {
-	ops := []Op{{Key: "a", EmissionInterval: ei10, BurstOffset: bo10, Cost: 1}}
-	tats := []int64{Missing}
-	out := make([]Outcome, 1)
 	allocs := testing.AllocsPerRun(100, func() {
 		Spend(now, Missing, ei10, bo10, 1)
 		Refund(now, now+second, ei10, bo10, 1)
-		SpendBatch(now, ops, tats, out)
-		RefundBatch(now, ops, tats, out)
 	})
 	if allocs != 0 {
 		t.Fatalf("GCRA math allocated %v times per run, want 0", allocs)
@@ -195,19 +128,5 @@ func BenchmarkSpend(b *testing.B) {
 	for b.Loop() {
 		d := Spend(now, tat, ei10, bo10, 1)
 		tat = d.NewTAT - bo10
-	}
-}
-
-func BenchmarkSpendBatchOf3(b *testing.B) {
-	ops := []Op{
-		{Key: "a", EmissionInterval: ei10, BurstOffset: bo10, Cost: 1},
-		{Key: "b", EmissionInterval: ei10, BurstOffset: bo10, Cost: 1, Mode: CheckOnly},
-		{Key: "c", EmissionInterval: ei10, BurstOffset: bo10, Cost: 1, Mode: SpendOnly},
-	}
-	tats := []int64{Missing, now, now + second}
-	out := make([]Outcome, 3)
-	b.ReportAllocs()
-	for b.Loop() {
-		SpendBatch(now, ops, tats, out)
 	}
 }

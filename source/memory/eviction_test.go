@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
 // login is a limit of 5 attempts refilling over 15 minutes.
-func login(key string, cost int64) gcra.Op {
+func login(key string, cost int64) bucket.Op {
 	ei := int64(3 * time.Minute)
-	return gcra.Op{Key: key, EmissionInterval: ei, BurstOffset: 5 * ei, Cost: cost}
+	return bucket.Op{Key: key, EmissionInterval: ei, BurstOffset: 5 * ei, Cost: cost}
 }
 
 // A flood of one-attempt spends on fresh ids, twenty times the bound,
@@ -37,7 +37,7 @@ func TestFloodOfFreshIDsKeepsAnEmptiedBucket(t *testing.T) {
 		t.Fatalf("holds %d buckets after the flood, want the bound %d", n, maxBuckets)
 	}
 	check := login("1:victim", 1)
-	check.Mode = gcra.CheckOnly
+	check.Mode = bucket.CheckOnly
 	if o := spendOne(t, src, at, check); o.Allowed || o.Remaining != 0 {
 		t.Fatalf("the victim after the flood: %+v, want denied with 0 remaining (its bucket was evicted)", o.Decision)
 	}
@@ -53,7 +53,7 @@ func TestFloodOfFreshIDsKeepsAnEmptiedBucket(t *testing.T) {
 // full again a second after its spend, and a and c are not.
 func TestFullBucketsGoBeforeOthers(t *testing.T) {
 	src := memory.New(3) // one shard
-	secondly := gcra.Op{Key: "b", EmissionInterval: int64(time.Second), BurstOffset: int64(10 * time.Second), Cost: 1}
+	secondly := bucket.Op{Key: "b", EmissionInterval: int64(time.Second), BurstOffset: int64(10 * time.Second), Cost: 1}
 	spendOne(t, src, now, hourly("a", 1))
 	spendOne(t, src, now, secondly)
 	spendOne(t, src, now, hourly("c", 1))
@@ -79,8 +79,8 @@ func TestBatchNeverEvictsItsOwnBuckets(t *testing.T) {
 	for _, k := range []string{"a", "b", "c"} {
 		spendOne(t, src, now, hourly(k, 50))
 	}
-	out := make([]gcra.Outcome, 2)
-	if err := src.Spend(context.Background(), now, []gcra.Op{hourly("x", 1), hourly("y", 1)}, out); err != nil {
+	out := make([]bucket.Outcome, 2)
+	if err := src.Spend(context.Background(), now, []bucket.Op{hourly("x", 1), hourly("y", 1)}, out); err != nil {
 		t.Fatal(err)
 	}
 	if !out[0].Allowed || !out[1].Allowed {
@@ -106,8 +106,8 @@ func TestBatchNeverEvictsItsOwnBuckets(t *testing.T) {
 // bound still holds: one of the batch's own buckets goes.
 func TestBatchLargerThanAShardKeepsTheBound(t *testing.T) {
 	src := memory.New(1)
-	out := make([]gcra.Outcome, 3)
-	if err := src.Spend(context.Background(), now, []gcra.Op{hourly("x", 1), hourly("y", 1), hourly("z", 1)}, out); err != nil {
+	out := make([]bucket.Outcome, 3)
+	if err := src.Spend(context.Background(), now, []bucket.Op{hourly("x", 1), hourly("y", 1), hourly("z", 1)}, out); err != nil {
 		t.Fatal(err)
 	}
 	if n := src.Len(); n != 1 {
@@ -124,8 +124,8 @@ func TestFirstNotFullEvictionIsReportedOnce(t *testing.T) {
 	src = memory.New(3, memory.OnFirstNotFullEviction(func() {
 		calls = append(calls, src.EvictionsNotFull())
 	}))
-	secondly := func(key string) gcra.Op {
-		return gcra.Op{Key: key, EmissionInterval: int64(time.Second), BurstOffset: int64(10 * time.Second), Cost: 1}
+	secondly := func(key string) bucket.Op {
+		return bucket.Op{Key: key, EmissionInterval: int64(time.Second), BurstOffset: int64(10 * time.Second), Cost: 1}
 	}
 	for _, k := range []string{"a", "b", "c"} {
 		spendOne(t, src, now, secondly(k))

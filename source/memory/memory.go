@@ -30,7 +30,7 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
 // DefaultMaxBuckets is the bucket bound used when none is given.
@@ -115,7 +115,7 @@ func New(maxBuckets int, opts ...Option) *Source {
 }
 
 // Spend implements ratelimits.Source.
-func (s *Source) Spend(_ context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
+func (s *Source) Spend(_ context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
 	if s.apply(now, ops, outcomes, spend) {
 		s.notFullEvicted()
 	}
@@ -123,7 +123,7 @@ func (s *Source) Spend(_ context.Context, now int64, ops []gcra.Op, outcomes []g
 }
 
 // Refund implements ratelimits.Source.
-func (s *Source) Refund(_ context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
+func (s *Source) Refund(_ context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
 	if s.apply(now, ops, outcomes, refund) {
 		s.notFullEvicted()
 	}
@@ -139,19 +139,19 @@ func (s *Source) notFullEvicted() {
 }
 
 // Reset implements ratelimits.Source.
-func (s *Source) Reset(_ context.Context, now int64, keys []string) (int, error) {
+func (s *Source) Reset(_ context.Context, now int64, ops []bucket.Op) (int, error) {
 	var hashesBuf [smallBatch]uint64
 	var shardsBuf [smallBatch]uint32
 	hashes := hashesBuf[:0]
-	for _, key := range keys {
-		hashes = append(hashes, s.hash(key))
+	for _, op := range ops {
+		hashes = append(hashes, s.hash(op.Key))
 	}
 	idx := s.shardIndexes(hashes, shardsBuf[:0])
 	s.lock(idx)
 	defer s.unlock(idx)
 	n := 0
-	for i, key := range keys {
-		if s.shardOf(hashes[i]).buckets.Delete(key, hashes[i], now) {
+	for i, op := range ops {
+		if s.shardOf(hashes[i]).buckets.Delete(op.Key, hashes[i], now) {
 			n++
 		}
 	}
@@ -212,51 +212,51 @@ const (
 )
 
 // decide computes a batch's outcomes from the TATs it read.
-func (a action) decide(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome) {
+func (a action) decide(now int64, ops []bucket.Op, states []bucket.State, outcomes []bucket.Outcome) {
 	if a == refund {
-		gcra.RefundBatch(now, ops, tats, outcomes)
+		bucket.RefundBatch(now, ops, states, outcomes)
 	} else {
-		gcra.SpendBatch(now, ops, tats, outcomes)
+		bucket.SpendBatch(now, ops, states, outcomes)
 	}
 }
 
 // apply decides and writes one batch under the locks of all its shards,
 // and reports whether a write evicted a bucket that was not full.
-func (s *Source) apply(now int64, ops []gcra.Op, outcomes []gcra.Outcome, act action) (evictedNotFull bool) {
+func (s *Source) apply(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) (evictedNotFull bool) {
 	if len(ops) == 1 {
 		return s.applyOne(now, ops, outcomes, act)
 	}
-	var tatsBuf [smallBatch]int64
-	tats := tatsBuf[:0]
+	var statesBuf [smallBatch]bucket.State
+	states := statesBuf[:0]
 	if len(ops) > smallBatch {
-		tats = make([]int64, 0, len(ops))
+		states = make([]bucket.State, 0, len(ops))
 	}
-	return s.applyBatch(now, ops, tats, outcomes, act)
+	return s.applyBatch(now, ops, states, outcomes, act)
 }
 
 // applyOne is apply for a batch of one op: one lock, nothing sorted, and
 // nothing pinned (the one bucket it may insert is not in the table yet).
-func (s *Source) applyOne(now int64, ops []gcra.Op, outcomes []gcra.Outcome, act action) bool {
+func (s *Source) applyOne(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) bool {
 	key := ops[0].Key
 	h := s.hash(key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	pos, tat := sh.buckets.Get(key, h, now)
-	tats := [1]int64{tat}
+	states := [1]bucket.State{{TAT: tat}}
 	// act.decide written out: a call through it is not inlined, and this
 	// is every single-key spend.
 	if act == refund {
-		gcra.RefundBatch(now, ops, tats[:], outcomes)
+		bucket.RefundBatch(now, ops, states[:], outcomes)
 	} else {
-		gcra.SpendBatch(now, ops, tats[:], outcomes)
+		bucket.SpendBatch(now, ops, states[:], outcomes)
 	}
-	return outcomes[0].Write && sh.buckets.PutAt(key, h, pos, outcomes[0].NewTAT, now)
+	return outcomes[0].Write && sh.buckets.PutAt(key, h, pos, outcomes[0].New.TAT, now)
 }
 
 // applyBatch is apply for any batch: it appends the TATs it read (gcra's
 // input) to tats, whose capacity must hold them all.
-func (s *Source) applyBatch(now int64, ops []gcra.Op, tats []int64, outcomes []gcra.Outcome, act action) (evictedNotFull bool) {
+func (s *Source) applyBatch(now int64, ops []bucket.Op, states []bucket.State, outcomes []bucket.Outcome, act action) (evictedNotFull bool) {
 	var hashesBuf [smallBatch]uint64
 	var shardsBuf [smallBatch]uint32
 	hashes := hashesBuf[:0]
@@ -275,15 +275,15 @@ func (s *Source) applyBatch(now int64, ops []gcra.Op, tats []int64, outcomes []g
 		buckets := &s.shardOf(hashes[i]).buckets
 		pos, tat := buckets.Get(ops[i].Key, hashes[i], now)
 		buckets.Pin(pos)
-		tats = append(tats, tat)
+		states = append(states, bucket.State{TAT: tat})
 	}
-	act.decide(now, ops, tats, outcomes)
+	act.decide(now, ops, states, outcomes)
 	for i := range ops {
 		if outcomes[i].Write {
 			// Found again by key: a read above that dropped a full bucket,
 			// or an eviction, may have moved others of the same shard.
 			buckets := &s.shardOf(hashes[i]).buckets
-			if buckets.PutPinnedAt(ops[i].Key, hashes[i], buckets.Find(ops[i].Key, hashes[i]), outcomes[i].NewTAT, now) {
+			if buckets.PutPinnedAt(ops[i].Key, hashes[i], buckets.Find(ops[i].Key, hashes[i]), outcomes[i].New.TAT, now) {
 				evictedNotFull = true
 			}
 		}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/memory"
 	"github.com/limiter-dev/limiter/source/sourcetest"
@@ -27,15 +27,15 @@ func TestConformance(t *testing.T) {
 }
 
 // hourly is a limit of burst 100 refilling over an hour.
-func hourly(key string, cost int64) gcra.Op {
+func hourly(key string, cost int64) bucket.Op {
 	ei := int64(36 * time.Second)
-	return gcra.Op{Key: key, EmissionInterval: ei, BurstOffset: ei * 100, Cost: cost}
+	return bucket.Op{Key: key, EmissionInterval: ei, BurstOffset: ei * 100, Cost: cost}
 }
 
-func spendOne(t testing.TB, src *memory.Source, at int64, op gcra.Op) gcra.Outcome {
+func spendOne(t testing.TB, src *memory.Source, at int64, op bucket.Op) bucket.Outcome {
 	t.Helper()
-	out := make([]gcra.Outcome, 1)
-	if err := src.Spend(context.Background(), at, []gcra.Op{op}, out); err != nil {
+	out := make([]bucket.Outcome, 1)
+	if err := src.Spend(context.Background(), at, []bucket.Op{op}, out); err != nil {
 		t.Fatal(err)
 	}
 	return out[0]
@@ -67,13 +67,13 @@ func TestMatchesModelAtEveryKeyLength(t *testing.T) {
 	for step := range 20_000 {
 		at += rng.Int64N(int64(30 * time.Second))
 		perm := rng.Perm(len(keys))[:1+rng.IntN(3)]
-		ops := make([]gcra.Op, len(perm))
+		ops := make([]bucket.Op, len(perm))
 		for i, k := range perm {
 			ops[i] = hourly(keys[k], rng.Int64N(60))
-			ops[i].Mode = gcra.Mode(rng.IntN(3))
+			ops[i].Mode = bucket.Mode(rng.IntN(3))
 		}
 		isRefund := rng.IntN(4) == 0
-		got := make([]gcra.Outcome, len(ops))
+		got := make([]bucket.Outcome, len(ops))
 		if isRefund {
 			_ = src.Refund(context.Background(), at, ops, got)
 		} else {
@@ -136,8 +136,8 @@ func TestForgetsFullBuckets(t *testing.T) {
 	}
 	// A refund to full removes the bucket instead of storing a full one.
 	spendOne(t, src, now, hourly("r", 2))
-	out := make([]gcra.Outcome, 1)
-	if err := src.Refund(context.Background(), now, []gcra.Op{hourly("r", 2)}, out); err != nil {
+	out := make([]bucket.Outcome, 1)
+	if err := src.Refund(context.Background(), now, []bucket.Op{hourly("r", 2)}, out); err != nil {
 		t.Fatal(err)
 	}
 	if n := src.Len(); n != 0 {
@@ -148,11 +148,11 @@ func TestForgetsFullBuckets(t *testing.T) {
 // A batch wider than the stack buffers is still decided as one.
 func TestLargeBatch(t *testing.T) {
 	src := memory.New(0)
-	ops := make([]gcra.Op, 40)
+	ops := make([]bucket.Op, 40)
 	for i := range ops {
 		ops[i] = hourly(fmt.Sprint(i), 100)
 	}
-	out := make([]gcra.Outcome, len(ops))
+	out := make([]bucket.Outcome, len(ops))
 	if err := src.Spend(context.Background(), now, ops, out); err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +175,8 @@ func BenchmarkSpendSerial(b *testing.B) {
 	for _, buckets := range []int{10_000, 1_000_000} {
 		b.Run(fmt.Sprintf("buckets=%d", buckets), func(b *testing.B) {
 			src, keys := filled(b, buckets)
-			out := make([]gcra.Outcome, 1)
-			ops := make([]gcra.Op, 1)
+			out := make([]bucket.Outcome, 1)
+			ops := make([]bucket.Op, 1)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
@@ -195,8 +195,8 @@ func BenchmarkSpendParallel(b *testing.B) {
 			b.ResetTimer()
 			var goroutines atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
-				out := make([]gcra.Outcome, 1)
-				ops := make([]gcra.Op, 1)
+				out := make([]bucket.Outcome, 1)
+				ops := make([]bucket.Op, 1)
 				// Each goroutine walks the keys in order, as the serial
 				// benchmark does, from its own place: from the same place
 				// they would all queue on the same shard. (Walking them with
@@ -240,8 +240,8 @@ func BenchmarkSpendParallelDisjoint(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		g := int(next.Add(1) - 1)
 		src, keys := srcs[g], keys[g]
-		out := make([]gcra.Outcome, 1)
-		ops := make([]gcra.Op, 1)
+		out := make([]bucket.Outcome, 1)
+		ops := make([]bucket.Op, 1)
 		for i := 0; pb.Next(); i += 7919 {
 			ops[0] = hourly(keys[i%len(keys)], 1)
 			_ = src.Spend(context.Background(), now, ops, out)
@@ -256,8 +256,8 @@ func BenchmarkSpendParallelDisjoint(b *testing.B) {
 func BenchmarkSpendNewKeyFullSource(b *testing.B) {
 	const buckets = 1_000_000
 	src := memory.New(buckets)
-	out := make([]gcra.Outcome, 1)
-	ops := make([]gcra.Op, 1)
+	out := make([]bucket.Outcome, 1)
+	ops := make([]bucket.Op, 1)
 	for i := range buckets + buckets/5 {
 		ops[0] = hourly(fmt.Sprintf("3:%d", i), 1)
 		_ = src.Spend(context.Background(), now, ops, out)
@@ -276,8 +276,8 @@ func BenchmarkSpendNewKeyFullSource(b *testing.B) {
 
 func BenchmarkSpendBatchOf3(b *testing.B) {
 	src, keys := filled(b, 10_000)
-	out := make([]gcra.Outcome, 3)
-	ops := make([]gcra.Op, 3)
+	out := make([]bucket.Outcome, 3)
+	ops := make([]bucket.Op, 3)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -316,8 +316,8 @@ func BenchmarkMemoryPerBucket(b *testing.B) {
 					keys[i] = fmt.Sprintf(c.format, 100_000_000+i)
 				}
 				src := memory.New(c.bound)
-				out := make([]gcra.Outcome, 1)
-				ops := make([]gcra.Op, 1)
+				out := make([]bucket.Outcome, 1)
+				ops := make([]bucket.Op, 1)
 				for _, k := range keys {
 					ops[0] = hourly(k, 1)
 					_ = src.Spend(context.Background(), now, ops, out)
@@ -369,8 +369,8 @@ func BenchmarkMemoryPerIdempotencyRecord(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		src := memory.New(8 * records) // room for every record in each of the stripes they are spread over
-		out := make([]gcra.Outcome, 1)
-		ops := []gcra.Op{hourly("3:1", 0)}
+		out := make([]bucket.Outcome, 1)
+		ops := []bucket.Op{hourly("3:1", 0)}
 		for i := range records {
 			rec := once.Record{
 				Key:         fmt.Sprintf("0123456789abcdef01234567:%08x-1111-2222-3333-444455556666", i),

@@ -3,17 +3,17 @@ package memory
 import (
 	"context"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
 
 // SpendOnce implements ratelimits.Source.
-func (s *Source) SpendOnce(_ context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
+func (s *Source) SpendOnce(_ context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
 	return s.applyOnce(now, rec, ops, outcomes, spend)
 }
 
 // RefundOnce implements ratelimits.Source.
-func (s *Source) RefundOnce(_ context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
+func (s *Source) RefundOnce(_ context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
 	return s.applyOnce(now, rec, ops, outcomes, refund)
 }
 
@@ -27,19 +27,19 @@ func (s *Source) IdempotencyEvictions() uint64 { return s.records.evictions() }
 // answers from what it kept, and otherwise the batch is applied and its
 // record added before the lock is released, so no other call with the
 // same key sees the one without the other.
-func (s *Source) applyOnce(now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome, act action) (bool, error) {
+func (s *Source) applyOnce(now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome, act action) (bool, error) {
 	st := s.records.stripe(rec.Key)
 	defer st.mu.Unlock()
 	if r, ok := st.lookup(rec.Key, now); ok {
-		if r.fingerprint != rec.Fingerprint || len(r.tats) != len(ops) {
+		if r.fingerprint != rec.Fingerprint || len(r.states) != len(ops) {
 			return false, once.ErrMismatch
 		}
-		act.decide(r.now, ops, r.tats, outcomes)
+		act.decide(r.now, ops, r.states, outcomes)
 		return true, nil
 	}
-	tats := make([]int64, 0, len(ops))
-	evictedNotFull := s.applyBatch(now, ops, tats, outcomes, act)
-	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, tats: tats[:len(ops)]}, now)
+	states := make([]bucket.State, 0, len(ops))
+	evictedNotFull := s.applyBatch(now, ops, states, outcomes, act)
+	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, states: states[:len(ops)]}, now)
 	if evictedNotFull {
 		// Called with the record lock held; the callback must not make
 		// idempotent calls on this source (the service's only logs).

@@ -3,6 +3,8 @@ package memory
 import (
 	"hash/maphash"
 	"sync"
+
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
 // recordStripes is how many locks the idempotency records are spread
@@ -21,7 +23,7 @@ type record struct {
 	fingerprint string
 	expires     int64
 	now         int64
-	tats        []int64
+	states      []bucket.State
 }
 
 // recordStripe holds the records whose key hashes to it. Its lock is

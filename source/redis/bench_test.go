@@ -13,8 +13,8 @@ import (
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/source/redis"
 )
 
@@ -179,8 +179,8 @@ func BenchmarkSourceSpendRedis(b *testing.B) {
 				measureRedis(b, opts.Addrs)
 				setParallelism(b)
 				b.RunParallel(func(pb *testing.PB) {
-					ops := make([]gcra.Op, width)
-					out := make([]gcra.Outcome, width)
+					ops := make([]bucket.Op, width)
+					out := make([]bucket.Outcome, width)
 					for i := 0; pb.Next(); i += 7919 {
 						for j := range ops {
 							ops[j] = hourly(fmt.Sprintf("400:user%d", (i+j*1013)%benchIDs), 1)
@@ -215,8 +215,8 @@ func BenchmarkMemoryPerBucket(b *testing.B) {
 				var wg sync.WaitGroup
 				for w := range writers {
 					wg.Go(func() {
-						ops := make([]gcra.Op, width)
-						out := make([]gcra.Outcome, width)
+						ops := make([]bucket.Op, width)
+						out := make([]bucket.Outcome, width)
 						for first := w * width; first < buckets; first += writers * width {
 							for j := range ops {
 								ops[j] = hourly("3:"+strconv.Itoa(123_000_000+first+j), 1)

@@ -1,7 +1,7 @@
 package redis
 
 import (
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
 // operation is what one run of the bucket script does.
@@ -49,7 +49,7 @@ type scriptCall struct {
 	// hash slot on a cluster; for opClaim, the claim's key alone.
 	keys []string
 	// spends holds the ops of an opSpend or opCheck batch, one per key.
-	spends []gcra.Op
+	spends []bucket.Op
 	// decrements holds how far an opRefund moves each key's TAT back.
 	decrements []int64
 	// record, on an opSpend or opRefund, makes the call idempotent: the
@@ -79,9 +79,9 @@ func (c *scriptCall) packable() bool {
 }
 
 // refundDecrement is how far a refund moves an op's TAT back: its cost in
-// time, or nothing for a check-only op, as in gcra.RefundBatch.
-func refundDecrement(op *gcra.Op) int64 {
-	if op.Mode == gcra.CheckOnly {
+// time, or nothing for a check-only op, as in bucket.RefundBatch.
+func refundDecrement(op *bucket.Op) int64 {
+	if op.Mode == bucket.CheckOnly {
 		return 0
 	}
 	return op.EmissionInterval * op.Cost

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
 // ErrRollback means a denied multi-slot batch could not give back the
@@ -72,14 +72,14 @@ func sameSlot(keys []string) bool {
 // part is a batch's share in one slot. For a part to give back, decs
 // holds how far each of its spends moved the TAT.
 type part struct {
-	ops  []gcra.Op
+	ops  []bucket.Op
 	keys []string
 	tats []int64
 	decs []int64
 }
 
-func gather(idx []int, ops []gcra.Op, keys []string) part {
-	p := part{ops: make([]gcra.Op, len(idx)), keys: make([]string, len(idx)), tats: make([]int64, len(idx))}
+func gather(idx []int, ops []bucket.Op, keys []string) part {
+	p := part{ops: make([]bucket.Op, len(idx)), keys: make([]string, len(idx)), tats: make([]int64, len(idx))}
 	for j, i := range idx {
 		p.ops[j], p.keys[j] = ops[i], keys[i]
 	}
@@ -88,14 +88,14 @@ func gather(idx []int, ops []gcra.Op, keys []string) part {
 
 // spendSlots applies a batch spanning slots part by part, and gives back
 // the parts already spent when a later part is denied.
-func (s *Source) spendSlots(ctx context.Context, now int64, ops []gcra.Op, keys []string, outcomes []gcra.Outcome) error {
+func (s *Source) spendSlots(ctx context.Context, now int64, ops []bucket.Op, keys []string, outcomes []bucket.Outcome) error {
 	_, err := s.spendSlotsInto(ctx, now, ops, keys, make([]int64, len(ops)), outcomes)
 	return err
 }
 
 // spendSlotsInto is spendSlots that fills tats with the TATs read and
 // returns the batch's verdict.
-func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []gcra.Op, keys []string, tats []int64, outcomes []gcra.Outcome) (bool, error) {
+func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []bucket.Op, keys []string, tats []int64, outcomes []bucket.Outcome) (bool, error) {
 	var spent []part // what the applied parts wrote, to give back if denied
 	denied := false
 	for _, idx := range slotGroups(keys) {
@@ -116,7 +116,7 @@ func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []gcra.Op, k
 			tats[i] = p.tats[j]
 		}
 	}
-	if gcra.SpendBatch(now, ops, tats, outcomes) == denied {
+	if bucket.SpendBatch(now, ops, gcraStates(tats), outcomes) == denied {
 		return false, errors.Join(fmt.Errorf("%w: parts say denied=%v", ErrVerdictMismatch, denied), s.giveBack(ctx, now, spent))
 	}
 	if denied {
@@ -139,8 +139,8 @@ func failedPart(err, giveBack error) error {
 // checkPart checks a part's verdict against gcra and, when the part was
 // written, records what it spent.
 func checkPart(now int64, p part, verdict bool, spent *[]part, readOnly bool) error {
-	out := make([]gcra.Outcome, len(p.ops))
-	if gcra.SpendBatch(now, p.ops, p.tats, out) != verdict {
+	out := make([]bucket.Outcome, len(p.ops))
+	if bucket.SpendBatch(now, p.ops, gcraStates(p.tats), out) != verdict {
 		return fmt.Errorf("%w: script says allowed=%v", ErrVerdictMismatch, verdict)
 	}
 	if !verdict || readOnly {
@@ -153,7 +153,7 @@ func checkPart(now int64, p part, verdict bool, spent *[]part, readOnly bool) er
 	for j, o := range out {
 		if o.Write {
 			w.keys = append(w.keys, p.keys[j])
-			w.decs = append(w.decs, o.NewTAT-max(now, p.tats[j]))
+			w.decs = append(w.decs, o.New.TAT-max(now, p.tats[j]))
 		}
 	}
 	if len(w.keys) > 0 {
@@ -186,7 +186,7 @@ func (s *Source) giveBack(ctx context.Context, now int64, spent []part) error {
 // refundSlots refunds a batch spanning slots part by part. Each bucket's
 // refund is atomic; the batch as a whole is not (nor does a refund need
 // to be: it never denies).
-func (s *Source) refundSlots(ctx context.Context, now int64, ops []gcra.Op, keys []string, tats []int64) error {
+func (s *Source) refundSlots(ctx context.Context, now int64, ops []bucket.Op, keys []string, tats []int64) error {
 	for _, idx := range slotGroups(keys) {
 		p := gather(idx, ops, keys)
 		p.decs = make([]int64, len(idx))

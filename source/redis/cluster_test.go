@@ -11,7 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/source/redis"
 )
 
@@ -46,7 +46,7 @@ func TestClusterDeniedBatchLeavesNoTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	so := hourly(spendOnly, 5)
-	so.Mode = gcra.SpendOnly
+	so.Mode = bucket.SpendOnly
 	out := spend(t, src, now, hourly(first, 3), hourly(fresh, 4), so, hourly(last, 1))
 	if !out[0].Allowed || !out[1].Allowed || !out[2].Allowed || out[3].Allowed {
 		t.Fatalf("outcomes %+v: want the first three allowed, the last denied", out)
@@ -90,7 +90,7 @@ func TestClusterAllowedBatchAcrossSlots(t *testing.T) {
 	if !got[0].Allowed || got[0].Remaining != 100 || !got[1].Allowed || got[1].Remaining != 100 || got[2].Allowed {
 		t.Fatalf("refund across slots: %+v", got)
 	}
-	if n, err := src.Reset(context.Background(), now, []string{b[0], b[1], b[2]}); err != nil || n != 1 {
+	if n, err := src.Reset(context.Background(), now, redis.ResetOps(b[0], b[1], b[2])); err != nil || n != 1 {
 		t.Fatalf("Reset across slots = %d, %v; want 1 (only the third bucket was not full)", n, err)
 	}
 }
@@ -101,13 +101,13 @@ func TestClusterAllowedBatchAcrossSlots(t *testing.T) {
 func TestClusterNoOvershootAcrossSlots(t *testing.T) {
 	src := newSource(t, cluster(t))
 	b := bucketsInSlots(3)
-	ops := []gcra.Op{hourly(b[2], 1), hourly(b[0], 1), hourly(b[1], 1)}
+	ops := []bucket.Op{hourly(b[2], 1), hourly(b[0], 1), hourly(b[1], 1)}
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 48)
 	for range 48 {
 		wg.Go(func() {
-			out := make([]gcra.Outcome, len(ops))
+			out := make([]bucket.Outcome, len(ops))
 			for range 5 {
 				if err := src.Spend(context.Background(), now, ops, out); err != nil {
 					errs <- err
@@ -129,7 +129,7 @@ func TestClusterNoOvershootAcrossSlots(t *testing.T) {
 	}
 	for _, k := range b[:3] {
 		check := hourly(k, 0)
-		check.Mode = gcra.CheckOnly
+		check.Mode = bucket.CheckOnly
 		if r := spend(t, src, now, check)[0].Remaining; r != 0 {
 			t.Fatalf("bucket %s has %d remaining, want 0", k, r)
 		}
@@ -210,15 +210,15 @@ func TestClusterSlotMigrationUnderLoad(t *testing.T) {
 						if migrated.Load() {
 							after++
 						}
-						out := make([]gcra.Outcome, 1)
-						if err := src.Spend(ctx, now, []gcra.Op{hourly(moving, 1)}, out); err != nil {
+						out := make([]bucket.Outcome, 1)
+						if err := src.Spend(ctx, now, []bucket.Op{hourly(moving, 1)}, out); err != nil {
 							if failed.Add(1) <= 3 {
 								t.Logf("spend during the move: %v", err)
 							}
 						} else if out[0].Allowed {
 							allowed.Add(1)
 						}
-						_ = src.Spend(ctx, now, []gcra.Op{hourly(neighbours[(g+i)%len(neighbours)], 0)}, out)
+						_ = src.Spend(ctx, now, []bucket.Op{hourly(neighbours[(g+i)%len(neighbours)], 0)}, out)
 						if attempts.Add(1) == 40 {
 							once.Do(func() { close(started) })
 						}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
@@ -178,4 +179,13 @@ func replyWidth(c *scriptCall) int {
 		return 1
 	}
 	return 1 + len(c.keys)
+}
+
+// gcraStates turns TATs read into the states bucket decides on.
+func gcraStates(tats []int64) []bucket.State {
+	states := make([]bucket.State, len(tats))
+	for i, t := range tats {
+		states[i] = bucket.State{TAT: t}
+	}
+	return states
 }

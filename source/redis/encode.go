@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
 
@@ -42,7 +43,7 @@ import (
 //
 // The script answers {1, ""} (allowed; the bucket was missing), and decode
 // turns that into allowed = true, tats = [gcra.Missing], from which
-// gcra.SpendBatch computes the outcome.
+// bucket.SpendBatch computes the outcome.
 
 // limbBase splits an int64 into the two limbs the script computes with.
 const limbBase = 1_000_000_000
@@ -76,7 +77,7 @@ const headerArgs = 3
 // call (bucket.lua, FOLD_OP): one argument for the operation and the mode,
 // and no batch size. The tokens are constants, so appending one allocates
 // nothing.
-func foldedToken(op operation, mode gcra.Mode) (any, bool) {
+func foldedToken(op operation, mode bucket.Mode) (any, bool) {
 	var tokens [3]any
 	switch op {
 	case opSpend:
@@ -229,7 +230,7 @@ func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 
 // checkOp rejects ops outside the Source contract, whose arithmetic gcra
 // would wrap and the script would not.
-func checkOp(op *gcra.Op) error {
+func checkOp(op *bucket.Op) error {
 	if op.EmissionInterval <= 0 || op.BurstOffset < 0 || op.Cost < 0 || op.Cost > math.MaxInt64/op.EmissionInterval {
 		return fmt.Errorf("%w: %q: emission interval %d, burst offset %d, cost %d",
 			ErrInvalidOp, op.Key, op.EmissionInterval, op.BurstOffset, op.Cost)

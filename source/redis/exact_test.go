@@ -11,7 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/source/redis"
 	"github.com/limiter-dev/limiter/source/sourcetest"
 )
@@ -35,8 +35,8 @@ var exactLimits = []exactLimit{
 	{ei: int64(100 * time.Millisecond), burst: 10},
 }
 
-func (l exactLimit) op(key string, cost int64, mode gcra.Mode) gcra.Op {
-	return gcra.Op{Key: key, EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: cost, Mode: mode}
+func (l exactLimit) op(key string, cost int64, mode bucket.Mode) bucket.Op {
+	return bucket.Op{Key: key, EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: cost, Mode: mode}
 }
 
 // Random batches at times near 2^62 (and, for one regime, before 1970)
@@ -79,7 +79,7 @@ func TestExactAt63Bits(t *testing.T) {
 					}
 					n := 1 + rng.IntN(3)
 					perm := rng.Perm(len(keys))[:n]
-					ops := make([]gcra.Op, n)
+					ops := make([]bucket.Op, n)
 					for i, k := range perm {
 						l := rg.limits[k%len(rg.limits)]
 						var cost int64
@@ -91,7 +91,7 @@ func TestExactAt63Bits(t *testing.T) {
 						default:
 							cost = rng.Int64N(l.burst + 1)
 						}
-						ops[i] = l.op(keys[k], cost, gcra.Mode(rng.IntN(3)))
+						ops[i] = l.op(keys[k], cost, bucket.Mode(rng.IntN(3)))
 					}
 					applyAsModel(t, src, m, step, at, ops, rng.IntN(4) == 0)
 				}
@@ -104,9 +104,9 @@ func TestExactAt63Bits(t *testing.T) {
 // applyAsModel spends ops (or refunds them) at at, and fails the test
 // unless every outcome is the model's; the model then holds what the
 // source should.
-func applyAsModel(t *testing.T, src *redis.Source, m sourcetest.Model, step int, at int64, ops []gcra.Op, isRefund bool) {
+func applyAsModel(t *testing.T, src *redis.Source, m sourcetest.Model, step int, at int64, ops []bucket.Op, isRefund bool) {
 	t.Helper()
-	got := make([]gcra.Outcome, len(ops))
+	got := make([]bucket.Outcome, len(ops))
 	var err error
 	if isRefund {
 		err = src.Refund(context.Background(), at, ops, got)
@@ -130,7 +130,8 @@ func applyAsModel(t *testing.T, src *redis.Source, m sourcetest.Model, step int,
 func checkStored(t *testing.T, opts redis.Options, src *redis.Source, m sourcetest.Model, at int64) {
 	t.Helper()
 	c := rawClient(t, opts)
-	for bucket, tat := range m {
+	for bucket, st := range m {
+		tat := st.TAT
 		v, ok := stored(t, c, src, bucket)
 		switch {
 		case tat <= at:
@@ -189,9 +190,9 @@ func TestStoredTATsReadExactly(t *testing.T) {
 				key := fmt.Sprintf("p:%d", i)
 				storeRaw(t, c, src, key, strconv.FormatInt(tat, 10))
 				at := tat - 1 // the bucket is not full
-				op := gcra.Op{Key: key, EmissionInterval: increment, BurstOffset: 10 * increment, Cost: 1}
+				op := bucket.Op{Key: key, EmissionInterval: increment, BurstOffset: 10 * increment, Cost: 1}
 				out := spend(t, src, at, op)
-				if !out[0].Allowed || out[0].NewTAT != tat+increment {
+				if !out[0].Allowed || out[0].New.TAT != tat+increment {
 					t.Fatalf("stored %d: outcome %+v, want allowed with new TAT %d", tat, out[0], tat+increment)
 				}
 				got, _ := stored(t, c, src, key)

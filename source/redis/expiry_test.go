@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/source/redis"
 )
@@ -36,8 +37,8 @@ func TestKeyExpiresWhenFullPlusMargin(t *testing.T) {
 			// of offset so the rounding up to whole milliseconds shows.
 			at := now + 1
 			out := spend(t, src, at, hourly("a", 3))[0]
-			if v, ok := stored(t, c, src, "a"); !ok || v != strconv.FormatInt(out.NewTAT, 10) {
-				t.Fatalf("stored %q (%v), want %d", v, ok, out.NewTAT)
+			if v, ok := stored(t, c, src, "a"); !ok || v != strconv.FormatInt(out.New.TAT, 10) {
+				t.Fatalf("stored %q (%v), want %d", v, ok, out.New.TAT)
 			}
 			want := 108*time.Second + 7*time.Second
 			// PTTL counts down in real time; allow for a slow machine.
@@ -95,7 +96,7 @@ func TestNoKeyForFullBucket(t *testing.T) {
 				return ok
 			}
 			check := hourly("c", 5)
-			check.Mode = gcra.CheckOnly
+			check.Mode = bucket.CheckOnly
 			spend(t, src, now, check, hourly("z", 0))
 			refund(t, src, now, hourly("r", 1))
 			if exists("c") || exists("z") || exists("r") {
@@ -115,7 +116,7 @@ func TestNoKeyForFullBucket(t *testing.T) {
 				t.Fatal("a bucket read as full is still stored")
 			}
 			spend(t, src, now, hourly("a", 1))
-			if n, err := src.Reset(ctx, now, []string{"a", "never"}); err != nil || n != 1 {
+			if n, err := src.Reset(ctx, now, redis.ResetOps("a", "never")); err != nil || n != 1 {
 				t.Fatalf("Reset = %d, %v; want 1", n, err)
 			}
 			if exists("a") {
@@ -137,7 +138,8 @@ func TestEarlyOrLateExpiryChangesNoAnswer(t *testing.T) {
 			// A stale value written by hand, as a late expiry would leave it.
 			storeRaw(t, c, src, "late", strconv.FormatInt(now-1, 10))
 			got := spend(t, src, now, hourly("late", 1))[0]
-			if want := gcra.Spend(now, gcra.Missing, hourly("", 0).EmissionInterval, hourly("", 0).BurstOffset, 1); got.Decision != want {
+			w := gcra.Spend(now, gcra.Missing, hourly("", 0).EmissionInterval, hourly("", 0).BurstOffset, 1)
+			if want := (bucket.Decision{Allowed: w.Allowed, Remaining: w.Remaining, RetryIn: w.RetryIn, ResetIn: w.ResetIn}); got.Decision != want {
 				t.Fatalf("stale key: %+v, want a missing bucket's %+v", got.Decision, want)
 			}
 			// A TAT exactly at now is full too (refund: nothing given back).
@@ -157,8 +159,8 @@ func TestForeignValueIsAnError(t *testing.T) {
 			opts := b.opts(t)
 			src := newSource(t, opts)
 			storeRaw(t, rawClient(t, opts), src, "x", "not a number")
-			out := make([]gcra.Outcome, 1)
-			if err := src.Spend(context.Background(), now, []gcra.Op{hourly("x", 1)}, out); err == nil {
+			out := make([]bucket.Outcome, 1)
+			if err := src.Spend(context.Background(), now, []bucket.Op{hourly("x", 1)}, out); err == nil {
 				t.Fatal("Spend over a foreign value succeeded")
 			}
 		})

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/source/redis"
 )
 
@@ -22,11 +22,11 @@ const (
 
 // spendWithin spends with a callBudget deadline and returns the error and
 // how long the call took.
-func spendWithin(src *redis.Source, at int64, op gcra.Op) (error, time.Duration) {
+func spendWithin(src *redis.Source, at int64, op bucket.Op) (error, time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), callBudget)
 	defer cancel()
 	start := time.Now()
-	err := src.Spend(ctx, at, []gcra.Op{op}, make([]gcra.Outcome, 1))
+	err := src.Spend(ctx, at, []bucket.Op{op}, make([]bucket.Outcome, 1))
 	return err, time.Since(start)
 }
 
@@ -213,8 +213,8 @@ func TestOutOfMemory(t *testing.T) {
 			}
 			config("maxmemory-policy", "noeviction")
 			config("maxmemory", "1") // below what an empty Redis uses
-			out := make([]gcra.Outcome, 2)
-			if err := src.Spend(context.Background(), now, []gcra.Op{hourly("a", 1), hourly("b", 1)}, out); err == nil || !strings.Contains(err.Error(), "OOM") {
+			out := make([]bucket.Outcome, 2)
+			if err := src.Spend(context.Background(), now, []bucket.Op{hourly("a", 1), hourly("b", 1)}, out); err == nil || !strings.Contains(err.Error(), "OOM") {
 				t.Fatalf("a spend at maxmemory: %v, want Redis's OOM error", err)
 			}
 			if v, _ := stored(t, c, src, "a"); v != before {
@@ -224,7 +224,7 @@ func TestOutOfMemory(t *testing.T) {
 				t.Fatal("bucket b was stored by the refused batch")
 			}
 			check := hourly("a", 5)
-			check.Mode = gcra.CheckOnly
+			check.Mode = bucket.CheckOnly
 			if got := spend(t, src, now, check)[0]; !got.Allowed || got.Remaining != 94 {
 				t.Fatalf("a check of 5 at maxmemory: %+v, want allowed, 94 left after it", got)
 			}

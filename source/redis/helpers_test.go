@@ -12,7 +12,7 @@ import (
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/source/redis"
 )
 
@@ -82,23 +82,23 @@ func newSource(t testing.TB, opts redis.Options) *redis.Source {
 }
 
 // hourly is a limit of burst 100 refilling over an hour.
-func hourly(key string, cost int64) gcra.Op {
+func hourly(key string, cost int64) bucket.Op {
 	ei := int64(36 * time.Second)
-	return gcra.Op{Key: key, EmissionInterval: ei, BurstOffset: ei * 100, Cost: cost}
+	return bucket.Op{Key: key, EmissionInterval: ei, BurstOffset: ei * 100, Cost: cost}
 }
 
-func spend(t testing.TB, src ratelimits.Source, at int64, ops ...gcra.Op) []gcra.Outcome {
+func spend(t testing.TB, src ratelimits.Source, at int64, ops ...bucket.Op) []bucket.Outcome {
 	t.Helper()
-	out := make([]gcra.Outcome, len(ops))
+	out := make([]bucket.Outcome, len(ops))
 	if err := src.Spend(context.Background(), at, ops, out); err != nil {
 		t.Fatalf("Spend: %v", err)
 	}
 	return out
 }
 
-func refund(t testing.TB, src ratelimits.Source, at int64, ops ...gcra.Op) []gcra.Outcome {
+func refund(t testing.TB, src ratelimits.Source, at int64, ops ...bucket.Op) []bucket.Outcome {
 	t.Helper()
-	out := make([]gcra.Outcome, len(ops))
+	out := make([]bucket.Outcome, len(ops))
 	if err := src.Refund(context.Background(), at, ops, out); err != nil {
 		t.Fatalf("Refund: %v", err)
 	}

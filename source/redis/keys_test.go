@@ -145,8 +145,8 @@ func TestGroupedBracesInID(t *testing.T) {
 			t.Fatalf("bucket %q has field %q", bucket, f)
 		}
 		out := spend(t, src, now, hourly(bucket, 3))[0]
-		if v, ok := stored(t, c, src, bucket); !ok || v != strconv.FormatInt(out.NewTAT, 10) {
-			t.Fatalf("bucket %q holds %q (%v), want %d", bucket, v, ok, out.NewTAT)
+		if v, ok := stored(t, c, src, bucket); !ok || v != strconv.FormatInt(out.New.TAT, 10) {
+			t.Fatalf("bucket %q holds %q (%v), want %d", bucket, v, ok, out.New.TAT)
 		}
 		if got := spend(t, src, now, hourly(bucket, 0))[0]; got.Remaining != 97 {
 			t.Fatalf("bucket %q reads %d remaining, want 97", bucket, got.Remaining)

@@ -9,7 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
 
@@ -21,12 +21,12 @@ const RecordKeyPrefix = "lim:once:"
 // decided and written by one script call (a scriptCall with a record). On a
 // cluster, a batch across hash slots is recorded beside a claim instead
 // (see onceAcrossSlots).
-func (s *Source) SpendOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
+func (s *Source) SpendOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
 	return s.applyOnce(ctx, now, rec, ops, outcomes, opSpend)
 }
 
 // RefundOnce implements ratelimits.Source, as SpendOnce.
-func (s *Source) RefundOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome) (bool, error) {
+func (s *Source) RefundOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
 	return s.applyOnce(ctx, now, rec, ops, outcomes, opRefund)
 }
 
@@ -66,7 +66,7 @@ func (s *Source) recordLifetime(now int64, rec once.Record) int64 {
 }
 
 // applyOnce runs a spend or refund (op) under rec.
-func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops []gcra.Op, outcomes []gcra.Outcome, op operation) (bool, error) {
+func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome, op operation) (bool, error) {
 	keys, err := s.keys(ops)
 	if err != nil {
 		return false, notApplied(err)
@@ -109,9 +109,9 @@ func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops 
 
 // outcomes computes the outcomes of the spend or refund (op) batch ops
 // that r answers, as Spend and Refund do.
-func (r *scriptReply) outcomes(ops []gcra.Op, outcomes []gcra.Outcome, op operation) error {
+func (r *scriptReply) outcomes(ops []bucket.Op, outcomes []bucket.Outcome, op operation) error {
 	if op == opRefund {
-		gcra.RefundBatch(r.decidedAt, ops, r.tats, outcomes)
+		bucket.RefundBatch(r.decidedAt, ops, gcraStates(r.tats), outcomes)
 		return nil
 	}
 	return r.spendOutcomes(ops, outcomes)
@@ -142,7 +142,7 @@ func (s *Source) claim(ctx context.Context, now int64, rec once.Record, id strin
 // pending fails with once.ErrUnsettled (the first call may still be
 // running, or may have failed after spending in part), which never spends
 // twice. A batch that certainly changed nothing gives its claim up.
-func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record, id string, c *claimed, ops []gcra.Op, keys []string, outcomes []gcra.Outcome, op operation) (bool, error) {
+func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record, id string, c *claimed, ops []bucket.Op, keys []string, outcomes []bucket.Outcome, op operation) (bool, error) {
 	if c != nil {
 		if c.record == nil {
 			return false, once.ErrUnsettled
@@ -159,7 +159,7 @@ func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record
 	if op == opSpend {
 		verdict, err = s.spendSlotsInto(ctx, now, ops, keys, tats, outcomes)
 	} else if err = s.refundSlots(ctx, now, ops, keys, tats); err == nil {
-		gcra.RefundBatch(now, ops, tats, outcomes)
+		bucket.RefundBatch(now, ops, gcraStates(tats), outcomes)
 	}
 	ckey := s.claimKey(id)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/redis"
 )
@@ -24,7 +24,7 @@ func TestOnceAcrossSlotsWhileUnsettled(t *testing.T) {
 	src := newSource(t, opts)
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: opts.Addrs})
 	defer c.Close()
-	ops := []gcra.Op{hourly("u:a", 1), hourly("u:b", 1), hourly("u:c", 1)}
+	ops := []bucket.Op{hourly("u:a", 1), hourly("u:b", 1), hourly("u:c", 1)}
 	if redis.Slot(src.Key("u:a")) == redis.Slot(src.Key("u:b")) {
 		t.Fatal("the test's buckets share a slot; pick others")
 	}
@@ -33,7 +33,7 @@ func TestOnceAcrossSlotsWhileUnsettled(t *testing.T) {
 	if err := c.Set(context.Background(), src.ClaimKey(rec.Key), pending, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	out := make([]gcra.Outcome, len(ops))
+	out := make([]bucket.Outcome, len(ops))
 	if _, err := src.SpendOnce(context.Background(), now, rec, ops, out); !errors.Is(err, once.ErrUnsettled) {
 		t.Fatalf("a retry while the claim is pending: %v, want once.ErrUnsettled", err)
 	}

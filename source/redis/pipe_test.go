@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
 
@@ -80,7 +81,7 @@ func coalesceSource(t *testing.T, srv *redistest.Server) (*Source, *roundTrips) 
 	}
 	t.Cleanup(func() { src.Close() })
 	// Load the script and open a connection before counting.
-	if err := src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp("warm", 1)}, make([]gcra.Outcome, 1)); err != nil {
+	if err := src.Spend(context.Background(), coalesceNow, []bucket.Op{testOp("warm", 1)}, make([]bucket.Outcome, 1)); err != nil {
 		t.Fatal(err)
 	}
 	rt := &roundTrips{}
@@ -89,9 +90,9 @@ func coalesceSource(t *testing.T, srv *redistest.Server) (*Source, *roundTrips) 
 }
 
 // testOp is an op on a bucket of burst 100 refilling over an hour.
-func testOp(key string, cost int64) gcra.Op {
+func testOp(key string, cost int64) bucket.Op {
 	ei := int64(36 * time.Second)
-	return gcra.Op{Key: key, EmissionInterval: ei, BurstOffset: 100 * ei, Cost: cost}
+	return bucket.Op{Key: key, EmissionInterval: ei, BurstOffset: 100 * ei, Cost: cost}
 }
 
 // testPipe is a pipe to src's standalone Redis that packs as packing says.
@@ -101,8 +102,8 @@ func testPipe(src *Source, packing packing) *pipe {
 
 // spendCall is a queued one-key spend (or check, as op says) of op at
 // coalesceNow.
-func spendCall(ctx context.Context, src *Source, op operation, spend gcra.Op) *queued {
-	c := &scriptCall{op: op, now: coalesceNow, keys: []string{src.Key(spend.Key)}, spends: []gcra.Op{spend}}
+func spendCall(ctx context.Context, src *Source, op operation, spend bucket.Op) *queued {
+	c := &scriptCall{op: op, now: coalesceNow, keys: []string{src.Key(spend.Key)}, spends: []bucket.Op{spend}}
 	return &queued{ctx: ctx, call: c, done: make(chan struct{})}
 }
 
@@ -144,12 +145,12 @@ func TestCoalescedCallsShareRoundTrips(t *testing.T) {
 	}()
 	var wg sync.WaitGroup
 	errs := make([]error, callers)
-	outs := make([][]gcra.Outcome, callers)
+	outs := make([][]bucket.Outcome, callers)
 	for i := range callers {
 		wg.Go(func() {
-			outs[i] = make([]gcra.Outcome, 1)
+			outs[i] = make([]bucket.Outcome, 1)
 			op := testOp(fmt.Sprintf("share:%d", i), int64(1+i%50))
-			errs[i] = src.Spend(context.Background(), coalesceNow+int64(i), []gcra.Op{op}, outs[i])
+			errs[i] = src.Spend(context.Background(), coalesceNow+int64(i), []bucket.Op{op}, outs[i])
 		})
 	}
 	// Every call is either sent (in a pipeline stuck on the paused
@@ -167,7 +168,7 @@ func TestCoalescedCallsShareRoundTrips(t *testing.T) {
 		}
 		cost := int64(1 + i%50)
 		want := coalesceNow + int64(i) + cost*int64(36*time.Second)
-		if o := outs[i][0]; !o.Allowed || o.Remaining != 100-cost || o.NewTAT != want {
+		if o := outs[i][0]; !o.Allowed || o.Remaining != 100-cost || o.New.TAT != want {
 			t.Errorf("caller %d got %+v, want allowed, %d remaining, new TAT %d", i, o, 100-cost, want)
 		}
 	}
@@ -187,7 +188,7 @@ func TestCoalescedCallsShareRoundTrips(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := outs[i][0].NewTAT; v != strconv.FormatInt(want, 10) {
+		if want := outs[i][0].New.TAT; v != strconv.FormatInt(want, 10) {
 			t.Fatalf("bucket %d holds %s, want %d", i, v, want)
 		}
 	}
@@ -234,7 +235,7 @@ func blockFlushers(t *testing.T, srv *redistest.Server, src *Source, rt *roundTr
 	var wg sync.WaitGroup
 	for i := range maxFlushers {
 		wg.Go(func() {
-			_ = src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp(fmt.Sprintf("block:%d", i), 1)}, make([]gcra.Outcome, 1))
+			_ = src.Spend(context.Background(), coalesceNow, []bucket.Op{testOp(fmt.Sprintf("block:%d", i), 1)}, make([]bucket.Outcome, 1))
 		})
 		waitFor(t, "the blocking call is in flight", func() bool { return rt.batches.Load() == int64(i+1) })
 	}
@@ -265,7 +266,7 @@ func TestCoalescedCallerCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancelled := make(chan error, 1)
 	go func() {
-		cancelled <- src.Spend(ctx, coalesceNow, []gcra.Op{testOp("cancelled", 1)}, make([]gcra.Outcome, 1))
+		cancelled <- src.Spend(ctx, coalesceNow, []bucket.Op{testOp("cancelled", 1)}, make([]bucket.Outcome, 1))
 	}()
 	waitFor(t, "the call is queued", func() bool { q, _ := src.single.state(); return q == 1 })
 	start := time.Now()
@@ -279,7 +280,7 @@ func TestCoalescedCallerCancelled(t *testing.T) {
 	start = time.Now()
 	dctx, dcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer dcancel()
-	err := src.Spend(dctx, coalesceNow, []gcra.Op{testOp("expired", 1)}, make([]gcra.Outcome, 1))
+	err := src.Spend(dctx, coalesceNow, []bucket.Op{testOp("expired", 1)}, make([]bucket.Outcome, 1))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("caller past its deadline got %v, want context.DeadlineExceeded", err)
 	}
@@ -288,8 +289,8 @@ func TestCoalescedCallerCancelled(t *testing.T) {
 	}
 	resume()
 	for _, b := range []string{"cancelled", "expired"} {
-		out := make([]gcra.Outcome, 1)
-		if err := src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp(b, 0)}, out); err != nil {
+		out := make([]bucket.Outcome, 1)
+		if err := src.Spend(context.Background(), coalesceNow, []bucket.Op{testOp(b, 0)}, out); err != nil {
 			t.Fatal(err)
 		}
 		if out[0].Remaining != 100 {
@@ -310,15 +311,15 @@ func TestCoalescedErrorsStayPerBatch(t *testing.T) {
 	const callers = 10
 	var wg sync.WaitGroup
 	errs := make([]error, callers)
-	outs := make([][]gcra.Outcome, callers)
+	outs := make([][]bucket.Outcome, callers)
 	for i := range callers {
 		key := fmt.Sprintf("ok:%d", i)
 		if i == callers/2 {
 			key = "junk"
 		}
 		wg.Go(func() {
-			outs[i] = make([]gcra.Outcome, 1)
-			errs[i] = src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp(key, 2)}, outs[i])
+			outs[i] = make([]bucket.Outcome, 1)
+			errs[i] = src.Spend(context.Background(), coalesceNow, []bucket.Op{testOp(key, 2)}, outs[i])
 		})
 	}
 	waitFor(t, "all calls are queued", func() bool { q, _ := src.single.state(); return q == callers })
@@ -351,15 +352,15 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 	if _, err := redistest.Do(srv.Addr(), "SET", src.Key("junk"), "not a number"); err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range []gcra.Op{testOp("r1", 1), testOp("f1", 5)} {
-		if err := src.Spend(ctx, coalesceNow, []gcra.Op{op}, make([]gcra.Outcome, 1)); err != nil {
+	for _, op := range []bucket.Op{testOp("r1", 1), testOp("f1", 5)} {
+		if err := src.Spend(ctx, coalesceNow, []bucket.Op{op}, make([]bucket.Outcome, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rt.trips.Store(0) // blockFlushers counts from here
 	rt.batches.Store(0)
 	resume := blockFlushers(t, srv, src, rt)
-	remaining := func(out []gcra.Outcome) []int64 {
+	remaining := func(out []bucket.Outcome) []int64 {
 		var r []int64
 		for _, o := range out {
 			r = append(r, o.Remaining)
@@ -372,34 +373,34 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 		want string
 	}{
 		{"one key", func() (any, error) {
-			out := make([]gcra.Outcome, 1)
-			err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp("a", 2)}, out)
+			out := make([]bucket.Outcome, 1)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("a", 2)}, out)
 			return remaining(out), err
 		}, "[98]"},
 		{"three keys", func() (any, error) {
-			out := make([]gcra.Outcome, 3)
-			err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp("b1", 1), testOp("b2", 2), testOp("b3", 3)}, out)
+			out := make([]bucket.Outcome, 3)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("b1", 1), testOp("b2", 2), testOp("b3", 3)}, out)
 			return remaining(out), err
 		}, "[99 98 97]"},
 		{"failing", func() (any, error) {
-			out := make([]gcra.Outcome, 2)
-			err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp("c", 1), testOp("junk", 1)}, out)
+			out := make([]bucket.Outcome, 2)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("c", 1), testOp("junk", 1)}, out)
 			if err == nil {
 				return nil, errors.New("succeeded")
 			}
 			return "failed", nil
 		}, "failed"},
 		{"reset", func() (any, error) {
-			return src.Reset(ctx, coalesceNow, []string{"r1", "r2"})
+			return src.Reset(ctx, coalesceNow, ResetOps("r1", "r2"))
 		}, "1"},
 		{"refund", func() (any, error) {
-			out := make([]gcra.Outcome, 2)
-			err := src.Refund(ctx, coalesceNow, []gcra.Op{testOp("f1", 2), testOp("f2", 2)}, out)
+			out := make([]bucket.Outcome, 2)
+			err := src.Refund(ctx, coalesceNow, []bucket.Op{testOp("f1", 2), testOp("f2", 2)}, out)
 			return remaining(out), err
 		}, "[97 100]"},
 		{"one key after", func() (any, error) {
-			out := make([]gcra.Outcome, 1)
-			err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp("z", 1)}, out)
+			out := make([]bucket.Outcome, 1)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("z", 1)}, out)
 			return remaining(out), err
 		}, "[99]"},
 	}
@@ -426,8 +427,8 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 	if n := rt.trips.Load() - before; n != 1 {
 		t.Errorf("%d queued calls took %d round trips, want 1", len(calls), n)
 	}
-	out := make([]gcra.Outcome, 1)
-	if err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp("c", 0)}, out); err != nil || out[0].Remaining != 100 {
+	out := make([]bucket.Outcome, 1)
+	if err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("c", 0)}, out); err != nil || out[0].Remaining != 100 {
 		t.Errorf("c, in the failing batch: %+v, %v; want untouched", out[0], err)
 	}
 }
@@ -446,7 +447,7 @@ func TestCoalescedRedisDown(t *testing.T) {
 	errs := make(chan error, callers)
 	for i := range callers {
 		go func() {
-			errs <- src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp(fmt.Sprintf("d:%d", i), 1)}, make([]gcra.Outcome, 1))
+			errs <- src.Spend(context.Background(), coalesceNow, []bucket.Op{testOp(fmt.Sprintf("d:%d", i), 1)}, make([]bucket.Outcome, 1))
 		}()
 	}
 	deadline := time.After(2 * time.Second)
@@ -478,8 +479,8 @@ func TestCoalescedCluster(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			cost := int64(1 + i%7)
-			out := make([]gcra.Outcome, 1)
-			if err := src.Spend(context.Background(), coalesceNow, []gcra.Op{testOp(fmt.Sprintf("c:%d", i), cost)}, out); err != nil {
+			out := make([]bucket.Outcome, 1)
+			if err := src.Spend(context.Background(), coalesceNow, []bucket.Op{testOp(fmt.Sprintf("c:%d", i), cost)}, out); err != nil {
 				t.Errorf("caller %d: %v", i, err)
 				failed.Add(1)
 				return
@@ -567,8 +568,8 @@ func TestPackedClusterCallWithAMovedKey(t *testing.T) {
 	if r, err := decode(c, reply, make([]int64, 1)); err != nil || !r.allowed || r.tats[0] != gcra.Missing {
 		t.Fatalf("reply %v: allowed=%v, %v, TAT read %v; want a first spend", reply, r.allowed, err, r.tats)
 	}
-	out := make([]gcra.Outcome, 1)
-	if err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp(far, 0)}, out); err != nil || out[0].Remaining != 99 {
+	out := make([]bucket.Outcome, 1)
+	if err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp(far, 0)}, out); err != nil || out[0].Remaining != 99 {
 		t.Fatalf("after one spend of 1: %+v, %v; want 99 remaining", out[0], err)
 	}
 }
@@ -586,17 +587,17 @@ func TestFoldedSpendsInPackedCalls(t *testing.T) {
 	ctx := context.Background()
 	type want struct {
 		op      operation
-		mode    gcra.Mode
+		mode    bucket.Mode
 		cost    int64
 		allowed bool
 		written bool
 	}
 	var cases []want
 	for _, op := range []operation{opSpend, opCheck} {
-		for _, mode := range []gcra.Mode{gcra.CheckAndSpend, gcra.CheckOnly, gcra.SpendOnly} {
+		for _, mode := range []bucket.Mode{bucket.CheckAndSpend, bucket.CheckOnly, bucket.SpendOnly} {
 			cases = append(cases,
-				want{op, mode, 1, true, op == opSpend && mode != gcra.CheckOnly},
-				want{op, mode, 2, mode == gcra.SpendOnly, false})
+				want{op, mode, 1, true, op == opSpend && mode != bucket.CheckOnly},
+				want{op, mode, 2, mode == bucket.SpendOnly, false})
 		}
 	}
 	for _, packing := range []packing{packKeys, packInline} {
@@ -605,8 +606,8 @@ func TestFoldedSpendsInPackedCalls(t *testing.T) {
 		var stored []string
 		for i, w := range cases {
 			key := fmt.Sprintf("fold:%d:%d", packing, i)
-			out := make([]gcra.Outcome, 1)
-			if err := src.Spend(ctx, coalesceNow, []gcra.Op{testOp(key, 99)}, out); err != nil || !out[0].Allowed {
+			out := make([]bucket.Outcome, 1)
+			if err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp(key, 99)}, out); err != nil || !out[0].Allowed {
 				t.Fatalf("leaving one token in %s: %+v %v", key, out[0], err)
 			}
 			tat, err := src.client.Get(ctx, src.Key(key)).Result()

@@ -8,7 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
 // Source keeps buckets in one Redis or a Redis Cluster. It is safe for
@@ -65,7 +65,7 @@ func New(opts Options) (*Source, error) {
 
 // Spend implements ratelimits.Source: the batch is decided and written
 // by one script call (one per hash slot on a cluster, see spendSlots).
-func (s *Source) Spend(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
+func (s *Source) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
 	keys, err := s.keys(ops)
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func (s *Source) Spend(ctx context.Context, now int64, ops []gcra.Op, outcomes [
 }
 
 // Refund implements ratelimits.Source.
-func (s *Source) Refund(ctx context.Context, now int64, ops []gcra.Op, outcomes []gcra.Outcome) error {
+func (s *Source) Refund(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
 	keys, err := s.keys(ops)
 	if err != nil {
 		return err
@@ -102,22 +102,22 @@ func (s *Source) Refund(ctx context.Context, now int64, ops []gcra.Op, outcomes 
 	if err != nil {
 		return err
 	}
-	gcra.RefundBatch(now, ops, tats, outcomes)
+	bucket.RefundBatch(now, ops, gcraStates(tats), outcomes)
 	return nil
 }
 
 // Reset implements ratelimits.Source: the keys are deleted, and those
 // whose TAT was after now are counted.
-func (s *Source) Reset(ctx context.Context, now int64, keys []string) (int, error) {
-	if len(keys) == 0 {
+func (s *Source) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
+	if len(ops) == 0 {
 		return 0, nil
 	}
-	rkeys := make([]string, len(keys))
-	for i, k := range keys {
-		if err := s.checkKey(k); err != nil {
+	rkeys := make([]string, len(ops))
+	for i, op := range ops {
+		if err := s.checkKey(op.Key); err != nil {
 			return 0, err
 		}
-		rkeys[i] = s.format.name(k)
+		rkeys[i] = s.format.name(op.Key)
 	}
 	if s.cluster && !sameSlot(rkeys) {
 		return s.resetSlots(ctx, now, rkeys)
@@ -177,7 +177,7 @@ func (s *Source) checkKey(bucket string) error {
 }
 
 // keys checks ops and returns their Redis keys, in order.
-func (s *Source) keys(ops []gcra.Op) ([]string, error) {
+func (s *Source) keys(ops []bucket.Op) ([]string, error) {
 	keys := make([]string, len(ops))
 	for i := range ops {
 		if err := checkOp(&ops[i]); err != nil {
@@ -214,8 +214,8 @@ func (s *Source) run(ctx context.Context, c *scriptCall, tats []int64) (scriptRe
 
 // spendOutcomes computes the outcomes of the spend batch ops that r
 // answers, and checks that gcra agrees with the script's verdict.
-func (r *scriptReply) spendOutcomes(ops []gcra.Op, outcomes []gcra.Outcome) error {
-	if gcra.SpendBatch(r.decidedAt, ops, r.tats, outcomes) != r.allowed {
+func (r *scriptReply) spendOutcomes(ops []bucket.Op, outcomes []bucket.Outcome) error {
+	if bucket.SpendBatch(r.decidedAt, ops, gcraStates(r.tats), outcomes) != r.allowed {
 		return fmt.Errorf("%w: script says allowed=%v", ErrVerdictMismatch, r.allowed)
 	}
 	return nil

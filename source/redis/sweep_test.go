@@ -11,21 +11,21 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/source/redis"
 	"github.com/limiter-dev/limiter/source/sourcetest"
 )
 
 // perSecond is a limit of burst 1 refilling in a second: a bucket spent
 // once is full again a second later.
-func perSecond(key string) gcra.Op {
-	return gcra.Op{Key: key, EmissionInterval: int64(time.Second), BurstOffset: int64(time.Second), Cost: 1}
+func perSecond(key string) bucket.Op {
+	return bucket.Op{Key: key, EmissionInterval: int64(time.Second), BurstOffset: int64(time.Second), Cost: 1}
 }
 
 // daily is a limit of burst 100 refilling over a day.
-func daily(key string, cost int64) gcra.Op {
+func daily(key string, cost int64) bucket.Op {
 	ei := int64(864 * time.Second)
-	return gcra.Op{Key: key, EmissionInterval: ei, BurstOffset: ei * 100, Cost: cost}
+	return bucket.Op{Key: key, EmissionInterval: ei, BurstOffset: ei * 100, Cost: cost}
 }
 
 // oneHash opens a source in key format v2 with a single group, so that all
@@ -62,7 +62,7 @@ func TestSweepKeepsAHashSmall(t *testing.T) {
 	steady := make(map[string]int64)
 	for i := range 20 {
 		k := fmt.Sprintf("steady:%d", i)
-		steady[k] = spend(t, src, now, daily(k, 1))[0].NewTAT
+		steady[k] = spend(t, src, now, daily(k, 1))[0].New.TAT
 	}
 	at, largest := now, 0
 	for i := range 3000 {
@@ -109,7 +109,7 @@ func TestSweepLeavesForeignValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := now
-	var last []gcra.Outcome
+	var last []bucket.Outcome
 	for i := range 40 { // past the first sweep at 32 fields
 		at += int64(2 * time.Second) // every earlier id is full
 		last = spend(t, src, at, perSecond(fmt.Sprintf("a:%d", i)), daily(fmt.Sprintf("b:%d", i), 1))
@@ -118,8 +118,8 @@ func TestSweepLeavesForeignValues(t *testing.T) {
 		t.Fatalf("the foreign field holds %q (%v) after the sweeps", v, err)
 	}
 	for i, k := range []string{"a:39", "b:39"} {
-		if v, ok := stored(t, c, src, k); !ok || v != strconv.FormatInt(last[i].NewTAT, 10) {
-			t.Fatalf("bucket %s of the last batch holds %q (%v), want %d", k, v, ok, last[i].NewTAT)
+		if v, ok := stored(t, c, src, k); !ok || v != strconv.FormatInt(last[i].New.TAT, 10) {
+			t.Fatalf("bucket %s of the last batch holds %q (%v), want %d", k, v, ok, last[i].New.TAT)
 		}
 	}
 	// a:0 was full from the second batch on and never read again: only
@@ -135,11 +135,11 @@ func TestGroupedRefusesEmptyKey(t *testing.T) {
 	opts := standalone(t)
 	opts.Groups = 4
 	src := newSource(t, opts)
-	out := make([]gcra.Outcome, 1)
-	if err := src.Spend(context.Background(), now, []gcra.Op{hourly("", 1)}, out); !errors.Is(err, redis.ErrInvalidOp) {
+	out := make([]bucket.Outcome, 1)
+	if err := src.Spend(context.Background(), now, []bucket.Op{hourly("", 1)}, out); !errors.Is(err, redis.ErrInvalidOp) {
 		t.Fatalf("Spend of an empty key: %v, want ErrInvalidOp", err)
 	}
-	if _, err := src.Reset(context.Background(), now, []string{""}); !errors.Is(err, redis.ErrInvalidOp) {
+	if _, err := src.Reset(context.Background(), now, redis.ResetOps("")); !errors.Is(err, redis.ErrInvalidOp) {
 		t.Fatalf("Reset of an empty key: %v, want ErrInvalidOp", err)
 	}
 }
@@ -171,10 +171,10 @@ func TestSweepMatchesModel(t *testing.T) {
 	for step := range 4000 {
 		at += rng.Int64N(int64(3 * time.Second))
 		n := 1 + rng.IntN(3)
-		ops := make([]gcra.Op, n)
+		ops := make([]bucket.Op, n)
 		for i, k := range rng.Perm(len(keys))[:n] {
 			l := limits[k%len(limits)]
-			ops[i] = gcra.Op{Key: keys[k], EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: rng.Int64N(l.burst + 1)}
+			ops[i] = bucket.Op{Key: keys[k], EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: rng.Int64N(l.burst + 1)}
 		}
 		applyAsModel(t, src, m, step, at, ops, rng.IntN(5) == 0)
 	}
@@ -200,8 +200,8 @@ func TestSweepMatchesModel(t *testing.T) {
 				continue
 			}
 			fields++
-			if tat, _ := strconv.ParseInt(v, 10, 64); tat > at && m[f] != tat {
-				t.Errorf("field %s holds %s, the model %d", f, v, m[f])
+			if tat, _ := strconv.ParseInt(v, 10, 64); tat > at && m[f].TAT != tat {
+				t.Errorf("field %s holds %s, the model %d", f, v, m[f].TAT)
 			}
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/source/redis"
 )
 
@@ -74,9 +74,9 @@ func TestTLSUnknownAuthority(t *testing.T) {
 			// timeout error, not as a certificate error.
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
-			out := make([]gcra.Outcome, 1)
+			out := make([]bucket.Outcome, 1)
 			for name, err := range map[string]error{
-				"Spend": src.Spend(ctx, now, []gcra.Op{hourly("a", 1)}, out),
+				"Spend": src.Spend(ctx, now, []bucket.Op{hourly("a", 1)}, out),
 				"Ping":  src.Ping(ctx),
 			} {
 				var unknown x509.UnknownAuthorityError
@@ -148,7 +148,7 @@ func TestClusterTLS(t *testing.T) {
 	}
 	// A batch across the three masters that one bucket cannot take: none
 	// of the three is spent.
-	var batch []gcra.Op
+	var batch []bucket.Op
 	for _, key := range first {
 		batch = append(batch, hourly(key, 1))
 	}
@@ -158,7 +158,7 @@ func TestClusterTLS(t *testing.T) {
 	}
 	for _, op := range batch {
 		check := hourly(op.Key, 0)
-		check.Mode = gcra.CheckOnly
+		check.Mode = bucket.CheckOnly
 		if out := spend(t, src, now, check)[0]; out.Remaining != 98 {
 			t.Fatalf("%s after the denied batch: %d remaining, want 98", op.Key, out.Remaining)
 		}

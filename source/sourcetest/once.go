@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
 
@@ -32,9 +32,9 @@ func record(t *testing.T, name, fingerprint string, now int64) once.Record {
 	return once.Record{Key: key(t, "rec-"+name), Fingerprint: fingerprint, Expires: now + ttl}
 }
 
-func spendOnce(t *testing.T, src ratelimits.Source, now int64, rec once.Record, ops ...gcra.Op) ([]gcra.Outcome, bool) {
+func spendOnce(t *testing.T, src ratelimits.Source, now int64, rec once.Record, ops ...bucket.Op) ([]bucket.Outcome, bool) {
 	t.Helper()
-	out := make([]gcra.Outcome, len(ops))
+	out := make([]bucket.Outcome, len(ops))
 	replayed, err := src.SpendOnce(context.Background(), now, rec, ops, out)
 	if err != nil {
 		t.Fatalf("SpendOnce: %v", err)
@@ -46,9 +46,9 @@ func spendOnce(t *testing.T, src ratelimits.Source, now int64, rec once.Record, 
 // repeat spends nothing and answers exactly the first outcomes.
 func testOnceReplays(t *testing.T, newSource Factory, width int) {
 	src := open(t, newSource)
-	ops := make([]gcra.Op, width)
+	ops := make([]bucket.Op, width)
 	for i := range ops {
-		ops[i] = threePerSec.op(key(t, string(rune('a'+i))), 2, gcra.CheckAndSpend)
+		ops[i] = threePerSec.op(key(t, string(rune('a'+i))), 2, bucket.CheckAndSpend)
 	}
 	rec := record(t, "r", "fp-1", base)
 	first, replayed := spendOnce(t, src, base, rec, ops...)
@@ -74,14 +74,14 @@ func testOnceReplays(t *testing.T, newSource Factory, width int) {
 func testOnceReplaysDenial(t *testing.T, newSource Factory) {
 	src := open(t, newSource)
 	k := key(t, "a")
-	spend(t, src, base, threePerSec.op(k, 3, gcra.CheckAndSpend))
+	spend(t, src, base, threePerSec.op(k, 3, bucket.CheckAndSpend))
 	rec := record(t, "r", "fp-1", base)
-	first, _ := spendOnce(t, src, base, rec, threePerSec.op(k, 1, gcra.CheckAndSpend))
+	first, _ := spendOnce(t, src, base, rec, threePerSec.op(k, 1, bucket.CheckAndSpend))
 	if first[0].Allowed {
 		t.Fatalf("spend on an empty bucket: %+v, want denied", first)
 	}
 	full := base + 3*threePerSec.ei
-	again, replayed := spendOnce(t, src, full, rec, threePerSec.op(k, 1, gcra.CheckAndSpend))
+	again, replayed := spendOnce(t, src, full, rec, threePerSec.op(k, 1, bucket.CheckAndSpend))
 	if !replayed || again[0].Allowed || again[0].RetryIn != first[0].RetryIn {
 		t.Fatalf("repeat once full: %+v replayed=%v, want the first denial %+v", again, replayed, first)
 	}
@@ -93,11 +93,11 @@ func testOnceReplaysDenial(t *testing.T, newSource Factory) {
 func testOnceRefund(t *testing.T, newSource Factory) {
 	src := open(t, newSource)
 	k := key(t, "a")
-	spend(t, src, base, hundredPerH.op(k, 10, gcra.CheckAndSpend))
+	spend(t, src, base, hundredPerH.op(k, 10, bucket.CheckAndSpend))
 	rec := record(t, "r", "refund-fp", base)
 	for i, wantReplayed := range []bool{false, true} {
-		out := make([]gcra.Outcome, 1)
-		replayed, err := src.RefundOnce(context.Background(), base, rec, []gcra.Op{hundredPerH.op(k, 4, gcra.CheckAndSpend)}, out)
+		out := make([]bucket.Outcome, 1)
+		replayed, err := src.RefundOnce(context.Background(), base, rec, []bucket.Op{hundredPerH.op(k, 4, bucket.CheckAndSpend)}, out)
 		if err != nil || replayed != wantReplayed || !out[0].Allowed || out[0].Remaining != 94 {
 			t.Fatalf("refund %d: %+v replayed=%v err=%v, want 94 remaining, replayed=%v", i, out, replayed, err, wantReplayed)
 		}
@@ -112,18 +112,18 @@ func testOnceRefund(t *testing.T, newSource Factory) {
 func testOnceMismatch(t *testing.T, newSource Factory) {
 	src := open(t, newSource)
 	a, b := key(t, "a"), key(t, "b")
-	spendOnce(t, src, base, record(t, "r", "fp-1", base), tenPerSecond.op(a, 1, gcra.CheckAndSpend))
-	for _, ops := range [][]gcra.Op{
-		{tenPerSecond.op(a, 1, gcra.CheckAndSpend)},
-		{tenPerSecond.op(b, 5, gcra.CheckAndSpend)},
-		{tenPerSecond.op(b, 5, gcra.CheckAndSpend), tenPerSecond.op(a, 5, gcra.CheckAndSpend)},
+	spendOnce(t, src, base, record(t, "r", "fp-1", base), tenPerSecond.op(a, 1, bucket.CheckAndSpend))
+	for _, ops := range [][]bucket.Op{
+		{tenPerSecond.op(a, 1, bucket.CheckAndSpend)},
+		{tenPerSecond.op(b, 5, bucket.CheckAndSpend)},
+		{tenPerSecond.op(b, 5, bucket.CheckAndSpend), tenPerSecond.op(a, 5, bucket.CheckAndSpend)},
 	} {
-		out := make([]gcra.Outcome, len(ops))
+		out := make([]bucket.Outcome, len(ops))
 		_, err := src.SpendOnce(context.Background(), base, record(t, "r", "fp-2", base), ops, out)
 		if !errors.Is(err, once.ErrMismatch) {
 			t.Fatalf("same key, another fingerprint, %d ops: %v, want once.ErrMismatch", len(ops), err)
 		}
-		out = make([]gcra.Outcome, 1)
+		out = make([]bucket.Outcome, 1)
 		if _, err := src.RefundOnce(context.Background(), base, record(t, "r", "fp-3", base), ops[:1], out); !errors.Is(err, once.ErrMismatch) {
 			t.Fatalf("a spend's key used for a refund: %v, want once.ErrMismatch", err)
 		}
@@ -139,9 +139,9 @@ func testOnceExpires(t *testing.T, newSource Factory) {
 	src := open(t, newSource)
 	k := key(t, "a")
 	rec := record(t, "r", "fp-1", base)
-	spendOnce(t, src, base, rec, hundredPerH.op(k, 1, gcra.CheckAndSpend))
+	spendOnce(t, src, base, rec, hundredPerH.op(k, 1, bucket.CheckAndSpend))
 	at := rec.Expires
-	out, replayed := spendOnce(t, src, at, once.Record{Key: rec.Key, Fingerprint: rec.Fingerprint, Expires: at + ttl}, hundredPerH.op(k, 1, gcra.CheckAndSpend))
+	out, replayed := spendOnce(t, src, at, once.Record{Key: rec.Key, Fingerprint: rec.Fingerprint, Expires: at + ttl}, hundredPerH.op(k, 1, bucket.CheckAndSpend))
 	if replayed || !out[0].Allowed {
 		t.Fatalf("same key at the record's expiry: %+v replayed=%v, want decided anew", out, replayed)
 	}
@@ -161,14 +161,14 @@ func testOnceConcurrent(t *testing.T, newSource Factory) {
 	const callers = 32
 	var fresh atomic.Int64
 	var wg sync.WaitGroup
-	outs := make([][]gcra.Outcome, callers)
+	outs := make([][]bucket.Outcome, callers)
 	errs := make([]error, callers)
 	for i := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outs[i] = make([]gcra.Outcome, 1)
-			replayed, err := src.SpendOnce(context.Background(), base, rec, []gcra.Op{hundredPerH.op(k, 5, gcra.CheckAndSpend)}, outs[i])
+			outs[i] = make([]bucket.Outcome, 1)
+			replayed, err := src.SpendOnce(context.Background(), base, rec, []bucket.Op{hundredPerH.op(k, 5, bucket.CheckAndSpend)}, outs[i])
 			errs[i] = err
 			if err == nil && !replayed {
 				fresh.Add(1)

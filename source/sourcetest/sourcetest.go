@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
 
@@ -38,8 +39,8 @@ var (
 
 type limit struct{ ei, burst int64 }
 
-func (l limit) op(key string, cost int64, mode gcra.Mode) gcra.Op {
-	return gcra.Op{Key: key, EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: cost, Mode: mode}
+func (l limit) op(key string, cost int64, mode bucket.Mode) bucket.Op {
+	return bucket.Op{Key: key, EmissionInterval: l.ei, BurstOffset: l.ei * l.burst, Cost: cost, Mode: mode}
 }
 
 // Run runs the whole suite against sources made by newSource.
@@ -67,18 +68,18 @@ func open(t *testing.T, newSource Factory) ratelimits.Source {
 	return src
 }
 
-func spend(t *testing.T, src ratelimits.Source, now int64, ops ...gcra.Op) []gcra.Outcome {
+func spend(t *testing.T, src ratelimits.Source, now int64, ops ...bucket.Op) []bucket.Outcome {
 	t.Helper()
-	out := make([]gcra.Outcome, len(ops))
+	out := make([]bucket.Outcome, len(ops))
 	if err := src.Spend(context.Background(), now, ops, out); err != nil {
 		t.Fatalf("Spend: %v", err)
 	}
 	return out
 }
 
-func refund(t *testing.T, src ratelimits.Source, now int64, ops ...gcra.Op) []gcra.Outcome {
+func refund(t *testing.T, src ratelimits.Source, now int64, ops ...bucket.Op) []bucket.Outcome {
 	t.Helper()
-	out := make([]gcra.Outcome, len(ops))
+	out := make([]bucket.Outcome, len(ops))
 	if err := src.Refund(context.Background(), now, ops, out); err != nil {
 		t.Fatalf("Refund: %v", err)
 	}
@@ -88,7 +89,7 @@ func refund(t *testing.T, src ratelimits.Source, now int64, ops ...gcra.Op) []gc
 // remaining reads a bucket with a cost-0 check.
 func remaining(t *testing.T, src ratelimits.Source, now int64, l limit, key string) int64 {
 	t.Helper()
-	return spend(t, src, now, l.op(key, 0, gcra.CheckOnly))[0].Remaining
+	return spend(t, src, now, l.op(key, 0, bucket.CheckOnly))[0].Remaining
 }
 
 func key(t *testing.T, name string) string {
@@ -101,15 +102,15 @@ func testSpendThenDenied(t *testing.T, newSource Factory) {
 	k := key(t, "a")
 	// Ten tokens at once empty the bucket; the eleventh is denied, and the
 	// denial says when one token is back.
-	if got := spend(t, src, base, tenPerSecond.op(k, 10, gcra.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 0 {
+	if got := spend(t, src, base, tenPerSecond.op(k, 10, bucket.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 0 {
 		t.Fatalf("spend 10 of 10: %+v, want allowed with 0 remaining", got)
 	}
-	got := spend(t, src, base, tenPerSecond.op(k, 1, gcra.CheckAndSpend))[0]
+	got := spend(t, src, base, tenPerSecond.op(k, 1, bucket.CheckAndSpend))[0]
 	if got.Allowed || got.RetryIn != tenPerSecond.ei {
 		t.Fatalf("spend 1 more: %+v, want denied, retry in %d", got, tenPerSecond.ei)
 	}
 	// One emission interval later exactly one token is back.
-	if got := spend(t, src, base+tenPerSecond.ei, tenPerSecond.op(k, 1, gcra.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 0 {
+	if got := spend(t, src, base+tenPerSecond.ei, tenPerSecond.op(k, 1, bucket.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 0 {
 		t.Fatalf("spend after one interval: %+v, want allowed with 0 remaining", got)
 	}
 }
@@ -117,9 +118,9 @@ func testSpendThenDenied(t *testing.T, newSource Factory) {
 func testDeniedBatchWritesNothing(t *testing.T, newSource Factory) {
 	src := open(t, newSource)
 	a, b := key(t, "a"), key(t, "b")
-	spend(t, src, base, threePerSec.op(b, 3, gcra.CheckAndSpend))
+	spend(t, src, base, threePerSec.op(b, 3, bucket.CheckAndSpend))
 	// a could pay, b cannot: the whole batch is denied and a keeps its tokens.
-	out := spend(t, src, base, tenPerSecond.op(a, 5, gcra.CheckAndSpend), threePerSec.op(b, 1, gcra.CheckAndSpend))
+	out := spend(t, src, base, tenPerSecond.op(a, 5, bucket.CheckAndSpend), threePerSec.op(b, 1, bucket.CheckAndSpend))
 	if !out[0].Allowed || out[1].Allowed {
 		t.Fatalf("batch outcomes %+v, want a allowed and b denied", out)
 	}
@@ -135,7 +136,7 @@ func testModes(t *testing.T, newSource Factory) {
 	src := open(t, newSource)
 	a, b := key(t, "a"), key(t, "b")
 	// check-only counts but never writes.
-	spend(t, src, base, tenPerSecond.op(a, 4, gcra.CheckOnly), tenPerSecond.op(b, 1, gcra.CheckAndSpend))
+	spend(t, src, base, tenPerSecond.op(a, 4, bucket.CheckOnly), tenPerSecond.op(b, 1, bucket.CheckAndSpend))
 	if r := remaining(t, src, base, tenPerSecond, a); r != 10 {
 		t.Fatalf("check-only wrote: %d remaining, want 10", r)
 	}
@@ -144,8 +145,8 @@ func testModes(t *testing.T, newSource Factory) {
 	}
 	// A denied spend-only does not deny the batch and is not written; the
 	// allowed rest of the batch is.
-	spend(t, src, base, threePerSec.op(a, 3, gcra.CheckAndSpend))
-	out := spend(t, src, base, threePerSec.op(a, 1, gcra.SpendOnly), tenPerSecond.op(b, 1, gcra.CheckAndSpend))
+	spend(t, src, base, threePerSec.op(a, 3, bucket.CheckAndSpend))
+	out := spend(t, src, base, threePerSec.op(a, 1, bucket.SpendOnly), tenPerSecond.op(b, 1, bucket.CheckAndSpend))
 	if out[0].Allowed || out[0].Write || !out[1].Allowed || !out[1].Write {
 		t.Fatalf("spend-only denied beside allowed: %+v", out)
 	}
@@ -154,7 +155,7 @@ func testModes(t *testing.T, newSource Factory) {
 	}
 	// An allowed spend-only in a denied batch is not written either.
 	c := key(t, "c")
-	out = spend(t, src, base, tenPerSecond.op(c, 1, gcra.SpendOnly), threePerSec.op(a, 1, gcra.CheckAndSpend))
+	out = spend(t, src, base, tenPerSecond.op(c, 1, bucket.SpendOnly), threePerSec.op(a, 1, bucket.CheckAndSpend))
 	if !out[0].Allowed || out[1].Allowed {
 		t.Fatalf("spend-only in denied batch: %+v", out)
 	}
@@ -167,21 +168,21 @@ func testRefund(t *testing.T, newSource Factory) {
 	src := open(t, newSource)
 	a, missing := key(t, "a"), key(t, "missing")
 	// A refund never creates a bucket.
-	if got := refund(t, src, base, tenPerSecond.op(missing, 3, gcra.CheckAndSpend))[0]; got.Allowed || got.Remaining != 10 {
+	if got := refund(t, src, base, tenPerSecond.op(missing, 3, bucket.CheckAndSpend))[0]; got.Allowed || got.Remaining != 10 {
 		t.Fatalf("refund of a missing bucket: %+v, want not allowed, 10 remaining", got)
 	}
 	if r := remaining(t, src, base, tenPerSecond, missing); r != 10 {
 		t.Fatalf("missing bucket after refund: %d remaining", r)
 	}
-	spend(t, src, base, tenPerSecond.op(a, 6, gcra.CheckAndSpend))
+	spend(t, src, base, tenPerSecond.op(a, 6, bucket.CheckAndSpend))
 	// Refunding more than was spent never makes the bucket more than full.
-	if got := refund(t, src, base, tenPerSecond.op(a, 2, gcra.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 6 {
+	if got := refund(t, src, base, tenPerSecond.op(a, 2, bucket.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 6 {
 		t.Fatalf("refund 2 of 6 spent: %+v, want allowed with 6 remaining", got)
 	}
-	if got := refund(t, src, base, tenPerSecond.op(a, 2, gcra.CheckOnly))[0]; got.Allowed {
+	if got := refund(t, src, base, tenPerSecond.op(a, 2, bucket.CheckOnly))[0]; got.Allowed {
 		t.Fatalf("check-only refund gave something back: %+v", got)
 	}
-	if got := refund(t, src, base, tenPerSecond.op(a, 9, gcra.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 10 || got.ResetIn != 0 {
+	if got := refund(t, src, base, tenPerSecond.op(a, 9, bucket.CheckAndSpend))[0]; !got.Allowed || got.Remaining != 10 || got.ResetIn != 0 {
 		t.Fatalf("refund past full: %+v, want allowed, 10 remaining, reset 0", got)
 	}
 	if r := remaining(t, src, base, tenPerSecond, a); r != 10 {
@@ -192,8 +193,8 @@ func testRefund(t *testing.T, newSource Factory) {
 func testReset(t *testing.T, newSource Factory) {
 	src := open(t, newSource)
 	a, b, c := key(t, "a"), key(t, "b"), key(t, "c")
-	spend(t, src, base, tenPerSecond.op(a, 5, gcra.CheckAndSpend), threePerSec.op(b, 1, gcra.CheckAndSpend))
-	n, err := src.Reset(context.Background(), base, []string{a, b, c})
+	spend(t, src, base, tenPerSecond.op(a, 5, bucket.CheckAndSpend), threePerSec.op(b, 1, bucket.CheckAndSpend))
+	n, err := src.Reset(context.Background(), base, []bucket.Op{tenPerSecond.op(a, 0, 0), threePerSec.op(b, 0, 0), tenPerSecond.op(c, 0, 0)})
 	if err != nil {
 		t.Fatalf("Reset: %v", err)
 	}
@@ -204,8 +205,8 @@ func testReset(t *testing.T, newSource Factory) {
 		t.Fatalf("a after reset: %d remaining, want 10", r)
 	}
 	// A bucket that has refilled by itself counts as full, not as reset.
-	spend(t, src, base, tenPerSecond.op(a, 1, gcra.CheckAndSpend))
-	n, err = src.Reset(context.Background(), base+int64(time.Hour), []string{a})
+	spend(t, src, base, tenPerSecond.op(a, 1, bucket.CheckAndSpend))
+	n, err = src.Reset(context.Background(), base+int64(time.Hour), []bucket.Op{tenPerSecond.op(a, 0, 0)})
 	if err != nil || n != 0 {
 		t.Fatalf("Reset of a refilled bucket: %d, %v; want 0, nil", n, err)
 	}
@@ -214,15 +215,16 @@ func testReset(t *testing.T, newSource Factory) {
 func testFullBuckets(t *testing.T, newSource Factory) {
 	src := open(t, newSource)
 	a := key(t, "a")
-	spend(t, src, base, tenPerSecond.op(a, 10, gcra.CheckAndSpend))
+	spend(t, src, base, tenPerSecond.op(a, 10, bucket.CheckAndSpend))
 	// After a full refill, the bucket behaves exactly as a missing one.
 	later := base + tenPerSecond.ei*tenPerSecond.burst
-	got := spend(t, src, later, tenPerSecond.op(a, 1, gcra.CheckAndSpend))[0]
-	want := gcra.Spend(later, gcra.Missing, tenPerSecond.ei, tenPerSecond.ei*tenPerSecond.burst, 1)
+	got := spend(t, src, later, tenPerSecond.op(a, 1, bucket.CheckAndSpend))[0]
+	w := gcra.Spend(later, gcra.Missing, tenPerSecond.ei, tenPerSecond.ei*tenPerSecond.burst, 1)
+	want := bucket.Decision{Allowed: w.Allowed, Remaining: w.Remaining, RetryIn: w.RetryIn, ResetIn: w.ResetIn}
 	if got.Decision != want {
 		t.Fatalf("spend on refilled bucket: %+v, want %+v", got.Decision, want)
 	}
-	got = refund(t, src, later+2*tenPerSecond.ei, tenPerSecond.op(a, 1, gcra.CheckAndSpend))[0]
+	got = refund(t, src, later+2*tenPerSecond.ei, tenPerSecond.op(a, 1, bucket.CheckAndSpend))[0]
 	if got.Allowed || got.Remaining != 10 {
 		t.Fatalf("refund on refilled bucket: %+v, want nothing given back", got)
 	}
@@ -249,14 +251,14 @@ func testMatchesModel(t *testing.T, newSource Factory) {
 		}
 		n := 1 + rng.IntN(3)
 		perm := rng.Perm(len(keys))[:n]
-		ops := make([]gcra.Op, n)
+		ops := make([]bucket.Op, n)
 		for i, k := range perm {
 			// A key keeps its limit, as a bucket key keeps its limit name.
 			l := limits[k%len(limits)]
-			ops[i] = l.op(keys[k], rng.Int64N(l.burst+1), gcra.Mode(rng.IntN(3)))
+			ops[i] = l.op(keys[k], rng.Int64N(l.burst+1), bucket.Mode(rng.IntN(3)))
 		}
 		isRefund := rng.IntN(4) == 0
-		var got []gcra.Outcome
+		var got []bucket.Outcome
 		if isRefund {
 			got = refund(t, src, now, ops...)
 		} else {
@@ -271,30 +273,31 @@ func testMatchesModel(t *testing.T, newSource Factory) {
 	}
 }
 
-// Model is the reference every source is compared with: a Go map of TATs,
-// the gcra batch functions, and the rule that a TAT not after now is a
-// missing bucket.
-type Model map[string]int64
+// Model is the reference every source is compared with: a Go map of
+// states, the bucket batch functions, and the rule that a TAT not after
+// now is a missing bucket (a window counter past its windows reads as
+// empty by itself).
+type Model map[string]bucket.State
 
 // Apply decides a batch as a source must, and stores what it writes.
-func (m Model) Apply(now int64, ops []gcra.Op, isRefund bool) []gcra.Outcome {
-	tats := make([]int64, len(ops))
+func (m Model) Apply(now int64, ops []bucket.Op, isRefund bool) []bucket.Outcome {
+	states := make([]bucket.State, len(ops))
 	for i, op := range ops {
-		tat, ok := m[op.Key]
-		if !ok || tat <= now {
-			tat = gcra.Missing
+		st, ok := m[op.Key]
+		if !ok || (!op.Algorithm.Windowed() && st.TAT <= now) {
+			st = bucket.Empty
 		}
-		tats[i] = tat
+		states[i] = st
 	}
-	out := make([]gcra.Outcome, len(ops))
+	out := make([]bucket.Outcome, len(ops))
 	if isRefund {
-		gcra.RefundBatch(now, ops, tats, out)
+		bucket.RefundBatch(now, ops, states, out)
 	} else {
-		gcra.SpendBatch(now, ops, tats, out)
+		bucket.SpendBatch(now, ops, states, out)
 	}
 	for i, o := range out {
 		if o.Write {
-			m[ops[i].Key] = o.NewTAT
+			m[ops[i].Key] = o.New
 		}
 	}
 	return out
@@ -305,9 +308,9 @@ func (m Model) Apply(now int64, ops []gcra.Op, isRefund bool) []gcra.Outcome {
 // spends may succeed, however the source interleaves them.
 func testNoOvershoot(t *testing.T, newSource Factory, width int) {
 	src := open(t, newSource)
-	ops := make([]gcra.Op, width)
+	ops := make([]bucket.Op, width)
 	for i := range ops {
-		ops[i] = hundredPerH.op(key(t, fmt.Sprint(i)), 1, gcra.CheckAndSpend)
+		ops[i] = hundredPerH.op(key(t, fmt.Sprint(i)), 1, bucket.CheckAndSpend)
 	}
 	const workers, perWorker = 64, 5
 	var allowed atomic.Int64
@@ -317,7 +320,7 @@ func testNoOvershoot(t *testing.T, newSource Factory, width int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out := make([]gcra.Outcome, width)
+			out := make([]bucket.Outcome, width)
 			for range perWorker {
 				if err := src.Spend(context.Background(), base, ops, out); err != nil {
 					errs <- err
