@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
 
@@ -55,4 +56,38 @@ type Source interface {
 
 	// Close releases the source's resources. No call may follow it.
 	Close() error
+}
+
+// WindowSyncer is what a shared source (Redis) offers the local layer of
+// window limits whose sync_rate is above 0: each process counts hits in
+// its own memory and, every sync_rate, pushes what it counted and reads
+// back what every process counted together.
+type WindowSyncer interface {
+	// SyncWindows adds each push's unpushed hits to the stored counter of
+	// its key (atomically: hits pushed by any number of processes add up,
+	// none is lost), then fills each push's Total with the stored counter
+	// as it is at now, after the add. Pushes with no hits only read.
+	// now is unix nanoseconds; it decides which stored windows are
+	// current, as for a decision. A failed call that certainly changed
+	// nothing wraps ErrNotApplied; the caller keeps its hits and pushes
+	// them again later either way (hits are never lost, and a retry of a
+	// call that did take effect may count them twice: the documented
+	// price of the mode).
+	SyncWindows(ctx context.Context, now int64, pushes []WindowPush) error
+}
+
+// WindowPush is one counter's part in a sync: hits counted by this process
+// since its last successful push, for the current window Start and the one
+// before it, and, after the call, the totals the source holds.
+type WindowPush struct {
+	Key    string
+	Period int64 // the limit's window, in ms
+	Start  int64 // unix ms when the window Hits counts began
+	Hits   int64 // unpushed hits of the window [Start, Start+Period)
+	// PrevHits are unpushed hits of the window before, still worth
+	// adding: a sliding window weighs them until Start+Period.
+	PrevHits int64
+	// Total is filled by SyncWindows: the stored counter after the add,
+	// as window.Counter.At reads it at now.
+	Total window.Counter
 }
