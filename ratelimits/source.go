@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
-	"github.com/limiter-dev/limiter/ratelimits/window"
 	"github.com/limiter-dev/limiter/ratelimits/once"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // Source stores buckets and owns atomicity: it decides and writes a whole
