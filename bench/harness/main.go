@@ -52,7 +52,7 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
-	flag.StringVar(&o.sources, "sources", "memory,redis", "what to measure besides bare: memory, redis (the limiter and bare + INCR), redisrate (go-redis/redis_rate behind net/http); redis ones are skipped without redis-server")
+	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), redisrate (go-redis/redis_rate behind net/http); redis ones are skipped without redis-server")
 	flag.StringVar(&o.env, "env", "", "extra environment for the limiter processes, comma-separated (e.g. GOGC=400)")
 	flag.StringVar(&o.url, "url", "", "measure only this running server (e.g. http://127.0.0.1:8080), building and starting nothing")
 	flag.Parse()
@@ -69,6 +69,18 @@ type server struct {
 	env  []string
 	proc *exec.Cmd
 	url  string
+	// limit is the limit every request spends (defaultLimit when empty).
+	limit string
+}
+
+// defaultLimit is the bundled GCRA limit the GCRA rows spend.
+const defaultLimit = "APIRequestsPerKey"
+
+func (s *server) limitName() string {
+	if s.limit == "" {
+		return defaultLimit
+	}
+	return s.limit
 }
 
 // result is one run's measurements.
@@ -80,7 +92,7 @@ type result struct {
 
 func run(o options) error {
 	if o.url != "" && o.duration == 0 {
-		r, err := openLoop(o.url, o.rate, o.openFor)
+		r, err := openLoop(o.url, defaultLimit, o.rate, o.openFor)
 		if err != nil {
 			return err
 		}
@@ -116,8 +128,12 @@ func run(o options) error {
 	// run. With a live heap of a few hundred kilobytes, GOGC=1600 puts Go's
 	// minimum heap goal (4 MiB at GOGC=100) at the same 64 MiB.
 	servers := []*server{{name: "bare net/http + encoding/json", cmd: []string{filepath.Join(dir, "bare")}, env: []string{"GOGC=1600"}}}
+	defaults, err := benchDefaults(root, dir)
+	if err != nil {
+		return err
+	}
 	limiterEnv := []string{"LIMITER_LISTEN=127.0.0.1:0",
-		"LIMITER_DEFAULTS=" + filepath.Join(root, "config/defaults.yaml"), "LIMITER_OVERRIDES=" + filepath.Join(root, "config/overrides.yaml")}
+		"LIMITER_DEFAULTS=" + defaults, "LIMITER_OVERRIDES=" + filepath.Join(root, "config/overrides.yaml")}
 	if o.env != "" {
 		limiterEnv = append(limiterEnv, strings.Split(o.env, ",")...)
 	}
@@ -155,6 +171,17 @@ func run(o options) error {
 			servers = append(servers,
 				&server{name: "bare + one Redis INCR", cmd: []string{filepath.Join(dir, "bare"), "-redis", addr}, env: []string{"GOGC=1600"}},
 				&server{name: "limiter, redis", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv})
+		case "windows":
+			servers = append(servers, &server{name: "limiter, memory, sliding window", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, limit: benchSliding})
+			addr, err := redis()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "harness: skipping the Redis window rows:", err)
+				continue
+			}
+			redisSource := []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}
+			servers = append(servers,
+				&server{name: "limiter, redis, sliding window, sync_rate 0", cmd: redisSource, env: limiterEnv, limit: benchSliding},
+				&server{name: "limiter, redis, sliding window, sync_rate 1", cmd: redisSource, env: limiterEnv, limit: benchSlidingSynced})
 		case "redisrate":
 			addr, err := redis()
 			if err != nil {
@@ -171,7 +198,7 @@ func run(o options) error {
 			}
 			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}})
 		default:
-			return fmt.Errorf("unknown source %q in -sources (memory, redis, redisrate)", src)
+			return fmt.Errorf("unknown source %q in -sources (memory, redis, windows, redisrate)", src)
 		}
 	}
 	for _, s := range servers {
@@ -193,7 +220,44 @@ func run(o options) error {
 		}
 	}
 	printTable(os.Stdout, servers, results, o)
+	printWindowTargets(os.Stdout, servers, results)
 	return nil
+}
+
+// The window limits the harness adds to the bundled defaults: 10,000 ids
+// each allowed 100 hits a minute, counted on the source (sync_rate 0) or
+// in the process and synced every second (sync_rate 1). Their enums are
+// far above any the bundled file uses.
+const (
+	benchSliding       = "BenchSlidingWindow"
+	benchSlidingSynced = "BenchSlidingWindowSynced"
+	benchLimits        = `
+BenchSlidingWindow:
+  enum: 2000000001
+  id: string
+  algorithm: sliding-window
+  count: 100
+  period: 1m
+
+BenchSlidingWindowSynced:
+  enum: 2000000002
+  id: string
+  algorithm: sliding-window
+  count: 100
+  period: 1m
+  sync_rate: 1
+`
+)
+
+// benchDefaults writes the bundled defaults file with the harness's window
+// limits appended, and returns its path.
+func benchDefaults(root, dir string) (string, error) {
+	bundled, err := os.ReadFile(filepath.Join(root, "config/defaults.yaml"))
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "defaults.yaml")
+	return path, os.WriteFile(path, append(bundled, benchLimits...), 0o644)
 }
 
 func repoRoot() (string, error) {
@@ -279,17 +343,17 @@ func measure(s *server, script string, o options) (result, error) {
 	var r result
 	if o.duration == 0 { // open loop only
 		var err error
-		r.open, err = openLoop(s.url, o.rate, o.openFor)
+		r.open, err = openLoop(s.url, s.limitName(), o.rate, o.openFor)
 		return r, err
 	}
-	if _, err := wrk(s.url, script, o.warmup, o); err != nil {
+	if _, err := wrk(s, script, o.warmup, o); err != nil {
 		return r, err
 	}
 	before, err := cpuSeconds(s.proc.Process.Pid)
 	if err != nil {
 		return r, err
 	}
-	out, err := wrk(s.url, script, o.duration, o)
+	out, err := wrk(s, script, o.duration, o)
 	if err != nil {
 		return r, err
 	}
@@ -303,13 +367,15 @@ func measure(s *server, script string, o options) (result, error) {
 	}
 	r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
 	r.cpuPerReq = (after - before) / float64(requests) * 1e6
-	r.open, err = openLoop(s.url, o.rate, o.openFor)
+	r.open, err = openLoop(s.url, s.limitName(), o.rate, o.openFor)
 	return r, err
 }
 
-func wrk(url, script string, d time.Duration, o options) (string, error) {
+func wrk(s *server, script string, d time.Duration, o options) (string, error) {
 	cmd := exec.Command("wrk", "-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.connections),
-		"-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, url)
+		"-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, s.url)
+	// spend.lua reads the limit to spend from its environment.
+	cmd.Env = append(os.Environ(), "LIMITER_BENCH_LIMIT="+s.limitName())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("wrk: %v\n%s", err, out)
@@ -403,4 +469,32 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 			col(rs, func(r result) float64 { return r.open.sentP99 }), col(rs, func(r result) float64 { return r.open.lateP99 }),
 			col(rs, func(r result) float64 { return r.open.achieved }), errs)
 	}
+}
+
+// printWindowTargets states the window rows as the ratios their targets
+// are written in: the memory sliding window and the locally counted one
+// (sync_rate 1) against bare, the one counted on Redis (sync_rate 0)
+// against the GCRA limit on Redis of the same run.
+func printWindowTargets(w io.Writer, servers []*server, results [][]result) {
+	rps := map[string]float64{}
+	for i, s := range servers {
+		xs := make([]float64, len(results[i]))
+		for j, r := range results[i] {
+			xs[j] = r.rps
+		}
+		rps[s.name] = median(xs)
+	}
+	bare := rps[servers[0].name]
+	ratio := func(row, ref string, target float64) {
+		if rps[row] > 0 && rps[ref] > 0 {
+			fmt.Fprintf(w, "- %s: %.2f × %s (target ≥ %.1f)\n", row, rps[row]/rps[ref], ref, target)
+		}
+	}
+	if bare == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	ratio("limiter, memory, sliding window", servers[0].name, 0.8)
+	ratio("limiter, redis, sliding window, sync_rate 0", "limiter, redis", 0.9)
+	ratio("limiter, redis, sliding window, sync_rate 1", servers[0].name, 0.8)
 }

@@ -58,11 +58,11 @@ type sample struct{ fromDue, fromSend, late time.Duration }
 // The time from actual sending and the sender's own lateness are reported
 // beside, so that what belongs to the sender can be told from what belongs
 // to the server.
-func openLoop(url string, rate int, d time.Duration) (openLoopResult, error) {
+func openLoop(url, limit string, rate int, d time.Duration) (openLoopResult, error) {
 	addr := strings.TrimPrefix(url, "http://")
 	requests := make([][]byte, 10000)
 	for i := range requests {
-		body := fmt.Sprintf(`{"limit":"APIRequestsPerKey","id":"key-%d","cost":1}`, i+1)
+		body := fmt.Sprintf(`{"limit":%q,"id":"key-%d","cost":1}`, limit, i+1)
 		requests[i] = fmt.Appendf(nil, "POST /v1/spend HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body)
 	}
 	free := make(chan *openConn, openLoopConns)
