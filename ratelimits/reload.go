@@ -24,14 +24,20 @@ type AlgorithmChange struct {
 	New      Algorithm
 }
 
-// Error says what changes and what to do instead.
+// Error says which name changes, what changes and what to do instead.
 func (c *AlgorithmChange) Error() string {
+	return c.NewLimit + ": " + c.Reason()
+}
+
+// Reason is Error without the name in front, for messages that give the
+// name apart.
+func (c *AlgorithmChange) Reason() string {
 	renamed := ""
 	if c.OldLimit != c.NewLimit {
-		renamed = fmt.Sprintf(" (named %s before)", c.OldLimit)
+		renamed = fmt.Sprintf(" (named %s in the running configuration)", c.OldLimit)
 	}
-	return fmt.Sprintf("%s%s: the algorithm of enum %d cannot change from %s to %s: the buckets stored under that enum hold %s state, which must never be read as %s state; to count with %s, declare a new name with a new enum instead (its buckets start empty), and keep this name %s or remove it",
-		c.NewLimit, renamed, c.Name, c.Old, c.New, c.Old, c.New, c.New, c.Old)
+	return fmt.Sprintf("the algorithm of enum %d%s cannot change from %s to %s on a reload: the buckets stored under that enum hold %s state, which must never be read as %s state; to count with %s, declare a new name with a new enum instead (its buckets start empty), and keep this name %s or remove it",
+		c.Name, renamed, c.Old, c.New, c.Old, c.New, c.New, c.Old)
 }
 
 // Unwrap returns ErrAlgorithmChanged.

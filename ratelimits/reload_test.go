@@ -67,7 +67,7 @@ func TestCheckReload(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			if c.want.OldLimit != c.want.NewLimit && !strings.Contains(err.Error(), "(named API before)") {
+			if c.want.OldLimit != c.want.NewLimit && !strings.Contains(err.Error(), "(named API in the running configuration)") {
 				t.Errorf("error %q does not give the old name", err)
 			}
 		})
