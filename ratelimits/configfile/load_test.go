@@ -293,6 +293,7 @@ func TestConfigBundledFiles(t *testing.T) {
 		{"LoginAttemptsPerUser", 101, ratelimits.KindString},
 		{"APIRequestsPerKey", 102, ratelimits.KindString},
 		{"PasswordResetsPerIP", 103, ratelimits.KindIP},
+		{"APIRequestsPerConsumer", 104, ratelimits.KindString},
 	} {
 		info, ok := c.Lookup(d.name)
 		if !ok || info.Name != d.enum || info.Kind != d.kind || !info.Declared {
@@ -310,6 +311,20 @@ func TestConfigBundledFiles(t *testing.T) {
 	}
 	if l, ok := c.Limit(ratelimits.NewRegistrationsPerIPAddress, "192.0.2.10"); !ok || !l.Override {
 		t.Errorf("bundled override for 192.0.2.10 = %+v, %v", l, ok)
+	}
+	sliding := func(count int64, override bool) ratelimits.Limit {
+		l, err := ratelimits.NewWindowLimit(ratelimits.SlidingWindow, count, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Override = override
+		return l
+	}
+	if l, ok := c.Limit(104, "anyone"); !ok || l != sliding(100, false) || c.SyncRate(104) != 0 {
+		t.Errorf("APIRequestsPerConsumer default = %+v, %v", l, ok)
+	}
+	if l, ok := c.Limit(104, "consumer-reporting"); !ok || l != sliding(1000, true) {
+		t.Errorf("APIRequestsPerConsumer override = %+v, %v", l, ok)
 	}
 }
 
