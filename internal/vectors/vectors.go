@@ -55,6 +55,16 @@ type Txn struct {
 	Mode  string `json:"mode,omitempty"`
 }
 
+// String shows a transaction in failure messages with its cost's value,
+// not the pointer's.
+func (t Txn) String() string {
+	cost := "default"
+	if t.Cost != nil {
+		cost = fmt.Sprint(*t.Cost)
+	}
+	return fmt.Sprintf("{%s %s cost:%s mode:%q}", t.Limit, t.ID, cost, t.Mode)
+}
+
 // Expect is an expected answer in exact nanoseconds. The batch fields are
 // absent for refunds, whose vectors check only the decisions.
 type Expect struct {
