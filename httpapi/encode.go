@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -76,14 +77,15 @@ func appendBatch(buf []byte, bd *ratelimits.BatchDecision) []byte {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = appendDecision(buf, &bd.Decisions[i])
+		buf = appendDecision(buf, &bd.Decisions[i], false)
 	}
 	return append(buf, "]}\n"...)
 }
 
 // appendDecision encodes one transaction's decision as
-// wire.DecisionResponse.
-func appendDecision(buf []byte, d *ratelimits.Decision) []byte {
+// wire.DecisionResponse; withSyncRate adds a window limit's sync_rate, as
+// the answer of GET /v1/limits/{limit}/{id} does.
+func appendDecision(buf []byte, d *ratelimits.Decision, withSyncRate bool) []byte {
 	buf = append(buf, `{"limit":`...)
 	buf = appendString(buf, d.Limit)
 	buf = append(buf, `,"id":`...)
@@ -100,7 +102,39 @@ func appendDecision(buf []byte, d *ratelimits.Decision) []byte {
 	buf = appendString(buf, d.Effective.Period.String())
 	buf = append(buf, `,"override":`...)
 	buf = strconv.AppendBool(buf, d.Effective.Override)
+	buf = append(buf, `,"algorithm":`...)
+	buf = appendString(buf, d.Algorithm.String())
+	if withSyncRate && showsSyncRate(d) {
+		buf = append(buf, `,"sync_rate":`...)
+		buf = appendFloat(buf, d.Effective.SyncRate.Seconds())
+	}
 	return append(buf, '}')
+}
+
+// showsSyncRate reports whether the subscriber view of d shows a
+// sync_rate: only a window limit has one, and an unlimited transaction has
+// no limit to show.
+func showsSyncRate(d *ratelimits.Decision) bool {
+	return !d.Unlimited && d.Effective.Algorithm.Windowed()
+}
+
+// appendFloat appends f as encoding/json writes a float64: the shortest
+// decimal that reads back as f, in exponent form below 1e-6 and from 1e21
+// on, with a one-digit exponent written without a leading zero.
+func appendFloat(buf []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	buf = strconv.AppendFloat(buf, f, format, -1, 64)
+	if format == 'e' {
+		// 1e-07 becomes 1e-7.
+		if n := len(buf); n >= 4 && buf[n-4] == 'e' && buf[n-3] == '-' && buf[n-2] == '0' {
+			buf[n-2] = buf[n-1]
+			buf = buf[:n-1]
+		}
+	}
+	return buf
 }
 
 // appendFigures encodes the fields a batch and a decision share: allowed,

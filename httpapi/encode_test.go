@@ -24,14 +24,15 @@ func batchResponse(bd *ratelimits.BatchDecision) wire.BatchResponse {
 		Decisions: make([]wire.DecisionResponse, len(bd.Decisions)),
 	}
 	for i := range bd.Decisions {
-		resp.Decisions[i] = decisionResponse(&bd.Decisions[i])
+		resp.Decisions[i] = decisionResponse(&bd.Decisions[i], false)
 	}
 	return resp
 }
 
-// decisionResponse is d in the wire types.
-func decisionResponse(d *ratelimits.Decision) wire.DecisionResponse {
-	return wire.DecisionResponse{
+// decisionResponse is d in the wire types; withSyncRate adds the
+// sync_rate of a window limit, as GET /v1/limits/{limit}/{id} shows it.
+func decisionResponse(d *ratelimits.Decision, withSyncRate bool) wire.DecisionResponse {
+	resp := wire.DecisionResponse{
 		Limit:     d.Limit,
 		ID:        d.ID,
 		Allowed:   d.Allowed,
@@ -43,7 +44,13 @@ func decisionResponse(d *ratelimits.Decision) wire.DecisionResponse {
 		Count:     d.Effective.Count,
 		Period:    d.Effective.Period.String(),
 		Override:  d.Effective.Override,
+		Algorithm: d.Algorithm.String(),
 	}
+	if withSyncRate && !d.Unlimited && d.Effective.Algorithm.Windowed() {
+		seconds := d.Effective.SyncRate.Seconds()
+		resp.SyncRate = &seconds
+	}
+	return resp
 }
 
 // standardJSON is what encoding/json writes for v, newline included, with
@@ -61,7 +68,8 @@ func standardJSON(t testing.TB, v any) []byte {
 
 // checkEncodersAgree asserts that the hand encoder writes exactly the bytes
 // encoding/json writes for the wire types, for a batch and for each of its
-// decisions alone (the answer of GET /v1/limits/{limit}/{id}).
+// decisions alone, with and without the sync_rate of the answer of
+// GET /v1/limits/{limit}/{id}.
 func checkEncodersAgree(t testing.TB, bd *ratelimits.BatchDecision) {
 	t.Helper()
 	if got, want := appendBatch(nil, bd), standardJSON(t, batchResponse(bd)); !bytes.Equal(got, want) {
@@ -69,8 +77,10 @@ func checkEncodersAgree(t testing.TB, bd *ratelimits.BatchDecision) {
 	}
 	for i := range bd.Decisions {
 		d := &bd.Decisions[i]
-		if got, want := append(appendDecision(nil, d), '\n'), standardJSON(t, decisionResponse(d)); !bytes.Equal(got, want) {
-			t.Fatalf("appendDecision wrote\n%s\nencoding/json writes\n%s", got, want)
+		for _, withSyncRate := range []bool{false, true} {
+			if got, want := append(appendDecision(nil, d, withSyncRate), '\n'), standardJSON(t, decisionResponse(d, withSyncRate)); !bytes.Equal(got, want) {
+				t.Fatalf("appendDecision (sync_rate %v) wrote\n%s\nencoding/json writes\n%s", withSyncRate, got, want)
+			}
 		}
 	}
 }
@@ -119,12 +129,35 @@ func randomDecision(r *rand.Rand) ratelimits.Decision {
 		ResetIn:   time.Duration(randomInt64(r)),
 		Unlimited: r.IntN(2) == 0,
 		Effective: ratelimits.Limit{
-			Burst:    randomInt64(r),
-			Count:    randomInt64(r),
-			Period:   time.Duration(randomInt64(r)),
-			Override: r.IntN(2) == 0,
+			Algorithm: randomAlgorithm(r),
+			Burst:     randomInt64(r),
+			Count:     randomInt64(r),
+			Period:    time.Duration(randomInt64(r)),
+			Override:  r.IntN(2) == 0,
+			SyncRate:  randomSyncRate(r),
 		},
+		Algorithm: randomAlgorithm(r),
 	}
+}
+
+// randomAlgorithm is any algorithm, or a value that is none.
+func randomAlgorithm(r *rand.Rand) ratelimits.Algorithm {
+	return ratelimits.Algorithm(r.IntN(4))
+}
+
+// randomSyncRate favours what a configuration holds (0, -1s, whole
+// milliseconds and seconds), then reaches the float forms: nanoseconds
+// (exponent form), the extremes, anything.
+func randomSyncRate(r *rand.Rand) time.Duration {
+	switch r.IntN(5) {
+	case 0:
+		return []time.Duration{0, -time.Second, -1, 1, time.Millisecond, 500 * time.Millisecond, time.Hour, math.MaxInt64, math.MinInt64}[r.IntN(9)]
+	case 1:
+		return time.Duration(r.Int64N(1e6)) * time.Millisecond
+	case 2:
+		return -time.Duration(r.Int64N(1e3))
+	}
+	return time.Duration(randomInt64(r))
 }
 
 // TestEncodeMatchesEncodingJSON compares the two encoders on random
@@ -151,11 +184,18 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 func FuzzEncode(f *testing.F) {
 	f.Add("NewOrdersPerAccount", "12345", int64(99), int64(0), int64(10_000_000), int64(100), int64(100), int64(time.Second), uint8(5))
 	f.Add("\"\\\b\f\n\r\t\x00\x1f", "<>&\u2028\u2029\xff", int64(-1), int64(1), int64(math.MaxInt64), int64(math.MinInt64), int64(0), int64(-1), uint8(0xff))
+	f.Add("APIRequestsPerConsumer", "gold", int64(3), int64(1), int64(120_000_000_000), int64(100), int64(100), int64(time.Minute), uint8(0x45))
+	f.Add("Uploads", "7", int64(0), int64(-1), int64(0), int64(10), int64(10), int64(time.Hour), uint8(0x81))
 	f.Fuzz(func(t *testing.T, limit, id string, remaining, retryIn, resetIn, burst, count, period int64, flags uint8) {
+		// The top bits choose the algorithm (3 is none) and, for a
+		// window, a sync_rate from the numbers already drawn.
+		alg := ratelimits.Algorithm(flags >> 6)
 		d := ratelimits.Decision{
 			Limit: limit, ID: id, Allowed: flags&1 != 0, Remaining: remaining,
 			RetryIn: time.Duration(retryIn), ResetIn: time.Duration(resetIn), Unlimited: flags&2 != 0,
-			Effective: ratelimits.Limit{Burst: burst, Count: count, Period: time.Duration(period), Override: flags&4 != 0},
+			Effective: ratelimits.Limit{Algorithm: alg, Burst: burst, Count: count, Period: time.Duration(period), Override: flags&4 != 0,
+				SyncRate: time.Duration(retryIn - resetIn)},
+			Algorithm: alg,
 		}
 		swapped := d
 		swapped.Limit, swapped.ID = id, limit

@@ -327,29 +327,38 @@ func (h *handler) subscriber(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	bufp := h.bufs.Get().(*[]byte)
-	buf := append(appendDecision((*bufp)[:0], &d), '\n')
+	buf := append(appendDecision((*bufp)[:0], &d, true), '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf)
 	h.putBuffer(bufp, buf)
 }
 
-// limits serves GET /v1/limits: every known name, its default (null when
-// it has none) and how many overrides are loaded for it.
+// limits serves GET /v1/limits: every known name, how it counts, its
+// default (null when it has none) and how many overrides are loaded for it.
 func (h *handler) limits(w http.ResponseWriter, _ *http.Request) {
 	cfg := h.limiter.Config()
 	names := cfg.Names()
 	resp := wire.LimitsResponse{Limits: make([]wire.LimitResponse, 0, len(names))}
 	for _, n := range names {
+		alg := cfg.Algorithm(n.Name)
 		l := wire.LimitResponse{
 			Limit:     n.Limit,
 			Enum:      int(n.Name),
 			IDKind:    n.Kind.String(),
 			Declared:  n.Declared,
+			Algorithm: alg.String(),
 			Overrides: cfg.OverrideCount(n.Name),
 		}
+		if alg.Windowed() {
+			syncRate := cfg.SyncRate(n.Name).Seconds()
+			l.SyncRate = &syncRate
+		}
 		if def, ok := cfg.Default(n.Name); ok {
-			l.Default = &wire.LimitSettings{Burst: def.Burst, Count: def.Count, Period: def.Period.String()}
+			l.Default = &wire.LimitSettings{Count: def.Count, Period: def.Period.String()}
+			if !alg.Windowed() {
+				l.Default.Burst = def.Burst
+			}
 		}
 		resp.Limits = append(resp.Limits, l)
 	}

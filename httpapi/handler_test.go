@@ -117,7 +117,7 @@ func TestSpendAnswerAndHeaders(t *testing.T) {
 	// retry_in is for another spend of the same cost: three tokens, 60s.
 	want := wire.BatchResponse{Allowed: true, Remaining: 0, RetryInMS: 60000, ResetInMS: 60000, Decisions: []wire.DecisionResponse{{
 		Limit: "Logins", ID: "alice", Allowed: true, Remaining: 0, RetryInMS: 60000, ResetInMS: 60000,
-		Burst: 3, Count: 3, Period: "1m0s",
+		Burst: 3, Count: 3, Period: "1m0s", Algorithm: "gcra",
 	}}}
 	if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.RetryInMS != want.RetryInMS || got.ResetInMS != want.ResetInMS || got.Decisions[0] != want.Decisions[0] {
 		t.Fatalf("answer\n got %+v\nwant %+v", got, want)

@@ -139,3 +139,56 @@ func TestConfigHotPathDoesNotAllocate(t *testing.T) {
 		t.Errorf("Lookup and Limit allocate %v times; want 0", allocs)
 	}
 }
+
+// TestNewConfigWindows: a name's algorithm and sync_rate are its
+// default's; its overrides get that sync_rate whatever theirs says, and an
+// override of another algorithm is refused, as are a sync_rate between 0
+// and 1ms and a sync_rate on a GCRA limit.
+func TestNewConfigWindows(t *testing.T) {
+	sliding := mustWindow(t, SlidingWindow, 100, time.Minute)
+	sliding.SyncRate = 500 * time.Millisecond
+	more := mustWindow(t, SlidingWindow, 1000, time.Minute)
+	more.SyncRate = -time.Second // ignored: sync_rate belongs to the name
+	declared := []NameInfo{{Name: 120, Limit: "API", Kind: KindString}}
+	c, err := NewConfig(declared, map[string]Limit{"API": sliding}, []Override{{Limit: "API", ID: "gold", Effective: more}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Algorithm(120) != SlidingWindow || c.SyncRate(120) != 500*time.Millisecond {
+		t.Errorf("Algorithm, SyncRate = %v, %v; want sliding-window, 500ms", c.Algorithm(120), c.SyncRate(120))
+	}
+	if l, ok := c.Limit(120, "gold"); !ok || l.Count != 1000 || !l.Override || l.SyncRate != 500*time.Millisecond {
+		t.Errorf("override = %+v, %v; want count 1000 with the name's sync_rate", l, ok)
+	}
+	if c.Algorithm(NewOrdersPerAccount) != GCRA || c.SyncRate(NewOrdersPerAccount) != 0 {
+		t.Error("a name without limits is not GCRA with sync_rate 0")
+	}
+
+	withSync := func(l Limit, d time.Duration) Limit { l.SyncRate = d; return l }
+	for _, c := range []struct {
+		desc      string
+		defaults  map[string]Limit
+		overrides []Override
+		want      string
+	}{
+		{"sync_rate below 1ms", map[string]Limit{"API": withSync(sliding, time.Millisecond-1)}, nil, "API: sync_rate 999.999µs is between 0 and 1ms"},
+		{"sync_rate on gcra", map[string]Limit{"API": withSync(mustLimit(t, 1, 1, time.Second), time.Second)}, nil, "API: sync_rate applies to window limits only"},
+		{"override of another algorithm", map[string]Limit{"API": sliding},
+			[]Override{{Limit: "API", ID: "x", Effective: mustWindow(t, FixedWindow, 1, time.Second)}}, "an override cannot change the algorithm"},
+		{"gcra override of a window", map[string]Limit{"API": sliding},
+			[]Override{{Limit: "API", ID: "x", Effective: mustLimit(t, 1, 1, time.Second)}}, `the override of "x" is gcra, but the name is sliding-window`},
+		{"window literal", map[string]Limit{"API": {Algorithm: FixedWindow, Burst: 1, Count: 0, Period: time.Second}}, nil, "not made with NewLimit or NewWindowLimit"},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			_, err := NewConfig(declared, c.defaults, c.overrides)
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("NewConfig = %v; want an ErrInvalidConfig saying %q", err, c.want)
+			}
+		})
+	}
+	for _, d := range []time.Duration{-time.Nanosecond, 0, time.Millisecond, time.Hour} {
+		if _, err := NewConfig(declared, map[string]Limit{"API": withSync(sliding, d)}, nil); err != nil {
+			t.Errorf("sync_rate %v: %v", d, err)
+		}
+	}
+}

@@ -1,14 +1,17 @@
 // Package ratelimits decides rate limits: given a batch of transactions
 // ("spend 1 token of NewOrdersPerAccount for account 42"), it says whether
 // each is allowed and takes the tokens, exactly and atomically, with the
-// Generic Cell Rate Algorithm of package gcra.
+// Generic Cell Rate Algorithm of package gcra or the sliding and fixed
+// windows of package window.
 //
 // Its parts:
 //
-//   - A Limit is a bucket of Burst tokens refilled at Count per Period. A
-//     Config holds each limit name's default and its per-subscriber
-//     overrides; the effective limit of a transaction is its override, else
-//     the default, else none (unlimited).
+//   - A Limit is a GCRA bucket of Burst tokens refilled at Count per Period,
+//     or a window limit of Count hits per window of Period. A Config holds
+//     each limit name's default and its per-subscriber overrides; the
+//     effective limit of a transaction is its override, else the default,
+//     else none (unlimited). A name's algorithm is fixed for as long as its
+//     enum is: CheckReload refuses a new Config that changes it.
 //   - A Transaction names a limit, a subscriber id, a cost and a Mode.
 //   - The Limiter validates a batch whole, resolves each transaction's
 //     effective limit, hands the batch to its Source in one call and

@@ -133,9 +133,11 @@ func onceFailure(err error) error {
 
 // fingerprint identifies a request for its idempotency record: the
 // operation, and per transaction the limit name, canonical id, cost, mode
-// and the effective limit. Including the limit means that a retry after a
-// reload changed it is not answered with numbers the new limit would not
-// give; it is refused as another request instead.
+// and the effective limit: its algorithm and numbers (a GCRA limit's
+// burst, count and period; a window limit's count, period and sync_rate).
+// Including the limit means that a retry after a reload changed it is not
+// answered with numbers the new limit would not give; it is refused as
+// another request instead.
 func fingerprint(op byte, prepared []preparedTxn) string {
 	h := sha256.New()
 	buf := make([]byte, 0, 128)
@@ -146,15 +148,20 @@ func fingerprint(op byte, prepared []preparedTxn) string {
 		buf = append(buf, p.bucketID...)
 		buf = binary.AppendVarint(buf, p.cost)
 		buf = append(buf, byte(p.mode))
-		if p.unlimited {
+		switch {
+		case p.unlimited:
 			buf = append(buf, 0)
-		} else {
-			buf = append(buf, 1)
-			if p.limit.Override {
-				buf = append(buf, 1)
-			} else {
-				buf = append(buf, 0)
-			}
+		case p.limit.Algorithm.Windowed():
+			// A window limit is told from a GCRA one by its tag, and
+			// from the other window algorithm by its own byte.
+			buf = append(buf, 2, byte(p.limit.Algorithm), boolByte(p.limit.Override))
+			buf = binary.AppendVarint(buf, p.limit.Count)
+			buf = binary.AppendVarint(buf, int64(p.limit.Period))
+			buf = binary.AppendVarint(buf, int64(p.limit.SyncRate))
+		default:
+			// GCRA's form has not changed since windows were added, so a
+			// retry across an upgrade still matches its record.
+			buf = append(buf, 1, boolByte(p.limit.Override))
 			buf = binary.AppendVarint(buf, p.limit.Burst)
 			buf = binary.AppendVarint(buf, p.limit.Count)
 			buf = binary.AppendVarint(buf, int64(p.limit.Period))
@@ -164,4 +171,12 @@ func fingerprint(op byte, prepared []preparedTxn) string {
 	}
 	sum := h.Sum(nil)
 	return hex.EncodeToString(sum[:16])
+}
+
+// boolByte is 1 for true and 0 for false.
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }

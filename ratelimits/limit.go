@@ -26,11 +26,19 @@ const (
 // string is GCRA.
 func ParseAlgorithm(s string) (Algorithm, error) {
 	a, ok := bucket.ParseAlgorithm(s)
-	if !ok {
-		return 0, fmt.Errorf("%w: unknown algorithm %q: want gcra, sliding-window or fixed-window", ErrInvalidLimit, s)
+	switch {
+	case ok:
+		return a, nil
+	case s == RateCounterName:
+		return 0, fmt.Errorf("%w: algorithm %q is not supported: want gcra, sliding-window or fixed-window", ErrInvalidLimit, s)
 	}
-	return a, nil
+	return 0, fmt.Errorf("%w: unknown algorithm %q: want gcra, sliding-window or fixed-window", ErrInvalidLimit, s)
 }
+
+// RateCounterName is how an algorithm this version does not implement, the
+// rate counter, is spelt: ParseAlgorithm says it is not supported rather
+// than unknown.
+const RateCounterName = "rate-counter"
 
 // The bounds of a window limit's period: whole seconds, from one second to
 // 8784 hours (a leap year).

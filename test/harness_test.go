@@ -247,7 +247,7 @@ func (d *httpDriver) Do(op string, txns []vectors.Txn) (vectors.Result, error) {
 	for _, dd := range a.Decisions {
 		res.Decisions = append(res.Decisions, vectors.ResultDecision{
 			Limit: dd.Limit, ID: dd.ID, Allowed: dd.Allowed, Remaining: dd.Remaining,
-			RetryIn: dd.RetryInMS, ResetIn: dd.ResetInMS,
+			RetryIn: dd.RetryInMS, ResetIn: dd.ResetInMS, Algorithm: dd.Algorithm,
 		})
 	}
 	return res, nil
@@ -280,6 +280,33 @@ func vectorsConfig(t *testing.T) (*vectors.File, map[string]string) {
 func runVectorsOverHTTP(t *testing.T, f *vectors.File, procs ...*limiterProc) {
 	t.Helper()
 	vectors.Run(t, f, &httpDriver{procs: procs}, time.Millisecond)
+}
+
+// windowVectorsConfig is vectorsConfig for the window vectors
+// (vectors.Windows), whose clock starts where the file says.
+func windowVectorsConfig(t *testing.T) (*vectors.File, map[string]string) {
+	t.Helper()
+	f, err := vectors.Windows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults, overrides, err := f.WriteConfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, map[string]string{
+		"LIMITER_DEFAULTS":  defaults,
+		"LIMITER_OVERRIDES": overrides,
+		"LIMITER_FAKECLOCK": f.Start,
+	}
+}
+
+// The window vectors through the binary on the memory source: decisions
+// to the millisecond, and every decision's algorithm.
+func TestWindowVectorsOverHTTPMemory(t *testing.T) {
+	f, env := windowVectorsConfig(t)
+	p := startLimiter(t, procOptions{Env: env})
+	runVectorsOverHTTP(t, f, p)
 }
 
 // writeFile writes content to name in dir and returns its path.

@@ -24,7 +24,9 @@ import (
 // half a configuration, and a reload with any file that fails to load (a
 // broken limit, an unreadable or empty token file) leaves everything in
 // use untouched. Buckets are not touched: a changed limit applies from the
-// next decision.
+// next decision. For that reason a reload may not change the algorithm of
+// a name whose enum it keeps (configfile.LoadReload): the buckets under
+// that enum hold the old algorithm's state.
 type reloader struct {
 	defaults, overrides string
 	limiter             *ratelimits.Limiter
@@ -90,7 +92,7 @@ func (r *reloader) Reload(trigger string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = r.signature()
-	cfg, err := configfile.Load(r.defaults, r.overrides)
+	cfg, err := configfile.LoadReload(r.limiter.Config(), r.defaults, r.overrides)
 	api, apiErr := readTokenFile(r.apiTokenFile)
 	admin, adminErr := readTokenFile(r.adminTokenFile)
 	if err == nil && apiErr == nil && adminErr == nil {

@@ -36,19 +36,25 @@ type BatchResponse struct {
 
 // DecisionResponse is one transaction's decision, and the answer of
 // GET /v1/limits/{limit}/{id}. Burst, Count and Period are the effective
-// limit (zero for an unlimited one); Period is a Go duration string.
+// limit (zero for an unlimited one); Period is a Go duration string. For
+// a window limit, Burst and Count are both the hits allowed per window
+// and Period is the window. Algorithm is how the limit counts: "gcra",
+// "sliding-window" or "fixed-window". SyncRate, in seconds, is only in
+// the answer of GET /v1/limits/{limit}/{id}, for a window limit.
 type DecisionResponse struct {
-	Limit     string `json:"limit"`
-	ID        string `json:"id"`
-	Allowed   bool   `json:"allowed"`
-	Remaining int64  `json:"remaining"`
-	RetryInMS int64  `json:"retry_in_ms"`
-	ResetInMS int64  `json:"reset_in_ms"`
-	Unlimited bool   `json:"unlimited"`
-	Burst     int64  `json:"burst"`
-	Count     int64  `json:"count"`
-	Period    string `json:"period"`
-	Override  bool   `json:"override"`
+	Limit     string   `json:"limit"`
+	ID        string   `json:"id"`
+	Allowed   bool     `json:"allowed"`
+	Remaining int64    `json:"remaining"`
+	RetryInMS int64    `json:"retry_in_ms"`
+	ResetInMS int64    `json:"reset_in_ms"`
+	Unlimited bool     `json:"unlimited"`
+	Burst     int64    `json:"burst"`
+	Count     int64    `json:"count"`
+	Period    string   `json:"period"`
+	Override  bool     `json:"override"`
+	Algorithm string   `json:"algorithm"`
+	SyncRate  *float64 `json:"sync_rate,omitempty"`
 }
 
 // ResetResponse answers POST /v1/reset: how many of the buckets were not
@@ -62,20 +68,26 @@ type LimitsResponse struct {
 	Limits []LimitResponse `json:"limits"`
 }
 
-// LimitResponse describes one limit name: Default is null when the name
-// has none, and Overrides counts the ids that have their own limit.
+// LimitResponse describes one limit name: how it counts (Algorithm, and
+// for a window limit SyncRate in seconds, both the name's), its Default
+// (null when the name has none), and Overrides, how many ids have their
+// own limit.
 type LimitResponse struct {
 	Limit     string         `json:"limit"`
 	Enum      int            `json:"enum"`
 	IDKind    string         `json:"id_kind"`
 	Declared  bool           `json:"declared"`
+	Algorithm string         `json:"algorithm"`
+	SyncRate  *float64       `json:"sync_rate,omitempty"`
 	Default   *LimitSettings `json:"default"`
 	Overrides int            `json:"overrides"`
 }
 
-// LimitSettings is a limit as the configuration files spell it.
+// LimitSettings is a limit as the configuration files spell it: a GCRA
+// limit's burst, count and period, or a window limit's count and period
+// (a window has no burst).
 type LimitSettings struct {
-	Burst  int64  `json:"burst"`
+	Burst  int64  `json:"burst,omitempty"`
 	Count  int64  `json:"count"`
 	Period string `json:"period"`
 }

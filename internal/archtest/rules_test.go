@@ -79,3 +79,41 @@ func TestRulesCatchForbiddenImports(t *testing.T) {
 		})
 	}
 }
+
+// The allow rules catch an algorithm that imports the module or more than
+// arithmetic from the standard library, and batch rules that import the
+// module beyond the algorithms; the imports they have today pass.
+func TestAllowRules(t *testing.T) {
+	tests := []struct {
+		name  string
+		edges map[string][]string
+		want  []string // the start of each violation, in order; none: allowed
+	}{
+		{"the algorithms as they are", map[string][]string{
+			"m/ratelimits/gcra": {"math"}, "m/ratelimits/window": {"math", "math/bits"},
+			"m/ratelimits/bucket": {"m/ratelimits/gcra", "m/ratelimits/window"},
+		}, nil},
+		{"an algorithm formats", map[string][]string{"m/ratelimits/gcra": {"math", "fmt"}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {}},
+			[]string{"ratelimits/gcra imports fmt: an algorithm is integer arithmetic"}},
+		{"an algorithm reads the clock", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {"time"}, "m/ratelimits/bucket": {}},
+			[]string{"ratelimits/window imports time"}},
+		{"an algorithm uses the module", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {"m/ratelimits/gcra"}, "m/ratelimits/bucket": {}},
+			[]string{"ratelimits/window imports ratelimits/gcra"}},
+		{"the batch rules use the domain", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {"m/ratelimits/gcra", "m/ratelimits/once"}},
+			[]string{"ratelimits/bucket imports ratelimits/once: the batch rules hand each op to its algorithm"}},
+		{"the batch rules use the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {"errors", "m/ratelimits/window"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := allowViolations(t, fakeGraph(tt.edges))
+			if len(got) != len(tt.want) {
+				t.Fatalf("violations:\n%s\nwant %d starting %q", strings.Join(got, "\n"), len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("violation %q does not start %q", got[i], w)
+				}
+			}
+		})
+	}
+}

@@ -63,7 +63,7 @@ func (d *LimiterDriver) Do(op string, txns []Txn) (Result, error) {
 	for _, dd := range bd.Decisions {
 		res.Decisions = append(res.Decisions, ResultDecision{
 			Limit: dd.Limit, ID: dd.ID, Allowed: dd.Allowed, Remaining: dd.Remaining,
-			RetryIn: int64(dd.RetryIn), ResetIn: int64(dd.ResetIn),
+			RetryIn: int64(dd.RetryIn), ResetIn: int64(dd.ResetIn), Algorithm: dd.Algorithm.String(),
 		})
 	}
 	return res, nil

@@ -1,7 +1,8 @@
-// Package vectors loads the public GCRA decision vectors (a copy of
-// shared/vectors/gcra-public.json, embedded) and runs them against any
-// driver: the Limiter directly, or the binary over HTTP. The same
-// scenarios at every level make a difference between levels a failure.
+// Package vectors loads the public decision vectors (copies of
+// shared/vectors/gcra-public.json and algorithms-public.json, embedded)
+// and runs them against any driver: the Limiter directly, or the binary
+// over HTTP. The same scenarios at every level make a difference between
+// levels a failure.
 package vectors
 
 import (
@@ -17,9 +18,15 @@ import (
 //go:embed testdata/gcra-public.json
 var publicJSON []byte
 
+//go:embed testdata/algorithms-public.json
+var algorithmsJSON []byte
+
 // File is a vectors file: the configuration its scenarios run under, and
-// the scenarios, which run in order in one service on one clock.
+// the scenarios, which run in order in one service on one clock. Start,
+// when the file gives it (RFC 3339), is the time the clock starts at;
+// window vectors depend on it, since windows are aligned to the clock.
 type File struct {
+	Start     string          `json:"start"`
 	Defaults  json.RawMessage `json:"defaults"`
 	Overrides json.RawMessage `json:"overrides"`
 	Scenarios []Scenario      `json:"scenarios"`
@@ -48,6 +55,16 @@ type Txn struct {
 	Mode  string `json:"mode,omitempty"`
 }
 
+// String shows a transaction in failure messages with its cost's value,
+// not the pointer's.
+func (t Txn) String() string {
+	cost := "default"
+	if t.Cost != nil {
+		cost = fmt.Sprint(*t.Cost)
+	}
+	return fmt.Sprintf("{%s %s cost:%s mode:%q}", t.Limit, t.ID, cost, t.Mode)
+}
+
 // Expect is an expected answer in exact nanoseconds. The batch fields are
 // absent for refunds, whose vectors check only the decisions.
 type Expect struct {
@@ -58,7 +75,8 @@ type Expect struct {
 	Decisions []ExpectDecision `json:"decisions"`
 }
 
-// ExpectDecision is one transaction's expected decision.
+// ExpectDecision is one transaction's expected decision. Algorithm is
+// compared only when the vector gives it.
 type ExpectDecision struct {
 	Limit     string `json:"limit"`
 	ID        string `json:"id"`
@@ -66,6 +84,7 @@ type ExpectDecision struct {
 	Remaining int64  `json:"remaining"`
 	RetryInNS int64  `json:"retry_in_ns"`
 	ResetInNS int64  `json:"reset_in_ns"`
+	Algorithm string `json:"algorithm"`
 }
 
 // Result is what a driver got back. Durations are in the driver's unit:
@@ -80,6 +99,7 @@ type Result struct {
 }
 
 // ResultDecision is one transaction's decision as a driver got it.
+// Algorithm is as the API spells it ("gcra", "sliding-window", ...).
 type ResultDecision struct {
 	Limit     string
 	ID        string
@@ -87,6 +107,7 @@ type ResultDecision struct {
 	Remaining int64
 	RetryIn   int64
 	ResetIn   int64
+	Algorithm string
 }
 
 // Driver runs steps against one level of the service.
@@ -109,6 +130,34 @@ func Public() (*File, error) {
 
 // PublicBytes returns the embedded copy as it is on disk.
 func PublicBytes() []byte { return publicJSON }
+
+// Algorithms returns the public vectors of every algorithm beside GCRA,
+// whole: also the scenarios and limits of features this version does not
+// have (see Windows).
+func Algorithms() (*File, error) {
+	var f File
+	if err := json.Unmarshal(algorithmsJSON, &f); err != nil {
+		return nil, fmt.Errorf("vectors: %w", err)
+	}
+	return &f, nil
+}
+
+// AlgorithmsBytes returns the embedded copy of the algorithms vectors as it
+// is on disk.
+func AlgorithmsBytes() []byte { return algorithmsJSON }
+
+// StartTime returns the time the file's clock starts at, or def when the
+// file does not say.
+func (f *File) StartTime(def time.Time) (time.Time, error) {
+	if f.Start == "" {
+		return def, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, f.Start)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("vectors: start %q: %w", f.Start, err)
+	}
+	return t, nil
+}
 
 // WriteConfig writes the file's defaults and overrides as config files in
 // dir (JSON is YAML) and returns their paths.
@@ -185,7 +234,11 @@ func checkStep(t *testing.T, where string, st Step, got Result, unit time.Durati
 		return
 	}
 	for i, wd := range e.Decisions {
-		want := ResultDecision{Limit: wd.Limit, ID: wd.ID, Allowed: wd.Allowed, Remaining: wd.Remaining, RetryIn: round(wd.RetryInNS, unit), ResetIn: round(wd.ResetInNS, unit)}
+		want := ResultDecision{Limit: wd.Limit, ID: wd.ID, Allowed: wd.Allowed, Remaining: wd.Remaining, RetryIn: round(wd.RetryInNS, unit), ResetIn: round(wd.ResetInNS, unit),
+			Algorithm: wd.Algorithm}
+		if want.Algorithm == "" {
+			want.Algorithm = got.Decisions[i].Algorithm // the vector does not say
+		}
 		if got.Decisions[i] != want {
 			t.Errorf("%s: %s decision %d:\n got %+v\nwant %+v", where, st.Op, i, got.Decisions[i], want)
 		}

@@ -2,25 +2,36 @@ package vectors
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jmhodges/clock"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
-// The embedded copy must stay the same as the shared public vectors, which
-// sit beside the repository in every checkout and CI run.
+// The embedded copies must stay the same as the shared public vectors,
+// which sit beside the repository in every checkout and CI run.
 func TestCopyMatchesShared(t *testing.T) {
-	shared := filepath.Join("..", "..", "..", "shared", "vectors", "gcra-public.json")
-	want, err := os.ReadFile(shared)
-	if os.IsNotExist(err) {
-		t.Skipf("%s is not beside this checkout", shared)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(PublicBytes(), want) {
-		t.Fatalf("internal/vectors/testdata/gcra-public.json differs from %s: copy it again", shared)
+	for name, embedded := range map[string][]byte{"gcra-public.json": PublicBytes(), "algorithms-public.json": AlgorithmsBytes()} {
+		shared := filepath.Join("..", "..", "..", "shared", "vectors", name)
+		want, err := os.ReadFile(shared)
+		if os.IsNotExist(err) {
+			t.Logf("%s is not beside this checkout", shared)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(embedded, want) {
+			t.Errorf("internal/vectors/testdata/%s differs from %s: copy it again", name, shared)
+		}
 	}
 }
 
@@ -44,4 +55,93 @@ func TestRound(t *testing.T) {
 			t.Errorf("round(%d, %d) = %d, want %d", c.ns, c.unit, got, c.want)
 		}
 	}
+}
+
+// Windows keeps exactly the window scenarios, and a configuration without
+// rate counters or penalties that the loader takes; the whole file's
+// configuration is refused, for those very limits.
+func TestWindows(t *testing.T) {
+	f, err := Windows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	steps := 0
+	for _, sc := range f.Scenarios {
+		names = append(names, sc.Name)
+		steps += len(sc.Steps)
+	}
+	if !slices.Equal(names, WindowScenarios) || steps < 40 {
+		t.Fatalf("scenarios %v with %d steps; want %v", names, steps, WindowScenarios)
+	}
+	if strings.Contains(string(f.Defaults), "rate-counter") || strings.Contains(string(f.Defaults), "penalty") {
+		t.Errorf("defaults still hold the later feature: %s", f.Defaults)
+	}
+	var defaults map[string]json.RawMessage
+	if err := json.Unmarshal(f.Defaults, &defaults); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"SlidingTenPerMinute", "FixedThreePerTenSeconds", "SlidingFivePerSecond", "PerSecondGCRA", "LoginsWithLockout", "WindowWithLockout"} {
+		if _, ok := defaults[name]; !ok {
+			t.Errorf("%s was dropped", name)
+		}
+	}
+	if _, err := configfile.Parse("defaults.yaml", f.Defaults, "overrides.yaml", f.Overrides); err != nil {
+		t.Errorf("the window configuration does not load: %v", err)
+	}
+	whole, err := Algorithms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := configfile.Parse("defaults.yaml", whole.Defaults, "overrides.yaml", whole.Overrides); err == nil ||
+		!strings.Contains(err.Error(), `algorithm "rate-counter" is not supported`) || !strings.Contains(err.Error(), `unknown field "penalty"`) {
+		t.Errorf("the whole configuration: %v; want rate-counter and penalty refused", err)
+	}
+	if start, err := f.StartTime(time.Time{}); err != nil || !start.Equal(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("StartTime = %v, %v", start, err)
+	}
+}
+
+// The window vectors hold for the reference model of a source: this checks
+// the vectors' arithmetic, the Limiter's and the window package's against
+// each other, apart from any real source's storage.
+func TestWindowsOnModel(t *testing.T) {
+	f, err := Windows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configfile.Parse("defaults.yaml", f.Defaults, "overrides.yaml", f.Overrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := f.StartTime(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake()
+	clk.Set(start)
+	l, err := ratelimits.NewLimiter(cfg, NewModelSource(), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Run(t, f, &LimiterDriver{Limiter: l, Clock: clk}, time.Nanosecond)
+}
+
+// The GCRA vectors hold for the reference model too.
+func TestPublicOnModel(t *testing.T) {
+	f, err := Public()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configfile.Parse("defaults.yaml", f.Defaults, "overrides.yaml", f.Overrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake()
+	clk.Set(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
+	l, err := ratelimits.NewLimiter(cfg, NewModelSource(), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Run(t, f, &LimiterDriver{Limiter: l, Clock: clk}, time.Nanosecond)
 }

@@ -8,7 +8,7 @@ import (
 
 // The fields of a limit in the defaults file. enum and id declare a name
 // that is not built in.
-var defaultFields = []string{"burst", "count", "period", "enum", "id"}
+var defaultFields = []string{"burst", "count", "period", "enum", "id", "algorithm", "sync_rate"}
 
 // loadDefaults parses the defaults file: a mapping from limit name to limit.
 func (l *loader) loadDefaults(file string, data []byte) {
@@ -48,16 +48,40 @@ func (l *loader) loadDefault(file string, key, val *yaml.Node, seen map[string]i
 	}
 	seen[name] = key.Line
 	if val.Kind != yaml.MappingNode {
-		s.add(val.Line, "a limit must be a mapping with burst, count and period, got %s", describe(val))
+		s.add(val.Line, "a limit must be a mapping with burst, count and period (or algorithm, count and period for a window), got %s", describe(val))
 		l.markBroken(name)
+		l.unknownAlg[name] = true
 		return
 	}
-	fs := s.fields(val, defaultFields...)
+	fs := s.fields(val, nil, defaultFields...)
 	info, okName := l.defaultName(s, key, fs)
-	lim, okLimit := s.readLimit(key, fs)
-	if okName && okLimit {
+	alg, algLine, okAlg := s.algorithm(key, fs)
+	if !okAlg {
+		// Which fields the limit must have depends on its algorithm.
+		l.unknownAlg[name] = true
+		s.checkFields(key, fs)
+		return
+	}
+	l.algs[name] = origin{alg: alg, file: file, line: algLine}
+	lim, okLimit := s.readLimit(key, fs, alg)
+	syncRate, okSync := s.syncRate(fs, alg)
+	if okName && okLimit && okSync {
+		lim.SyncRate = syncRate
 		l.defaults[info.Limit] = lim
 	}
+}
+
+// nameAlgorithm returns the algorithm of a name for its overrides: its
+// defaults entry's, GCRA for a built-in name without one, and not ok when
+// the defaults entry's algorithm is broken or the name is unknown.
+func (l *loader) nameAlgorithm(name string) (ratelimits.Algorithm, bool) {
+	if o, ok := l.algs[name]; ok {
+		return o.alg, true
+	}
+	if _, builtin := l.builtin(name); builtin && !l.unknownAlg[name] {
+		return ratelimits.GCRA, true
+	}
+	return 0, false
 }
 
 // builtin finds a built-in name by its exact spelling.

@@ -3,13 +3,16 @@ package configfile_test
 import (
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // FuzzParseConfig feeds arbitrary files to the loader: it never panics, a
 // failure is always an *Error with at least one problem, and a
-// configuration it accepts only holds limits GCRA can use.
+// configuration it accepts only holds limits their algorithm can use.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("NewOrdersPerAccount:\n  burst: 5\n  count: 5\n  period: 1h\n"), []byte("[]"))
 	f.Add([]byte("L:\n  enum: 101\n  id: ip\n  burst: 2\n  count: 3\n  period: 1s\n"),
@@ -17,6 +20,11 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("A: &x {burst: 1, count: 1, period: 1s}\nB: *x\n"), []byte(""))
 	f.Add([]byte("{"), []byte("- {"))
 	f.Add([]byte("X:\n  burst: 9223372036854775807\n  count: 1\n  period: 2562047h\n"), []byte("- CertificatesPerFQDNSet:\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: 'a.example,b.example'}]\n"))
+	f.Add([]byte("W:\n  enum: 120\n  id: string\n  algorithm: sliding-window\n  count: 100\n  period: 1m\n  sync_rate: 0.5\n"),
+		[]byte("- W:\n    count: 1000\n    period: 1m\n    ids: [{id: gold}]\n"))
+	f.Add([]byte("CertificatesPerDomain:\n  algorithm: fixed-window\n  count: 284836\n  period: 8784h\n  sync_rate: -1e-12\n"),
+		[]byte("- CertificatesPerDomain:\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: example.com}]\n"))
+	f.Add([]byte("R:\n  enum: 306\n  id: ip\n  algorithm: rate-counter\n  window: 10s\n  rate: 10\n"), []byte(""))
 	f.Fuzz(func(t *testing.T, defaults, overrides []byte) {
 		cfg, err := configfile.Parse("defaults.yaml", defaults, "overrides.yaml", overrides)
 		if err != nil {
@@ -27,9 +35,27 @@ func FuzzParseConfig(f *testing.F) {
 			return
 		}
 		for _, n := range cfg.Names() {
-			if l, ok := cfg.Default(n.Name); ok && (l.EmissionInterval() <= 0 || l.BurstOffset() < l.EmissionInterval()) {
+			l, ok := cfg.Default(n.Name)
+			if !ok {
+				continue
+			}
+			if l.Algorithm != cfg.Algorithm(n.Name) || l.SyncRate != cfg.SyncRate(n.Name) {
+				t.Fatalf("%s: the default's algorithm or sync_rate is not the name's: %+v", n.Limit, l)
+			}
+			if !usable(l) {
 				t.Fatalf("accepted an unusable default for %s: %+v", n.Limit, l)
 			}
 		}
 	})
+}
+
+// usable reports whether l is a limit its algorithm's arithmetic can use.
+func usable(l ratelimits.Limit) bool {
+	if !l.Algorithm.Windowed() {
+		return l.SyncRate == 0 && l.EmissionInterval() > 0 && l.BurstOffset() >= l.EmissionInterval()
+	}
+	ms := l.Period.Milliseconds()
+	return l.Count >= 1 && l.Burst == l.Count && l.Period%time.Second == 0 &&
+		l.Period >= ratelimits.MinWindowPeriod && l.Period <= ratelimits.MaxWindowPeriod &&
+		l.Count <= window.MaxProduct/ms && (l.SyncRate <= 0 || l.SyncRate >= ratelimits.MinSyncRate)
 }

@@ -3,6 +3,12 @@
 // names it declares) and the overrides file (limits for single
 // subscribers). A file with problems is refused whole, with every problem
 // at its FILE:LINE, so that an operator fixes it in one round.
+//
+// A defaults entry is a GCRA limit (burst, count, period) unless its
+// algorithm says sliding-window or fixed-window: a window limit has count
+// and period, and may have sync_rate. The algorithm and sync_rate belong to
+// the name, so overrides give only the numbers. LoadReload also refuses
+// files that would change the algorithm of a name in use.
 package configfile
 
 import (
@@ -61,28 +67,76 @@ func readOptionalFile(path string) ([]byte, error) {
 // anyone can know, so overrides of names that are not built in are then not
 // reported as unknown.
 func Parse(defaultsFile string, defaults []byte, overridesFile string, overrides []byte) (*ratelimits.Config, error) {
+	return parse(nil, defaultsFile, defaults, overridesFile, overrides)
+}
+
+// LoadReload is Load for a reload that would replace running: the files
+// must also keep the algorithm of every enum that has limits in both
+// (ratelimits.CheckReload), or the *Error has a problem for each name that
+// changes it, at the line where the new algorithm is set.
+func LoadReload(running *ratelimits.Config, defaultsPath, overridesPath string) (*ratelimits.Config, error) {
+	defaults, err := os.ReadFile(defaultsPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading the defaults file: %w", err)
+	}
+	overrides, err := readOptionalFile(overridesPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading the overrides file: %w", err)
+	}
+	return ParseReload(running, defaultsPath, defaults, overridesPath, overrides)
+}
+
+// ParseReload is Parse for a reload that would replace running, as
+// LoadReload is Load. A nil running checks nothing more than Parse.
+func ParseReload(running *ratelimits.Config, defaultsFile string, defaults []byte, overridesFile string, overrides []byte) (*ratelimits.Config, error) {
+	return parse(running, defaultsFile, defaults, overridesFile, overrides)
+}
+
+// parse is Parse, and ParseReload when running is not nil.
+func parse(running *ratelimits.Config, defaultsFile string, defaults []byte, overridesFile string, overrides []byte) (*ratelimits.Config, error) {
 	l := newLoader()
 	l.loadDefaults(defaultsFile, defaults)
 	l.loadOverrides(overridesFile, overrides)
 	if len(l.problems) > 0 {
-		// Problems are found in passes (fields, then names, then
-		// duplicates); an operator reads them top to bottom, file by file.
-		// Problems of one line keep the order they were found in.
-		slices.SortStableFunc(l.problems, func(a, b Problem) int {
-			if a.File != b.File {
-				if a.File == defaultsFile {
-					return -1
-				}
-				if b.File == defaultsFile {
-					return 1
-				}
-				return 0
-			}
-			return a.Line - b.Line
-		})
-		return nil, &Error{Problems: l.problems}
+		return nil, problemsError(defaultsFile, l.problems)
 	}
-	return l.config(defaultsFile)
+	cfg, err := l.config(defaultsFile)
+	if err != nil {
+		return nil, err
+	}
+	if changes := ratelimits.AlgorithmChanges(running, cfg); len(changes) > 0 {
+		problems := make([]Problem, len(changes))
+		for i, c := range changes {
+			// Every name with limits in cfg has its algorithm's origin.
+			o := l.algs[c.NewLimit]
+			if o.file == "" {
+				o.file = defaultsFile
+			}
+			problems[i] = Problem{File: o.file, Line: o.line, Limit: c.NewLimit, Message: c.Reason()}
+		}
+		return nil, problemsError(defaultsFile, problems)
+	}
+	return cfg, nil
+}
+
+// problemsError returns the *Error of problems, sorted as an operator reads
+// them: top to bottom, file by file, the defaults file first. Problems are
+// found in passes (fields, then names, then duplicates); those of one line
+// keep the order they were found in.
+func problemsError(defaultsFile string, problems []Problem) *Error {
+	slices.SortStableFunc(problems, func(a, b Problem) int {
+		if a.File != b.File {
+			if a.File == defaultsFile {
+				return -1
+			}
+			if b.File == defaultsFile {
+				return 1
+			}
+			return 0
+		}
+		return a.Line - b.Line
+	})
+	return &Error{Problems: problems}
 }
 
 // Problem is one thing wrong with a configuration file. Line is 1-based, or
@@ -147,6 +201,11 @@ type loader struct {
 	broken   map[string]bool                      // names whose declaration had problems
 	enums    map[ratelimits.Name]declaration      // declared enums, to refuse duplicates
 	ids      map[ratelimits.Name]map[string]idUse // override ids seen, to refuse duplicates
+	// algs holds the algorithm of every name whose algorithm is known,
+	// and where it was set; unknownAlg the names whose defaults entry
+	// has an algorithm (or a shape) too broken to tell.
+	algs       map[string]origin
+	unknownAlg map[string]bool
 
 	// What parsed without problems, for ratelimits.NewConfig.
 	declared  []ratelimits.NameInfo
@@ -175,12 +234,14 @@ type idUse struct {
 func newLoader() *loader {
 	builtins := ratelimits.BuiltinNames()
 	l := &loader{
-		names:    make(map[string]ratelimits.NameInfo, len(builtins)),
-		builtins: make(map[string]ratelimits.NameInfo, len(builtins)),
-		broken:   map[string]bool{},
-		enums:    map[ratelimits.Name]declaration{},
-		ids:      map[ratelimits.Name]map[string]idUse{},
-		defaults: map[string]ratelimits.Limit{},
+		names:      make(map[string]ratelimits.NameInfo, len(builtins)),
+		builtins:   make(map[string]ratelimits.NameInfo, len(builtins)),
+		broken:     map[string]bool{},
+		enums:      map[ratelimits.Name]declaration{},
+		ids:        map[ratelimits.Name]map[string]idUse{},
+		algs:       map[string]origin{},
+		unknownAlg: map[string]bool{},
+		defaults:   map[string]ratelimits.Limit{},
 	}
 	for _, b := range builtins {
 		l.names[b.Limit] = b
@@ -258,14 +319,17 @@ type field struct {
 }
 
 // fields reads a mapping whose keys must be among allowed, reporting unknown
-// and duplicate keys.
-func (s scope) fields(m *yaml.Node, allowed ...string) map[string]field {
+// and duplicate keys. misplaced maps keys that are not allowed here but are
+// elsewhere to the message that says so.
+func (s scope) fields(m *yaml.Node, misplaced map[string]string, allowed ...string) map[string]field {
 	fs := make(map[string]field, len(m.Content)/2)
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		switch {
 		case !isString(k):
 			s.add(k.Line, "a field name must be a plain string, got %s", describe(k))
+		case misplaced[k.Value] != "":
+			s.add(k.Line, "%s", misplaced[k.Value])
 		case !slices.Contains(allowed, k.Value):
 			s.add(k.Line, "unknown field %s (allowed: %s)", quoteShort(k.Value), strings.Join(allowed, ", "))
 		case fs[k.Value].key != nil:
@@ -277,9 +341,10 @@ func (s scope) fields(m *yaml.Node, allowed ...string) map[string]field {
 	return fs
 }
 
-// readLimit reads burst, count and period and validates them with ratelimits.NewLimit.
-// key is the limit's name node, where missing fields are reported.
-func (s scope) readLimit(key *yaml.Node, fs map[string]field) (ratelimits.Limit, bool) {
+// readGCRALimit reads burst, count and period and validates them with
+// ratelimits.NewLimit. key is the limit's name node, where missing fields
+// are reported.
+func (s scope) readGCRALimit(key *yaml.Node, fs map[string]field) (ratelimits.Limit, bool) {
 	burst, okBurst := s.positiveInt(key, fs, "burst")
 	count, okCount := s.positiveInt(key, fs, "count")
 	period, okPeriod := s.period(key, fs)

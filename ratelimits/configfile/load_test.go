@@ -293,6 +293,7 @@ func TestConfigBundledFiles(t *testing.T) {
 		{"LoginAttemptsPerUser", 101, ratelimits.KindString},
 		{"APIRequestsPerKey", 102, ratelimits.KindString},
 		{"PasswordResetsPerIP", 103, ratelimits.KindIP},
+		{"APIRequestsPerConsumer", 104, ratelimits.KindString},
 	} {
 		info, ok := c.Lookup(d.name)
 		if !ok || info.Name != d.enum || info.Kind != d.kind || !info.Declared {
@@ -310,6 +311,20 @@ func TestConfigBundledFiles(t *testing.T) {
 	}
 	if l, ok := c.Limit(ratelimits.NewRegistrationsPerIPAddress, "192.0.2.10"); !ok || !l.Override {
 		t.Errorf("bundled override for 192.0.2.10 = %+v, %v", l, ok)
+	}
+	sliding := func(count int64, override bool) ratelimits.Limit {
+		l, err := ratelimits.NewWindowLimit(ratelimits.SlidingWindow, count, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Override = override
+		return l
+	}
+	if l, ok := c.Limit(104, "anyone"); !ok || l != sliding(100, false) || c.SyncRate(104) != 0 {
+		t.Errorf("APIRequestsPerConsumer default = %+v, %v", l, ok)
+	}
+	if l, ok := c.Limit(104, "consumer-reporting"); !ok || l != sliding(1000, true) {
+		t.Errorf("APIRequestsPerConsumer override = %+v, %v", l, ok)
 	}
 }
 
@@ -388,7 +403,7 @@ func TestConfigBadDefaults(t *testing.T) {
 		{"missing fields", "NewOrdersPerAccount:\n  burst: 20\n",
 			[]wantProblem{{dfile, 1, orders, "missing count"}, {dfile, 1, orders, "missing period"}}},
 		{"unknown field", "NewOrdersPerAccount:\n  burst: 20\n  burts: 20\n  count: 20\n  period: 1s\n",
-			[]wantProblem{{dfile, 3, orders, `unknown field "burts" (allowed: burst, count, period, enum, id)`}}},
+			[]wantProblem{{dfile, 3, orders, `unknown field "burts" (allowed: burst, count, period, enum, id, algorithm, sync_rate)`}}},
 		{"duplicate field", "NewOrdersPerAccount:\n  burst: 20\n  count: 20\n  burst: 30\n  period: 1s\n",
 			[]wantProblem{{dfile, 4, orders, `duplicate field "burst" (first at line 2)`}}},
 		{"duplicate name", testDefaults + "NewOrdersPerAccount:\n  burst: 1\n  count: 1\n  period: 1s\n",
@@ -422,7 +437,7 @@ func TestConfigBadDefaults(t *testing.T) {
 		{"built-in id kind changed", "NewOrdersPerAccount:\n  id: string\n  burst: 20\n  count: 20\n  period: 1s\n",
 			[]wantProblem{{dfile, 2, orders, "a built-in limit's id kind cannot be changed: it is account"}}},
 		{"limit not a mapping", "NewOrdersPerAccount: 20\n",
-			[]wantProblem{{dfile, 1, orders, "a limit must be a mapping with burst, count and period, got the integer 20"}}},
+			[]wantProblem{{dfile, 1, orders, "a limit must be a mapping with burst, count and period (or algorithm, count and period for a window), got the integer 20"}}},
 		{"alias", "NewOrdersPerAccount:\n  burst: &b 20\n  count: *b\n  period: 1s\n",
 			[]wantProblem{{dfile, 3, orders, "count must be an integer, got an alias (YAML aliases are not supported)"}}},
 		{"empty file", "", []wantProblem{{dfile, 0, "", "the defaults file is empty"}}},
@@ -469,8 +484,12 @@ func TestConfigBadOverrides(t *testing.T) {
 			[]wantProblem{{ofile, 1, "", `each entry must be a map with one limit name`}}},
 		{"unknown name", "- NewOrdersPerAcount:\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: 1}]\n",
 			[]wantProblem{{ofile, 1, "NewOrdersPerAcount", "unknown limit name"}}},
-		{"unknown field", "- NewOrdersPerAccount:\n    burst: 1\n    count: 1\n    period: 1s\n    enum: 3\n    ids: [{id: 1}]\n",
-			[]wantProblem{{ofile, 5, "NewOrdersPerAccount", `unknown field "enum" (allowed: burst, count, period, ids)`}}},
+		{"unknown field", "- NewOrdersPerAccount:\n    burst: 1\n    count: 1\n    period: 1s\n    brust: 3\n    ids: [{id: 1}]\n",
+			[]wantProblem{{ofile, 5, "NewOrdersPerAccount", `unknown field "brust" (allowed: burst, count, period, ids)`}}},
+		{"enum of the name", "- NewOrdersPerAccount:\n    burst: 1\n    count: 1\n    period: 1s\n    enum: 3\n    ids: [{id: 1}]\n",
+			[]wantProblem{{ofile, 5, "NewOrdersPerAccount", "an override cannot set enum: it belongs to the limit name"}}},
+		{"algorithm of a gcra name", "- NewOrdersPerAccount:\n    algorithm: gcra\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: 1}]\n",
+			[]wantProblem{{ofile, 2, "NewOrdersPerAccount", "an override cannot set algorithm: it belongs to the limit name"}}},
 		{"unknown field in an id", "- NewOrdersPerAccount:\n    burst: 1\n    count: 1\n    period: 1s\n    ids:\n      - id: 1\n        note: x\n",
 			[]wantProblem{{ofile, 7, "NewOrdersPerAccount", `unknown field "note" (allowed: id, comment)`}}},
 		{"missing ids", "- NewOrdersPerAccount:\n    burst: 1\n    count: 1\n    period: 1s\n",

@@ -13,10 +13,18 @@ import (
 var (
 	overrideFields = []string{"burst", "count", "period", "ids"}
 	idFields       = []string{"id", "comment"}
+	// nameFields are the fields of a limit name that an override, which
+	// gives one subscriber other numbers, cannot change.
+	nameFields = map[string]string{
+		"algorithm": "an override cannot set algorithm: it belongs to the limit name, so it is set in the defaults file",
+		"sync_rate": "an override cannot set sync_rate: it belongs to the limit name, so it is set in the defaults file",
+		"enum":      "an override cannot set enum: it belongs to the limit name, so it is set in the defaults file",
+		"id":        "an override cannot set the id kind: it belongs to the limit name, so it is set in the defaults file; the subscribers go in ids",
+	}
 )
 
 // overrideShape reminds the operator of the overrides file's format.
-const overrideShape = `"- LimitName: {burst, count, period, ids: [{id, comment}]}"`
+const overrideShape = `"- LimitName: {burst, count, period, ids: [{id, comment}]}" (no burst for a window limit)`
 
 // loadOverrides parses the overrides file: a list of single-key maps, each
 // from a limit name to an override. Nothing at all, null or [] means no
@@ -82,13 +90,25 @@ func (l *loader) override(file string, key, val *yaml.Node) {
 		s.add(val.Line, "an override must be a mapping with burst, count, period and ids, got %s", describe(val))
 		return
 	}
-	fs := s.fields(val, overrideFields...)
-	lim, okLimit := s.readLimit(key, fs)
+	fs := s.fields(val, nameFields, overrideFields...)
+	var lim ratelimits.Limit
+	alg, okAlg := l.nameAlgorithm(name)
+	okLimit := okAlg
+	if okAlg {
+		lim, okLimit = s.readLimit(key, fs, alg)
+	} else {
+		// The name's defaults entry is unknown or broken: only what every
+		// algorithm requires of the fields is checked.
+		s.checkFields(key, fs)
+	}
 	if !known {
 		return
 	}
 	ids, okIDs := l.overrideIDs(s, info, key, fs)
 	if okLimit && okIDs {
+		if _, set := l.algs[info.Limit]; !set {
+			l.algs[info.Limit] = origin{alg: alg, file: file, line: key.Line}
+		}
 		l.storeOverrides(info.Limit, lim, ids)
 	}
 }
@@ -134,7 +154,7 @@ func (l *loader) overrideID(s scope, info ratelimits.NameInfo, item *yaml.Node) 
 		s.add(item.Line, "each id must be a mapping {id: ..., comment: ...}, got %s", describe(item))
 		return "", false
 	}
-	fs := s.fields(item, idFields...)
+	fs := s.fields(item, nil, idFields...)
 	if c, has := fs["comment"]; has && c.val.Kind != yaml.ScalarNode {
 		s.add(c.val.Line, "comment must be text, got %s", describe(c.val))
 	}

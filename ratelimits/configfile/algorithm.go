@@ -1,0 +1,140 @@
+package configfile
+
+import (
+	"math"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// algorithms lists what the algorithm field accepts, for messages.
+const algorithms = "gcra, sliding-window or fixed-window"
+
+// origin is where a name's algorithm was set: the defaults entry's
+// algorithm field (or its key, when the entry has none and is GCRA), or
+// the first override of a built-in name without a default.
+type origin struct {
+	alg  ratelimits.Algorithm
+	file string
+	line int
+}
+
+// algorithm reads a defaults entry's algorithm; without the field the
+// limit is GCRA. line is where the algorithm was set.
+func (s scope) algorithm(key *yaml.Node, fs map[string]field) (alg ratelimits.Algorithm, line int, ok bool) {
+	f, has := fs["algorithm"]
+	if !has {
+		return ratelimits.GCRA, key.Line, true
+	}
+	n := f.val
+	if !isString(n) {
+		s.add(n.Line, "algorithm must be %s, got %s", algorithms, describe(n))
+		return 0, 0, false
+	}
+	switch alg, err := ratelimits.ParseAlgorithm(n.Value); {
+	case n.Value == ratelimits.RateCounterName:
+		s.add(n.Line, "algorithm %q is not supported: want %s", n.Value, algorithms)
+	case err != nil || n.Value == "":
+		s.add(n.Line, "unknown algorithm %s: want %s", quoteShort(n.Value), algorithms)
+	default:
+		return alg, n.Line, true
+	}
+	return 0, 0, false
+}
+
+// readLimit reads a limit of algorithm alg and validates it: burst, count
+// and period with ratelimits.NewLimit for GCRA, count and period with
+// ratelimits.NewWindowLimit for a window. key is the limit's name node,
+// where missing fields and rules that tie fields together are reported.
+func (s scope) readLimit(key *yaml.Node, fs map[string]field, alg ratelimits.Algorithm) (ratelimits.Limit, bool) {
+	if !alg.Windowed() {
+		return s.readGCRALimit(key, fs)
+	}
+	ok := true
+	if f, has := fs["burst"]; has {
+		s.add(f.key.Line, "burst is not a field of a %s limit: a window allows count hits per period (remove burst)", alg)
+		ok = false
+	}
+	count, okCount := s.positiveInt(key, fs, "count")
+	period, okPeriod := s.windowPeriod(key, fs)
+	if !ok || !okCount || !okPeriod {
+		return ratelimits.Limit{}, false
+	}
+	lim, err := ratelimits.NewWindowLimit(alg, count, period)
+	if err != nil {
+		s.add(key.Line, "%v", err)
+		return ratelimits.Limit{}, false
+	}
+	return lim, true
+}
+
+// checkFields checks what a limit's fields must be whatever its algorithm,
+// for an override of a name whose algorithm is not known (its defaults
+// entry has problems): burst, when given, an integer > 0; count an integer
+// > 0; period a duration > 0.
+func (s scope) checkFields(key *yaml.Node, fs map[string]field) {
+	if _, has := fs["burst"]; has {
+		s.positiveInt(key, fs, "burst")
+	}
+	s.positiveInt(key, fs, "count")
+	s.period(key, fs)
+}
+
+// windowPeriod reads a window limit's period: a duration of whole seconds
+// from ratelimits.MinWindowPeriod to ratelimits.MaxWindowPeriod.
+func (s scope) windowPeriod(key *yaml.Node, fs map[string]field) (time.Duration, bool) {
+	d, ok := s.period(key, fs)
+	if !ok {
+		return 0, false
+	}
+	line := fs["period"].val.Line
+	switch {
+	case d%time.Second != 0:
+		s.add(line, "a window's period must be a whole number of seconds, got %s", d)
+		return 0, false
+	case d < ratelimits.MinWindowPeriod || d > ratelimits.MaxWindowPeriod:
+		s.add(line, "a window's period must be from 1s to 8784h, got %s", d)
+		return 0, false
+	}
+	return d, true
+}
+
+// maxSyncRateSeconds is the largest sync_rate, either sign, that a
+// time.Duration holds.
+const maxSyncRateSeconds = math.MaxInt64 / int64(time.Second)
+
+// syncRate reads a defaults entry's sync_rate, a number of seconds: below
+// 0 the limit counts in each process alone, 0 (the default) on the source,
+// 0.001 or more in each process, synced with the source that often. It
+// belongs to window limits only.
+func (s scope) syncRate(fs map[string]field, alg ratelimits.Algorithm) (time.Duration, bool) {
+	f, has := fs["sync_rate"]
+	if !has {
+		return 0, true
+	}
+	n := f.val
+	if !alg.Windowed() {
+		s.add(f.key.Line, "sync_rate applies to window limits (sliding-window, fixed-window), not to %s: remove it, or give the limit a window algorithm", alg)
+		return 0, false
+	}
+	var v float64
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") || n.Decode(&v) != nil {
+		s.add(n.Line, "sync_rate must be a number of seconds (such as -1, 0 or 0.5), got %s", describe(n))
+		return 0, false
+	}
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > float64(maxSyncRateSeconds):
+		s.add(n.Line, "sync_rate %s is out of range: it must be a number of seconds from -%d to %d", n.Value, maxSyncRateSeconds, maxSyncRateSeconds)
+		return 0, false
+	case v > 0 && v < ratelimits.MinSyncRate.Seconds():
+		s.add(n.Line, "sync_rate %s is between 0 and 0.001: use a negative number (count in each process alone), 0 (count on the source, exactly) or 0.001 or more (sync every that many seconds)", n.Value)
+		return 0, false
+	}
+	d := time.Duration(math.Round(v * float64(time.Second)))
+	if v < 0 && d == 0 {
+		d = -1 // below a nanosecond, still negative: local counting
+	}
+	return d, true
+}
