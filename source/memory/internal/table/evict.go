@@ -48,8 +48,10 @@ const evictSample = 8
 // entries just after empty slots, emptying the sparse parts of the table
 // while inserts go to the ends of its long runs
 // (TestChurnKeepsProbesShort). From an entry, each entry is in the sample
-// of as many starts as any other. Among equal expiries the first is
-// chosen, which is the entry the hand reached.
+// of as many starts as any other. Among equal expiries the one holding
+// fewer hits is chosen (window counters of one limit written in the same
+// window expire together, whatever they counted), and among those the
+// first, which is the entry the hand reached.
 func (t *Table[V]) candidate(now int64) (i int, exp int64, isPinned, expired bool) {
 	n := len(t.table)
 	if t.hand >= n {
@@ -75,7 +77,7 @@ func (t *Table[V]) candidate(now int64) (i int, exp int64, isPinned, expired boo
 		case sl.exp <= now:
 			return i, sl.exp, false, true
 		default:
-			if best == None || sl.exp < bestExp {
+			if best == None || sl.exp < bestExp || (sl.exp == bestExp && sl.val.hits() < t.table[best].val.hits()) {
 				best, bestExp = i, sl.exp
 			}
 			seen++

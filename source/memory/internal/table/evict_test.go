@@ -4,17 +4,22 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // entry is one entry of an eviction case: a GCRA bucket whose TAT is now
-// plus off ns, or a window counter expiring off ms after now's ms.
+// plus off ns, or a window counter expiring off ms after now's ms, with
+// cur hits in its current window (random hits when cur is 0).
 type entry struct {
 	windowed bool
 	off      int64
+	cur      int64
 }
 
-func bucketAt(off int64) entry  { return entry{false, off} }
-func counterAt(off int64) entry { return entry{true, off} }
+func bucketAt(off int64) entry               { return entry{false, off, 0} }
+func counterAt(off int64) entry              { return entry{true, off, 0} }
+func counterWith(off int64, cur int64) entry { return entry{true, off, cur} }
 
 // Which entry eviction chooses, in a store small enough that each table's
 // sample holds every entry: an expired one before any other, else the one
@@ -45,6 +50,8 @@ func TestEvictChoosesTheLeastLoss(t *testing.T) {
 		{"a pinned counter is passed over for a bucket with longer left", []entry{bucketAt(5e9), counterAt(1)}, []int{1}, 0, true},
 		{"a pinned bucket is passed over for a counter with longer left", []entry{bucketAt(1), counterAt(5000)}, []int{0}, 1, true},
 		{"if all are pinned, the least time left goes across kinds", []entry{bucketAt(5e9), counterAt(1)}, []int{0, 1}, 1, true},
+		{"of counters expiring together, the one with fewest hits goes", []entry{counterWith(60_000, 5), counterWith(60_000, 1), counterWith(60_000, 3)}, nil, 1, true},
+		{"fewer hits count only at equal expiries", []entry{counterWith(60_000, 1), counterWith(59_999, 9)}, nil, 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var s Store
@@ -54,9 +61,13 @@ func TestEvictChoosesTheLeastLoss(t *testing.T) {
 			for k, e := range c.entries {
 				hashes[k] = rng.Uint64()
 				// Stored at time 0, when none had expired.
-				if e.windowed {
+				switch {
+				case e.windowed && e.cur > 0:
+					c := window.Counter{Period: 30_000, Start: nowMs + e.off - 60_000, Cur: e.cur}
+					s.putWindow(fmt.Sprint("k", k), hashes[k], c, 0)
+				case e.windowed:
 					s.putWindow(fmt.Sprint("k", k), hashes[k], counterExpiring(rng, nowMs+e.off), 0)
-				} else {
+				default:
 					s.putTAT(fmt.Sprint("k", k), hashes[k], now+e.off, 0)
 				}
 			}

@@ -21,6 +21,10 @@ type Window struct {
 	Period, Cur, Prev int64
 }
 
+// hits is how many hits w counts, of both windows: among counters that
+// expire together, the one with fewer gives less back when evicted.
+func (w Window) hits() int64 { return w.Cur + w.Prev }
+
 // counter is the window.Counter w and its expiry (ms) were made from.
 func (w Window) counter(exp int64) window.Counter {
 	start := exp - w.Period
@@ -39,7 +43,7 @@ func (w Window) counter(exp int64) window.Counter {
 // before use.
 type Store struct {
 	capacity int
-	gcra     Table[struct{}]
+	gcra     Table[none]
 	windows  Table[Window]
 	// evicted counts the entries removed to stay within capacity, and
 	// evictedNotFull those of them that still counted something: a
@@ -118,7 +122,7 @@ func (s *Store) PutTAT(key string, h uint64, i int, tat, now int64, pin bool) bo
 		s.gcra.table[i].exp = tat
 		return false
 	}
-	return put(s, &s.gcra, key, h, i, tat, struct{}{}, now, now, pin)
+	return put(s, &s.gcra, key, h, i, tat, none{}, now, now, pin)
 }
 
 // GetWindow is Get for a window counter: its position and the counter, or
@@ -137,7 +141,7 @@ func (s *Store) PutWindow(key string, h uint64, i int, c *window.Counter, now in
 }
 
 // put is Put on table t, whose unit of time makes tnow of now (unix ns).
-func put[V any](s *Store, t *Table[V], key string, h uint64, i int, exp int64, v V, tnow, now int64, pin bool) (evictedNotFull bool) {
+func put[V value](s *Store, t *Table[V], key string, h uint64, i int, exp int64, v V, tnow, now int64, pin bool) (evictedNotFull bool) {
 	if exp <= tnow {
 		if i != None {
 			t.removeAt(i)
@@ -217,24 +221,29 @@ func (s *Store) forgetExpired(now int64) {
 // whether the entry it removed had not expired. It takes each table's
 // candidate (see Table.candidate): an expired entry as soon as one is
 // met, whose loss no answer can tell; else, of the two, the one with the
-// least time left until it expires, preferring one that is not pinned.
+// least time left until it expires, preferring one that is not pinned
+// (and, at equal times, the bucket).
 //
-// The least time left is the least loss, for either kind. An evicted GCRA
-// bucket reads as full: its subscriber gains the tokens it would have
-// regained by its TAT, in proportion to the time left. An evicted window
-// counter reads as no hits: its subscriber's counted hits stop counting
-// now instead of at the counter's expiry, so the time left is how long the
-// loss lasts. And an entry written recently expires late in either kind:
-// among the subscribers of one limit, the least time left is the entry
-// spent on longest ago, as least-recently-used eviction would choose, but
-// measured by what is lost rather than by when it was touched, and
-// without a write on every read. To push out a subscriber who spent a
-// whole burst, or whose window is full, new entries must each hold more
-// than that; a flood of cheap spends on fresh ids evicts its own entries.
+// The least time left is the least unfair choice for either kind, because
+// it bounds what the evicted subscriber gains. An evicted GCRA bucket
+// reads as full: its subscriber gains the tokens it would have regained
+// by its TAT, in proportion to the time left. An evicted window counter
+// reads as no hits: its subscriber's hits stop counting now instead of at
+// the counter's expiry, so the time left is how long the loss lasts, and
+// a sliding window's hits weigh less the nearer that expiry is. A counter
+// whose hits are all in the previous window thus goes before one with
+// hits in the current window, as one spent on longest ago would under
+// least-recently-used eviction, but measured by what is lost rather than
+// by when it was touched, and without a write on every read. Within one
+// window, every counter of a limit expires at the same instant whatever
+// it counted; among those the one with fewest hits goes (see candidate),
+// so a flood of one-hit spends on fresh ids in a window evicts its own
+// counters before a subscriber's full window, as a flood of cheap spends
+// evicts its own buckets before an emptied one.
 //
-// Amounts are not compared: a table holds no limit, so it cannot tell how
-// much of a limit a TAT or a count is, and a token of one limit is no
-// measure of a hit of another anyway.
+// Amounts are not compared across limits or kinds: a table holds no
+// limit, so it cannot tell how much of a limit a TAT or a count is, and a
+// token of one limit is no measure of a hit of another anyway.
 func (s *Store) evict(now int64) (notFull bool) {
 	g, w := None, None
 	var gLeft, wLeft int64

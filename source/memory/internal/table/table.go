@@ -57,7 +57,7 @@ const (
 // looks inside a table. The key's hash, the expiry, the value and the key
 // itself (or, when longer than maxInline, where it sits in the arena)
 // share the slot, so finding an entry and reading it touch one slot and
-// nothing else. With V = struct{} the slot is 32 bytes: a field of size
+// nothing else. With V = none the slot is 32 bytes: a field of size
 // zero takes no room when another field follows it.
 type slot[V any] struct {
 	// meta is the key's hash with its low byte replaced by the flags above.
@@ -71,11 +71,23 @@ type slot[V any] struct {
 	k0, k1 uint64
 }
 
+// value is what a table keeps beside each entry's expiry.
+type value interface {
+	// hits is how much the entry holds, compared only between entries
+	// that expire at the same instant: eviction takes the one with fewer.
+	hits() int64
+}
+
+// none is a GCRA bucket's value: its TAT, the slot's expiry, is all of it.
+type none struct{}
+
+func (none) hits() int64 { return 0 }
+
 // Table is one kind of entry of a shard, each a key, an expiry and a value
 // V. It has no bound of its own: the Store that holds it makes room
 // before an insert. Its zero value holds nothing; the Store initialises
 // it.
-type Table[V any] struct {
+type Table[V value] struct {
 	table []slot[V] // grown by doubling up to limit slots, or empty
 	// arena holds the keys longer than maxInline, one after another, and
 	// deadBytes how many of its bytes belong to keys no longer held. It is

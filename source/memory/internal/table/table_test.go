@@ -15,7 +15,7 @@ import (
 // window counter's is 56: the sizes the package doc and the memory
 // source's documentation give.
 func TestSlotSizes(t *testing.T) {
-	if n := unsafe.Sizeof(slot[struct{}]{}); n != 32 {
+	if n := unsafe.Sizeof(slot[none]{}); n != 32 {
 		t.Errorf("a GCRA slot is %d bytes, want 32", n)
 	}
 	if n := unsafe.Sizeof(slot[Window]{}); n != 56 {
@@ -216,7 +216,7 @@ func TestStoreHoldsItsCapacity(t *testing.T) {
 
 // heldAndFound counts the slots of t in use, each of which must be found
 // where it is.
-func heldAndFound[V any](t *testing.T, tb *Table[V]) int {
+func heldAndFound[V value](t *testing.T, tb *Table[V]) int {
 	t.Helper()
 	held := 0
 	for i := range tb.table {
@@ -354,7 +354,7 @@ func TestChurnKeepsProbesShort(t *testing.T) {
 // length a table can have.
 func TestStrideVisitsEverySlot(t *testing.T) {
 	for n := 1; n <= 6000; n++ {
-		s := Table[struct{}]{table: make([]slot[struct{}], n), stride: strideFor(n)}
+		s := Table[none]{table: make([]slot[none], n), stride: strideFor(n)}
 		seen := make([]bool, n)
 		for i, k := 0, 0; k < n; k++ {
 			if seen[i] {
