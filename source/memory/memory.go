@@ -12,15 +12,17 @@
 // counting anything: a bucket when its TAT has passed (it is full), a
 // counter when its windows with hits are no longer read
 // (window.Counter.Expires). Memory stays bounded two ways. Expired entries
-// are forgotten, which no answer can tell apart from keeping them. And
-// each shard holds at most its share of MaxBuckets entries, buckets and
-// counters together: to make room it evicts an expired entry if it finds
-// one, else the one closest to expiring, so that an evicted subscriber, who
-// starts again from a full bucket or from windows without hits, gains the
-// least. A flood of cheap spends on fresh ids thus evicts its own entries,
-// not those of subscribers who spent more. Evictions of entries that had
-// not expired, the ones that cost a subscriber something, are counted
-// apart (EvictionsNotFull).
+// are forgotten, which no answer can tell apart from keeping them. And the
+// bound given to New (the service's --max-buckets) counts entries,
+// buckets and counters together; each shard holds at most its share. To
+// make room a shard evicts an expired entry if it finds one, else the one
+// closest to expiring (of counters expiring together, the one with fewest
+// hits), so that an evicted subscriber, who starts again from a full
+// bucket or from windows without hits, gains the least. A flood of cheap
+// spends on fresh ids thus evicts its own entries, not those of
+// subscribers who spent more. Evictions of entries that had not expired,
+// the ones that cost a subscriber something, are counted apart
+// (EvictionsNotFull).
 //
 // Each shard's entries are two hash tables of the internal table package,
 // one per kind, which hold no pointer, so the garbage collector never scans

@@ -121,8 +121,8 @@ func TestBoundHoldsUnderFlood(t *testing.T) {
 		op    func(i int) bucket.Op
 	}{
 		{"gcra", 2_000_000, func(i int) bucket.Op { return hourly(fmt.Sprintf("3:%d", i), 1) }},
-		{"sliding-window", 500_000, func(i int) bucket.Op { return slidingHourly(fmt.Sprintf("3:%d", i), 1) }},
-		{"mixed", 500_000, func(i int) bucket.Op { return kinds[i%3].op(fmt.Sprintf("3:%d", i), 1) }},
+		{"sliding-window", 300_000, func(i int) bucket.Op { return slidingHourly(fmt.Sprintf("3:%d", i), 1) }},
+		{"mixed", 300_000, func(i int) bucket.Op { return kinds[i%3].op(fmt.Sprintf("3:%d", i), 1) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := memory.New(maxBuckets)
