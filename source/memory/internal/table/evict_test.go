@@ -73,7 +73,7 @@ func TestEvictChoosesTheLeastLoss(t *testing.T) {
 			}
 			for _, k := range c.pin {
 				w := c.entries[k].windowed
-				s.Pin(w, s.Find(fmt.Sprint("k", k), hashes[k], w))
+				s.Pin(w, s.find(fmt.Sprint("k", k), hashes[k], w))
 			}
 			if got := s.evict(now); got != c.notFull {
 				t.Errorf("evict reports not full: %v, want %v", got, c.notFull)
@@ -82,7 +82,7 @@ func TestEvictChoosesTheLeastLoss(t *testing.T) {
 				t.Errorf("counters: %d evicted, %d not full", s.evicted, s.evictedNotFull)
 			}
 			for k, e := range c.entries {
-				i := s.Find(fmt.Sprint("k", k), hashes[k], e.windowed)
+				i := s.find(fmt.Sprint("k", k), hashes[k], e.windowed)
 				switch {
 				case k == c.evicted && i != None:
 					t.Errorf("k%d (%+v) kept, want it evicted", k, e)
@@ -130,7 +130,7 @@ func TestNotFullEvictionsAreCountedExactly(t *testing.T) {
 		}
 		model[key] = m
 		for k, m := range model {
-			if s.Find(k, m.h, m.windowed) != None {
+			if s.find(k, m.h, m.windowed) != None {
 				continue
 			}
 			if m.expires > now {

@@ -80,3 +80,11 @@ func (t *Table[V]) missProbe() float64 {
 	}
 	return float64(total)/float64(n) + 1
 }
+
+// find returns the position of key's entry of the kind given, or None.
+func (s *Store) find(key string, h uint64, windowed bool) int {
+	if windowed {
+		return s.FindWindow(key, h)
+	}
+	return s.FindTAT(key, h)
+}

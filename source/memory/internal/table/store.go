@@ -73,39 +73,17 @@ func (s *Store) Evicted() uint64 { return s.evicted }
 // GCRA buckets that were not full, window counters still counting.
 func (s *Store) EvictedNotFull() uint64 { return s.evictedNotFull }
 
-// Get returns the position and state of key, whose hash is h, in the
-// table of its algorithm (windowed or GCRA), at now (unix ns): None and
-// bucket.Empty when nothing is stored or what is stored has expired (and
-// is forgotten on the spot).
-func (s *Store) Get(key string, h uint64, windowed bool, now int64) (int, bucket.State) {
-	if windowed {
-		i, c := s.GetWindow(key, h, now)
-		return i, bucket.State{TAT: gcra.Missing, Window: c}
-	}
-	i, tat := s.GetTAT(key, h, now)
-	return i, bucket.State{TAT: tat}
-}
+// Each kind of entry has methods of its own, which pass a TAT or a
+// window.Counter rather than a whole bucket.State, and which the compiler
+// may inline into the memory source: a call of a method of a generic type
+// from other code is not inlined, so each of these makes at most one such
+// call on its common path, as the memory source did before there were two
+// kinds.
 
-// Put stores st under key, whose hash is h, in the table of its
-// algorithm: its TAT, or its window counter. i is key's position there,
-// as Get or Find returned it since the table last changed (None when it
-// had nothing), saving a probe. A state that has expired at now is removed
-// instead of stored. A new entry is pinned when pin is set (see Pin). Put
-// reports whether making room evicted an entry that had not expired.
-func (s *Store) Put(key string, h uint64, windowed bool, i int, st *bucket.State, now int64, pin bool) bool {
-	if windowed {
-		return s.PutWindow(key, h, i, &st.Window, now, pin)
-	}
-	return s.PutTAT(key, h, i, st.TAT, now, pin)
-}
-
-// GetTAT is Get for a GCRA bucket: its position and TAT, or None and
-// gcra.Missing. The GCRA path has methods of its own, which pass a TAT
-// rather than a whole bucket.State, because it is the path of most
-// decisions.
+// GetTAT returns the position and TAT of key's GCRA bucket, whose hash is
+// h, at now (unix ns): None and gcra.Missing when it has none, or when its
+// bucket is full (which is then forgotten on the spot).
 func (s *Store) GetTAT(key string, h uint64, now int64) (int, int64) {
-	// The table's generic get written out: a call through a generic
-	// method is not inlined.
 	if i := s.gcra.Find(key, h); i != None {
 		if tat := s.gcra.table[i].exp; tat > now {
 			return i, tat
@@ -115,7 +93,12 @@ func (s *Store) GetTAT(key string, h uint64, now int64) (int, int64) {
 	return None, gcra.Missing
 }
 
-// PutTAT is Put for a GCRA bucket.
+// PutTAT stores tat as key's GCRA bucket, whose hash is h. i is key's
+// position there, as GetTAT or FindTAT returned it since the table last
+// changed (None when it had nothing), saving a probe. A TAT that is not
+// after now describes a full bucket, so it is removed instead of stored.
+// A new bucket is pinned when pin is set (see Pin). PutTAT reports whether
+// making room evicted an entry that had not expired.
 func (s *Store) PutTAT(key string, h uint64, i int, tat, now int64, pin bool) bool {
 	if i != None && tat > now {
 		// The common write, put's second case, without the call.
@@ -125,8 +108,8 @@ func (s *Store) PutTAT(key string, h uint64, i int, tat, now int64, pin bool) bo
 	return put(s, &s.gcra, key, h, i, tat, none{}, now, now, pin)
 }
 
-// GetWindow is Get for a window counter: its position and the counter, or
-// None and the zero Counter.
+// GetWindow is GetTAT for a window counter: its position and the counter,
+// or None and the zero Counter when it has none that counts at now.
 func (s *Store) GetWindow(key string, h uint64, now int64) (int, window.Counter) {
 	i, exp, w := s.windows.get(key, h, msOf(now))
 	if i == None {
@@ -135,12 +118,14 @@ func (s *Store) GetWindow(key string, h uint64, now int64) (int, window.Counter)
 	return i, w.counter(exp)
 }
 
-// PutWindow is Put for a window counter.
+// PutWindow is PutTAT for a window counter: a counter that counts nothing
+// at now (c.Expires() is not after it) is removed instead of stored.
 func (s *Store) PutWindow(key string, h uint64, i int, c *window.Counter, now int64, pin bool) bool {
 	return put(s, &s.windows, key, h, i, c.Expires(), Window{Period: c.Period, Cur: c.Cur, Prev: c.Prev}, msOf(now), now, pin)
 }
 
-// put is Put on table t, whose unit of time makes tnow of now (unix ns).
+// put stores an entry in table t, whose unit of time makes tnow of now
+// (unix ns), for PutTAT and PutWindow.
 func put[V value](s *Store, t *Table[V], key string, h uint64, i int, exp int64, v V, tnow, now int64, pin bool) (evictedNotFull bool) {
 	if exp <= tnow {
 		if i != None {
@@ -165,46 +150,52 @@ func put[V value](s *Store, t *Table[V], key string, h uint64, i int, exp int64,
 	return evictedNotFull
 }
 
-// Find returns the position of key, whose hash is h, in the table of its
-// algorithm, or None.
-func (s *Store) Find(key string, h uint64, windowed bool) int {
-	if windowed {
-		return s.windows.Find(key, h)
-	}
-	return s.gcra.Find(key, h)
-}
+// FindTAT returns the position of key's GCRA bucket, or None.
+func (s *Store) FindTAT(key string, h uint64) int { return s.gcra.Find(key, h) }
 
-// Pin marks the entry at position i of the table of its algorithm (None:
-// no entry) as one eviction must not choose, until Unpin.
+// FindWindow returns the position of key's window counter, or None.
+func (s *Store) FindWindow(key string, h uint64) int { return s.windows.Find(key, h) }
+
+// Pin marks the entry at position i of the table of its kind (windowed or
+// GCRA; None: no entry) as one eviction must not choose, until Unpin.
 func (s *Store) Pin(windowed bool, i int) {
-	if windowed {
-		s.windows.Pin(i)
-	} else {
-		s.gcra.Pin(i)
+	switch {
+	case i == None:
+	case windowed:
+		s.windows.table[i].meta |= pinned
+	default:
+		s.gcra.table[i].meta |= pinned
 	}
 }
 
-// Unpin lets eviction choose key's entry again, if it has one.
-func (s *Store) Unpin(key string, h uint64, windowed bool) {
-	if windowed {
-		s.windows.Unpin(key, h)
-	} else {
-		s.gcra.Unpin(key, h)
+// Unpin lets eviction choose the entry at position i of the table of its
+// kind (None: no entry) again.
+func (s *Store) Unpin(windowed bool, i int) {
+	switch {
+	case i == None:
+	case windowed:
+		s.windows.table[i].meta &^= pinned
+	default:
+		s.gcra.table[i].meta &^= pinned
 	}
 }
 
-// Take removes key's entry from the table of its algorithm and returns
-// the state it held at now (bucket.Empty if none, or if it had expired).
+// Take removes key's entry from the table of its kind (windowed or GCRA)
+// and returns the state it held at now (bucket.Empty if none, or if it had
+// expired).
 func (s *Store) Take(key string, h uint64, windowed bool, now int64) bucket.State {
-	i, st := s.Get(key, h, windowed, now)
-	if i != None {
-		if windowed {
+	if windowed {
+		i, c := s.GetWindow(key, h, now)
+		if i != None {
 			s.windows.removeAt(i)
-		} else {
-			s.gcra.removeAt(i)
 		}
+		return bucket.State{TAT: gcra.Missing, Window: c}
 	}
-	return st
+	i, tat := s.GetTAT(key, h, now)
+	if i != None {
+		s.gcra.removeAt(i)
+	}
+	return bucket.State{TAT: tat}
 }
 
 // forgetExpired moves the sweep of each table that holds entries on.

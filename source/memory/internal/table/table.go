@@ -171,18 +171,3 @@ func (t *Table[V]) insert(key string, h uint64, exp int64, v V, flags uint64) {
 	t.table[t.firstEmpty(h)] = sl
 	t.count++
 }
-
-// Pin marks the entry at position i (None: no entry) as one eviction must
-// not choose, until Unpin.
-func (t *Table[V]) Pin(i int) {
-	if i != None {
-		t.table[i].meta |= pinned
-	}
-}
-
-// Unpin lets eviction choose key's entry again, if it has one.
-func (t *Table[V]) Unpin(key string, h uint64) {
-	if i := t.Find(key, h); i != None {
-		t.table[i].meta &^= pinned
-	}
-}
