@@ -279,7 +279,7 @@ func (s *Source) applyOne(now int64, ops []bucket.Op, outcomes []bucket.Outcome,
 }
 
 // applyOneWindow is applyOne for a window op. It is a function of its own
-// so that the GCRA path above stays as short as it was before windows.
+// so that the GCRA path, the most common, has no window code in it.
 func (s *Source) applyOneWindow(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) bool {
 	key := ops[0].Key
 	h := s.hash(key)

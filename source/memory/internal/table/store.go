@@ -34,9 +34,10 @@ func (w Window) counter(exp int64) window.Counter {
 	return window.Counter{Period: w.Period, Start: start, Cur: w.Cur, Prev: w.Prev}
 }
 
-// Store is one shard's entries: GCRA buckets in one table, keyed by TAT
-// in nanoseconds, and window counters in another, keyed by expiry in
-// milliseconds (the window package's unit, so no expiry overflows). The
+// Store is one shard's entries: GCRA buckets in one table, each expiring
+// at its TAT in nanoseconds, and window counters in another, each expiring
+// at its Expires in milliseconds (the window package's unit, in which no
+// expiry overflows). The
 // two hold at most capacity entries together. A key is looked up in the
 // table of the algorithm that asks: a counter is never read as a bucket,
 // nor a bucket as a counter. Its zero value holds nothing; call Init
@@ -77,8 +78,8 @@ func (s *Store) EvictedNotFull() uint64 { return s.evictedNotFull }
 // window.Counter rather than a whole bucket.State, and which the compiler
 // may inline into the memory source: a call of a method of a generic type
 // from other code is not inlined, so each of these makes at most one such
-// call on its common path, as the memory source did before there were two
-// kinds.
+// call on its common path, and a GCRA decision costs no more calls than
+// one table of buckets alone would.
 
 // GetTAT returns the position and TAT of key's GCRA bucket, whose hash is
 // h, at now (unix ns): None and gcra.Missing when it has none, or when its
