@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -145,5 +146,72 @@ func TestFirstNotFullEvictionIsReportedOnce(t *testing.T) {
 	}
 	if n := src.EvictionsNotFull(); n != 5 {
 		t.Fatalf("%d evictions of buckets that were not full, want 5", n)
+	}
+}
+
+// The same for windows: a flood of one-hit spends on fresh ids in the
+// window in which a user spent all 100 hits does not give that user its
+// window back. Every counter of the flood expires when the user's does,
+// and holds fewer hits, so the flood's counters are the ones evicted.
+func TestFloodOfFreshIDsKeepsAFullWindow(t *testing.T) {
+	const maxBuckets = 1000
+	src := memory.New(maxBuckets)
+	at := now // 800 s into its hour: the flood stays in the same window
+	if o := spendOne(t, src, at, slidingHourly("1:victim", 100)); !o.Allowed {
+		t.Fatalf("the victim's 100 hits: %+v, want allowed", o.Decision)
+	}
+	for i := range 20 * maxBuckets {
+		at += int64(time.Millisecond)
+		spendOne(t, src, at, slidingHourly(fmt.Sprint("1:flood", i), 1))
+	}
+	check := slidingHourly("1:victim", 1)
+	check.Mode = bucket.CheckOnly
+	if o := spendOne(t, src, at, check); o.Allowed || o.Remaining != 0 {
+		t.Fatalf("the victim after the flood: %+v, want denied with 0 remaining (its counter was evicted)", o.Decision)
+	}
+	if n, lost := src.Evictions(), src.EvictionsNotFull(); n != 20*maxBuckets-(maxBuckets-1) || lost != n {
+		t.Fatalf("%d evictions, %d still counting; want %d of each", n, lost, 20*maxBuckets-(maxBuckets-1))
+	}
+}
+
+// A window counter whose windows have passed is what makes room, rather
+// than a bucket with tokens spent or a counter still counting. Here a
+// counts hits of a one-second window and counts nothing two seconds on.
+func TestExpiredCountersGoBeforeOthers(t *testing.T) {
+	src := memory.New(3) // one shard
+	secondly := bucket.Op{Key: "a", Algorithm: bucket.SlidingWindow, Window: window.Limit{Count: 10, Period: 1000}, Cost: 1}
+	spendOne(t, src, now, secondly)
+	spendOne(t, src, now, hourly("b", 1))
+	spendOne(t, src, now, slidingHourly("c", 1))
+	later := now + int64(2*time.Second)
+	spendOne(t, src, later, fixedTenMinutes("d", 1))
+	if n := src.EvictionsNotFull(); n != 0 {
+		t.Errorf("%d evictions of entries still counting, want 0", n)
+	}
+	for _, op := range []bucket.Op{hourly("b", 0), slidingHourly("c", 0), fixedTenMinutes("d", 0)} {
+		if r := spendOne(t, src, later, op).Remaining; r != 99 {
+			t.Errorf("%s: %d remaining, want 99 (kept)", op.Key, r)
+		}
+	}
+}
+
+// A batch that stores a new bucket and a new counter in a shard at its
+// bound never evicts one of them to make room for the other.
+func TestMixedBatchNeverEvictsItsOwnEntries(t *testing.T) {
+	src := memory.New(3) // one shard
+	for _, k := range []string{"a", "b", "c"} {
+		spendOne(t, src, now, slidingHourly(k, 50))
+	}
+	out := make([]bucket.Outcome, 3)
+	if err := src.Spend(context.Background(), now, []bucket.Op{hourly("x", 1), slidingHourly("y", 1), fixedTenMinutes("z", 1)}, out); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []bucket.Op{hourly("x", 0), slidingHourly("y", 0), fixedTenMinutes("z", 0)} {
+		if r := spendOne(t, src, now, op).Remaining; r != 99 {
+			t.Errorf("%s: %d remaining, want 99 (written by the batch and kept)", op.Key, r)
+		}
+	}
+	if src.Len() != 3 || src.EvictionsNotFull() != 3 {
+		t.Fatalf("%d entries, %d evictions; want 3 and 3", src.Len(), src.EvictionsNotFull())
 	}
 }

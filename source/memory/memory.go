@@ -1,27 +1,36 @@
-// Package memory is the embedded bucket source: buckets in this process's
-// memory, in shards with a lock each, bounded in number.
+// Package memory is the embedded bucket source: GCRA buckets and window
+// counters in this process's memory, in shards with a lock each, bounded
+// in number.
 //
 // A batch locks the shards of all its keys in ascending shard order (so two
-// batches can never deadlock), reads every TAT, decides with the gcra
-// package, writes, and unlocks: batches on the same buckets behave as if one
-// ran fully before the other. Single-key batches, the common case, take one
-// lock and allocate nothing.
+// batches can never deadlock), reads every key's state, decides with the
+// bucket package, writes, and unlocks: batches on the same keys behave as
+// if one ran fully before the other, whatever algorithms they mix.
+// Single-key batches, the common case, take one lock and allocate nothing.
 //
-// Memory stays bounded two ways. A bucket whose TAT has passed is full, and
-// full buckets are forgotten, which no answer can tell apart from keeping
-// them. And each shard holds at most its share of MaxBuckets: to make room
-// it evicts a full bucket if it finds one, else the one closest to full, so
-// that an evicted subscriber, who starts again from a full bucket, gains
-// the least. A flood of cheap spends on fresh ids thus evicts its own
-// buckets, not those of subscribers who spent more. Evictions of buckets
-// that were not full, the ones that cost a subscriber something, are
-// counted apart (EvictionsNotFull).
+// An entry, a GCRA bucket or a window counter, expires when it stops
+// counting anything: a bucket when its TAT has passed (it is full), a
+// counter when its windows with hits are no longer read
+// (window.Counter.Expires). Memory stays bounded two ways. Expired entries
+// are forgotten, which no answer can tell apart from keeping them. And the
+// bound given to New (the service's --max-buckets) counts entries,
+// buckets and counters together; each shard holds at most its share. To
+// make room a shard evicts an expired entry if it finds one, else the one
+// closest to expiring (of counters expiring together, the one with fewest
+// hits), so that an evicted subscriber, who starts again from a full
+// bucket or from windows without hits, gains the least. A flood of cheap
+// spends on fresh ids thus evicts its own entries, not those of
+// subscribers who spent more. Evictions of entries that had not expired,
+// the ones that cost a subscriber something, are counted apart
+// (EvictionsNotFull).
 //
-// Each shard's buckets are a hash table of the internal table package,
-// which holds no pointer, so the garbage collector never scans buckets. A
-// stored bucket takes one 32-byte slot, plus its key's bytes when the key
-// is longer than 16 bytes; a table is at most three quarters full and is
-// never shrunk. BenchmarkMemoryPerBucket measures the cost per bucket.
+// Each shard's entries are two hash tables of the internal table package,
+// one per kind, which hold no pointer, so the garbage collector never scans
+// them. A stored GCRA bucket takes one 32-byte slot and a window counter
+// one 56-byte slot, plus the key's bytes when it is longer than 16 bytes;
+// a table is at most three quarters full and is never shrunk.
+// BenchmarkMemoryPerBucket and BenchmarkMemoryPerWindowCounter measure the
+// cost per entry.
 package memory
 
 import (
@@ -31,24 +40,27 @@ import (
 	"sync/atomic"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
 
-// DefaultMaxBuckets is the bucket bound used when none is given.
+// DefaultMaxBuckets is the bound on entries (GCRA buckets and window
+// counters together) used when none is given.
 const DefaultMaxBuckets = 1_000_000
 
 // minShards is how many shards a source splits into when its bound allows
-// minPerShard buckets each: enough that two cores (or a few dozen) rarely
+// minPerShard entries each: enough that two cores (or a few dozen) rarely
 // wait on the same lock.
 const minShards = 256
 
-// maxPerShard is the most buckets a shard is meant to hold: beyond it, a
+// maxPerShard is the most entries a shard is meant to hold: beyond it, a
 // source splits into more shards. A shard's table is doubled under its
-// lock, and one of 4,096 buckets (at most 8,192 slots, 256 KiB) is rebuilt
-// in a fraction of a millisecond; ten times that would stall the shard's
-// callers for milliseconds.
+// lock, and one of 4,096 entries (at most 8,192 slots, 256 KiB of buckets
+// or 448 KiB of window counters) is rebuilt in a fraction of a
+// millisecond; ten times that would stall the shard's callers for
+// milliseconds.
 const maxPerShard = 4096
 
-// maxShards caps the shards (128 MiB of them) for bounds past four billion.
+// maxShards caps the shards (256 MiB of them) for bounds past four billion.
 const maxShards = 1 << 20
 
 // minPerShard keeps shards from being so small that per-shard eviction
@@ -58,13 +70,14 @@ const minPerShard = 64
 // smallBatch is the batch size handled with arrays on the stack.
 const smallBatch = 8
 
-// Source stores buckets in memory. Its zero value is not usable; call New.
+// Source stores GCRA buckets and window counters in memory. Its zero value
+// is not usable; call New.
 type Source struct {
 	seed   maphash.Seed
 	mask   uint64
 	shards []shard
-	// onNotFullEviction is called once, by the call that first evicts a
-	// bucket that was not full (see OnFirstNotFullEviction); warned
+	// onNotFullEviction is called once, by the call that first evicts an
+	// entry that had not expired (see OnFirstNotFullEviction); warned
 	// records that it was.
 	onNotFullEviction func()
 	warned            atomic.Bool
@@ -76,8 +89,9 @@ type Source struct {
 type Option func(*Source)
 
 // OnFirstNotFullEviction has the source call f once, the first time it
-// evicts a bucket that was not full: the moment the bound starts to give
-// subscribers back tokens they spent. The source has no logger of its own;
+// evicts an entry that had not expired (a bucket that was not full, a
+// window counter still counting): the moment the bound starts to give
+// subscribers back tokens they spent or hits they made. The source has no logger of its own;
 // f is where its owner logs that. f runs on the goroutine of the Spend or
 // Refund that evicted, after it released its locks, so it may call the
 // source's methods.
@@ -85,8 +99,9 @@ func OnFirstNotFullEviction(f func()) Option {
 	return func(s *Source) { s.onNotFullEviction = f }
 }
 
-// New returns an empty source holding at most maxBuckets buckets
-// (DefaultMaxBuckets when maxBuckets <= 0).
+// New returns an empty source holding at most maxBuckets entries, GCRA
+// buckets and window counters together (DefaultMaxBuckets when
+// maxBuckets <= 0).
 func New(maxBuckets int, opts ...Option) *Source {
 	if maxBuckets <= 0 {
 		maxBuckets = DefaultMaxBuckets
@@ -106,7 +121,7 @@ func New(maxBuckets int, opts ...Option) *Source {
 		if i < maxBuckets%n {
 			capacity++
 		}
-		s.shards[i].buckets.Init(capacity)
+		s.shards[i].entries.Init(capacity)
 	}
 	for _, opt := range opts {
 		opt(s)
@@ -150,8 +165,10 @@ func (s *Source) Reset(_ context.Context, now int64, ops []bucket.Op) (int, erro
 	s.lock(idx)
 	defer s.unlock(idx)
 	n := 0
-	for i, op := range ops {
-		if s.shardOf(hashes[i]).buckets.Delete(op.Key, hashes[i], now) {
+	for i := range ops {
+		op := &ops[i]
+		st := s.shardOf(hashes[i]).entries.Take(op.Key, hashes[i], op.Algorithm.Windowed(), now)
+		if bucket.Busy(now, op, st) {
 			n++
 		}
 	}
@@ -164,31 +181,35 @@ func (s *Source) Ping(context.Context) error { return nil }
 // Close implements ratelimits.Source; there is nothing to release.
 func (s *Source) Close() error { return nil }
 
-// Len returns how many buckets are stored. Some of them may have become
-// full since they were last touched and not been forgotten yet.
+// Len returns how many entries are stored, GCRA buckets and window
+// counters together. Some of them may have expired since they were last
+// touched and not been forgotten yet.
 func (s *Source) Len() int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.buckets.Len()
+		n += sh.entries.Len()
 		sh.mu.Unlock()
 	}
 	return n
 }
 
-// Evictions returns how many buckets were evicted to stay within the
-// bound, full or not. A full bucket is evicted only when eviction meets
-// one before the sweep for full buckets does.
+// Evictions returns how many entries (GCRA buckets and window counters)
+// were evicted to stay within the bound, expired or not. An expired entry
+// is evicted only when eviction meets one before the sweep for expired
+// entries does.
 func (s *Source) Evictions() uint64 {
-	return s.sumShards(func(sh *shard) uint64 { return sh.buckets.Evicted() })
+	return s.sumShards(func(sh *shard) uint64 { return sh.entries.Evicted() })
 }
 
-// EvictionsNotFull returns how many of the evicted buckets were not full:
-// each gave its subscriber back the tokens the bucket had spent. While it
-// stays at 0, the bound costs no subscriber anything.
+// EvictionsNotFull returns how many of the evicted entries had not
+// expired: GCRA buckets that were not full, each of which gave its
+// subscriber back the tokens it had spent, and window counters still
+// counting, each of which gave back the hits counted. While it stays at 0,
+// the bound costs no subscriber anything.
 func (s *Source) EvictionsNotFull() uint64 {
-	return s.sumShards(func(sh *shard) uint64 { return sh.buckets.EvictedNotFull() })
+	return s.sumShards(func(sh *shard) uint64 { return sh.entries.EvictedNotFull() })
 }
 
 // sumShards adds up a counter of every shard, each read under its lock.
@@ -203,7 +224,7 @@ func (s *Source) sumShards(counter func(*shard) uint64) uint64 {
 	return n
 }
 
-// action is what a batch does to its buckets.
+// action is what a batch does to its entries.
 type action int
 
 const (
@@ -211,7 +232,7 @@ const (
 	refund
 )
 
-// decide computes a batch's outcomes from the TATs it read.
+// decide computes a batch's outcomes from the states it read.
 func (a action) decide(now int64, ops []bucket.Op, states []bucket.State, outcomes []bucket.Outcome) {
 	if a == refund {
 		bucket.RefundBatch(now, ops, states, outcomes)
@@ -221,7 +242,7 @@ func (a action) decide(now int64, ops []bucket.Op, states []bucket.State, outcom
 }
 
 // apply decides and writes one batch under the locks of all its shards,
-// and reports whether a write evicted a bucket that was not full.
+// and reports whether a write evicted an entry that had not expired.
 func (s *Source) apply(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) (evictedNotFull bool) {
 	if len(ops) == 1 {
 		return s.applyOne(now, ops, outcomes, act)
@@ -235,14 +256,17 @@ func (s *Source) apply(now int64, ops []bucket.Op, outcomes []bucket.Outcome, ac
 }
 
 // applyOne is apply for a batch of one op: one lock, nothing sorted, and
-// nothing pinned (the one bucket it may insert is not in the table yet).
+// nothing pinned (the one entry it may insert is not in the table yet).
 func (s *Source) applyOne(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) bool {
+	if ops[0].Algorithm.Windowed() {
+		return s.applyOneWindow(now, ops, outcomes, act)
+	}
 	key := ops[0].Key
 	h := s.hash(key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	pos, tat := sh.buckets.Get(key, h, now)
+	pos, tat := sh.entries.GetTAT(key, h, now)
 	states := [1]bucket.State{{TAT: tat}}
 	// act.decide written out: a call through it is not inlined, and this
 	// is every single-key spend.
@@ -251,11 +275,29 @@ func (s *Source) applyOne(now int64, ops []bucket.Op, outcomes []bucket.Outcome,
 	} else {
 		bucket.SpendBatch(now, ops, states[:], outcomes)
 	}
-	return outcomes[0].Write && sh.buckets.PutAt(key, h, pos, outcomes[0].New.TAT, now)
+	return outcomes[0].Write && sh.entries.PutTAT(key, h, pos, outcomes[0].New.TAT, now, false)
 }
 
-// applyBatch is apply for any batch: it appends the TATs it read (gcra's
-// input) to tats, whose capacity must hold them all.
+// applyOneWindow is applyOne for a window op. It is a function of its own
+// so that the GCRA path, the most common, has no window code in it.
+func (s *Source) applyOneWindow(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) bool {
+	key := ops[0].Key
+	h := s.hash(key)
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	pos, c := sh.entries.GetWindow(key, h, now)
+	states := [1]bucket.State{{TAT: gcra.Missing, Window: c}}
+	if act == refund {
+		bucket.RefundBatch(now, ops, states[:], outcomes)
+	} else {
+		bucket.SpendBatch(now, ops, states[:], outcomes)
+	}
+	return outcomes[0].Write && sh.entries.PutWindow(key, h, pos, &outcomes[0].New.Window, now, false)
+}
+
+// applyBatch is apply for any batch: it appends the states it read (the
+// bucket package's input) to states, whose capacity must hold them all.
 func (s *Source) applyBatch(now int64, ops []bucket.Op, states []bucket.State, outcomes []bucket.Outcome, act action) (evictedNotFull bool) {
 	var hashesBuf [smallBatch]uint64
 	var shardsBuf [smallBatch]uint32
@@ -269,27 +311,46 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, states []bucket.State, o
 	idx := s.shardIndexes(hashes, shardsBuf[:0])
 	s.lock(idx)
 	defer s.unlock(idx)
-	// Every bucket of the batch is pinned until the batch is written, so
-	// that making room for one of its new buckets never evicts another.
+	// Every entry of the batch is pinned until the batch is written, so
+	// that making room for one of its new entries never evicts another.
 	for i := range ops {
-		buckets := &s.shardOf(hashes[i]).buckets
-		pos, tat := buckets.Get(ops[i].Key, hashes[i], now)
-		buckets.Pin(pos)
-		states = append(states, bucket.State{TAT: tat})
+		entries := &s.shardOf(hashes[i]).entries
+		windowed := ops[i].Algorithm.Windowed()
+		st := bucket.State{TAT: gcra.Missing}
+		var pos int
+		if windowed {
+			pos, st.Window = entries.GetWindow(ops[i].Key, hashes[i], now)
+		} else {
+			pos, st.TAT = entries.GetTAT(ops[i].Key, hashes[i], now)
+		}
+		entries.Pin(windowed, pos)
+		states = append(states, st)
 	}
 	act.decide(now, ops, states, outcomes)
 	for i := range ops {
-		if outcomes[i].Write {
-			// Found again by key: a read above that dropped a full bucket,
-			// or an eviction, may have moved others of the same shard.
-			buckets := &s.shardOf(hashes[i]).buckets
-			if buckets.PutPinnedAt(ops[i].Key, hashes[i], buckets.Find(ops[i].Key, hashes[i]), outcomes[i].New.TAT, now) {
-				evictedNotFull = true
-			}
+		if !outcomes[i].Write {
+			continue
 		}
+		// Found again by key: a read above that dropped an expired entry,
+		// or an eviction, may have moved others of the same shard.
+		key, h := ops[i].Key, hashes[i]
+		entries := &s.shardOf(h).entries
+		var lost bool
+		if ops[i].Algorithm.Windowed() {
+			lost = entries.PutWindow(key, h, entries.FindWindow(key, h), &outcomes[i].New.Window, now, true)
+		} else {
+			lost = entries.PutTAT(key, h, entries.FindTAT(key, h), outcomes[i].New.TAT, now, true)
+		}
+		evictedNotFull = evictedNotFull || lost
 	}
 	for i := range ops {
-		s.shardOf(hashes[i]).buckets.Unpin(ops[i].Key, hashes[i])
+		key, h := ops[i].Key, hashes[i]
+		entries := &s.shardOf(h).entries
+		if ops[i].Algorithm.Windowed() {
+			entries.Unpin(true, entries.FindWindow(key, h))
+		} else {
+			entries.Unpin(false, entries.FindTAT(key, h))
+		}
 	}
 	return evictedNotFull
 }

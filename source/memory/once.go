@@ -31,15 +31,21 @@ func (s *Source) applyOnce(now int64, rec once.Record, ops []bucket.Op, outcomes
 	st := s.records.stripe(rec.Key)
 	defer st.mu.Unlock()
 	if r, ok := st.lookup(rec.Key, now); ok {
-		if r.fingerprint != rec.Fingerprint || len(r.states) != len(ops) {
+		if r.fingerprint != rec.Fingerprint || int(r.n) != len(ops) {
 			return false, once.ErrMismatch
 		}
-		act.decide(r.now, ops, r.states, outcomes)
+		var statesBuf [smallBatch]bucket.State
+		act.decide(r.now, ops, r.unpackStates(ops, statesBuf[:0]), outcomes)
 		return true, nil
 	}
-	states := make([]bucket.State, 0, len(ops))
+	var statesBuf [smallBatch]bucket.State
+	states := statesBuf[:0]
+	if len(ops) > smallBatch {
+		states = make([]bucket.State, 0, len(ops))
+	}
 	evictedNotFull := s.applyBatch(now, ops, states, outcomes, act)
-	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, states: states[:len(ops)]}, now)
+	words, windowed := packStates(ops, states[:len(ops)])
+	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, words: words, n: int32(len(ops)), windowed: windowed}, now)
 	if evictedNotFull {
 		// Called with the record lock held; the callback must not make
 		// idempotent calls on this source (the service's only logs).

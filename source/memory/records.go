@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // recordStripes is how many locks the idempotency records are spread
@@ -17,13 +19,87 @@ const recordStripes = 64
 const minRecords = 1024
 
 // record is what an idempotent call leaves behind: enough to compute its
-// outcomes again exactly (the TATs it read and its now), and what a retry
+// outcomes again exactly (the states it read and its now), and what a retry
 // must match.
 type record struct {
 	fingerprint string
 	expires     int64
 	now         int64
-	states      []bucket.State
+	// words are the states the call read, packed (see packStates): a GCRA
+	// op's TAT takes one word and a window op's counter four, rather than
+	// a whole bucket.State (five) each.
+	words []int64
+	// n is how many ops the call had, and windowed whether any of them
+	// was a window op (the words then begin with a bitmask of them).
+	n        int32
+	windowed bool
+}
+
+// packStates returns the states read for ops as a record keeps them: in
+// the ops' order, a GCRA op's TAT, or a window op's Period, Start, Cur and
+// Prev. When any op is a window op, a bitmask of which ones are comes
+// first, one word per 64 ops; a request of GCRA limits alone needs none.
+func packStates(ops []bucket.Op, states []bucket.State) (words []int64, windowed bool) {
+	size := len(ops)
+	for i := range ops {
+		if ops[i].Algorithm.Windowed() {
+			windowed = true
+			size += 3
+		}
+	}
+	if !windowed {
+		words = make([]int64, len(ops))
+		for i := range ops {
+			words[i] = states[i].TAT
+		}
+		return words, false
+	}
+	masks := (len(ops) + 63) / 64
+	words = make([]int64, masks, masks+size)
+	for i := range ops {
+		if ops[i].Algorithm.Windowed() {
+			words[i/64] = int64(uint64(words[i/64]) | 1<<(i%64))
+			c := &states[i].Window
+			words = append(words, c.Period, c.Start, c.Cur, c.Prev)
+		} else {
+			words = append(words, states[i].TAT)
+		}
+	}
+	return words, true
+}
+
+// unpackStates appends to buf the states r kept, as ops (as many as the
+// recorded call had) read them. An op whose algorithm is not of the kind
+// recorded at its place (the limit's algorithm changed in between) reads
+// an empty state, as it would have in the table of its own kind.
+func (r *record) unpackStates(ops []bucket.Op, buf []bucket.State) []bucket.State {
+	if !r.windowed {
+		for i := range ops {
+			st := bucket.State{TAT: gcra.Missing}
+			if !ops[i].Algorithm.Windowed() {
+				st.TAT = r.words[i]
+			}
+			buf = append(buf, st)
+		}
+		return buf
+	}
+	w := r.words[(len(ops)+63)/64:]
+	for i := range ops {
+		st := bucket.State{TAT: gcra.Missing}
+		if uint64(r.words[i/64])>>(i%64)&1 != 0 {
+			if ops[i].Algorithm.Windowed() {
+				st.Window = window.Counter{Period: w[0], Start: w[1], Cur: w[2], Prev: w[3]}
+			}
+			w = w[4:]
+		} else {
+			if !ops[i].Algorithm.Windowed() {
+				st.TAT = w[0]
+			}
+			w = w[1:]
+		}
+		buf = append(buf, st)
+	}
+	return buf
 }
 
 // recordStripe holds the records whose key hashes to it. Its lock is

@@ -6,11 +6,12 @@ import (
 	"github.com/limiter-dev/limiter/source/memory/internal/table"
 )
 
-// shard is one lock's worth of buckets.
+// shard is one lock's worth of GCRA buckets and window counters.
 type shard struct {
 	mu      sync.Mutex
-	buckets table.Table
-	// The fields fill 128 bytes, two cache lines, so that two cores
-	// working on neighbouring shards never write to the same line; a field
-	// more needs padding to 192. TestShardIsCacheLinePadded keeps it so.
+	entries table.Store
+	// The fields take 224 bytes; the padding fills four cache lines, so
+	// that two cores working on neighbouring shards never write to the
+	// same line. TestShardIsCacheLinePadded keeps it so.
+	_ [32]byte
 }

@@ -26,7 +26,7 @@ func TestShardsStaySmall(t *testing.T) {
 		}
 		total := 0
 		for i := range s.shards {
-			c := s.shards[i].buckets.Capacity()
+			c := s.shards[i].entries.Capacity()
 			if c > maxPerShard+1 {
 				t.Errorf("bound %d: a shard of capacity %d", bound, c)
 				break

@@ -1,6 +1,8 @@
 // Package sourcetest is the conformance suite every bucket source passes:
 // the memory source, one Redis and a Redis Cluster run the same tests, so a
 // new source (or a new algorithm next to GCRA) is added by passing them.
+// Every algorithm is covered: GCRA buckets, sliding and fixed windows, and
+// batches that mix them, compared outcome by outcome with Model.
 //
 // The suite drives sources directly with explicit times, so no clock and no
 // sleep is involved: "now" is just a number the test chooses.
@@ -55,6 +57,7 @@ func Run(t *testing.T, newSource Factory) {
 	t.Run("NoOvershootOneBucket", func(t *testing.T) { testNoOvershoot(t, newSource, 1) })
 	t.Run("NoOvershootBatch", func(t *testing.T) { testNoOvershoot(t, newSource, 3) })
 	runOnce(t, newSource)
+	runWindows(t, newSource)
 }
 
 func open(t *testing.T, newSource Factory) ratelimits.Source {
@@ -230,24 +233,38 @@ func testFullBuckets(t *testing.T, newSource Factory) {
 	}
 }
 
-// testMatchesModel drives the source and a reference model (the gcra
-// functions over a Go map) with the same random operations at random times
-// and demands identical outcomes to the nanosecond.
+// testMatchesModel drives the source and a reference model (the bucket
+// functions over a Go map) with the same random operations at random
+// times, on GCRA buckets and sliding and fixed windows in batches that mix
+// them, with resets, and demands identical outcomes to the nanosecond.
+// Times often fall a millisecond either side of a second's boundary, where
+// short windows turn; a window key now and then changes period, as a
+// reload may make it.
 func testMatchesModel(t *testing.T, newSource Factory) {
 	src := open(t, newSource)
 	rng := rand.New(rand.NewPCG(7, 11))
-	limits := []limit{tenPerSecond, threePerSec, hundredPerH, decade}
-	keys := make([]string, 6)
+	limits := []func(key string, cost int64, mode bucket.Mode, alt bool) bucket.Op{
+		gcraLimit(tenPerSecond), gcraLimit(threePerSec), gcraLimit(hundredPerH), gcraLimit(decade),
+		windowLimit(fivePerSecond), windowLimit(threePerSecFixed), windowLimit(tenPerMinute),
+		windowLimit(tenPerMinuteFixed), windowLimit(leapYear),
+	}
+	keys := make([]string, 2*len(limits))
 	for i := range keys {
 		keys[i] = key(t, fmt.Sprint(i))
 	}
 	model := Model{}
 	now := base
-	const steps = 600
+	const steps = 1500
 	for step := range steps {
 		now += rng.Int64N(int64(400 * time.Millisecond))
-		if rng.IntN(50) == 0 {
+		switch rng.IntN(50) {
+		case 0:
 			now += int64(200 * 24 * time.Hour) // let even the long limits refill partly
+		case 1, 2, 3, 4, 5:
+			// A millisecond before, at or after the next second, at any
+			// nanosecond of that millisecond.
+			second := (now/int64(time.Second) + 1) * int64(time.Second)
+			now = max(now, second+(rng.Int64N(3)-1)*int64(time.Millisecond)+rng.Int64N(int64(time.Millisecond)))
 		}
 		n := 1 + rng.IntN(3)
 		perm := rng.Perm(len(keys))[:n]
@@ -255,7 +272,18 @@ func testMatchesModel(t *testing.T, newSource Factory) {
 		for i, k := range perm {
 			// A key keeps its limit, as a bucket key keeps its limit name.
 			l := limits[k%len(limits)]
-			ops[i] = l.op(keys[k], rng.Int64N(l.burst+1), bucket.Mode(rng.IntN(3)))
+			ops[i] = l(keys[k], -1, bucket.Mode(rng.IntN(3)), rng.IntN(8) == 0)
+			ops[i].Cost = rng.Int64N(maxCost(ops[i]) + 1)
+		}
+		if rng.IntN(40) == 0 {
+			got, err := src.Reset(context.Background(), now, ops)
+			if err != nil {
+				t.Fatalf("Reset: %v", err)
+			}
+			if want := model.Reset(now, ops); got != want {
+				t.Fatalf("step %d: Reset of %+v at %d counted %d, the model %d", step, ops, now, got, want)
+			}
+			continue
 		}
 		isRefund := rng.IntN(4) == 0
 		var got []bucket.Outcome
@@ -271,6 +299,30 @@ func testMatchesModel(t *testing.T, newSource Factory) {
 			}
 		}
 	}
+}
+
+// gcraLimit makes ops of a GCRA limit (alt changes nothing).
+func gcraLimit(l limit) func(string, int64, bucket.Mode, bool) bucket.Op {
+	return func(key string, cost int64, mode bucket.Mode, _ bool) bucket.Op { return l.op(key, cost, mode) }
+}
+
+// windowLimit makes ops of a window limit; with alt, of the same limit
+// with half its period (whole seconds still), as after a reload.
+func windowLimit(l wlimit) func(string, int64, bucket.Mode, bool) bucket.Op {
+	return func(key string, cost int64, mode bucket.Mode, alt bool) bucket.Op {
+		if alt && l.period >= 2_000 {
+			l.period = l.period / 2_000 * 1_000
+		}
+		return l.op(key, cost, mode)
+	}
+}
+
+// maxCost is the largest cost an op's limit allows.
+func maxCost(op bucket.Op) int64 {
+	if op.Algorithm.Windowed() {
+		return op.Window.Count
+	}
+	return op.BurstOffset / op.EmissionInterval
 }
 
 // Model is the reference every source is compared with: a Go map of
@@ -307,11 +359,18 @@ func (m Model) Apply(now int64, ops []bucket.Op, isRefund bool) []bucket.Outcome
 // a bucket of burst 100 (or on batches of width buckets): exactly 100
 // spends may succeed, however the source interleaves them.
 func testNoOvershoot(t *testing.T, newSource Factory, width int) {
-	src := open(t, newSource)
 	ops := make([]bucket.Op, width)
 	for i := range ops {
 		ops[i] = hundredPerH.op(key(t, fmt.Sprint(i)), 1, bucket.CheckAndSpend)
 	}
+	testNoOvershootOps(t, newSource, ops)
+}
+
+// testNoOvershootOps has many goroutines spend ops (each of a limit of 100
+// in an hour, at cost 1) at the same instant: exactly 100 batches may be
+// allowed, however the source interleaves them.
+func testNoOvershootOps(t *testing.T, newSource Factory, ops []bucket.Op) {
+	src := open(t, newSource)
 	const workers, perWorker = 64, 5
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -320,7 +379,7 @@ func testNoOvershoot(t *testing.T, newSource Factory, width int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out := make([]bucket.Outcome, width)
+			out := make([]bucket.Outcome, len(ops))
 			for range perWorker {
 				if err := src.Spend(context.Background(), base, ops, out); err != nil {
 					errs <- err
@@ -341,12 +400,13 @@ func testNoOvershoot(t *testing.T, newSource Factory, width int) {
 	for err := range errs {
 		t.Fatalf("Spend: %v", err)
 	}
-	if got := allowed.Load(); got != hundredPerH.burst {
-		t.Fatalf("%d concurrent spends allowed, want exactly %d", got, hundredPerH.burst)
+	if got := allowed.Load(); got != 100 {
+		t.Fatalf("%d concurrent batches allowed, want exactly 100", got)
 	}
 	for _, op := range ops {
-		if r := remaining(t, src, base, hundredPerH, op.Key); r != 0 {
-			t.Fatalf("bucket %s has %d remaining after the race, want 0", op.Key, r)
+		op.Cost, op.Mode = 0, bucket.CheckOnly
+		if r := spend(t, src, base, op)[0].Remaining; r != 0 {
+			t.Fatalf("%s has %d left after the race, want 0", op.Key, r)
 		}
 	}
 }

@@ -1,11 +1,11 @@
 package table
 
-// forgetFull looks at the next two positions of a sweep that goes round the
-// table and drops the full buckets there. Called on every insert, it
-// visits every position once per half as many inserts as the table has
-// positions, so a table holds few full buckets without a background
-// sweeper; the capacity bound holds regardless.
-func (t *Table) forgetFull(now int64) {
+// forgetExpired looks at the next two positions of a sweep that goes round
+// the table and drops the expired entries there. Called on every insert
+// into the shard, it visits every position once per half as many inserts
+// as the table has positions, so a table holds few expired entries without
+// a background sweeper; the capacity bound holds regardless.
+func (t *Table[V]) forgetExpired(now int64) {
 	for range 2 {
 		if t.sweep >= len(t.table) {
 			t.sweep = 0
@@ -13,8 +13,8 @@ func (t *Table) forgetFull(now int64) {
 				return
 			}
 		}
-		if sl := &t.table[t.sweep]; sl.meta != 0 && sl.tat <= now {
-			// The bucket shifted into this position by the removal is
+		if sl := &t.table[t.sweep]; sl.meta != 0 && sl.exp <= now {
+			// The entry shifted into this position by the removal is
 			// looked at by a later sweep.
 			t.removeAt(t.sweep)
 		}
@@ -22,45 +22,37 @@ func (t *Table) forgetFull(now int64) {
 	}
 }
 
-// evictSample is how many buckets eviction compares. The more it
-// compares, the closer its choice comes to the bucket with the least state
-// in the whole table; eight find one in the least-filled eighth about two
-// times in three (1 - (7/8)^8), at a cost that stays within a few adjacent
-// cache lines.
+// evictSample is how many entries of a table eviction compares. The more
+// it compares, the closer its choice comes to the entry with the least
+// state in the whole table; eight find one in the least-filled eighth
+// about two times in three (1 - (7/8)^8), at a cost that stays within a
+// few adjacent cache lines.
 const evictSample = 8
 
-// evict frees room in a table that holds capacity buckets, and reports
-// whether the bucket it removed was not full. It looks at the buckets in
-// the slots from the hand on until it has seen evictSample of them, and
-// removes the first full one among them, whose loss no answer can tell,
-// or else the one closest to full: the earliest TAT, the least time to
-// refill, so the least an evicted subscriber gains. To push out a
-// subscriber who spent a whole burst, new buckets must thus each hold more
-// than that subscriber does; a flood of cheap spends on fresh ids evicts
-// its own buckets.
-//
-// Recency plays no part. For subscribers of one limit the earliest TAT is
-// the bucket spent on longest ago (it has refilled most), which is what
-// least-recently-used eviction would choose; across limits, least state
-// lost is the better measure, and a read need not write to its slot.
-//
-// A pinned bucket is passed over, unless every bucket of the table is
-// pinned (a batch with more keys in the shard than its capacity): the
-// bound holds even then.
+// candidate returns the entry of t that eviction should take: it looks at
+// the entries in the slots from the hand on until it has seen evictSample
+// of them, and returns the first expired one among them (expired), whose
+// loss no answer can tell, or else the one with the earliest expiry, with
+// that expiry. A pinned entry is passed over; only when the sample holds
+// nothing else is the earliest pinned one returned (isPinned), so that the
+// bound holds even when a batch has more keys in the shard than its
+// capacity. t must hold an entry.
 //
 // Where it looks matters to the table as much as what it chooses. The
 // sampled slots are adjacent, so memory serves them in a few lines, but
 // the hand then moves on by stride, not past them: a full table evicts
-// one bucket per insert, and evicting slot after slot would empty one
-// stretch of the table while new buckets land all over it, packing the
-// rest into long probe runs. And the sample starts at the first bucket
+// one entry per insert, and evicting slot after slot would empty one
+// stretch of the table while new entries land all over it, packing the
+// rest into long probe runs. And the sample starts at the first entry
 // the hand reaches, not wherever the hand stands: that would favour the
-// buckets just after empty slots, emptying the sparse parts of the table
+// entries just after empty slots, emptying the sparse parts of the table
 // while inserts go to the ends of its long runs
-// (TestChurnKeepsProbesShort). From a bucket, each bucket is in the sample
-// of as many starts as any other. Among equal TATs the first is chosen,
-// which is the bucket the hand reached.
-func (t *Table) evict(now int64) (notFull bool) {
+// (TestChurnKeepsProbesShort). From an entry, each entry is in the sample
+// of as many starts as any other. Among equal expiries the one holding
+// fewer hits is chosen (window counters of one limit written in the same
+// window expire together, whatever they counted), and among those the
+// first, which is the entry the hand reached.
+func (t *Table[V]) candidate(now int64) (i int, exp int64, isPinned, expired bool) {
 	n := len(t.table)
 	if t.hand >= n {
 		t.hand = 0
@@ -68,27 +60,25 @@ func (t *Table) evict(now int64) (notFull bool) {
 	for t.table[t.hand].meta == 0 {
 		t.hand = t.step(t.hand)
 	}
-	i := t.hand
+	i = t.hand
 	t.hand = t.step(t.hand)
 	best, fallback := None, None
-	var bestTAT, fallbackTAT int64
+	var bestExp, fallbackExp int64
 	for seen, k := 0, 0; seen < evictSample && k < n; k++ {
 		sl := &t.table[i]
 		switch {
 		case sl.meta == 0:
 		case sl.meta&pinned != 0:
-			// Never full: Get removes a full bucket before it is
-			// pinned, and a write of a full bucket removes it.
-			if fallback == None || sl.tat < fallbackTAT {
-				fallback, fallbackTAT = i, sl.tat
+			// Never expired: get removes an expired entry before it is
+			// pinned, and a write of an expired one removes it.
+			if fallback == None || sl.exp < fallbackExp {
+				fallback, fallbackExp = i, sl.exp
 			}
-		case sl.tat <= now:
-			t.removeAt(i)
-			t.evicted++
-			return false
+		case sl.exp <= now:
+			return i, sl.exp, false, true
 		default:
-			if best == None || sl.tat < bestTAT {
-				best, bestTAT = i, sl.tat
+			if best == None || sl.exp < bestExp || (sl.exp == bestExp && sl.val.hits() < t.table[best].val.hits()) {
+				best, bestExp = i, sl.exp
 			}
 			seen++
 		}
@@ -97,17 +87,14 @@ func (t *Table) evict(now int64) (notFull bool) {
 		}
 	}
 	if best == None {
-		best = fallback
+		return fallback, fallbackExp, true, false
 	}
-	t.removeAt(best)
-	t.evicted++
-	t.evictedNotFull++
-	return true
+	return best, bestExp, false, false
 }
 
 // step is the position after i in the order the eviction hand goes round
 // the table.
-func (t *Table) step(i int) int {
+func (t *Table[V]) step(i int) int {
 	if i += t.stride; i >= len(t.table) {
 		i -= len(t.table)
 	}

@@ -3,13 +3,13 @@ package table
 // home is where a key whose hash (or meta) is h starts probing. The shard
 // was chosen by the hash's low bits; the table uses its high 32, scaled to
 // the table's length, which need not be a power of two.
-func (t *Table) home(h uint64) int {
+func (t *Table[V]) home(h uint64) int {
 	return int((h >> 32) * uint64(len(t.table)) >> 32)
 }
 
-// firstEmpty is where a new bucket of hash h goes: the first empty slot
+// firstEmpty is where a new entry of hash h goes: the first empty slot
 // from its home on. The table is never full, so there is one.
-func (t *Table) firstEmpty(h uint64) int {
+func (t *Table[V]) firstEmpty(h uint64) int {
 	i := t.home(h)
 	for t.table[i].meta != 0 {
 		if i++; i == len(t.table) {
@@ -19,10 +19,10 @@ func (t *Table) firstEmpty(h uint64) int {
 	return i
 }
 
-// removeAt empties position i and moves later buckets of the same probe
+// removeAt empties position i and moves later entries of the same probe
 // run back into the gap (backward-shift deletion), so that lookups need no
 // tombstones and every run stays unbroken.
-func (t *Table) removeAt(i int) {
+func (t *Table[V]) removeAt(i int) {
 	if sl := &t.table[i]; isLong(sl.meta) {
 		t.deadBytes += int(sl.k1)
 	}
@@ -41,22 +41,22 @@ func (t *Table) removeAt(i int) {
 		if t.table[j].meta == 0 {
 			break
 		}
-		// The bucket at j may fill the gap at i unless its home lies
+		// The entry at j may fill the gap at i unless its home lies
 		// cyclically in (i, j]: then probing from home reaches j before i.
 		if distance(t.home(t.table[j].meta), j) >= distance(i, j) {
 			t.table[i] = t.table[j]
 			i = j
 		}
 	}
-	t.table[i] = slot{}
+	t.table[i] = slot[V]{}
 	t.count--
 }
 
 // grow doubles the table (or makes the first one), up to limit slots, and
-// puts every bucket back at its place in the new one.
-func (t *Table) grow() {
+// puts every entry back at its place in the new one.
+func (t *Table[V]) grow() {
 	old := t.table
-	t.table = make([]slot, min(max(minTable, 2*len(old)), t.limit))
+	t.table = make([]slot[V], min(max(minTable, 2*len(old)), t.limit))
 	for k := range old {
 		if old[k].meta != 0 {
 			t.table[t.firstEmpty(old[k].meta)] = old[k]
@@ -71,7 +71,7 @@ func (t *Table) grow() {
 // the majority (and worth a rebuild). The arena thus stays within about
 // twice the bytes of the long keys held, and each rebuild is paid for by
 // as many bytes of removed keys as it copies.
-func (t *Table) compactArena(extra int) {
+func (t *Table[V]) compactArena(extra int) {
 	if t.deadBytes < 4096 || t.deadBytes*2 < len(t.arena) {
 		return
 	}
