@@ -25,6 +25,7 @@ import (
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
+	"github.com/limiter-dev/limiter/source/local"
 )
 
 // serveFlags are serve's settings, each also read from the environment
@@ -117,8 +118,10 @@ func newClock() (clock.Clock, clock.FakeClock, error) {
 	return fake, fake, nil
 }
 
-// serve wires flags → config → source → Limiter → handlers → server, and
-// shuts down in reverse order on SIGINT or SIGTERM.
+// serve wires flags → config → source → local layer → Limiter → handlers
+// → server, and shuts down in reverse order on SIGINT or SIGTERM: the
+// servers finish their requests, the local layer pushes its unpushed hits,
+// the source closes.
 func serve(args []string, stderr io.Writer) int {
 	f, err := parseServeFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -193,6 +196,21 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		opts = append(opts, ratelimits.WithFailOpen())
 	}
 	opts = append(opts, ratelimits.WithIdempotencyTTL(f.idempotencyTTL))
+	// Window limits with a sync_rate other than 0 count in this process's
+	// memory when the source is shared; on the memory source, the only
+	// process, every sync_rate behaves as 0.
+	var layer *local.Layer
+	syncObs := newSyncMetrics(reg)
+	if sourceKind(f.source) != "memory" {
+		if layer, err = newLocalLayer(src, clk, syncObs, log); err != nil {
+			return err
+		}
+		opts = append(opts, ratelimits.WithLocal(layer))
+		// Deferred after the source's Close, so it runs before it: the
+		// hits not pushed yet go to the source once the servers stopped.
+		defer closeLocalLayer(layer, f.shutdownTimeout, log)
+	}
+	registerLayerGauges(reg, layer)
 	limiter, err := ratelimits.NewLimiter(cfg, observeSource(src, reg), clk, opts...)
 	if err != nil {
 		return err
