@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -200,15 +201,19 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	// memory when the source is shared; on the memory source, the only
 	// process, every sync_rate behaves as 0.
 	var layer *local.Layer
+	closeLayer := func() {}
 	syncObs := newSyncMetrics(reg)
 	if sourceKind(f.source) != "memory" {
 		if layer, err = newLocalLayer(src, clk, syncObs, log); err != nil {
 			return err
 		}
 		opts = append(opts, ratelimits.WithLocal(layer))
-		// Deferred after the source's Close, so it runs before it: the
-		// hits not pushed yet go to the source once the servers stopped.
-		defer closeLocalLayer(layer, f.shutdownTimeout, log)
+		// The hits not pushed yet go to the source once the servers have
+		// stopped, before the source closes: deferred after its Close, so
+		// it runs first on every way out, and called on a clean stop.
+		var once sync.Once
+		closeLayer = func() { once.Do(func() { closeLocalLayer(layer, f.shutdownTimeout, log) }) }
+		defer closeLayer()
 	}
 	registerLayerGauges(reg, layer)
 	limiter, err := ratelimits.NewLimiter(cfg, observeSource(src, reg), clk, opts...)
@@ -284,6 +289,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	if err := shutdownAll(servers, f.shutdownTimeout, log); err != nil {
 		return err
 	}
+	closeLayer()
 	log.Info("stopped")
 	return nil
 }
