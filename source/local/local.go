@@ -42,8 +42,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmhodges/clock"
@@ -139,8 +141,11 @@ type Layer struct {
 	seed    maphash.Seed
 	nShards int // per group
 
-	mu     sync.RWMutex
-	groups map[time.Duration]*group // by sync_rate; all rates below 0 under -1
+	// groups maps a sync_rate to its group (all rates below 0 to -1's). The
+	// map is never changed once stored: a new group stores a copy with it
+	// added, under mu, so that finding a group takes no lock.
+	groups atomic.Pointer[map[time.Duration]*group]
+	mu     sync.Mutex
 	nextID int
 	closed bool
 
@@ -170,7 +175,8 @@ func New(opts Options) (*Layer, error) {
 	if opts.ShutdownRetry == 0 {
 		opts.ShutdownRetry = DefaultShutdownRetry
 	}
-	l := &Layer{opts: opts, seed: maphash.MakeSeed(), groups: map[time.Duration]*group{}, nShards: shardsPerGroup}
+	l := &Layer{opts: opts, seed: maphash.MakeSeed(), nShards: shardsPerGroup}
+	l.groups.Store(&map[time.Duration]*group{})
 	if opts.MaxCounters/shardsPerGroup < minPerShard {
 		l.nShards = 1 // a small bound is one shard's
 	}
@@ -285,18 +291,16 @@ func (l *Layer) groupOf(rate time.Duration) *group {
 	if rate < 0 {
 		rate = -1
 	}
-	l.mu.RLock()
-	g := l.groups[rate]
-	l.mu.RUnlock()
-	if g != nil {
+	if g := (*l.groups.Load())[rate]; g != nil {
 		return g
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if g = l.groups[rate]; g != nil {
+	groups := *l.groups.Load()
+	if g := groups[rate]; g != nil {
 		return g
 	}
-	g = &group{id: l.nextID, rate: rate, shards: make([]shard, l.nShards)}
+	g := &group{id: l.nextID, rate: rate, shards: make([]shard, l.nShards)}
 	l.nextID++
 	for i := range g.shards {
 		// The remainder spread, so the capacities add up to MaxCounters.
@@ -307,7 +311,9 @@ func (l *Layer) groupOf(rate time.Duration) *group {
 		g.shards[i].counters = map[string]*counter{}
 		g.shards[i].capacity = capacity
 	}
-	l.groups[rate] = g
+	next := maps.Clone(groups)
+	next[rate] = g
+	l.groups.Store(&next)
 	if rate > 0 && !l.closed {
 		// The first tick is set before this call returns, so the loop
 		// counts its sync_rate from the group's first hit.
@@ -320,10 +326,8 @@ func (l *Layer) groupOf(rate time.Duration) *group {
 
 // syncedGroups returns the groups above 0 in the order of their ids.
 func (l *Layer) syncedGroups() []*group {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
 	var gs []*group
-	for _, g := range l.groups {
+	for _, g := range *l.groups.Load() {
 		if g.rate > 0 {
 			gs = append(gs, g)
 		}
@@ -334,10 +338,9 @@ func (l *Layer) syncedGroups() []*group {
 
 // allGroups returns every group.
 func (l *Layer) allGroups() []*group {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	gs := make([]*group, 0, len(l.groups))
-	for _, g := range l.groups {
+	groups := *l.groups.Load()
+	gs := make([]*group, 0, len(groups))
+	for _, g := range groups {
 		gs = append(gs, g)
 	}
 	return gs
@@ -347,43 +350,41 @@ func (g *group) shardIndex(l *Layer, key string) int {
 	return int(maphash.String(l.seed, key) % uint64(len(g.shards)))
 }
 
-// batchLocks is where each op of a batch lives, and the shards to lock.
-type batchLocks struct {
-	shards []*shard
-	order  []lockRef
-}
-
 // lockRef orders the shards of a batch: by group id, then shard index.
 type lockRef struct {
 	group, index int
 	sh           *shard
 }
 
-// lockBatch finds the group and shard of every op and locks each shard
-// once, in the one order every batch uses.
-func (l *Layer) lockBatch(ops []ratelimits.LocalOp, bl *batchLocks) {
+// lockBatch finds the shard of every op (appended to shards, in op order)
+// and locks each shard once, in the one order every batch uses (appended
+// to order, which unlock takes). The slices are passed in and returned so
+// that a small batch's stay on its caller's stack.
+func (l *Layer) lockBatch(ops []ratelimits.LocalOp, shards []*shard, order []lockRef) ([]*shard, []lockRef) {
 	for i := range ops {
 		g := l.groupOf(ops[i].SyncRate)
 		idx := g.shardIndex(l, ops[i].Op.Key)
 		sh := &g.shards[idx]
-		bl.shards = append(bl.shards, sh)
-		bl.order = append(bl.order, lockRef{group: g.id, index: idx, sh: sh})
+		shards = append(shards, sh)
+		order = append(order, lockRef{group: g.id, index: idx, sh: sh})
 	}
-	slices.SortFunc(bl.order, func(a, b lockRef) int {
+	slices.SortFunc(order, func(a, b lockRef) int {
 		if a.group != b.group {
 			return a.group - b.group
 		}
 		return a.index - b.index
 	})
-	bl.order = slices.CompactFunc(bl.order, func(a, b lockRef) bool { return a.sh == b.sh })
-	for _, r := range bl.order {
+	order = slices.CompactFunc(order, func(a, b lockRef) bool { return a.sh == b.sh })
+	for _, r := range order {
 		r.sh.mu.Lock()
 	}
+	return shards, order
 }
 
-func (bl *batchLocks) unlock() {
-	for i := len(bl.order) - 1; i >= 0; i-- {
-		bl.order[i].sh.mu.Unlock()
+// unlock releases what lockBatch locked, in reverse order.
+func unlock(order []lockRef) {
+	for i := len(order) - 1; i >= 0; i-- {
+		order[i].sh.mu.Unlock()
 	}
 }
 
@@ -404,17 +405,16 @@ func (l *Layer) spend(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Out
 	var orderBuf [smallBatch]lockRef
 	var statesBuf [smallBatch]bucket.State
 	var opsBuf [smallBatch]bucket.Op
-	bl := batchLocks{shards: shardsBuf[:0], order: orderBuf[:0]}
 	states, bops := statesBuf[:0], opsBuf[:0]
 	if len(ops) > smallBatch {
 		states, bops = make([]bucket.State, 0, len(ops)), make([]bucket.Op, 0, len(ops))
 	}
-	l.lockBatch(ops, &bl)
-	defer bl.unlock()
+	shards, order := l.lockBatch(ops, shardsBuf[:0], orderBuf[:0])
+	defer unlock(order)
 	nowMs := msOf(now)
 	for i := range ops {
 		op := &ops[i].Op
-		sh := bl.shards[i]
+		sh := shards[i]
 		c := sh.counters[op.Key]
 		if c == nil && ops[i].SyncRate > 0 {
 			// Held from now on, so the next cycle reads its totals.
@@ -425,7 +425,7 @@ func (l *Layer) spend(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Out
 	}
 	allowed := bucket.SpendBatch(now, bops, states, outcomes)
 	if allowed && write {
-		l.commit(nowMs, ops, outcomes, bl.shards)
+		l.commit(nowMs, ops, outcomes, shards)
 	}
 	return allowed
 }
@@ -434,10 +434,9 @@ func (l *Layer) spend(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Out
 func (l *Layer) Commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
 	var shardsBuf [smallBatch]*shard
 	var orderBuf [smallBatch]lockRef
-	bl := batchLocks{shards: shardsBuf[:0], order: orderBuf[:0]}
-	l.lockBatch(ops, &bl)
-	defer bl.unlock()
-	l.commit(msOf(now), ops, outcomes, bl.shards)
+	shards, order := l.lockBatch(ops, shardsBuf[:0], orderBuf[:0])
+	defer unlock(order)
+	l.commit(msOf(now), ops, outcomes, shards)
 }
 
 // commit adds the cost of each op whose outcome says Write to its
@@ -463,13 +462,12 @@ func (l *Layer) commit(nowMs int64, ops []ratelimits.LocalOp, outcomes []bucket.
 func (l *Layer) Refund(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
 	var shardsBuf [smallBatch]*shard
 	var orderBuf [smallBatch]lockRef
-	bl := batchLocks{shards: shardsBuf[:0], order: orderBuf[:0]}
-	l.lockBatch(ops, &bl)
-	defer bl.unlock()
+	shards, order := l.lockBatch(ops, shardsBuf[:0], orderBuf[:0])
+	defer unlock(order)
 	nowMs := msOf(now)
 	for i := range ops {
 		op := ops[i].Op
-		c := bl.shards[i].counters[op.Key]
+		c := shards[i].counters[op.Key]
 		var given int64
 		if c != nil && c.period == op.Window.Period && op.Mode != bucket.CheckOnly {
 			c.pending = at(c.pending, nowMs, c.period)
@@ -509,13 +507,12 @@ func (l *Layer) Reset(ctx context.Context, now int64, ops []ratelimits.LocalOp, 
 	if err != nil {
 		return 0, err
 	}
-	bl := batchLocks{}
-	l.lockBatch(ops, &bl)
-	defer bl.unlock()
+	shards, order := l.lockBatch(ops, nil, nil)
+	defer unlock(order)
 	nowMs := msOf(now)
 	for i := range ops {
 		op := &ops[i].Op
-		sh := bl.shards[i]
+		sh := shards[i]
 		if c := sh.counters[op.Key]; c != nil {
 			s := c.state(nowMs, op.Window.Period)
 			busy := bucket.Busy(now, op, bucket.State{Window: s})
@@ -541,6 +538,7 @@ func (l *Layer) Reset(ctx context.Context, now int64, ops []ratelimits.LocalOp, 
 // insert makes an empty counter for key, with the shard locked, making
 // room first when the shard is full. The keys of batch are not evicted.
 func (sh *shard) insert(l *Layer, key string, period, nowMs int64, batch []ratelimits.LocalOp, rate time.Duration) *counter {
+	sh.sweep(nowMs)
 	if old := sh.counters[key]; old != nil {
 		// The period changed: the old counter's hits are another window's,
 		// and still the source's to count.
@@ -552,6 +550,26 @@ func (sh *shard) insert(l *Layer, key string, period, nowMs int64, batch []ratel
 	c := &counter{period: period, fetched: rate < 0}
 	sh.counters[key] = c
 	return c
+}
+
+// sweepSample is how many counters each insert looks at to forget those
+// that count nothing.
+const sweepSample = 2
+
+// sweep forgets the counters that count nothing among sweepSample of the
+// shard's (a map's iteration starts at a random place), so that a group
+// without cycles (limits below 0) does not fill up with counters whose
+// windows passed. Every insert calls it, as the memory source's sweep.
+func (sh *shard) sweep(nowMs int64) {
+	seen := 0
+	for key, c := range sh.counters {
+		if c.idle(nowMs) {
+			delete(sh.counters, key)
+		}
+		if seen++; seen >= sweepSample {
+			return
+		}
+	}
 }
 
 // orphan keeps the unpushed hits of a counter that is being dropped, for
