@@ -63,9 +63,16 @@ const DefaultMaxCounters = 1_000_000
 // makes, when Options gives none.
 const DefaultShutdownRetry = 100 * time.Millisecond
 
-// minSyncTimeout is the least time one SyncWindows call is given: short
-// sync rates still leave a large push time to travel.
-const minSyncTimeout = time.Second
+// The time one SyncWindows call is given, by default: its group's
+// sync_rate (a cycle should not take longer than the wait for the next),
+// but at least minSyncTimeout, so that a short sync_rate still leaves a
+// large push time to travel, and at most maxSyncTimeout, so that a hung
+// source holds a long sync_rate's cycle (and the resets and admin syncs
+// waiting for it) no longer than that.
+const (
+	minSyncTimeout = time.Second
+	maxSyncTimeout = 30 * time.Second
+)
 
 // shardsPerGroup is how many shards, each with a lock, a group splits
 // into: enough that a few cores rarely wait on the same lock.
@@ -124,7 +131,7 @@ type Options struct {
 	// when <= 0).
 	MaxCounters int
 	// SyncTimeout bounds one SyncWindows call; when <= 0, a group's calls
-	// get its sync_rate, and at least a second.
+	// get its sync_rate, from 1s to 30s.
 	SyncTimeout time.Duration
 	// ShutdownRetry is the pause between two attempts of Close's push
 	// (DefaultShutdownRetry when 0; < 0 retries at once).
@@ -189,10 +196,31 @@ type group struct {
 	id     int
 	rate   time.Duration // < 0: local only, never synced
 	shards []shard
-	// cycle is held for a whole cycle, and by Reset: one cycle at a time
-	// per group, and no push in flight while a reset deletes.
-	cycle sync.Mutex
+	// cycle is held (a token in it) for a whole cycle, and by Reset: one
+	// cycle at a time per group, and no push in flight while a reset
+	// deletes. A channel rather than a mutex, so that waiting for it ends
+	// with the waiter's context.
+	cycle chan struct{}
 }
+
+// lock takes g's cycle token, or fails when ctx ends first. A free token
+// is taken even with ctx done: Close's one attempt then still runs.
+func (g *group) lock(ctx context.Context) error {
+	select {
+	case g.cycle <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case g.cycle <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("local: waiting for the running sync of sync_rate %s: %w", g.rate, ctx.Err())
+	}
+}
+
+// unlock gives g's cycle token back.
+func (g *group) unlock() { <-g.cycle }
 
 // shard is a part of a group's counters under one lock.
 type shard struct {
@@ -300,7 +328,7 @@ func (l *Layer) groupOf(rate time.Duration) *group {
 	if g := groups[rate]; g != nil {
 		return g
 	}
-	g := &group{id: l.nextID, rate: rate, shards: make([]shard, l.nShards)}
+	g := &group{id: l.nextID, rate: rate, shards: make([]shard, l.nShards), cycle: make(chan struct{}, 1)}
 	l.nextID++
 	for i := range g.shards {
 		// The remainder spread, so the capacities add up to MaxCounters.
@@ -495,14 +523,18 @@ func (l *Layer) Reset(ctx context.Context, now int64, ops []ratelimits.LocalOp, 
 		}
 	}
 	slices.SortFunc(synced, func(a, b *group) int { return a.id - b.id })
-	for _, g := range synced {
-		g.cycle.Lock()
-	}
+	locked := 0
 	defer func() {
-		for i := len(synced) - 1; i >= 0; i-- {
-			synced[i].cycle.Unlock()
+		for i := locked - 1; i >= 0; i-- {
+			synced[i].unlock()
 		}
 	}()
+	for _, g := range synced {
+		if err := g.lock(ctx); err != nil {
+			return 0, err
+		}
+		locked++
+	}
 	n, err := source(ctx)
 	if err != nil {
 		return 0, err
@@ -648,8 +680,10 @@ func (l *Layer) loop(g *group, t *clock.Timer) {
 
 // runCycle runs one cycle of g and reports it.
 func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (ratelimits.SyncResult, error) {
-	g.cycle.Lock()
-	defer g.cycle.Unlock()
+	if err := g.lock(ctx); err != nil {
+		return ratelimits.SyncResult{}, err
+	}
+	defer g.unlock()
 	start := l.opts.Timers.Now()
 	res, err := l.cycle(ctx, g)
 	if l.opts.OnCycle != nil {
@@ -660,7 +694,7 @@ func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (rateli
 }
 
 // cycle pushes every unpushed hit of g and reads back the totals of every
-// counter it holds, in one SyncWindows call, with g.cycle held. A failed
+// counter it holds, in one SyncWindows call, with g's cycle token held. A failed
 // push puts its hits back with the unpushed ones, for the next cycle.
 func (l *Layer) cycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
@@ -758,7 +792,7 @@ func (l *Layer) syncWindows(ctx context.Context, g *group, now int64, pushes []r
 	}
 	timeout := l.opts.SyncTimeout
 	if timeout <= 0 {
-		timeout = max(g.rate, minSyncTimeout)
+		timeout = min(max(g.rate, minSyncTimeout), maxSyncTimeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -30,11 +30,18 @@ type store struct {
 	n        int   // calls
 	pushes   [][]ratelimits.WindowPush
 	calls    chan int // receives n after each call, when set
+	// hold, when set, keeps every call waiting until it is closed, after
+	// announcing the call on entered.
+	hold, entered chan struct{}
 }
 
 func newStore() *store { return &store{counters: map[string]window.Counter{}} }
 
 func (s *store) SyncWindows(_ context.Context, now int64, pushes []ratelimits.WindowPush) error {
+	if s.hold != nil {
+		s.entered <- struct{}{}
+		<-s.hold
+	}
 	s.mu.Lock()
 	s.n++
 	n := s.n
@@ -630,5 +637,41 @@ func TestConcurrentSpendsAndSyncs(t *testing.T) {
 	p.sync(t)
 	if got := s.total("k", clk.Now()); got != 500 {
 		t.Fatalf("the source counts %d, want 500", got)
+	}
+}
+
+// A reset or a sync waiting for a running cycle gives up when its context
+// ends, and then does nothing.
+func TestWaitingForACycleEndsWithTheContext(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	s.hold, s.entered = make(chan struct{}), make(chan struct{}, 16)
+	p := newProcess(t, s, clk, Options{})
+	o := op("k", 10, 1, time.Second)
+	p.admit(2, o)
+	done := make(chan error)
+	go func() {
+		_, err := p.Sync(context.Background())
+		done <- err
+	}()
+	receive(t, s.entered) // the cycle is in its call, holding the group
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	_, err := p.Reset(ctx, clk.Now().UnixNano(), []ratelimits.LocalOp{o}, func(context.Context) (int, error) {
+		called = true
+		return 0, nil
+	})
+	if !errors.Is(err, context.Canceled) || called {
+		t.Fatalf("Reset while a cycle runs, context done: %v (source called: %v)", err, called)
+	}
+	if _, err := p.Sync(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sync while a cycle runs, context done: %v", err)
+	}
+	close(s.hold)
+	if err := receive(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.total("k", clk.Now()); got != 2 {
+		t.Fatalf("the source counts %d, want 2", got)
 	}
 }
