@@ -23,7 +23,9 @@ type syncMetrics struct {
 }
 
 // syncTriggers are the values of the trigger label.
-var syncTriggers = [...]local.Trigger{local.TriggerTimer, local.TriggerAdmin, local.TriggerShutdown}
+func syncTriggers() [3]local.Trigger {
+	return [...]local.Trigger{local.TriggerTimer, local.TriggerAdmin, local.TriggerShutdown}
+}
 
 // newSyncMetrics registers the series of the sync cycles on reg.
 func newSyncMetrics(reg prometheus.Registerer) *syncMetrics {
@@ -43,7 +45,7 @@ func newSyncMetrics(reg prometheus.Registerer) *syncMetrics {
 		}),
 	}
 	reg.MustRegister(m.cycles, m.failures, m.duration)
-	for _, tr := range syncTriggers {
+	for _, tr := range syncTriggers() {
 		m.cycles.WithLabelValues(string(tr)) // present at 0 from the start, so alerts can rate() them
 		m.failures.WithLabelValues(string(tr))
 	}
