@@ -127,6 +127,7 @@ func New(opts Options) http.Handler {
 	if h.reload != nil {
 		r.Post("/v1/admin/reload", h.authorize(accessAdmin, h.reloadConfig))
 	}
+	r.Post("/v1/admin/sync", h.authorize(accessAdmin, h.syncNow))
 	get("/healthz", h.healthz)
 	get("/readyz", h.readyz)
 	if !opts.OmitMetrics {

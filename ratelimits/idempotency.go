@@ -63,6 +63,9 @@ func (l *Limiter) SpendOnce(ctx context.Context, key string, txns []Transaction)
 	if err != nil {
 		return nil, err
 	}
+	if i, ok := b.hasLocal(); ok {
+		return nil, &TransactionError{Index: i, Err: ErrLocalIdempotency}
+	}
 	replayed := false
 	if ops, outcomes := b.sourceOps(); len(ops) > 0 {
 		ctx, cancel := l.sourceContext(ctx)
@@ -87,6 +90,9 @@ func (l *Limiter) RefundOnce(ctx context.Context, key string, txns []Transaction
 	rec, err := l.record(key, opRefund, b)
 	if err != nil {
 		return nil, err
+	}
+	if i, ok := b.hasLocal(); ok {
+		return nil, &TransactionError{Index: i, Err: ErrLocalIdempotency}
 	}
 	replayed := false
 	if ops, outcomes := b.sourceOps(); len(ops) > 0 {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
+	"github.com/limiter-dev/limiter/source/local"
 )
 
 // serveFlags are serve's settings, each also read from the environment
@@ -117,8 +119,10 @@ func newClock() (clock.Clock, clock.FakeClock, error) {
 	return fake, fake, nil
 }
 
-// serve wires flags → config → source → Limiter → handlers → server, and
-// shuts down in reverse order on SIGINT or SIGTERM.
+// serve wires flags → config → source → local layer → Limiter → handlers
+// → server, and shuts down in reverse order on SIGINT or SIGTERM: the
+// servers finish their requests, the local layer pushes its unpushed hits,
+// the source closes.
 func serve(args []string, stderr io.Writer) int {
 	f, err := parseServeFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -193,6 +197,25 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		opts = append(opts, ratelimits.WithFailOpen())
 	}
 	opts = append(opts, ratelimits.WithIdempotencyTTL(f.idempotencyTTL))
+	// Window limits with a sync_rate other than 0 count in this process's
+	// memory when the source is shared; on the memory source, the only
+	// process, every sync_rate behaves as 0.
+	var layer *local.Layer
+	closeLayer := func() {}
+	syncObs := newSyncMetrics(reg)
+	if sourceKind(f.source) != "memory" {
+		if layer, err = newLocalLayer(src, clk, syncObs, log); err != nil {
+			return err
+		}
+		opts = append(opts, ratelimits.WithLocal(layer))
+		// The hits not pushed yet go to the source once the servers have
+		// stopped, before the source closes: deferred after its Close, so
+		// it runs first on every way out, and called on a clean stop.
+		var once sync.Once
+		closeLayer = func() { once.Do(func() { closeLocalLayer(layer, f.shutdownTimeout, log) }) }
+		defer closeLayer()
+	}
+	registerLayerGauges(reg, layer)
 	limiter, err := ratelimits.NewLimiter(cfg, observeSource(src, reg), clk, opts...)
 	if err != nil {
 		return err
@@ -266,6 +289,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	if err := shutdownAll(servers, f.shutdownTimeout, log); err != nil {
 		return err
 	}
+	closeLayer()
 	log.Info("stopped")
 	return nil
 }

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jmhodges/clock"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/source/local"
+)
+
+// syncMetrics are the series of the local layer (window limits whose
+// sync_rate is not 0). They are registered whatever the source, so that
+// dashboards and alerts find them at 0 where nothing syncs. Labels carry
+// the cycle's trigger only, never a limit or an id.
+type syncMetrics struct {
+	cycles   *prometheus.CounterVec
+	failures *prometheus.CounterVec
+	duration prometheus.Histogram
+}
+
+// syncTriggers are the values of the trigger label.
+func syncTriggers() [3]local.Trigger {
+	return [...]local.Trigger{local.TriggerTimer, local.TriggerAdmin, local.TriggerShutdown}
+}
+
+// newSyncMetrics registers the series of the sync cycles on reg.
+func newSyncMetrics(reg prometheus.Registerer) *syncMetrics {
+	m := &syncMetrics{
+		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "limiter_sync_cycles_total",
+			Help: "Sync cycles of window limits with a sync_rate above 0 (one source call each), by trigger (timer, admin, shutdown), failed ones included.",
+		}, []string{"trigger"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "limiter_sync_failures_total",
+			Help: "Sync cycles whose push failed, by trigger; their hits are kept and pushed again by the next cycle.",
+		}, []string{"trigger"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "limiter_sync_duration_seconds",
+			Help:    "Duration of sync cycles (push and read back), failed ones included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+	}
+	reg.MustRegister(m.cycles, m.failures, m.duration)
+	for _, tr := range syncTriggers() {
+		m.cycles.WithLabelValues(string(tr)) // present at 0 from the start, so alerts can rate() them
+		m.failures.WithLabelValues(string(tr))
+	}
+	return m
+}
+
+// observe records one cycle.
+func (m *syncMetrics) observe(c local.Cycle) {
+	m.cycles.WithLabelValues(string(c.Trigger)).Inc()
+	m.duration.Observe(c.Duration.Seconds())
+	if c.Err != nil {
+		m.failures.WithLabelValues(string(c.Trigger)).Inc()
+	}
+}
+
+// registerLayerGauges registers the gauges that read the layer (0 when it
+// is nil).
+func registerLayerGauges(reg prometheus.Registerer, layer *local.Layer) {
+	read := func(f func(*local.Layer) float64) func() float64 {
+		return func() float64 {
+			if layer == nil {
+				return 0
+			}
+			return f(layer)
+		}
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "limiter_sync_pending_counters",
+			Help: "Counters of window limits with a sync_rate above 0 holding hits not pushed to the source yet.",
+		}, read(func(l *local.Layer) float64 { return float64(l.Pending()) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "limiter_local_counters",
+			Help: "Counters of window limits with a sync_rate other than 0 held in this process's memory.",
+		}, read(func(l *local.Layer) float64 { return float64(l.Counters()) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "limiter_local_evictions_lost_total",
+			Help: "Local counters of limits with a sync_rate below 0 evicted while they counted hits (their subscribers got those hits back); evicted counters of limits above 0 keep their unpushed hits.",
+		}, read(func(l *local.Layer) float64 { _, lost := l.Evictions(); return float64(lost) })),
+	)
+}
+
+// newLocalLayer builds the local layer in front of a shared source, with
+// its metrics and a log line per failed cycle. src is the source as
+// opened, before any wrapper: it is its own WindowSyncer. A source that is
+// not one still gets a layer, whose limits above 0 then count in each
+// process only (every cycle fails, and says why).
+func newLocalLayer(src ratelimits.Source, clk clock.Clock, m *syncMetrics, log *slog.Logger) (*local.Layer, error) {
+	syncer, ok := src.(ratelimits.WindowSyncer)
+	if !ok {
+		log.Warn("the source cannot sync window counters: limits with a sync_rate above 0 count in each process only")
+	}
+	return local.New(local.Options{
+		Syncer: syncer,
+		Clock:  clk,
+		OnCycle: func(c local.Cycle) {
+			m.observe(c)
+			if c.Err != nil {
+				log.Warn("sync failed; the hits not pushed are kept for the next cycle",
+					"trigger", string(c.Trigger), "sync_rate", c.SyncRate, "err", c.Err)
+			}
+		},
+	})
+}
+
+// closeLocalLayer pushes the hits not pushed yet, within timeout, once the
+// servers have stopped taking requests.
+func closeLocalLayer(layer *local.Layer, timeout time.Duration, log *slog.Logger) {
+	pending := layer.Pending()
+	if pending > 0 {
+		log.Info("pushing the hits not synced yet", "counters", pending, "timeout", timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := layer.Close(ctx); err != nil {
+		log.Error("hits not synced are lost", "err", err)
+	}
+}

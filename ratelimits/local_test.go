@@ -1,0 +1,325 @@
+package ratelimits_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmhodges/clock"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/window"
+	"github.com/limiter-dev/limiter/source/local"
+	"github.com/limiter-dev/limiter/source/memory"
+)
+
+// countingSource counts the calls that reach a source, and the ops they
+// carry, so that a test can say nothing was sent.
+type countingSource struct {
+	ratelimits.Source
+	mu     sync.Mutex
+	calls  map[string]int
+	resets [][]bucket.Op
+}
+
+func (c *countingSource) count(op string) {
+	c.mu.Lock()
+	c.calls[op]++
+	c.mu.Unlock()
+}
+
+func (c *countingSource) n(op string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[op]
+}
+
+func (c *countingSource) Spend(ctx context.Context, now int64, ops []bucket.Op, out []bucket.Outcome) error {
+	c.count("spend")
+	return c.Source.Spend(ctx, now, ops, out)
+}
+
+func (c *countingSource) Refund(ctx context.Context, now int64, ops []bucket.Op, out []bucket.Outcome) error {
+	c.count("refund")
+	return c.Source.Refund(ctx, now, ops, out)
+}
+
+func (c *countingSource) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
+	c.count("reset")
+	c.mu.Lock()
+	c.resets = append(c.resets, ops)
+	c.mu.Unlock()
+	return c.Source.Reset(ctx, now, ops)
+}
+
+// windowStore is a shared source's side of a sync, in memory, for the
+// Limiter's tests: it adds pushed hits and reads back totals.
+type windowStore struct {
+	mu       sync.Mutex
+	counters map[string]window.Counter
+}
+
+func (s *windowStore) SyncWindows(_ context.Context, now int64, pushes []ratelimits.WindowPush) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	nowMs := now / 1e6
+	for i := range pushes {
+		p := &pushes[i]
+		start, cur, prev := s.counters[p.Key].At(nowMs, p.Period)
+		switch p.Start {
+		case start:
+			cur, prev = cur+p.Hits, prev+p.PrevHits
+		case start - p.Period:
+			prev += p.Hits
+		}
+		p.Total = window.Counter{Period: p.Period, Start: start, Cur: cur, Prev: prev}
+		s.counters[p.Key] = p.Total
+	}
+	return nil
+}
+
+// mixedLimiter is a Limiter with a local layer in front of a memory
+// source, as one service process on a shared source is wired: Orders is a
+// GCRA limit on the source (3 per hour), Local a sliding window of 3 per
+// hour counted here only, Synced one of 3 per hour synced every second.
+type mixedLimiter struct {
+	*ratelimits.Limiter
+	src   *countingSource
+	layer *local.Layer
+	store *windowStore
+	clk   clock.FakeClock
+}
+
+func newMixedLimiter(t *testing.T) *mixedLimiter {
+	t.Helper()
+	orders, err := ratelimits.NewLimit(3, 3, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	win, err := ratelimits.NewWindowLimit(ratelimits.SlidingWindow, 3, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localOnly, synced := win, win
+	localOnly.SyncRate, synced.SyncRate = -time.Second, time.Second
+	cfg, err := ratelimits.NewConfig([]ratelimits.NameInfo{
+		{Name: 200, Limit: "Orders", Kind: ratelimits.KindString},
+		{Name: 201, Limit: "Local", Kind: ratelimits.KindString},
+		{Name: 202, Limit: "Synced", Kind: ratelimits.KindString},
+	}, map[string]ratelimits.Limit{"Orders": orders, "Local": localOnly, "Synced": synced}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake()
+	clk.Set(start)
+	store := &windowStore{counters: map[string]window.Counter{}}
+	layer, err := local.New(local.Options{Syncer: store, Clock: clk, Timers: clock.NewFake()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = layer.Close(context.Background()) })
+	src := &countingSource{Source: memory.New(0), calls: map[string]int{}}
+	l, err := ratelimits.NewLimiter(cfg, src, clk, ratelimits.WithLocal(layer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mixedLimiter{Limiter: l, src: src, layer: layer, store: store, clk: clk}
+}
+
+func (m *mixedLimiter) remaining(t *testing.T, limit, id string) int64 {
+	t.Helper()
+	d, err := m.Inspect(context.Background(), limit, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Remaining
+}
+
+func txn(limit string, cost int64) ratelimits.Transaction {
+	return ratelimits.Transaction{Limit: limit, ID: "a", Cost: cost}
+}
+
+// A local denial decides the batch and sends nothing to the source; the
+// source's transactions are reported undecided (denied, nothing remaining,
+// no durations) and nothing is written anywhere.
+func TestMixedBatchLocalDenialSendsNothing(t *testing.T) {
+	m := newMixedLimiter(t)
+	spendOK(t, m.Limiter, txn("Local", 3))
+	bd := spendOK(t, m.Limiter, txn("Orders", 1), txn("Local", 1))
+	if bd.Allowed || bd.Deciding != 1 || bd.RetryIn <= 0 {
+		t.Fatalf("batch with a full local window: %+v", bd)
+	}
+	if d := bd.Decisions[0]; d.Allowed || d.Remaining != 0 || d.RetryIn != 0 || d.ResetIn != 0 || d.Limit != "Orders" {
+		t.Fatalf("the source's transaction, not sent: %+v", d)
+	}
+	if n := m.src.n("spend"); n != 0 {
+		t.Fatalf("the source was called %d times", n)
+	}
+	if got := m.remaining(t, "Orders", "a"); got != 3 {
+		t.Fatalf("Orders remaining %d, want 3", got)
+	}
+}
+
+// A source denial writes nothing locally.
+func TestMixedBatchSourceDenialWritesNothingLocally(t *testing.T) {
+	m := newMixedLimiter(t)
+	spendOK(t, m.Limiter, txn("Orders", 3))
+	bd := spendOK(t, m.Limiter, txn("Orders", 1), txn("Local", 1), txn("Synced", 2))
+	if bd.Allowed || bd.Deciding != 0 {
+		t.Fatalf("batch with the source's bucket empty: %+v", bd)
+	}
+	if d := bd.Decisions[1]; !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("the local transaction is decided and reported as if written: %+v", d)
+	}
+	if a, b := m.remaining(t, "Local", "a"), m.remaining(t, "Synced", "a"); a != 3 || b != 3 {
+		t.Fatalf("after a denied batch, remaining Local %d and Synced %d, want 3 and 3", a, b)
+	}
+	// Allowed on both sides: both written.
+	m.clk.Add(time.Hour) // the GCRA bucket is full again; the windows count nothing
+	bd = spendOK(t, m.Limiter, txn("Orders", 1), txn("Local", 1), txn("Synced", 2))
+	if !bd.Allowed {
+		t.Fatalf("batch allowed everywhere: %+v", bd)
+	}
+	if o, a, b := m.remaining(t, "Orders", "a"), m.remaining(t, "Local", "a"), m.remaining(t, "Synced", "a"); o != 2 || a != 2 || b != 1 {
+		t.Fatalf("remaining Orders %d, Local %d, Synced %d; want 2, 2 and 1", o, a, b)
+	}
+	// A batch of local limits only never reaches the source.
+	calls := m.src.n("spend")
+	spendOK(t, m.Limiter, txn("Local", 1), txn("Synced", 1))
+	if m.src.n("spend") != calls {
+		t.Fatal("a local-only batch reached the source")
+	}
+}
+
+// Check decides the local part as Spend would and writes nothing.
+func TestMixedCheckWritesNothing(t *testing.T) {
+	m := newMixedLimiter(t)
+	bd, err := m.Check(context.Background(), []ratelimits.Transaction{txn("Orders", 1), txn("Local", 2)})
+	if err != nil || !bd.Allowed || bd.Decisions[1].Remaining != 1 {
+		t.Fatalf("check: %+v, %v", bd, err)
+	}
+	if a := m.remaining(t, "Local", "a"); a != 3 {
+		t.Fatalf("Local remaining %d after a check, want 3", a)
+	}
+}
+
+// Refund gives back local hits not pushed yet, and the source's part.
+func TestMixedRefund(t *testing.T) {
+	m := newMixedLimiter(t)
+	spendOK(t, m.Limiter, txn("Orders", 2), txn("Local", 2), txn("Synced", 2))
+	if _, err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	bd, err := m.Refund(context.Background(), []ratelimits.Transaction{txn("Orders", 1), txn("Local", 1), txn("Synced", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Synced's hits were pushed: they are everyone's now.
+	if !bd.Decisions[0].Allowed || !bd.Decisions[1].Allowed || bd.Decisions[2].Allowed {
+		t.Fatalf("refund decisions: %+v", bd.Decisions)
+	}
+	if o, a, s := m.remaining(t, "Orders", "a"), m.remaining(t, "Local", "a"), m.remaining(t, "Synced", "a"); o != 2 || a != 2 || s != 1 {
+		t.Fatalf("remaining Orders %d, Local %d, Synced %d after the refund; want 2, 2 and 1", o, a, s)
+	}
+}
+
+// Reset forgets local counters; a synced limit is reset on the source too,
+// a local-only one never reaches it.
+func TestMixedReset(t *testing.T) {
+	m := newMixedLimiter(t)
+	spendOK(t, m.Limiter, txn("Orders", 1), txn("Local", 1), txn("Synced", 1))
+	n, err := m.Reset(context.Background(), []ratelimits.Transaction{txn("Orders", 0), txn("Local", 0), txn("Synced", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Orders counted on the source; Local only here; Synced's key is not
+	// on this memory source (the window store holds it), but this process
+	// had a hit it had not pushed.
+	if n != 3 {
+		t.Fatalf("Reset counted %d, want 3", n)
+	}
+	if len(m.src.resets) != 1 || len(m.src.resets[0]) != 2 || m.src.resets[0][1].Algorithm != ratelimits.SlidingWindow {
+		t.Fatalf("the source's resets: %+v, want one call with Orders and Synced", m.src.resets)
+	}
+	for _, limit := range []string{"Orders", "Local", "Synced"} {
+		if got := m.remaining(t, limit, "a"); got != 3 {
+			t.Fatalf("%s remaining %d after the reset, want 3", limit, got)
+		}
+	}
+	if res, err := m.Sync(context.Background()); err != nil || res.Pushed != 0 {
+		t.Fatalf("sync after the reset: %+v, %v; the dropped hit must not be pushed", res, err)
+	}
+}
+
+// An idempotency key cannot cover hits counted in one process's memory:
+// such batches are refused, as a client error, before anything is done.
+func TestMixedIdempotencyRefused(t *testing.T) {
+	m := newMixedLimiter(t)
+	for _, call := range []func(context.Context, string, []ratelimits.Transaction) (*ratelimits.BatchDecision, error){m.SpendOnce, m.RefundOnce} {
+		_, err := call(context.Background(), "k", []ratelimits.Transaction{txn("Orders", 1), txn("Synced", 1)})
+		var te *ratelimits.TransactionError
+		if !errors.Is(err, ratelimits.ErrLocalIdempotency) || !errors.Is(err, ratelimits.ErrInvalidIdempotencyKey) || !errors.As(err, &te) || te.Index != 1 {
+			t.Fatalf("idempotent call with a synced limit: %v", err)
+		}
+	}
+	if m.src.n("spend")+m.src.n("refund") != 0 {
+		t.Fatal("a refused call reached the source")
+	}
+	// Without a local limit, keys work as always.
+	if _, err := m.SpendOnce(context.Background(), "k", []ratelimits.Transaction{txn("Orders", 1)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Without a local layer there is nothing to sync.
+func TestSyncWithoutLocalLayer(t *testing.T) {
+	l, _ := newTestLimiter(t, testDefaults, testOverrides)
+	if res, err := l.Sync(context.Background()); err != nil || res != (ratelimits.SyncResult{}) {
+		t.Fatalf("Sync = %+v, %v", res, err)
+	}
+}
+
+// Concurrent mixed batches never write a local hit for a batch the source
+// denied: with the source's bucket the tighter limit, the local windows
+// count exactly the batches allowed.
+func TestConcurrentMixedBatches(t *testing.T) {
+	m := newMixedLimiter(t)
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				bd, err := m.Spend(context.Background(), []ratelimits.Transaction{
+					{Limit: "Orders", ID: "b", Cost: 1}, {Limit: "Local", ID: "b", Cost: 1}, {Limit: "Synced", ID: "b", Cost: 1},
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if bd.Allowed {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 10 {
+			if _, err := m.Sync(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+	if allowed.Load() != 3 {
+		t.Fatalf("%d batches allowed, want 3", allowed.Load())
+	}
+	for _, limit := range []string{"Orders", "Local", "Synced"} {
+		if got := m.remaining(t, limit, "b"); got != 0 {
+			t.Fatalf("%s remaining %d, want 0", limit, got)
+		}
+	}
+}

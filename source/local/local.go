@@ -1,0 +1,931 @@
+// Package local is the local layer of window limits whose sync_rate is not
+// 0: counters in this process's memory, in front of a source shared by
+// several processes (Redis), and the sync loops that keep them in step
+// with it. It implements ratelimits.Local.
+//
+// A limit's sync_rate says where its hits are counted:
+//
+//   - below 0, here only: each process counts alone and the source never
+//     sees the limit;
+//   - above 0, here first: a decision reads the totals this process last
+//     read from the source plus the hits it counted since and has not
+//     pushed, with no round trip. Every sync_rate a loop pushes those hits
+//     (ratelimits.WindowSyncer adds them atomically on the source, so no
+//     process's hit is lost) and reads back the totals of every counter
+//     the process holds, current and previous window, all in one call.
+//
+// The counters live in groups, one per sync_rate value (all values below
+// 0 share one group that never syncs), each with its own loop, so that a
+// limit is pushed on its own schedule and a cycle visits only its own
+// counters. A group's counters are spread over shards, each with its own
+// lock; a batch locks the shards of all its keys in one fixed order (group,
+// then shard), so two batches never deadlock.
+//
+// Why not an in-process memory source as the store: the Limiter writes a
+// mixed batch's local part only after the source part was allowed, which
+// needs an add that does not decide again (Commit), and a counter that
+// syncs holds three things (totals read, hits in flight, hits not pushed)
+// where a source stores one state per key. The window arithmetic itself
+// is not repeated here: every decision goes through the bucket and window
+// packages, as on every source.
+//
+// Memory is bounded: each group holds at most MaxCounters counters. A
+// cycle forgets counters that count nothing any more; a full shard makes
+// room by evicting the counter with the least to lose. An evicted counter
+// of a limit above 0 keeps its unpushed hits (the next cycle pushes them),
+// so only its totals are forgotten; one of a limit below 0 loses its hits,
+// which Evictions counts.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmhodges/clock"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/window"
+)
+
+// DefaultMaxCounters bounds each group's counters when Options gives no
+// bound.
+const DefaultMaxCounters = 1_000_000
+
+// DefaultShutdownRetry is the pause between two attempts of the push Close
+// makes, when Options gives none.
+const DefaultShutdownRetry = 100 * time.Millisecond
+
+// The time one SyncWindows call is given, by default: its group's
+// sync_rate (a cycle should not take longer than the wait for the next),
+// but at least minSyncTimeout, so that a short sync_rate still leaves a
+// large push time to travel, and at most maxSyncTimeout, so that a hung
+// source holds a long sync_rate's cycle (and the resets and admin syncs
+// waiting for it) no longer than that.
+const (
+	minSyncTimeout = time.Second
+	maxSyncTimeout = 30 * time.Second
+)
+
+// shardsPerGroup is how many shards, each with a lock, a group splits
+// into: enough that a few cores rarely wait on the same lock.
+const shardsPerGroup = 64
+
+// minPerShard keeps shards from being so small that per-shard eviction
+// stops resembling a group-wide one.
+const minPerShard = 16
+
+// evictSample is how many counters eviction compares.
+const evictSample = 8
+
+// smallBatch is the batch size handled with arrays on the stack.
+const smallBatch = 8
+
+// ErrNoSyncer is the error of every sync cycle of a Layer made without a
+// Syncer: the source cannot take pushes, so hits stay here, unpushed.
+var ErrNoSyncer = errors.New("local: the source offers no window sync")
+
+// Trigger says what started a sync cycle.
+type Trigger string
+
+// The triggers of a cycle.
+const (
+	TriggerTimer    Trigger = "timer"    // the group's loop, every sync_rate
+	TriggerAdmin    Trigger = "admin"    // Sync (POST /v1/admin/sync)
+	TriggerShutdown Trigger = "shutdown" // Close
+)
+
+// Cycle reports one sync cycle of one group, for metrics and logs.
+type Cycle struct {
+	Trigger  Trigger
+	SyncRate time.Duration
+	// Pushed and Fetched count counters as ratelimits.SyncResult does;
+	// both are 0 when Err is set.
+	Pushed, Fetched int
+	// Duration is how long the cycle took, waiting for an earlier cycle
+	// of the group excluded.
+	Duration time.Duration
+	// Err is the push's failure; its hits are kept for the next cycle.
+	Err error
+}
+
+// Options configure a Layer.
+type Options struct {
+	// Syncer is the shared source's side of a sync. Nil makes every cycle
+	// fail with ErrNoSyncer (hits above 0 stay here, unpushed).
+	Syncer ratelimits.WindowSyncer
+	// Clock gives now for decisions and syncs: the Limiter's clock.
+	// Required.
+	Clock clock.Clock
+	// Timers schedules the sync loops and the pauses between Close's
+	// attempts: real time (clock.New()) when nil. Tests pass a fake.
+	Timers clock.Clock
+	// MaxCounters bounds the counters of each group (DefaultMaxCounters
+	// when <= 0).
+	MaxCounters int
+	// SyncTimeout bounds one SyncWindows call; when <= 0, a group's calls
+	// get its sync_rate, from 1s to 30s.
+	SyncTimeout time.Duration
+	// ShutdownRetry is the pause between two attempts of Close's push
+	// (DefaultShutdownRetry when 0; < 0 retries at once).
+	ShutdownRetry time.Duration
+	// OnCycle, when set, is called after every sync cycle, on the
+	// goroutine that ran it.
+	OnCycle func(Cycle)
+}
+
+// Layer is the local layer. Its zero value is not usable; call New. It is
+// safe for concurrent use.
+type Layer struct {
+	opts    Options
+	seed    maphash.Seed
+	nShards int // per group
+
+	// groups maps a sync_rate to its group (all rates below 0 to -1's). The
+	// map is never changed once stored: a new group stores a copy with it
+	// added, under mu, so that finding a group takes no lock.
+	groups atomic.Pointer[map[time.Duration]*group]
+	mu     sync.Mutex
+	nextID int
+	closed bool
+
+	loopCtx    context.Context
+	stopLoops  context.CancelFunc
+	loops      sync.WaitGroup
+	closeOnce  sync.Once
+	closeError error
+	// rearmed, when set (by tests, before the first hit), is called by a
+	// loop each time it has set its timer for the next cycle, with its
+	// group's sync_rate: a fake clock moved before that would be missed.
+	rearmed func(time.Duration)
+}
+
+// New returns an empty Layer. Its loops start with the first hit of each
+// sync_rate above 0; Close stops them.
+func New(opts Options) (*Layer, error) {
+	if opts.Clock == nil {
+		return nil, errors.New("local: New needs a clock")
+	}
+	if opts.Timers == nil {
+		opts.Timers = clock.New()
+	}
+	if opts.MaxCounters <= 0 {
+		opts.MaxCounters = DefaultMaxCounters
+	}
+	if opts.ShutdownRetry == 0 {
+		opts.ShutdownRetry = DefaultShutdownRetry
+	}
+	l := &Layer{opts: opts, seed: maphash.MakeSeed(), nShards: shardsPerGroup}
+	l.groups.Store(&map[time.Duration]*group{})
+	if opts.MaxCounters/shardsPerGroup < minPerShard {
+		l.nShards = 1 // a small bound is one shard's
+	}
+	l.loopCtx, l.stopLoops = context.WithCancel(context.Background())
+	return l, nil
+}
+
+// group holds the counters of one sync_rate.
+type group struct {
+	id     int
+	rate   time.Duration // < 0: local only, never synced
+	shards []shard
+	// cycle is held (a token in it) for a whole cycle, and by Reset: one
+	// cycle at a time per group, and no push in flight while a reset
+	// deletes. A channel rather than a mutex, so that waiting for it ends
+	// with the waiter's context.
+	cycle chan struct{}
+}
+
+// lock takes g's cycle token, or fails when ctx ends first. A free token
+// is taken even with ctx done: Close's one attempt then still runs.
+func (g *group) lock(ctx context.Context) error {
+	select {
+	case g.cycle <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case g.cycle <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("local: waiting for the running sync of sync_rate %s: %w", g.rate, ctx.Err())
+	}
+}
+
+// unlock gives g's cycle token back.
+func (g *group) unlock() { <-g.cycle }
+
+// shard is a part of a group's counters under one lock.
+type shard struct {
+	mu       sync.Mutex
+	counters map[string]*counter
+	capacity int
+	// orphans are unpushed hits no counter holds any more (evicted, or
+	// replaced after a change of period); the next cycle pushes them.
+	orphans   []orphan
+	evictions uint64
+	lost      uint64 // evictions that lost hits (limits below 0)
+}
+
+// counter is one (limit, id) counter. Each part is a window.Counter: hits
+// of the window starting at Start and of the one before.
+type counter struct {
+	period int64 // ms; a change of period is another counter
+	// synced is the source's total as the last cycle read it.
+	synced window.Counter
+	// inflight are the hits the running cycle pushes, zero between cycles.
+	inflight window.Counter
+	// pending are hits counted since the last cycle's snapshot, not
+	// pushed yet (for a limit below 0: all its hits).
+	pending window.Counter
+	// fetched is set once a cycle read the counter's totals; until then
+	// a cycle keeps it, even counting nothing, to read them.
+	fetched bool
+}
+
+// orphan is a counter's unpushed hits without the counter.
+type orphan struct {
+	key  string
+	hits window.Counter
+}
+
+// at returns c's counts at nowMs for a window of period, as a counter of
+// that window: zero when c was counted under another period.
+func at(c window.Counter, nowMs, period int64) window.Counter {
+	start, cur, prev := c.At(nowMs, period)
+	return window.Counter{Period: period, Start: start, Cur: cur, Prev: prev}
+}
+
+// empty reports whether c holds no hit.
+func empty(c window.Counter) bool { return c.Cur == 0 && c.Prev == 0 }
+
+// state returns the sum of c's parts at nowMs for a window of period: what
+// a decision reads.
+func (c *counter) state(nowMs, period int64) window.Counter {
+	if c == nil || c.period != period {
+		return window.Counter{Period: period, Start: at(window.Counter{}, nowMs, period).Start}
+	}
+	s, f, p := at(c.synced, nowMs, period), at(c.inflight, nowMs, period), at(c.pending, nowMs, period)
+	return window.Counter{Period: period, Start: s.Start, Cur: s.Cur + f.Cur + p.Cur, Prev: s.Prev + f.Prev + p.Prev}
+}
+
+// unpushed reports whether c holds hits the source has not been sent.
+func (c *counter) unpushed(nowMs int64) bool {
+	return !empty(at(c.pending, nowMs, c.period)) || !empty(at(c.inflight, nowMs, c.period))
+}
+
+// idle reports whether c counts nothing at nowMs and a cycle may forget
+// it: its totals were read, and neither they nor any hit of its own still
+// count.
+func (c *counter) idle(nowMs int64) bool {
+	return c.fetched && !c.unpushed(nowMs) && empty(at(c.synced, nowMs, c.period))
+}
+
+// add adds n hits to the current window of c at nowMs.
+func add(c window.Counter, nowMs, period, n int64) window.Counter {
+	c = at(c, nowMs, period)
+	c.Cur += n
+	return c
+}
+
+// merge adds b's hits to a's, both read at nowMs.
+func merge(a, b window.Counter, nowMs, period int64) window.Counter {
+	a, b = at(a, nowMs, period), at(b, nowMs, period)
+	a.Cur += b.Cur
+	a.Prev += b.Prev
+	return a
+}
+
+// msOf is now (unix ns) in whole milliseconds, rounded down, as windows
+// decide.
+func msOf(now int64) int64 {
+	ms := now / 1_000_000
+	if now%1_000_000 < 0 {
+		ms--
+	}
+	return ms
+}
+
+// groupOf returns the group of a sync_rate, made (and its loop started)
+// on first use.
+func (l *Layer) groupOf(rate time.Duration) *group {
+	if rate < 0 {
+		rate = -1
+	}
+	if g := (*l.groups.Load())[rate]; g != nil {
+		return g
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	groups := *l.groups.Load()
+	if g := groups[rate]; g != nil {
+		return g
+	}
+	g := &group{id: l.nextID, rate: rate, shards: make([]shard, l.nShards), cycle: make(chan struct{}, 1)}
+	l.nextID++
+	for i := range g.shards {
+		// The remainder spread, so the capacities add up to MaxCounters.
+		capacity := l.opts.MaxCounters / l.nShards
+		if i < l.opts.MaxCounters%l.nShards {
+			capacity++
+		}
+		g.shards[i].counters = map[string]*counter{}
+		g.shards[i].capacity = capacity
+	}
+	next := maps.Clone(groups)
+	next[rate] = g
+	l.groups.Store(&next)
+	if rate > 0 && !l.closed {
+		// The first tick is set before this call returns, so the loop
+		// counts its sync_rate from the group's first hit.
+		t := l.opts.Timers.NewTimer(rate)
+		l.loops.Add(1)
+		go l.loop(g, t)
+	}
+	return g
+}
+
+// syncedGroups returns the groups above 0 in the order of their ids.
+func (l *Layer) syncedGroups() []*group {
+	var gs []*group
+	for _, g := range *l.groups.Load() {
+		if g.rate > 0 {
+			gs = append(gs, g)
+		}
+	}
+	slices.SortFunc(gs, func(a, b *group) int { return a.id - b.id })
+	return gs
+}
+
+// allGroups returns every group.
+func (l *Layer) allGroups() []*group {
+	groups := *l.groups.Load()
+	gs := make([]*group, 0, len(groups))
+	for _, g := range groups {
+		gs = append(gs, g)
+	}
+	return gs
+}
+
+func (g *group) shardIndex(l *Layer, key string) int {
+	return int(maphash.String(l.seed, key) % uint64(len(g.shards)))
+}
+
+// lockRef orders the shards of a batch: by group id, then shard index.
+type lockRef struct {
+	group, index int
+	sh           *shard
+}
+
+// lockBatch finds the shard of every op (appended to shards, in op order)
+// and locks each shard once, in the one order every batch uses (appended
+// to order, which unlock takes). The slices are passed in and returned so
+// that a small batch's stay on its caller's stack.
+func (l *Layer) lockBatch(ops []ratelimits.LocalOp, shards []*shard, order []lockRef) ([]*shard, []lockRef) {
+	for i := range ops {
+		g := l.groupOf(ops[i].SyncRate)
+		idx := g.shardIndex(l, ops[i].Op.Key)
+		sh := &g.shards[idx]
+		shards = append(shards, sh)
+		order = append(order, lockRef{group: g.id, index: idx, sh: sh})
+	}
+	slices.SortFunc(order, func(a, b lockRef) int {
+		if a.group != b.group {
+			return a.group - b.group
+		}
+		return a.index - b.index
+	})
+	order = slices.CompactFunc(order, func(a, b lockRef) bool { return a.sh == b.sh })
+	for _, r := range order {
+		r.sh.mu.Lock()
+	}
+	return shards, order
+}
+
+// unlock releases what lockBatch locked, in reverse order.
+func unlock(order []lockRef) {
+	for i := len(order) - 1; i >= 0; i-- {
+		order[i].sh.mu.Unlock()
+	}
+}
+
+// Decide implements ratelimits.Local.
+func (l *Layer) Decide(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) bool {
+	return l.spend(now, ops, outcomes, false)
+}
+
+// Spend implements ratelimits.Local.
+func (l *Layer) Spend(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) bool {
+	return l.spend(now, ops, outcomes, true)
+}
+
+// spend decides ops under their shards' locks and, when write is set and
+// the batch is allowed, commits it under the same locks.
+func (l *Layer) spend(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, write bool) bool {
+	var shardsBuf [smallBatch]*shard
+	var orderBuf [smallBatch]lockRef
+	var statesBuf [smallBatch]bucket.State
+	var opsBuf [smallBatch]bucket.Op
+	states, bops := statesBuf[:0], opsBuf[:0]
+	if len(ops) > smallBatch {
+		states, bops = make([]bucket.State, 0, len(ops)), make([]bucket.Op, 0, len(ops))
+	}
+	shards, order := l.lockBatch(ops, shardsBuf[:0], orderBuf[:0])
+	defer unlock(order)
+	nowMs := msOf(now)
+	for i := range ops {
+		op := &ops[i].Op
+		sh := shards[i]
+		c := sh.counters[op.Key]
+		if c == nil && ops[i].SyncRate > 0 {
+			// Held from now on, so the next cycle reads its totals.
+			c = sh.insert(l, op.Key, op.Window.Period, nowMs, ops, ops[i].SyncRate)
+		}
+		states = append(states, bucket.State{Window: c.state(nowMs, op.Window.Period)})
+		bops = append(bops, *op)
+	}
+	allowed := bucket.SpendBatch(now, bops, states, outcomes)
+	if allowed && write {
+		l.commit(nowMs, ops, outcomes, shards)
+	}
+	return allowed
+}
+
+// Commit implements ratelimits.Local.
+func (l *Layer) Commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
+	var shardsBuf [smallBatch]*shard
+	var orderBuf [smallBatch]lockRef
+	shards, order := l.lockBatch(ops, shardsBuf[:0], orderBuf[:0])
+	defer unlock(order)
+	l.commit(msOf(now), ops, outcomes, shards)
+}
+
+// commit adds the cost of each op whose outcome says Write to its
+// counter's unpushed hits, with the shards locked.
+func (l *Layer) commit(nowMs int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, shards []*shard) {
+	for i := range ops {
+		if !outcomes[i].Write {
+			continue
+		}
+		op := &ops[i].Op
+		sh := shards[i]
+		c := sh.counters[op.Key]
+		if c == nil || c.period != op.Window.Period {
+			c = sh.insert(l, op.Key, op.Window.Period, nowMs, ops, ops[i].SyncRate)
+		}
+		c.pending = add(c.pending, nowMs, c.period, op.Cost)
+	}
+}
+
+// Refund implements ratelimits.Local: each op gives back at most the hits
+// its counter has not pushed (bucket.RefundBatch rules otherwise: check-only
+// ops give back nothing, a refund never creates a counter).
+func (l *Layer) Refund(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
+	var shardsBuf [smallBatch]*shard
+	var orderBuf [smallBatch]lockRef
+	shards, order := l.lockBatch(ops, shardsBuf[:0], orderBuf[:0])
+	defer unlock(order)
+	nowMs := msOf(now)
+	for i := range ops {
+		op := ops[i].Op
+		c := shards[i].counters[op.Key]
+		var given int64
+		if c != nil && c.period == op.Window.Period && op.Mode != bucket.CheckOnly {
+			c.pending = at(c.pending, nowMs, c.period)
+			given = min(op.Cost, c.pending.Cur)
+		}
+		// The refund's arithmetic, on what a decision reads, for what is
+		// actually given back.
+		op.Cost, op.Mode = given, bucket.CheckAndSpend
+		one, states := [1]bucket.Op{op}, [1]bucket.State{{Window: c.state(nowMs, op.Window.Period)}}
+		bucket.RefundBatch(now, one[:], states[:], outcomes[i:i+1])
+		if given > 0 {
+			c.pending.Cur -= given
+		}
+	}
+}
+
+// Reset implements ratelimits.Local.
+func (l *Layer) Reset(ctx context.Context, now int64, ops []ratelimits.LocalOp, source func(context.Context) (int, error)) (int, error) {
+	// No cycle of these groups runs while the source resets: a push in
+	// flight could otherwise land after the reset and bring hits back.
+	var synced []*group
+	for i := range ops {
+		if g := l.groupOf(ops[i].SyncRate); g.rate > 0 && !slices.Contains(synced, g) {
+			synced = append(synced, g)
+		}
+	}
+	slices.SortFunc(synced, func(a, b *group) int { return a.id - b.id })
+	locked := 0
+	defer func() {
+		for i := locked - 1; i >= 0; i-- {
+			synced[i].unlock()
+		}
+	}()
+	for _, g := range synced {
+		if err := g.lock(ctx); err != nil {
+			return 0, err
+		}
+		locked++
+	}
+	n, err := source(ctx)
+	if err != nil {
+		return 0, err
+	}
+	shards, order := l.lockBatch(ops, nil, nil)
+	defer unlock(order)
+	nowMs := msOf(now)
+	for i := range ops {
+		op := &ops[i].Op
+		sh := shards[i]
+		if c := sh.counters[op.Key]; c != nil {
+			s := c.state(nowMs, op.Window.Period)
+			busy := bucket.Busy(now, op, bucket.State{Window: s})
+			if ops[i].SyncRate > 0 {
+				// The source counted what it holds; what it could not
+				// know of is the hits not pushed yet, when the totals
+				// read count nothing.
+				mine := at(c.pending, nowMs, c.period)
+				synced := at(c.synced, nowMs, c.period)
+				busy = c.period == op.Window.Period &&
+					bucket.Busy(now, op, bucket.State{Window: mine}) && !bucket.Busy(now, op, bucket.State{Window: synced})
+			}
+			if busy {
+				n++
+			}
+			delete(sh.counters, op.Key)
+		}
+		sh.orphans = slices.DeleteFunc(sh.orphans, func(o orphan) bool { return o.key == op.Key })
+	}
+	return n, nil
+}
+
+// insert makes an empty counter for key, with the shard locked, making
+// room first when the shard is full. The keys of batch are not evicted.
+func (sh *shard) insert(l *Layer, key string, period, nowMs int64, batch []ratelimits.LocalOp, rate time.Duration) *counter {
+	sh.sweep(nowMs)
+	if old := sh.counters[key]; old != nil {
+		// The period changed: the old counter's hits are another window's,
+		// and still the source's to count.
+		sh.orphan(key, old, nowMs)
+		delete(sh.counters, key)
+	} else if len(sh.counters) >= sh.capacity {
+		sh.evict(nowMs, batch, rate)
+	}
+	c := &counter{period: period, fetched: rate < 0}
+	sh.counters[key] = c
+	return c
+}
+
+// sweepSample is how many counters each insert looks at to forget those
+// that count nothing.
+const sweepSample = 2
+
+// sweep forgets the counters that count nothing among sweepSample of the
+// shard's (a map's iteration starts at a random place), so that a group
+// without cycles (limits below 0) does not fill up with counters whose
+// windows passed. Every insert calls it, as the memory source's sweep.
+func (sh *shard) sweep(nowMs int64) {
+	seen := 0
+	for key, c := range sh.counters {
+		if c.idle(nowMs) {
+			delete(sh.counters, key)
+		}
+		if seen++; seen >= sweepSample {
+			return
+		}
+	}
+}
+
+// orphan keeps the unpushed hits of a counter that is being dropped, for
+// the next cycle. Hits in flight stay with the counter: the running cycle
+// finds it dropped and keeps them if its push fails.
+func (sh *shard) orphan(key string, c *counter, nowMs int64) {
+	if p := at(c.pending, nowMs, c.period); !empty(p) {
+		sh.orphans = append(sh.orphans, orphan{key: key, hits: p})
+	}
+	c.pending = window.Counter{}
+}
+
+// evict removes one counter of a full shard: among up to evictSample of
+// them (a map's iteration starts at a random place), one that counts
+// nothing if there is one, else one without unpushed hits, else the one
+// counting least. Counters of the running batch are passed over. rate is
+// the group's: a counter of a limit below 0 takes its hits with it, one
+// above 0 leaves them to the next cycle.
+func (sh *shard) evict(nowMs int64, batch []ratelimits.LocalOp, rate time.Duration) {
+	var victim string
+	var vc *counter
+	bestRank, bestCount := 3, int64(0)
+	seen := 0
+	for key, c := range sh.counters {
+		if slices.ContainsFunc(batch, func(op ratelimits.LocalOp) bool { return op.Op.Key == key }) {
+			continue
+		}
+		s := c.state(nowMs, c.period)
+		count := s.Cur + s.Prev
+		rank := 2
+		switch {
+		case count == 0 && !c.unpushed(nowMs):
+			rank = 0
+		case !c.unpushed(nowMs):
+			rank = 1
+		}
+		if vc == nil || rank < bestRank || (rank == bestRank && count < bestCount) {
+			victim, vc, bestRank, bestCount = key, c, rank, count
+		}
+		if seen++; seen >= evictSample || rank == 0 {
+			break
+		}
+	}
+	if vc == nil {
+		return // every counter belongs to the batch: the bound gives way
+	}
+	sh.evictions++
+	if rate > 0 {
+		sh.orphan(victim, vc, nowMs)
+	} else if bestCount > 0 {
+		sh.lost++
+	}
+	delete(sh.counters, victim)
+}
+
+// loop runs a group's cycles every sync_rate until Close. The ticks keep
+// their cadence (start, start + sync_rate, ...) whatever a cycle takes; a
+// cycle that takes longer than sync_rate is followed by the next one at
+// once, and the ticks it overran are not made up.
+func (l *Layer) loop(g *group, t *clock.Timer) {
+	defer l.loops.Done()
+	defer t.Stop()
+	for {
+		select {
+		case <-l.loopCtx.Done():
+			return
+		case tick := <-t.C:
+			_, _ = l.runCycle(l.loopCtx, g, TriggerTimer) // a failure is reported to OnCycle; its hits wait for the next cycle
+			t.Reset(max(tick.Add(g.rate).Sub(l.opts.Timers.Now()), 0))
+			if l.rearmed != nil {
+				l.rearmed(g.rate)
+			}
+		}
+	}
+}
+
+// runCycle runs one cycle of g and reports it.
+func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (ratelimits.SyncResult, error) {
+	if err := g.lock(ctx); err != nil {
+		return ratelimits.SyncResult{}, err
+	}
+	defer g.unlock()
+	start := l.opts.Timers.Now()
+	res, err := l.cycle(ctx, g)
+	if l.opts.OnCycle != nil {
+		l.opts.OnCycle(Cycle{Trigger: trigger, SyncRate: g.rate, Pushed: res.Pushed, Fetched: res.Fetched,
+			Duration: l.opts.Timers.Since(start), Err: err})
+	}
+	return res, err
+}
+
+// cycle pushes every unpushed hit of g and reads back the totals of every
+// counter it holds, in one SyncWindows call, with g's cycle token held. A failed
+// push puts its hits back with the unpushed ones, for the next cycle.
+func (l *Layer) cycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
+	now := l.opts.Clock.Now().UnixNano()
+	nowMs := msOf(now)
+	var pushes []ratelimits.WindowPush
+	var held []*counter // pushes[i]'s counter; nil for an orphan
+	for i := range g.shards {
+		sh := &g.shards[i]
+		sh.mu.Lock()
+		for key, c := range sh.counters {
+			if c.idle(nowMs) {
+				delete(sh.counters, key)
+				continue
+			}
+			c.inflight, c.pending = at(c.pending, nowMs, c.period), window.Counter{}
+			pushes = append(pushes, push(key, c.inflight))
+			held = append(held, c)
+		}
+		for _, o := range sh.orphans {
+			if h := at(o.hits, nowMs, o.hits.Period); !empty(h) {
+				pushes = append(pushes, push(o.key, h))
+				held = append(held, nil)
+			}
+		}
+		sh.orphans = nil
+		sh.mu.Unlock()
+	}
+	if len(pushes) == 0 {
+		return ratelimits.SyncResult{}, nil
+	}
+	err := l.syncWindows(ctx, g, now, pushes)
+	// Settle under the shards' locks, with the clock's now: hits that
+	// waited for a failed push are read as of when they are put back.
+	nowMs = msOf(l.opts.Clock.Now().UnixNano())
+	var res ratelimits.SyncResult
+	var sh *shard
+	for i := range pushes {
+		p := &pushes[i]
+		if next := &g.shards[g.shardIndex(l, p.Key)]; next != sh {
+			if sh != nil {
+				sh.mu.Unlock()
+			}
+			sh = next
+			sh.mu.Lock()
+		}
+		c := held[i]
+		switch {
+		case err == nil:
+			if p.Hits > 0 || p.PrevHits > 0 {
+				res.Pushed++
+			}
+			if c != nil {
+				res.Fetched++
+				c.inflight = window.Counter{}
+				if sh.counters[p.Key] == c {
+					c.synced, c.fetched = p.Total, true
+				}
+			}
+		case c == nil:
+			sh.orphans = append(sh.orphans, orphan{key: p.Key, hits: hitsOf(p)})
+		default:
+			if sh.counters[p.Key] == c {
+				c.pending = merge(c.pending, c.inflight, nowMs, c.period)
+			} else if !empty(c.inflight) {
+				// Dropped while its hits were in flight (evicted, or its
+				// period changed): they wait as an orphan.
+				sh.orphans = append(sh.orphans, orphan{key: p.Key, hits: c.inflight})
+			}
+			c.inflight = window.Counter{}
+		}
+	}
+	if sh != nil {
+		sh.mu.Unlock()
+	}
+	if err != nil {
+		return ratelimits.SyncResult{}, err
+	}
+	return res, nil
+}
+
+// push is the WindowPush of a counter's hits, read at the cycle's now.
+func push(key string, hits window.Counter) ratelimits.WindowPush {
+	return ratelimits.WindowPush{Key: key, Period: hits.Period, Start: hits.Start, Hits: hits.Cur, PrevHits: hits.Prev}
+}
+
+// hitsOf is the hits a push carried, as a counter.
+func hitsOf(p *ratelimits.WindowPush) window.Counter {
+	return window.Counter{Period: p.Period, Start: p.Start, Cur: p.Hits, Prev: p.PrevHits}
+}
+
+// syncWindows makes the cycle's one call, within its timeout.
+func (l *Layer) syncWindows(ctx context.Context, g *group, now int64, pushes []ratelimits.WindowPush) error {
+	if l.opts.Syncer == nil {
+		return ErrNoSyncer
+	}
+	timeout := l.opts.SyncTimeout
+	if timeout <= 0 {
+		timeout = min(max(g.rate, minSyncTimeout), maxSyncTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := l.opts.Syncer.SyncWindows(ctx, now, pushes); err != nil {
+		return fmt.Errorf("local: pushing %d counters of sync_rate %s: %w", len(pushes), g.rate, err)
+	}
+	return nil
+}
+
+// Sync implements ratelimits.Local: one cycle of every group above 0, one
+// after the other. Every group is tried; the error joins those that failed.
+func (l *Layer) Sync(ctx context.Context) (ratelimits.SyncResult, error) {
+	var total ratelimits.SyncResult
+	var errs []error
+	for _, g := range l.syncedGroups() {
+		res, err := l.runCycle(ctx, g, TriggerAdmin)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		total.Pushed += res.Pushed
+		total.Fetched += res.Fetched
+	}
+	return total, errors.Join(errs...)
+}
+
+// Close stops the sync loops and pushes every unpushed hit, trying again
+// after a pause (Options.ShutdownRetry) while the push fails, until ctx
+// ends: at least one attempt is made per group. The error says how many
+// counters kept hits that were not pushed. Decisions still work after
+// Close (they count here only); no loop starts again. Close returns the
+// same answer every time.
+func (l *Layer) Close(ctx context.Context) error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		l.stopLoops()
+		l.loops.Wait()
+		var errs []error
+		for _, g := range l.syncedGroups() {
+			if err := l.finalPush(ctx, g); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		l.closeError = errors.Join(errs...)
+	})
+	return l.closeError
+}
+
+// finalPush pushes g's hits until it succeeds or ctx ends.
+func (l *Layer) finalPush(ctx context.Context, g *group) error {
+	for {
+		_, err := l.runCycle(ctx, g, TriggerShutdown)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() == nil && l.opts.ShutdownRetry > 0 {
+			t := l.opts.Timers.NewTimer(l.opts.ShutdownRetry)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("local: %d counters of sync_rate %s keep hits that were not pushed: %w", g.pending(l), g.rate, err)
+		}
+	}
+}
+
+// pending counts g's counters (and orphans) with unpushed hits.
+func (g *group) pending(l *Layer) int {
+	nowMs := msOf(l.opts.Clock.Now().UnixNano())
+	n := 0
+	for i := range g.shards {
+		sh := &g.shards[i]
+		sh.mu.Lock()
+		for _, c := range sh.counters {
+			if c.unpushed(nowMs) {
+				n++
+			}
+		}
+		for _, o := range sh.orphans {
+			if !empty(at(o.hits, nowMs, o.hits.Period)) {
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Pending returns how many counters of limits above 0 hold hits not
+// pushed to the source yet (counted when asked: it visits every counter).
+func (l *Layer) Pending() int {
+	n := 0
+	for _, g := range l.syncedGroups() {
+		n += g.pending(l)
+	}
+	return n
+}
+
+// Counters returns how many counters the layer holds, in every group.
+func (l *Layer) Counters() int {
+	n := 0
+	for _, g := range l.allGroups() {
+		for i := range g.shards {
+			sh := &g.shards[i]
+			sh.mu.Lock()
+			n += len(sh.counters)
+			sh.mu.Unlock()
+		}
+	}
+	return n
+}
+
+// Evictions returns how many counters were evicted to stay within
+// MaxCounters, and how many of them lost hits (limits below 0; a limit
+// above 0 keeps its unpushed hits for the next cycle).
+func (l *Layer) Evictions() (evicted, lost uint64) {
+	for _, g := range l.allGroups() {
+		for i := range g.shards {
+			sh := &g.shards[i]
+			sh.mu.Lock()
+			evicted += sh.evictions
+			lost += sh.lost
+			sh.mu.Unlock()
+		}
+	}
+	return evicted, lost
+}
+
+// Layer is the ratelimits.Local the service wires in front of a shared
+// source.
+var _ ratelimits.Local = (*Layer)(nil)

@@ -1,0 +1,677 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmhodges/clock"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/window"
+)
+
+// start is on a whole hour, so every window of these tests starts there.
+var start = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
+// store is a shared source's side of a sync, in memory: what the Redis
+// source does in its script, with the window package's reading of a
+// counter. Calls are counted, can be made to fail before they change
+// anything, and are announced on calls when it is set.
+type store struct {
+	mu       sync.Mutex
+	counters map[string]window.Counter
+	fail     error // returned, with nothing changed, while set
+	n        int   // calls
+	pushes   [][]ratelimits.WindowPush
+	calls    chan int // receives n after each call, when set
+	// hold, when set, keeps every call waiting until it is closed, after
+	// announcing the call on entered.
+	hold, entered chan struct{}
+}
+
+func newStore() *store { return &store{counters: map[string]window.Counter{}} }
+
+func (s *store) SyncWindows(_ context.Context, now int64, pushes []ratelimits.WindowPush) error {
+	if s.hold != nil {
+		s.entered <- struct{}{}
+		<-s.hold
+	}
+	s.mu.Lock()
+	s.n++
+	n := s.n
+	s.pushes = append(s.pushes, append([]ratelimits.WindowPush(nil), pushes...))
+	err := s.fail
+	if err == nil {
+		nowMs := msOf(now)
+		for i := range pushes {
+			p := &pushes[i]
+			c := at(s.counters[p.Key], nowMs, p.Period)
+			switch p.Start {
+			case c.Start:
+				c.Cur += p.Hits
+				c.Prev += p.PrevHits
+			case c.Start - p.Period:
+				c.Prev += p.Hits
+			}
+			s.counters[p.Key] = c
+			p.Total = c
+		}
+	}
+	s.mu.Unlock()
+	if s.calls != nil {
+		s.calls <- n
+	}
+	return err
+}
+
+func (s *store) setFail(err error) {
+	s.mu.Lock()
+	s.fail = err
+	s.mu.Unlock()
+}
+
+// total is what the store counts for key at now in the current window.
+func (s *store) total(key string, now time.Time) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.counters[key]
+	if !ok {
+		return 0
+	}
+	return at(c, msOf(now.UnixNano()), c.Period).Cur
+}
+
+func (s *store) calls_() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// process is one service process's local layer on the shared store.
+type process struct {
+	*Layer
+	clk clock.FakeClock
+}
+
+func newProcess(t *testing.T, s *store, clk clock.FakeClock, opts Options) *process {
+	t.Helper()
+	if s != nil {
+		opts.Syncer = s
+	}
+	opts.Clock = clk
+	if opts.Timers == nil {
+		// Timers nobody moves: no loop runs unless a test asks for it.
+		opts.Timers = clock.NewFake()
+	}
+	l, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = l.Close(ctx)
+	})
+	return &process{Layer: l, clk: clk}
+}
+
+func fakeClock() clock.FakeClock {
+	clk := clock.NewFake()
+	clk.Set(start)
+	return clk
+}
+
+// op is a spend on a sliding window of count hits per hour.
+func op(key string, count, cost int64, rate time.Duration) ratelimits.LocalOp {
+	return ratelimits.LocalOp{
+		Op:       bucket.Op{Key: key, Algorithm: bucket.SlidingWindow, Window: window.Limit{Count: count, Period: time.Hour.Milliseconds()}, Cost: cost},
+		SyncRate: rate,
+	}
+}
+
+// spend spends ops at the process's now and returns the batch's answer
+// and the outcomes.
+func (p *process) spend(ops ...ratelimits.LocalOp) (bool, []bucket.Outcome) {
+	out := make([]bucket.Outcome, len(ops))
+	return p.Spend(p.clk.Now().UnixNano(), ops, out), out
+}
+
+// admit spends cost 1 n times and returns how many were allowed.
+func (p *process) admit(n int, o ratelimits.LocalOp) int {
+	allowed := 0
+	for range n {
+		if ok, _ := p.spend(o); ok {
+			allowed++
+		}
+	}
+	return allowed
+}
+
+// remaining reads a counter with a cost-0 decision.
+func (p *process) remaining(t *testing.T, o ratelimits.LocalOp) int64 {
+	t.Helper()
+	o.Op.Cost = 0
+	out := make([]bucket.Outcome, 1)
+	if !p.Decide(p.clk.Now().UnixNano(), []ratelimits.LocalOp{o}, out) {
+		t.Fatalf("a cost-0 read was denied: %+v", out[0])
+	}
+	return out[0].Remaining
+}
+
+func (p *process) sync(t *testing.T) ratelimits.SyncResult {
+	t.Helper()
+	res, err := p.Sync(context.Background())
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	return res
+}
+
+// Below 0, every process counts alone and the source never hears of it.
+func TestLocalOnlyCountsAlone(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	a, b := newProcess(t, s, clk, Options{}), newProcess(t, s, clk, Options{})
+	o := op("k", 10, 1, -time.Second)
+	if got := a.admit(15, o); got != 10 {
+		t.Fatalf("process a admitted %d of 15, want 10", got)
+	}
+	if got := b.admit(15, o); got != 10 {
+		t.Fatalf("process b admitted %d of 15, want 10", got)
+	}
+	if res := a.sync(t); res != (ratelimits.SyncResult{}) {
+		t.Fatalf("Sync of a local-only layer = %+v, want nothing pushed or fetched", res)
+	}
+	if s.calls_() != 0 {
+		t.Fatalf("the source was called %d times for a local-only limit", s.calls_())
+	}
+	if a.Pending() != 0 {
+		t.Fatalf("Pending = %d, want 0: local-only hits are never pushed", a.Pending())
+	}
+	// Two hours later neither window counts.
+	clk.Add(2 * time.Hour)
+	if got := a.remaining(t, o); got != 10 {
+		t.Fatalf("two windows later, remaining %d, want 10", got)
+	}
+}
+
+// Above 0, a process decides from the totals it last read plus its own
+// unpushed hits; a sync pushes those and reads everyone's back.
+func TestDecidesFromTotalsPlusUnpushedHits(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	a, b := newProcess(t, s, clk, Options{}), newProcess(t, s, clk, Options{})
+	o := op("k", 10, 1, time.Second)
+
+	if got := a.admit(3, o); got != 3 {
+		t.Fatalf("a admitted %d of 3", got)
+	}
+	if got := b.admit(4, o); got != 4 {
+		t.Fatalf("b admitted %d of 4", got)
+	}
+	if s.calls_() != 0 {
+		t.Fatal("a decision made a round trip")
+	}
+	// Before any sync, each sees its own hits only.
+	if ra, rb := a.remaining(t, o), b.remaining(t, o); ra != 7 || rb != 6 {
+		t.Fatalf("remaining before sync: a %d, b %d; want 7 and 6", ra, rb)
+	}
+	if res := a.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 1}) {
+		t.Fatalf("a's sync = %+v, want 1 pushed, 1 fetched", res)
+	}
+	if res := b.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 1}) {
+		t.Fatalf("b's sync = %+v, want 1 pushed, 1 fetched", res)
+	}
+	if got := s.total("k", clk.Now()); got != 7 {
+		t.Fatalf("the source counts %d, want 7", got)
+	}
+	// b read 3 + 4; a read only its own 3 until its next sync.
+	if ra, rb := a.remaining(t, o), b.remaining(t, o); ra != 7 || rb != 3 {
+		t.Fatalf("remaining after one sync each: a %d, b %d; want 7 and 3", ra, rb)
+	}
+	// A sync with nothing to push only reads.
+	if res := a.sync(t); res != (ratelimits.SyncResult{Pushed: 0, Fetched: 1}) {
+		t.Fatalf("a's second sync = %+v, want 0 pushed, 1 fetched", res)
+	}
+	if ra := a.remaining(t, o); ra != 3 {
+		t.Fatalf("a's remaining after reading the totals: %d, want 3", ra)
+	}
+	// Totals plus own hits: a's 2 more are decided locally, the third is
+	// denied, without a round trip.
+	calls := s.calls_()
+	if got := a.admit(3, o); got != 3 {
+		t.Fatalf("a admitted %d of 3 with 3 remaining", got)
+	}
+	if ok, out := a.spend(o); ok || out[0].Remaining != 0 || out[0].RetryIn <= 0 {
+		t.Fatalf("spend beyond the count: allowed %v, %+v", ok, out[0])
+	}
+	if s.calls_() != calls {
+		t.Fatal("a decision made a round trip")
+	}
+	if got := a.Pending(); got != 1 {
+		t.Fatalf("Pending = %d, want 1 counter", got)
+	}
+	a.sync(t)
+	if got, p := s.total("k", clk.Now()), a.Pending(); got != 10 || p != 0 {
+		t.Fatalf("after the push the source counts %d and %d counters are pending; want 10 and 0", got, p)
+	}
+}
+
+// Pushed and Fetched count counters: every counter held is read; only
+// those with hits are pushed, and a pushed counter is pushed once per
+// cycle, whatever its number of hits.
+func TestSyncAccounting(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	for _, k := range []string{"a", "b", "c"} {
+		p.admit(5, op(k, 10, 1, time.Second))
+	}
+	// A read of a counter this process never spent on makes it held: the
+	// next cycle reads its total.
+	s.mu.Lock()
+	s.counters["d"] = window.Counter{Period: time.Hour.Milliseconds(), Start: msOf(start.UnixNano()), Cur: 4}
+	s.mu.Unlock()
+	if got := p.remaining(t, op("d", 10, 0, time.Second)); got != 10 {
+		t.Fatalf("d before its first sync: remaining %d, want 10", got)
+	}
+	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 3, Fetched: 4}) {
+		t.Fatalf("first sync = %+v, want 3 pushed, 4 fetched", res)
+	}
+	if got := p.remaining(t, op("d", 10, 0, time.Second)); got != 6 {
+		t.Fatalf("d after its first sync: remaining %d, want 6", got)
+	}
+	if n := len(s.pushes[0]); n != 4 {
+		t.Fatalf("the cycle made %d pushes in its call, want 4 in one call", n)
+	}
+	p.admit(1, op("b", 10, 1, time.Second))
+	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 4}) {
+		t.Fatalf("second sync = %+v, want 1 pushed, 4 fetched", res)
+	}
+	// Two hours on, nothing counts: the cycle forgets every counter and
+	// makes no call.
+	clk.Add(2 * time.Hour)
+	calls := s.calls_()
+	if res := p.sync(t); res != (ratelimits.SyncResult{}) {
+		t.Fatalf("sync of counters that count nothing = %+v", res)
+	}
+	if s.calls_() != calls || p.Counters() != 0 {
+		t.Fatalf("%d calls made, %d counters held; want none", s.calls_()-calls, p.Counters())
+	}
+}
+
+// A failed push keeps its hits: decisions go on counting them, the next
+// cycle pushes them again, and the source ends with each hit once.
+func TestFailedPushIsKeptAndRetried(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	cycles := make(chan Cycle, 16)
+	p := newProcess(t, s, clk, Options{Timers: clk, OnCycle: func(c Cycle) { cycles <- c }})
+	o := op("k", 10, 1, time.Second)
+	p.admit(4, o)
+	down := errors.New("connection refused")
+	s.setFail(down)
+	if _, err := p.Sync(context.Background()); !errors.Is(err, down) {
+		t.Fatalf("Sync with the source down: %v, want %v", err, down)
+	}
+	if c := <-cycles; c.Trigger != TriggerAdmin || !errors.Is(c.Err, down) || c.Pushed != 0 || c.SyncRate != time.Second {
+		t.Fatalf("cycle reported: %+v", c)
+	}
+	if got := p.Pending(); got != 1 {
+		t.Fatalf("Pending after a failed push = %d, want 1", got)
+	}
+	// Decisions go on locally, still counting the kept hits.
+	if got := p.admit(10, o); got != 6 {
+		t.Fatalf("admitted %d with 4 kept hits of 10, want 6", got)
+	}
+	// The loop's cycle fails as well, and keeps them too.
+	clk.Add(time.Second)
+	if c := receive(t, cycles); c.Trigger != TriggerTimer || c.Err == nil {
+		t.Fatalf("cycle reported: %+v", c)
+	}
+	s.setFail(nil)
+	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 1}) {
+		t.Fatalf("sync once the source is back = %+v", res)
+	}
+	if c := <-cycles; c.Err != nil || c.Pushed != 1 || c.Fetched != 1 {
+		t.Fatalf("cycle reported: %+v", c)
+	}
+	if got := s.total("k", clk.Now()); got != 10 {
+		t.Fatalf("the source counts %d, want 10: each hit once", got)
+	}
+	if got := p.remaining(t, o); got != 0 {
+		t.Fatalf("remaining %d after the push, want 0", got)
+	}
+}
+
+// receive waits for the next value of a channel a loop sends on, bounded
+// in real time so that a loop that never runs fails the test.
+func receive[T any](t *testing.T, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing received within 10s")
+	}
+	panic("unreachable")
+}
+
+// The loop of a group runs one cycle per sync_rate of its timers' clock,
+// each limit on its own sync_rate.
+func TestLoopRunsEverySyncRate(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	s.calls = make(chan int, 16)
+	p := newProcess(t, s, clk, Options{Timers: clk})
+	rearmed := make(chan time.Duration, 16)
+	p.rearmed = func(rate time.Duration) { rearmed <- rate }
+	// waitFast waits until the fast loop has set its next tick.
+	waitFast := func() {
+		for receive(t, rearmed) != time.Second {
+		}
+	}
+	p.admit(1, op("fast", 10, 1, time.Second))
+	p.admit(1, op("slow", 10, 1, 5*time.Second))
+	clk.Add(time.Second)
+	receive(t, s.calls)
+	if got := s.total("fast", clk.Now()); got != 1 {
+		t.Fatalf("after 1s the source counts %d fast hits, want 1", got)
+	}
+	if got := s.total("slow", clk.Now()); got != 0 {
+		t.Fatalf("after 1s the source counts %d slow hits, want 0: its sync_rate is 5s", got)
+	}
+	for range 4 {
+		waitFast()
+		clk.Add(time.Second)
+		receive(t, s.calls) // the fast group's cycle; the slow one's comes with the 5th second
+	}
+	receive(t, s.calls)
+	if got := s.total("slow", clk.Now()); got != 1 {
+		t.Fatalf("after 5s the source counts %d slow hits, want 1", got)
+	}
+}
+
+// Close pushes what is pending before it returns, trying again while the
+// push fails, and stops the loops.
+func TestClosePushesPendingHits(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	var attempts atomic.Int32
+	p := newProcess(t, s, clk, Options{Timers: clk, ShutdownRetry: -1, OnCycle: func(Cycle) {
+		if attempts.Add(1) == 1 {
+			s.setFail(nil) // the first attempt failed; the next succeeds
+		}
+	}})
+	p.admit(7, op("k", 10, 1, time.Hour))
+	p.admit(2, op("j", 10, 1, time.Minute))
+	s.setFail(errors.New("busy"))
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got, j := s.total("k", clk.Now()), s.total("j", clk.Now()); got != 7 || j != 2 {
+		t.Fatalf("after Close the source counts %d and %d, want 7 and 2", got, j)
+	}
+	if attempts.Load() != 3 {
+		t.Fatalf("%d cycles at Close, want 3 (a failure, then one per group)", attempts.Load())
+	}
+	calls := s.calls_()
+	clk.Add(time.Hour)
+	if s.calls_() != calls {
+		t.Fatal("a loop ran after Close")
+	}
+}
+
+// With the source down to the end, Close gives up when its context ends
+// and says how many counters kept hits.
+func TestCloseGivesUpWhenItsContextEnds(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	p.admit(3, op("a", 10, 1, time.Second))
+	p.admit(3, op("b", 10, 1, time.Second))
+	s.setFail(errors.New("down"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := p.Close(ctx)
+	if err == nil || !strings.Contains(err.Error(), "2 counters of sync_rate 1s keep hits that were not pushed") {
+		t.Fatalf("Close = %v", err)
+	}
+	if s.calls_() != 1 {
+		t.Fatalf("%d attempts with the context done, want exactly 1", s.calls_())
+	}
+}
+
+// Hits of the window before are pushed as PrevHits, and still weigh on
+// the source's sliding window.
+func TestPushAcrossAWindowBoundary(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	o := op("k", 10, 1, time.Second)
+	clk.Add(59 * time.Minute)
+	p.admit(6, o)
+	clk.Add(31 * time.Minute) // half-way into the next hour
+	if got := p.remaining(t, o); got != 7 {
+		t.Fatalf("remaining %d, want 7: 6 hits weighing half", got)
+	}
+	p.sync(t)
+	last := s.pushes[len(s.pushes)-1][0]
+	if last.Hits != 0 || last.PrevHits != 6 || last.Start != msOf(start.Add(time.Hour).UnixNano()) {
+		t.Fatalf("push = %+v, want 6 previous-window hits for the window at 01:00", last)
+	}
+	if got := p.remaining(t, o); got != 7 {
+		t.Fatalf("remaining %d after the sync, want 7", got)
+	}
+}
+
+// A refund gives back hits not pushed yet; pushed ones are everyone's.
+func TestRefundGivesBackUnpushedHitsOnly(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	o := op("k", 10, 1, time.Second)
+	p.admit(3, o)
+	p.sync(t)
+	p.admit(2, o)
+	refund := func(cost int64) bucket.Outcome {
+		r := o
+		r.Op.Cost = cost
+		out := make([]bucket.Outcome, 1)
+		p.Refund(clk.Now().UnixNano(), []ratelimits.LocalOp{r}, out)
+		return out[0]
+	}
+	if got := refund(5); !got.Allowed || got.Remaining != 7 {
+		t.Fatalf("refund of 5 with 2 unpushed: %+v, want allowed with 7 remaining", got)
+	}
+	if got := refund(1); got.Allowed || got.Remaining != 7 {
+		t.Fatalf("refund with nothing unpushed: %+v, want nothing given back", got)
+	}
+	// Local only: every hit is this process's to give back.
+	l := op("l", 10, 1, -1)
+	p.admit(4, l)
+	r := l
+	r.Op.Cost = 3
+	out := make([]bucket.Outcome, 1)
+	p.Refund(clk.Now().UnixNano(), []ratelimits.LocalOp{r}, out)
+	if !out[0].Allowed || out[0].Remaining != 9 {
+		t.Fatalf("local-only refund: %+v, want allowed with 9 remaining", out[0])
+	}
+	// A check-only refund gives nothing back, and no counter is made.
+	r = op("new", 10, 1, time.Second)
+	r.Op.Mode = bucket.CheckOnly
+	p.Refund(clk.Now().UnixNano(), []ratelimits.LocalOp{r}, out)
+	if out[0].Allowed || out[0].Remaining != 10 {
+		t.Fatalf("refund of a counter never spent: %+v", out[0])
+	}
+}
+
+// Reset forgets the local counters and the unpushed hits, and runs the
+// source's part while no cycle runs.
+func TestReset(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	synced, unpushed, localOnly, quiet := op("synced", 10, 1, time.Second), op("unpushed", 10, 1, time.Second), op("local", 10, 1, -1), op("quiet", 10, 1, -1)
+	p.admit(3, synced)
+	p.sync(t)
+	p.admit(2, unpushed)
+	p.admit(1, localOnly)
+	var called int
+	n, err := p.Reset(context.Background(), clk.Now().UnixNano(), []ratelimits.LocalOp{synced, unpushed, localOnly, quiet}, func(context.Context) (int, error) {
+		called++
+		s.mu.Lock()
+		delete(s.counters, "synced") // the source's reset, which counts the one it held
+		s.mu.Unlock()
+		return 1, nil
+	})
+	// synced: the source's count; unpushed and local: only this process
+	// knew them; quiet counted nothing.
+	if err != nil || n != 3 || called != 1 {
+		t.Fatalf("Reset = %d, %v (source called %d times), want 3", n, err, called)
+	}
+	for _, o := range []ratelimits.LocalOp{synced, unpushed, localOnly} {
+		if got := p.remaining(t, o); got != 10 {
+			t.Fatalf("%s: remaining %d after the reset, want 10", o.Op.Key, got)
+		}
+	}
+	if res := p.sync(t); res.Pushed != 0 {
+		t.Fatalf("sync after the reset pushed %d counters: the dropped hits came back", res.Pushed)
+	}
+	// A failed source reset forgets nothing.
+	p.admit(4, localOnly)
+	if _, err := p.Reset(context.Background(), clk.Now().UnixNano(), []ratelimits.LocalOp{localOnly}, func(context.Context) (int, error) {
+		return 0, errors.New("down")
+	}); err == nil {
+		t.Fatal("Reset with the source failing succeeded")
+	}
+	if got := p.remaining(t, localOnly); got != 6 {
+		t.Fatalf("remaining %d after a failed reset, want 6", got)
+	}
+}
+
+// The bound holds; an evicted counter of a limit above 0 leaves its hits
+// to the next cycle, one below 0 loses them and says so.
+func TestEvictionKeepsUnpushedHits(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{MaxCounters: 4})
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		p.admit(2, op(k, 10, 1, time.Second))
+	}
+	if got := p.Counters(); got != 4 {
+		t.Fatalf("%d counters held, want the bound, 4", got)
+	}
+	if res := p.sync(t); res.Pushed != 6 || res.Fetched != 4 {
+		t.Fatalf("sync = %+v, want 6 counters pushed (2 of them evicted), 4 fetched", res)
+	}
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		if got := s.total(k, clk.Now()); got != 2 {
+			t.Fatalf("the source counts %d hits of %s, want 2", got, k)
+		}
+	}
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		p.admit(1, op(k, 10, 1, -1))
+	}
+	if ev, lost := p.Evictions(); ev != 3 || lost != 1 {
+		t.Fatalf("evictions %d, lost %d; want 3 and 1", ev, lost)
+	}
+}
+
+// A change of period is another window: hits counted under the old one are
+// still pushed, and not read by decisions under the new one.
+func TestPeriodChange(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	hourly := op("k", 10, 1, time.Second)
+	p.admit(4, hourly)
+	daily := hourly
+	daily.Op.Window.Period = (24 * time.Hour).Milliseconds()
+	if got := p.admit(1, daily); got != 1 {
+		t.Fatal("a spend under the new period was denied")
+	}
+	if got := p.remaining(t, daily); got != 9 {
+		t.Fatalf("remaining %d under the new period, want 9", got)
+	}
+	if res := p.sync(t); res.Pushed != 2 {
+		t.Fatalf("sync = %+v, want 2 pushes: the old period's hits and the new one's", res)
+	}
+	got := map[int64]int64{}
+	for _, push := range s.pushes[0] {
+		got[push.Period] += push.Hits
+	}
+	if len(got) != 2 || got[hourly.Op.Window.Period] != 4 || got[daily.Op.Window.Period] != 1 {
+		t.Fatalf("pushes %+v, want 4 hits under 1h and 1 under 24h", s.pushes[0])
+	}
+}
+
+// Many goroutines on one process, with cycles running beside them: a
+// process never admits more than count of its own (its own hits are always
+// in what it decides on), and every admitted hit reaches the source
+// exactly once.
+func TestConcurrentSpendsAndSyncs(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{Timers: clk})
+	o := op("k", 500, 1, time.Millisecond)
+	other := op("l", 500, 1, -1)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				if ok, _ := p.spend(o, other); ok {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			_, _ = p.Sync(context.Background())
+		}
+	})
+	wg.Go(func() {
+		for range 20 {
+			clk.Add(time.Millisecond) // the loop's cycles too
+		}
+	})
+	wg.Wait()
+	if got := admitted.Load(); got != 500 {
+		t.Fatalf("admitted %d of 800, want exactly 500", got)
+	}
+	p.sync(t)
+	if got := s.total("k", clk.Now()); got != 500 {
+		t.Fatalf("the source counts %d, want 500", got)
+	}
+}
+
+// A reset or a sync waiting for a running cycle gives up when its context
+// ends, and then does nothing.
+func TestWaitingForACycleEndsWithTheContext(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	s.hold, s.entered = make(chan struct{}), make(chan struct{}, 16)
+	p := newProcess(t, s, clk, Options{})
+	o := op("k", 10, 1, time.Second)
+	p.admit(2, o)
+	done := make(chan error)
+	go func() {
+		_, err := p.Sync(context.Background())
+		done <- err
+	}()
+	receive(t, s.entered) // the cycle is in its call, holding the group
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	_, err := p.Reset(ctx, clk.Now().UnixNano(), []ratelimits.LocalOp{o}, func(context.Context) (int, error) {
+		called = true
+		return 0, nil
+	})
+	if !errors.Is(err, context.Canceled) || called {
+		t.Fatalf("Reset while a cycle runs, context done: %v (source called: %v)", err, called)
+	}
+	if _, err := p.Sync(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sync while a cycle runs, context done: %v", err)
+	}
+	close(s.hold)
+	if err := receive(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.total("k", clk.Now()); got != 2 {
+		t.Fatalf("the source counts %d, want 2", got)
+	}
+}

@@ -1,0 +1,366 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limiter-dev/limiter/httpapi/wire"
+	"github.com/limiter-dev/limiter/internal/redistest"
+)
+
+// syncBackend is a Redis the processes share, with the addresses of its
+// nodes for looking at what it holds.
+type syncBackend struct {
+	name  string
+	start func(t *testing.T) (url string, nodes []string)
+}
+
+var syncBackends = []syncBackend{
+	{"Standalone", func(t *testing.T) (string, []string) {
+		s := redistest.NewStandalone(t)
+		return s.URL(), []string{s.Addr()}
+	}},
+	{"Cluster", func(t *testing.T) (string, []string) {
+		c := redistest.NewCluster(t)
+		return c.URL(), c.Addrs()
+	}},
+}
+
+// syncDefaults declares a sliding window of count hits per hour with the
+// given sync_rate (in seconds, as the defaults file spells it).
+func syncDefaults(count int, syncRate string) string {
+	return fmt.Sprintf(`
+SyncTest:
+  enum: 330
+  id: string
+  algorithm: sliding-window
+  count: %d
+  period: 1h
+  sync_rate: %s
+`, count, syncRate)
+}
+
+// startSyncProcs starts n processes on url with the defaults given, on
+// the fake clock (so that the window never moves during a test; the sync
+// loops run on real time, and a sync_rate of an hour keeps them still, so
+// that the tests sync with POST /v1/admin/sync only).
+func startSyncProcs(t *testing.T, n int, url, defaults string) []*limiterProc {
+	t.Helper()
+	dir := t.TempDir()
+	env := map[string]string{
+		"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", defaults),
+		"LIMITER_OVERRIDES": dir + "/none.yaml",
+		"LIMITER_SOURCE":    url,
+		"LIMITER_FAKECLOCK": fakeClockStart,
+	}
+	return startRedisShared(t, n, env, redisPatientArgs...)
+}
+
+const syncSpend = `{"limit":"SyncTest","id":"42"}`
+
+// hammer has clients concurrent clients per process spend body each times
+// and returns how many answers were allowed, per process.
+func hammer(t *testing.T, procs []*limiterProc, clients, each int, body string) []int64 {
+	t.Helper()
+	allowed := make([]atomic.Int64, len(procs))
+	errs := make(chan string, clients*len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		for range clients {
+			wg.Go(func() {
+				for range each {
+					status, b, _, err := redisPost(p.URL+"/v1/spend", body)
+					var a wire.BatchResponse
+					if err != nil || status != 200 || json.Unmarshal(b, &a) != nil {
+						errs <- fmt.Sprintf("process %d spend: %d %s %v", i, status, b, err)
+						return
+					}
+					if a.Allowed {
+						allowed[i].Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	out := make([]int64, len(procs))
+	for i := range allowed {
+		out[i] = allowed[i].Load()
+	}
+	return out
+}
+
+func sum(xs []int64) int64 {
+	var s int64
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// adminSync runs POST /v1/admin/sync on p and returns its status and
+// answer.
+func adminSync(t *testing.T, p *limiterProc) (int, wire.SyncResponse) {
+	t.Helper()
+	r := p.post("/v1/admin/sync", "")
+	var res wire.SyncResponse
+	if r.Status == 200 {
+		if err := json.Unmarshal(r.Body, &res); err != nil {
+			t.Fatalf("sync answer %s: %v", r.Body, err)
+		}
+	} else if !strings.Contains(string(r.Body), `"code":"sync_failed"`) {
+		t.Fatalf("sync failed without the sync_failed error: %d %s", r.Status, r.Body)
+	}
+	return r.Status, res
+}
+
+// syncAll runs a sync on every process, which must succeed.
+func syncAll(t *testing.T, procs []*limiterProc) []wire.SyncResponse {
+	t.Helper()
+	out := make([]wire.SyncResponse, len(procs))
+	for i, p := range procs {
+		status, res := adminSync(t, p)
+		if status != 200 {
+			t.Fatalf("process %d: sync answered %d", i, status)
+		}
+		out[i] = res
+	}
+	return out
+}
+
+// remaining reads SyncTest/42 on p.
+func remaining(t *testing.T, p *limiterProc) int64 {
+	t.Helper()
+	r := p.do("GET", "/v1/limits/SyncTest/42", "")
+	var d wire.DecisionResponse
+	if r.Status != 200 || json.Unmarshal(r.Body, &d) != nil {
+		t.Fatalf("GET /v1/limits/SyncTest/42: %d %s", r.Status, r.Body)
+	}
+	return d.Remaining
+}
+
+// dbSize is how many keys the nodes hold together.
+func dbSize(t *testing.T, nodes []string) int {
+	t.Helper()
+	n := 0
+	for _, addr := range nodes {
+		v, err := redistest.Do(addr, "DBSIZE")
+		if err != nil {
+			t.Fatalf("DBSIZE on %s: %v", addr, err)
+		}
+		var k int
+		if _, err := fmt.Sscan(v, &k); err != nil {
+			t.Fatalf("DBSIZE on %s = %q", addr, v)
+		}
+		n += k
+	}
+	return n
+}
+
+// sync_rate 0: every decision is made on Redis, so three processes with
+// 48 concurrent clients each admit exactly count together.
+func TestSyncRateZeroIsExact(t *testing.T) {
+	for _, b := range syncBackends {
+		t.Run(b.name, func(t *testing.T) {
+			url, _ := b.start(t)
+			procs := startSyncProcs(t, 3, url, syncDefaults(100, "0"))
+			allowed := hammer(t, procs, 48, 2, syncSpend)
+			if got := sum(allowed); got != 100 {
+				t.Fatalf("allowed %d (per process %v) of %d, want exactly 100", got, allowed, 3*48*2)
+			}
+			// Nothing is held in the processes: a sync has nothing to do.
+			for i, res := range syncAll(t, procs) {
+				if res != (wire.SyncResponse{}) {
+					t.Fatalf("process %d synced %+v with sync_rate 0", i, res)
+				}
+			}
+		})
+	}
+}
+
+// sync_rate below 0: each process counts alone, in its own memory, and
+// Redis never holds the limit.
+func TestSyncRateNegativeCountsPerProcess(t *testing.T) {
+	for _, b := range syncBackends {
+		t.Run(b.name, func(t *testing.T) {
+			url, nodes := b.start(t)
+			procs := startSyncProcs(t, 3, url, syncDefaults(100, "-1"))
+			allowed := hammer(t, procs, 16, 10, syncSpend)
+			for i, a := range allowed {
+				if a != 100 {
+					t.Fatalf("process %d allowed %d of 160, want its own 100 (all: %v)", i, a, allowed)
+				}
+			}
+			if n := dbSize(t, nodes); n != 0 {
+				t.Fatalf("Redis holds %d keys for a local-only limit, want none", n)
+			}
+			for i, res := range syncAll(t, procs) {
+				if res != (wire.SyncResponse{}) {
+					t.Fatalf("process %d synced %+v with sync_rate -1", i, res)
+				}
+			}
+		})
+	}
+}
+
+// sync_rate above 0: each process decides alone between syncs; after a
+// sync on every process (twice: the first round's early processes read
+// before the later ones pushed), every process reads the same total, the
+// hits all of them admitted.
+func TestSyncRatePositiveConverges(t *testing.T) {
+	for _, b := range syncBackends {
+		t.Run(b.name, func(t *testing.T) {
+			url, _ := b.start(t)
+			procs := startSyncProcs(t, 3, url, syncDefaults(1000, "3600"))
+			allowed := hammer(t, procs, 48, 2, syncSpend)
+			if got := sum(allowed); got != 3*48*2 {
+				t.Fatalf("allowed %d of %d under a count of 1000", got, 3*48*2)
+			}
+			// Before a sync, each process sees its own hits only.
+			for i, p := range procs {
+				if got := remaining(t, p); got != 1000-allowed[i] {
+					t.Fatalf("process %d before a sync: remaining %d, want %d", i, got, 1000-allowed[i])
+				}
+			}
+			for i, res := range syncAll(t, procs) {
+				if res != (wire.SyncResponse{Pushed: 1, Fetched: 1}) {
+					t.Fatalf("process %d's first sync: %+v, want 1 pushed, 1 fetched", i, res)
+				}
+			}
+			for i, res := range syncAll(t, procs) {
+				if res != (wire.SyncResponse{Pushed: 0, Fetched: 1}) {
+					t.Fatalf("process %d's second sync: %+v, want 0 pushed, 1 fetched", i, res)
+				}
+			}
+			for i, p := range procs {
+				if got := remaining(t, p); got != 1000-sum(allowed) {
+					t.Fatalf("process %d after the syncs: remaining %d, want %d", i, got, 1000-sum(allowed))
+				}
+			}
+		})
+	}
+}
+
+// sync_rate above 0, count 100: between syncs three processes may admit
+// up to 100 each (the documented bound, N × count per window); once
+// synced, every one of them denies.
+func TestSyncRatePositiveOvershootBound(t *testing.T) {
+	url, _ := syncBackends[0].start(t)
+	procs := startSyncProcs(t, 3, url, syncDefaults(100, "3600"))
+	allowed := hammer(t, procs, 8, 20, syncSpend)
+	for i, a := range allowed {
+		if a != 100 {
+			t.Fatalf("process %d allowed %d of 160 before any sync, want 100 (all: %v)", i, a, allowed)
+		}
+	}
+	syncAll(t, procs)
+	syncAll(t, procs)
+	for i, p := range procs {
+		if got := remaining(t, p); got != 0 {
+			t.Fatalf("process %d after the syncs: remaining %d, want 0", i, got)
+		}
+		if a := hammer(t, []*limiterProc{p}, 1, 1, syncSpend); a[0] != 0 {
+			t.Fatalf("process %d admitted a spend with 300 hits counted", i)
+		}
+	}
+}
+
+// A process stopped with SIGTERM pushes the hits it had not pushed before
+// it exits: another process reads them from Redis.
+func TestSyncRateShutdownPushes(t *testing.T) {
+	for _, b := range syncBackends {
+		t.Run(b.name, func(t *testing.T) {
+			url, _ := b.start(t)
+			procs := startSyncProcs(t, 2, url, syncDefaults(1000, "3600"))
+			leaving, staying := procs[0], procs[1]
+			if got := remaining(t, staying); got != 1000 {
+				t.Fatalf("remaining %d before any spend", got)
+			}
+			allowed := hammer(t, []*limiterProc{leaving}, 5, 5, syncSpend)
+			if allowed[0] != 25 {
+				t.Fatalf("allowed %d of 25", allowed[0])
+			}
+			leaving.stop() // SIGTERM, and a clean exit
+			if logs := leaving.logs(); !strings.Contains(logs, "pushing the hits not synced yet") || strings.Contains(logs, "hits not synced are lost") {
+				t.Fatalf("the shutdown push is not logged as done:\n%s", logs)
+			}
+			if status, res := adminSync(t, staying); status != 200 || res.Fetched != 1 {
+				t.Fatalf("sync: %d %+v", status, res)
+			}
+			if got := remaining(t, staying); got != 1000-25 {
+				t.Fatalf("after the stopped process's push: remaining %d, want %d", got, 1000-25)
+			}
+		})
+	}
+}
+
+// Redis failing during a cycle loses nothing: the sync answers 503, the
+// hits stay in the process (which goes on deciding locally), and the next
+// sync once Redis is back pushes them. Killed, Redis comes back empty and
+// the push was certainly not applied, so the total is exact; frozen
+// (SIGSTOP), the timed-out push may be applied once Redis runs again and
+// then pushed again: hits may count twice, never zero times.
+func TestSyncRateSurvivesRedisFailure(t *testing.T) {
+	const count = 100_000
+	for _, phase := range []struct {
+		name      string
+		fail, fix func(*redistest.Server, testing.TB)
+		exactly   bool
+	}{
+		{"killed", (*redistest.Server).Stop, (*redistest.Server).Start, true},
+		{"frozen", (*redistest.Server).Pause, (*redistest.Server).Resume, false},
+	} {
+		t.Run(phase.name, func(t *testing.T) {
+			srv := redistest.NewStandalone(t)
+			procs := startSyncProcs(t, 3, srv.URL(), syncDefaults(count, "3600"))
+			for _, p := range procs {
+				remaining(t, p) // every process holds the counter, to read it back later
+			}
+			before := sum(hammer(t, procs, 4, 5, syncSpend))
+			phase.fail(srv, t)
+			if status, _ := adminSync(t, procs[0]); status != 503 {
+				t.Fatalf("sync with Redis %s: %d, want 503", phase.name, status)
+			}
+			// Decisions go on locally meanwhile, counting the kept hits.
+			during := sum(hammer(t, procs[:1], 2, 5, syncSpend))
+			if during != 10 {
+				t.Fatalf("allowed %d of 10 while Redis was %s", during, phase.name)
+			}
+			phase.fix(srv, t)
+			// The first calls after a restart may meet the connections it
+			// broke; each failure keeps its hits.
+			for i, p := range procs {
+				if !redisPoll(5*time.Second, func() bool { status, _ := adminSync(t, p); return status == 200 }) {
+					t.Fatalf("process %d: no successful sync within 5s of Redis coming back:\n%s", i, p.logs())
+				}
+			}
+			syncAll(t, procs)
+			admitted := before + during
+			totals := make([]int64, len(procs))
+			for i, p := range procs {
+				totals[i] = count - remaining(t, p)
+			}
+			for i, total := range totals {
+				if total != totals[0] {
+					t.Fatalf("processes read different totals: %v", totals)
+				}
+				if phase.exactly && total != admitted {
+					t.Fatalf("process %d reads %d hits, want exactly the %d admitted", i, total, admitted)
+				}
+				if total < admitted || total > 2*admitted {
+					t.Fatalf("process %d reads %d hits, want from %d (none lost) to %d", i, total, admitted, 2*admitted)
+				}
+			}
+			t.Logf("Redis %s during a sync: %d hits admitted, %d counted", phase.name, admitted, totals[0])
+		})
+	}
+}
