@@ -42,11 +42,11 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "limiter_memory_buckets",
-				Help: "Buckets held by the memory source (some may have refilled and not been forgotten yet).",
+				Help: "Buckets and window counters held by the memory source (some may have refilled or expired and not been forgotten yet).",
 			}, func() float64 { return float64(mem.Len()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "limiter_memory_evictions_total",
-				Help: "Buckets the memory source evicted to stay within --max-buckets, full or not.",
+				Help: "Buckets and window counters the memory source evicted to stay within --max-buckets, whether or not they still counted anything.",
 			}, func() float64 { return float64(mem.Evictions()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "limiter_memory_idempotency_evictions_total",
@@ -54,7 +54,7 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 			}, func() float64 { return float64(mem.IdempotencyEvictions()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "limiter_memory_evictions_not_full_total",
-				Help: "Buckets the memory source evicted that were not full: their subscribers got back tokens they had spent.",
+				Help: "Buckets and window counters the memory source evicted while they still counted: their subscribers got back tokens or hits they had spent.",
 			}, func() float64 { return float64(mem.EvictionsNotFull()) }),
 		)
 	}
