@@ -14,7 +14,6 @@ import (
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
 )
 
 // These tests look inside the coalescer (its queue, and every pipeline the
@@ -103,7 +102,7 @@ func testPipe(src *Source, packing packing) *pipe {
 // spendCall is a queued one-key spend (or check, as op says) of op at
 // coalesceNow.
 func spendCall(ctx context.Context, src *Source, op operation, spend bucket.Op) *queued {
-	c := &scriptCall{op: op, now: coalesceNow, keys: []string{src.Key(spend.Key)}, spends: []bucket.Op{spend}}
+	c := &scriptCall{op: op, now: coalesceNow, keys: []string{src.Key(spend.Key)}, ops: []bucket.Op{spend}}
 	return &queued{ctx: ctx, call: c, done: make(chan struct{})}
 }
 
@@ -216,7 +215,7 @@ func TestCoalescedPipelineReloadsScript(t *testing.T) {
 			if c.err != nil {
 				t.Fatalf("pack=%v: call %d: %v", pack, i, c.err)
 			}
-			if r, err := decode(c.call, c.reply, make([]int64, 1)); err != nil || !r.allowed {
+			if r, err := decode(c.call, c.reply, make([]bucket.State, 1)); err != nil || !r.allowed {
 				t.Fatalf("pack=%v: call %d: reply %v: allowed=%v, %v", pack, i, c.reply, r.allowed, err)
 			}
 		}
@@ -547,7 +546,7 @@ func TestPackedClusterCallWithAMovedKey(t *testing.T) {
 		<-c.done
 	}
 	for _, i := range []int{0, 2} {
-		r, err := decode(calls[i].call, calls[i].reply, make([]int64, 1))
+		r, err := decode(calls[i].call, calls[i].reply, make([]bucket.State, 1))
 		if calls[i].err != nil || err != nil || !r.allowed {
 			t.Errorf("call %d, a key of this master: %v %v allowed=%v", i, calls[i].err, err, r.allowed)
 		}
@@ -565,8 +564,8 @@ func TestPackedClusterCallWithAMovedKey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("evalOn the wrong master: %v", err)
 	}
-	if r, err := decode(c, reply, make([]int64, 1)); err != nil || !r.allowed || r.tats[0] != gcra.Missing {
-		t.Fatalf("reply %v: allowed=%v, %v, TAT read %v; want a first spend", reply, r.allowed, err, r.tats)
+	if r, err := decode(c, reply, make([]bucket.State, 1)); err != nil || !r.allowed || r.states[0] != bucket.Empty {
+		t.Fatalf("reply %v: allowed=%v, %v, state read %v; want a first spend", reply, r.allowed, err, r.states)
 	}
 	out := make([]bucket.Outcome, 1)
 	if err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp(far, 0)}, out); err != nil || out[0].Remaining != 99 {
@@ -631,7 +630,7 @@ func TestFoldedSpendsInPackedCalls(t *testing.T) {
 			<-c.done
 			w := cases[i]
 			name := fmt.Sprintf("packing %d, operation %s, mode %s, cost %d", packing, w.op, w.mode, w.cost)
-			r, err := decode(c.call, c.reply, make([]int64, 1))
+			r, err := decode(c.call, c.reply, make([]bucket.State, 1))
 			if c.err != nil || err != nil {
 				t.Fatalf("%s: %v %v", name, c.err, err)
 			}
