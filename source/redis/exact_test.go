@@ -230,7 +230,9 @@ var windowKinds = []func(rng *rand.Rand) (fixed bool, count, period int64){
 	func(*rand.Rand) (bool, int64, int64) { return true, 1, 1 },
 	func(*rand.Rand) (bool, int64, int64) { return false, window.MaxProduct / 6361, 6361 },
 	func(rng *rand.Rand) (bool, int64, int64) { return false, []int64{2, 40}[rng.IntN(2)], 30_000 },
-	func(rng *rand.Rand) (bool, int64, int64) { return rng.IntN(2) == 0, 20, []int64{10_000, 20_000}[rng.IntN(2)] },
+	func(rng *rand.Rand) (bool, int64, int64) {
+		return rng.IntN(2) == 0, 20, []int64{10_000, 20_000}[rng.IntN(2)]
+	},
 }
 
 // Random batches mixing GCRA buckets and sliding and fixed windows, at
