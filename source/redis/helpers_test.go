@@ -65,6 +65,14 @@ var standalones = []backend{backends[0], backends[2]}
 func newSource(t testing.TB, opts redis.Options) *redis.Source {
 	t.Helper()
 	opts.Namespace = fmt.Sprintf("t%x:", rand.Uint64())
+	return openSource(t, opts)
+}
+
+// openSource opens a source as opts say (sources opened with the same
+// namespace share their buckets, as processes of one deployment do), and
+// closes it when the test ends.
+func openSource(t testing.TB, opts redis.Options) *redis.Source {
+	t.Helper()
 	if opts.ReadTimeout == 0 {
 		// The race detector and a loaded CI machine slow everything down;
 		// these tests check correctness, the fault tests check timeouts.

@@ -13,7 +13,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
+	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // These tests look inside the coalescer (its queue, and every pipeline the
@@ -340,10 +342,23 @@ func TestCoalescedErrorsStayPerBatch(t *testing.T) {
 	}
 }
 
+// winOp is an op on a sliding window of 10 hits a minute (a fixed one when
+// fixed is set).
+func winOp(key string, fixed bool, cost int64) bucket.Op {
+	alg := bucket.SlidingWindow
+	if fixed {
+		alg = bucket.FixedWindow
+	}
+	return bucket.Op{Key: key, Algorithm: alg, Window: window.Limit{Count: 10, Period: 60_000, Fixed: fixed}, Cost: cost}
+}
+
 // A packed call's reply is one flat list, each batch taking as many items
-// as its shape needs: batches of one and of three keys, a refund, a reset
-// and a failing two-key batch, packed into one script call, each get their
-// own answer, and the failing batch writes nothing.
+// as its shape needs: batches of one and of three keys, a refund, a reset,
+// failing two-key batches (the failing key under a GCRA op and under a
+// window op, whose values the script must skip), window spends, a batch
+// mixing GCRA and windows, a window refund and reset, and a sync, packed
+// into one script call, each get their own answer, and the failing
+// batches write nothing.
 func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 	srv := redistest.NewStandalone(t)
 	src, rt := coalesceSource(t, srv)
@@ -351,7 +366,7 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 	if _, err := redistest.Do(srv.Addr(), "SET", src.Key("junk"), "not a number"); err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range []bucket.Op{testOp("r1", 1), testOp("f1", 5)} {
+	for _, op := range []bucket.Op{testOp("r1", 1), testOp("f1", 5), testOp("f3", 5), winOp("wr", false, 5), winOp("wd", true, 1)} {
 		if err := src.Spend(ctx, coalesceNow, []bucket.Op{op}, make([]bucket.Outcome, 1)); err != nil {
 			t.Fatal(err)
 		}
@@ -397,6 +412,37 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 			err := src.Refund(ctx, coalesceNow, []bucket.Op{testOp("f1", 2), testOp("f2", 2)}, out)
 			return remaining(out), err
 		}, "[97 100]"},
+		{"window", func() (any, error) {
+			out := make([]bucket.Outcome, 1)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{winOp("w", false, 3)}, out)
+			return remaining(out), err
+		}, "[7]"},
+		{"failing window", func() (any, error) {
+			out := make([]bucket.Outcome, 3)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{winOp("d", false, 1), winOp("junk", true, 1), testOp("d2", 1)}, out)
+			if err == nil {
+				return nil, errors.New("succeeded")
+			}
+			return "failed", nil
+		}, "failed"},
+		{"mixed", func() (any, error) {
+			out := make([]bucket.Outcome, 3)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("m1", 1), winOp("m2", true, 4), winOp("m3", false, 10)}, out)
+			return remaining(out), err
+		}, "[99 6 0]"},
+		{"window refund", func() (any, error) {
+			out := make([]bucket.Outcome, 2)
+			err := src.Refund(ctx, coalesceNow, []bucket.Op{winOp("wr", false, 2), testOp("f3", 1)}, out)
+			return remaining(out), err
+		}, "[7 96]"},
+		{"window reset", func() (any, error) {
+			return src.Reset(ctx, coalesceNow, []bucket.Op{winOp("wd", true, 0), winOp("wx", false, 0)})
+		}, "1"},
+		{"sync", func() (any, error) {
+			p := []ratelimits.WindowPush{{Key: "ws", Period: 60_000, Start: coalesceNow / 1e6 / 60_000 * 60_000, Hits: 4, PrevHits: 2}}
+			err := src.SyncWindows(ctx, coalesceNow, p)
+			return fmt.Sprint(p[0].Total.Cur, p[0].Total.Prev), err
+		}, "4 2"},
 		{"one key after", func() (any, error) {
 			out := make([]bucket.Outcome, 1)
 			err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("z", 1)}, out)
@@ -427,8 +473,14 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 		t.Errorf("%d queued calls took %d round trips, want 1", len(calls), n)
 	}
 	out := make([]bucket.Outcome, 1)
-	if err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("c", 0)}, out); err != nil || out[0].Remaining != 100 {
-		t.Errorf("c, in the failing batch: %+v, %v; want untouched", out[0], err)
+	for _, op := range []bucket.Op{testOp("c", 0), winOp("d", false, 0), testOp("d2", 0)} {
+		full := int64(100)
+		if op.Algorithm.Windowed() {
+			full = op.Window.Count
+		}
+		if err := src.Spend(ctx, coalesceNow, []bucket.Op{op}, out); err != nil || out[0].Remaining != full {
+			t.Errorf("%s, in a failing batch: %+v, %v; want untouched", op.Key, out[0], err)
+		}
 	}
 }
 
