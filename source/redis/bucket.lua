@@ -26,7 +26,7 @@
 -- 2^44 in magnitude; with count * period <= 2^53 - 1 (the config's bound)
 -- and counts kept at or below 2^53 - 1, every window product is exact or,
 -- where a stored count exceeds the limit's count, correctly above
--- anything it is compared with (see spend).
+-- anything it is compared with (see wspend).
 --
 -- Every call starts with the same three arguments:
 --
@@ -61,11 +61,12 @@
 -- Reply of S, C and R: {verdict, v_1, ..., v_n}, verdict 1 when the batch
 -- is allowed (always 1 for R), v_i the value stored under key i before the
 -- call, as stored, or "" when there was none (or, for a GCRA op, a full
--- bucket). The service recomputes every outcome from these values with
--- the same functions the memory source uses. Reply of D: how many buckets
--- still counted something (a GCRA bucket not full, a window counter with
--- hits that count at now). Reply of A: {1, v_1, ..., v_n}, v_i the counter
--- stored after the add ("" when it counts nothing).
+-- bucket or a window counter). The service recomputes every outcome from
+-- these values with the same functions the memory source uses. Reply of
+-- D: how many buckets still counted something (a GCRA bucket not full, a
+-- window counter with hits that count at now). Reply of A: {1, v_1, ...,
+-- v_n}, v_i the counter stored after the add ("" when it counts nothing,
+-- or is of another period).
 --
 -- M packs several independent batches into one call, so that concurrent
 -- batches to one Redis share its per-call cost (on a cluster, see P).
@@ -402,7 +403,7 @@ ext_make = function()
     return nil
   end
 
-  -- split reads the value v of a window op's key: the counter's period,
+  -- wsplit reads the value v of a window op's key: the counter's period,
   -- index, cur and prev, or nothing for a TAT (a GCRA bucket's value,
   -- which a window op reads as empty). Anything else is refused.
   local function wsplit(key, v)

@@ -289,12 +289,12 @@ func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 	return c.appendValues(append(args, hi, lo))
 }
 
-// checkOp rejects ops outside the Source contract, whose arithmetic gcra
-// or window would wrap and the script would not: a GCRA op needs a
-// positive emission interval, a burst offset and a cost that are not
-// negative, and an increment that fits int64; a window op a count and a
-// period of at least 1 whose product is at most window.MaxProduct, a cost
-// from 0 to its count, and one of the three modes.
+// checkOp rejects ops outside the Source contract, whose arithmetic the
+// gcra or window functions would wrap and the script would not: a GCRA op
+// needs a positive emission interval, a burst offset and a cost that are
+// not negative, and an increment that fits int64; a window op a count and
+// a period of at least 1 whose product is at most window.MaxProduct, a
+// cost from 0 to its count, and one of the three modes.
 func checkOp(op *bucket.Op) error {
 	switch op.Algorithm {
 	case bucket.GCRA:

@@ -169,7 +169,7 @@ func (s *Source) Key(bucket string) string {
 }
 
 // Field returns the field of a bucket in its hash in key format v2, or ""
-// in format v1, where a bucket's key holds its TAT.
+// in format v1, where a bucket's key holds its TAT or window counter.
 func (s *Source) Field(bucket string) string {
 	_, field := s.format.key(bucket)
 	return field
