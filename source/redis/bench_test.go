@@ -197,6 +197,71 @@ func BenchmarkSourceSpendRedis(b *testing.B) {
 	}
 }
 
+// BenchmarkSourceSpendRedisWindows is BenchmarkSourceSpendRedis for window
+// limits: one sliding window per batch, and batches of three mixing a GCRA
+// bucket, a sliding and a fixed window (on a cluster, three hash slots).
+func BenchmarkSourceSpendRedisWindows(b *testing.B) {
+	for _, be := range benchBackends {
+		opts := be.opts(b)
+		opts.Namespace = "benchw:"
+		src := benchSource(b, opts)
+		for _, width := range []int{1, 3} {
+			b.Run(fmt.Sprintf("%s/batch=%d", be.name, width), func(b *testing.B) {
+				b.ReportAllocs()
+				measureRedis(b, opts.Addrs)
+				setParallelism(b)
+				b.RunParallel(func(pb *testing.PB) {
+					ops := make([]bucket.Op, width)
+					out := make([]bucket.Outcome, width)
+					for i := 0; pb.Next(); i += 7919 {
+						for j := range ops {
+							key := fmt.Sprintf("400:user%d", (i+j*1013)%benchIDs)
+							switch j {
+							case 0:
+								ops[j] = windowOp(key, false, 1_000_000_000, 3_600_000, 1) // never denied
+							case 1:
+								ops[j] = hourly(key, 1)
+								ops[j].BurstOffset *= 10_000
+							default:
+								ops[j] = windowOp(key, true, 1_000_000_000, 3_600_000, 1)
+							}
+						}
+						if err := src.Spend(context.Background(), now, ops, out); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				reportRate(b)
+			})
+		}
+	}
+}
+
+// BenchmarkSyncWindows measures SyncWindows of 1,000 counters a call, as
+// the local layer of sync_rate > 0 sends them, and reports counters per
+// second.
+func BenchmarkSyncWindows(b *testing.B) {
+	for _, be := range benchBackends {
+		opts := be.opts(b)
+		opts.Namespace = "benchs:"
+		src := benchSource(b, opts)
+		b.Run(be.name, func(b *testing.B) {
+			pushes := make([]ratelimits.WindowPush, 1000)
+			start := now / 1e6 / 60_000 * 60_000
+			for i := range pushes {
+				pushes[i] = ratelimits.WindowPush{Key: fmt.Sprintf("400:user%d", i), Period: 60_000, Start: start, Hits: 3, PrevHits: 1}
+			}
+			measureRedis(b, opts.Addrs)
+			for b.Loop() {
+				if err := src.SyncWindows(context.Background(), now, pushes); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*len(pushes))/b.Elapsed().Seconds(), "counters/s")
+		})
+	}
+}
+
 // BenchmarkMemoryPerBucket stores 1,000,000 buckets (3:123000000 to
 // 3:123999999, each spent once on an hourly limit, so none is full) through
 // the source into a fresh Redis, in key format v1 and in v2 with about 4,
@@ -230,6 +295,49 @@ func BenchmarkMemoryPerBucket(b *testing.B) {
 				}
 				wg.Wait()
 				b.ReportMetric(float64(usedMemory(b, srv.Addr())-before)/buckets, "B/bucket")
+				if groups > 0 {
+					enc, err := redistest.Do(srv.Addr(), "OBJECT", "ENCODING", src.Key("3:123000000"))
+					if err != nil || enc != "listpack" {
+						b.Fatalf("a hash is encoded as %q (%v), want listpack", enc, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMemoryPerWindowCounter is BenchmarkMemoryPerBucket for window
+// counters: 1,000,000 sliding windows of 100 hits an hour (3:123000000 to
+// 3:123999999, one hit each), stored through the source into a fresh Redis,
+// in key format v1 and in v2 with about 10, 15 and 61 counters per hash.
+// Run it once: -bench MemoryPerWindowCounter -benchtime 1x.
+func BenchmarkMemoryPerWindowCounter(b *testing.B) {
+	const counters, width, writers = 1_000_000, 8, 16
+	for _, groups := range []int{0, 100000, 65536, 16384} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			srv := redistest.NewStandalone(b)
+			src := benchSource(b, redis.Options{Addrs: []string{srv.Addr()}, Groups: groups})
+			for b.Loop() {
+				srv.Flush(b)
+				before := usedMemory(b, srv.Addr())
+				var wg sync.WaitGroup
+				for w := range writers {
+					wg.Go(func() {
+						ops := make([]bucket.Op, width)
+						out := make([]bucket.Outcome, width)
+						for first := w * width; first < counters; first += writers * width {
+							for j := range ops {
+								ops[j] = windowOp("3:"+strconv.Itoa(123_000_000+first+j), false, 100, 3_600_000, 1)
+							}
+							if err := src.Spend(context.Background(), now, ops, out); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				b.ReportMetric(float64(usedMemory(b, srv.Addr())-before)/counters, "B/counter")
 				if groups > 0 {
 					enc, err := redistest.Do(srv.Addr(), "OBJECT", "ENCODING", src.Key("3:123000000"))
 					if err != nil || enc != "listpack" {

@@ -6,54 +6,82 @@
 -- runs a script to completion before any other command, so two calls on
 -- the same buckets behave as if one ran fully before the other.
 --
+-- A bucket holds one of two things. A GCRA bucket holds its TAT (unix
+-- nanoseconds) as a decimal integer string. A window limit's bucket
+-- (sliding or fixed window) holds its counter as one string
+-- '<period>:<index>:<cur>:<prev>': the period in milliseconds, the index of
+-- the window cur counts (its start is index * period unix ms), the hits of
+-- that window and the hits of the one before it, all decimal integers,
+-- e.g. '60000:29833334:17:40'. The ':' tells the two apart. An op of one
+-- algorithm reads a value of the other as empty (a limit whose algorithm
+-- changed starts afresh), and anything else is refused with an error.
+--
 -- Lua numbers are doubles, exact only up to 2^53, and unix nanoseconds are
 -- near 2^61. Every time is therefore held as two limbs (hi, lo) with
 -- value = hi * 1e9 + lo, 0 <= lo < 1e9, and |hi| < 2^35: each limb is an
 -- integer-valued double far from 2^53, so every sum, difference and
 -- comparison below is exact. The service passes its own "now" (the script
--- never reads TIME), so a fake clock drives these decisions too.
+-- never reads TIME), so a fake clock drives these decisions too. Window
+-- arithmetic is in whole milliseconds, now_ms = floor(now / 1e6), below
+-- 2^44 in magnitude; with count * period <= 2^53 - 1 (the config's bound)
+-- and counts kept at or below 2^53 - 1, every window product is exact or,
+-- where a stored count exceeds the limit's count, correctly above
+-- anything it is compared with (see wspend).
 --
 -- Every call starts with the same three arguments:
 --
 -- ARGV[1]        operation: S spend (and write when allowed), C spend
 --                without writing (decide only), R refund, D reset,
---                O a spend or refund under an idempotency record,
---                Q claim an idempotency key, M and P several batches in
---                one call (all described below)
+--                A add hits to window counters (sync), O a spend or
+--                refund under an idempotency record, Q claim an
+--                idempotency key, M and P several batches in one call (all
+--                described below)
 -- ARGV[2]        expiry margin in whole milliseconds
 -- ARGV[3]        key format: 1 (a key per bucket) or 2 (buckets are
 --                fields of shared hashes)
 --
--- S, C, R, D: KEYS are the batch's buckets, ARGV[4], [5] is now as
--- (hi, lo), and then
---   S, C: 3 values per key: mode (0 check-and-spend, 1 check-only,
---      2 spend-only), the increment EI*cost, the burst offset
---   R: 1 value per key: the decrement EI*cost (0 for check-only)
---   D: nothing
--- Increments, burst offsets and decrements are decimal int64 strings; the
--- script splits them into limbs itself, so each costs one argument (Redis
--- spends a fair share of a call on every argument it parses).
+-- S, C, R, D, A: KEYS are the batch's buckets, ARGV[4], [5] is now as
+-- (hi, lo), and then per key, in order:
+--   S, C: a GCRA op: 3 values, its mode (0 check-and-spend, 1 check-only,
+--         2 spend-only), the increment EI*cost, the burst offset;
+--         a window op: 4 values, its token ('W0', 'W1', 'W2' for a
+--         sliding window in mode 0, 1, 2; 'F0' to 'F2' for a fixed one),
+--         its cost, the limit's count, its period in ms
+--   R: a GCRA op: 1 value, the decrement (0 for check-only);
+--      a window op: 3 values, 'W' or 'F', the hits to give back (0 for
+--      check-only), the period
+--   D: 1 value: 'G' for a GCRA bucket, or 'W' or 'F' followed by the
+--      period ('W60000')
+--   A: 4 values: the period, the index of the window the hits count in,
+--      its hits, and the hits of the window before it
+-- Numbers are decimal strings; the script splits int64s into limbs
+-- itself, so each costs one argument (Redis spends a fair share of a call
+-- on every argument it parses). A batch may mix GCRA and window ops.
 --
--- Reply of S, C and R: {verdict, tat_1, ..., tat_n}, verdict 1 when the
--- batch is allowed (always 1 for R), tat_i the TAT read before the call as
--- its stored decimal string, or "" for a missing or full bucket. The
--- service recomputes every outcome from these TATs with the same GCRA
--- functions the memory source uses. Reply of D: how many buckets were not
--- full.
+-- Reply of S, C and R: {verdict, v_1, ..., v_n}, verdict 1 when the batch
+-- is allowed (always 1 for R), v_i the value stored under key i before the
+-- call, as stored, or "" when there was none (or, for a GCRA op, a full
+-- bucket or a window counter). The service recomputes every outcome from
+-- these values with the same functions the memory source uses. Reply of
+-- D: how many buckets still counted something (a GCRA bucket not full, a
+-- window counter with hits that count at now). Reply of A: {1, v_1, ...,
+-- v_n}, v_i the counter stored after the add ("" when it counts nothing,
+-- or is of another period).
 --
 -- M packs several independent batches into one call, so that concurrent
 -- batches to one Redis share its per-call cost (on a cluster, see P).
 -- KEYS holds the batches' keys one after another; after the header, ARGV
 -- holds per batch its operation, its number of keys, its now as (hi, lo)
--- and its values per key as above, except that a one-key spend is folded
--- (see FOLD_OP below): 'S0' to 'C2' for its operation and mode, its now,
--- its increment and its burst offset. Each batch is decided exactly as
--- alone, under its own "now". The reply is the batches' replies one after
--- another in one flat list (a table per batch would cost Redis more than
--- the list): 1 + n items for an S, C or R batch of n keys, 1 for a D
--- batch. A batch that fails (say on a key that holds no TAT) answers its
--- own error, then n empty strings for an S, C or R batch, without touching
--- the others. The whole call is still one atomic script run.
+-- and its values per key as above, except that a one-key GCRA spend is
+-- folded (see FOLD_OP below): 'S0' to 'C2' for its operation and mode,
+-- its now, its increment and its burst offset. Each batch is decided
+-- exactly as alone, under its own "now". The reply is the batches'
+-- replies one after another in one flat list (a table per batch would cost
+-- Redis more than the list): 1 + n items for an S, C, R or A batch of n
+-- keys, 1 for a D batch. A batch that fails (say on a key that holds
+-- neither a TAT nor a counter) answers its own error, then n empty strings
+-- for an S, C, R or A batch, without touching the others. The whole call
+-- is still one atomic script run.
 --
 -- P is M for a cluster node, where the keys of one call may only be
 -- declared in KEYS when they share a slot. KEYS is empty, and each batch
@@ -71,6 +99,9 @@
 
 local B = 1000000000
 local MAX_HI, MAX_LO = 9223372036, 854775807 -- math.MaxInt64
+-- MAXC is 2^53 - 1, the largest count a window counter holds: every
+-- integer up to it is exact in a double.
+local MAXC = 9007199254740991
 
 -- Key format (ARGV[3]). In v1 every bucket is a key of its own, holding
 -- its TAT. In v2 a bucket is a field of a hash that many buckets share (its
@@ -93,6 +124,14 @@ local SWEEP_AT = 32
 
 -- The batch being decided: its "now" (set by run), and the margin.
 local now_hi, now_lo, margin
+
+-- ext holds the functions that only some calls need: those of window
+-- counters (see the header for their layout), of sync, and of a failed
+-- packed batch. ext_make makes them on first use (ext or ext_make()).
+-- Redis makes every function of this script afresh on each call, and each
+-- one made, with every variable it shares with the rest of the script,
+-- costs it time that a call of GCRA spends should not pay.
+local ext, ext_make
 
 local function lt(ah, al, bh, bl)
   return ah < bh or (ah == bh and al < bl)
@@ -134,14 +173,19 @@ local function split(s)
   return h, l
 end
 
--- parse turns a stored TAT into limbs, refusing anything else. A stored
--- TAT is nearly always a positive 19-digit number, and for those one
--- tonumber of the whole string is within 2^11 of the value: subtracting the
--- exact low limb and rounding the quotient gives the high limb exactly, for
--- one string.sub and two tonumber instead of split's two and two.
+-- parse turns a stored TAT into limbs, refusing anything else but a
+-- window counter, for which it returns nil: a GCRA op reads a window's
+-- value as a missing bucket. A stored TAT is nearly always a positive
+-- 19-digit number, and for those one tonumber of the whole string is
+-- within 2^11 of the value: subtracting the exact low limb and rounding
+-- the quotient gives the high limb exactly, for one string.sub and two
+-- tonumber instead of split's two and two.
 local function parse(key, s)
   local n = #s
   if n > 20 or not string.find(s, '^%-?%d+$') then
+    if (ext or ext_make()).counter(s) then
+      return nil
+    end
     error('limiter: ' .. key .. ' does not hold a TAT')
   end
   if n < 16 or string.byte(s, 1) == 45 then
@@ -158,8 +202,8 @@ end
 -- argument string is converted once per call.
 local count_of, hi_of, lo_of = {}, {}, {}
 
--- count turns a small decimal argument (a batch size, the seconds limb of
--- now) into a number.
+-- count turns a decimal argument of at most 2^53 (a batch size, the
+-- seconds limb of now, a window op's numbers) into a number, exactly.
 local function count(s)
   local v = count_of[s]
   if v == nil then
@@ -219,9 +263,10 @@ if GROUPED then
     return string.sub(key, 1, e), string.sub(key, e + 1)
   end
 
-  -- sweep deletes the fields of a hash whose buckets are full at now, and
-  -- records how many fields are left. A value that is not a TAT (written
-  -- by someone else) is left alone: a sweep runs after a batch has been
+  -- sweep deletes the fields of a hash that count nothing at now (GCRA
+  -- buckets that are full, window counters past their windows), and
+  -- records how many fields are left. A value that is neither (written by
+  -- someone else) is left alone: a sweep runs after a batch has been
   -- decided and while it is being written, where an error would stop the
   -- write half way.
   sweep = function(hash)
@@ -235,6 +280,8 @@ if GROUPED then
         if #v <= 20 and string.find(v, '^%-?%d+$') then
           local h, l = parse(field, v)
           stale = not lt(now_hi, now_lo, h, l)
+        else
+          stale = (ext or ext_make()).stale(v)
         end
         if stale then
           n = n + 1
@@ -290,9 +337,9 @@ local function drop(key)
   end
 end
 
--- read returns a bucket's stored string and TAT limbs, or false for a
--- missing bucket. A TAT not after now is a full bucket, the same as a
--- missing one: it is deleted on the spot.
+-- read returns a GCRA bucket's stored string and TAT limbs, or false for a
+-- missing bucket (or one holding a window counter). A TAT not after now is
+-- a full bucket, the same as a missing one: it is deleted on the spot.
 local function read(key)
   -- get(key) written out, sparing a Lua function call per decision.
   local v
@@ -305,6 +352,9 @@ local function read(key)
     return false
   end
   local h, l = parse(key, v)
+  if not h then
+    return false -- a window counter: a GCRA op reads it as missing
+  end
   if not lt(now_hi, now_lo, h, l) then
     drop(key)
     return false
@@ -325,52 +375,334 @@ local function store(key, h, l)
   end
 end
 
+-- ext_make makes ext, the functions of window counters, of sync and of a
+-- failed packed batch.
+ext_make = function()
+  -- nowms returns floor(now / 1e6). now_hi * 1000 is exact (|now_hi| <
+  -- 2^35), and lo / 1e6 for an integer lo below 1e9 is never within
+  -- rounding of the next integer, so its floor is exact too; lo >= 0
+  -- makes it the floor for times before 1970 as well.
+  local function nowms()
+    return now_hi * 1000 + math.floor(now_lo / 1000000)
+  end
+
+  -- counter reads a window counter ('<period>:<index>:<cur>:<prev>'),
+  -- returning its four numbers, or nil when s is not one. Each part must
+  -- be exact in a double: at most 16 digits, the counts and the window's
+  -- start (index * period) at most 2^53 - 1 in magnitude. A part above
+  -- that reads as at least 2^53 (rounding never crosses a representable
+  -- bound), so the checks themselves are exact.
+  local function counter(s)
+    local p, i, c, q = string.match(s, '^(%d+):(%-?%d+):(%d+):(%d+)$')
+    if p and #p <= 16 and #i <= 17 and #c <= 16 and #q <= 16 then
+      p, i, c, q = tonumber(p), tonumber(i), tonumber(c), tonumber(q)
+      if p >= 1 and c <= MAXC and q <= MAXC and math.abs(i * p) <= MAXC then
+        return p, i, c, q
+      end
+    end
+    return nil
+  end
+
+  -- wsplit reads the value v of a window op's key: the counter's period,
+  -- index, cur and prev, or nothing for a TAT (a GCRA bucket's value,
+  -- which a window op reads as empty). Anything else is refused.
+  local function wsplit(key, v)
+    local p, i, c, q = counter(v)
+    if p then
+      return p, i, c, q
+    end
+    if #v > 20 or not string.find(v, '^%-?%d+$') then
+      error('limiter: ' .. key .. ' does not hold a window counter')
+    end
+  end
+
+  -- wread returns a window op's stored value ('' when none) and, when it
+  -- is a counter, its period, index, cur and prev.
+  local function wread(key)
+    local v = get(key)
+    if not v then
+      return ''
+    end
+    return v, wsplit(key, v)
+  end
+
+  -- wcounts returns the hits of window x (of period W) and of the window
+  -- before it, as a counter read (p, i, c, q; p nil for none) holds them,
+  -- as window.Counter.At does: a counter of another period, or one older
+  -- than the window before x, or newer than x, counts nothing at x.
+  local function wcounts(W, x, p, i, c, q)
+    if p ~= W then
+      return 0, 0
+    end
+    if i == x then
+      return c, q
+    elseif i == x - 1 then
+      return 0, c
+    end
+    return 0, 0
+  end
+
+  -- ends returns the unix ms from which a counter (period p, index i,
+  -- counts c and q) counts nothing: two periods after its start while c >
+  -- 0, one while only q > 0, at once when neither.
+  local function ends(p, i, c, q)
+    local e = i * p
+    if c > 0 then
+      return e + 2 * p
+    elseif q > 0 then
+      return e + p
+    end
+    return e
+  end
+
+  -- wstore writes the counter (period W, window index x, counts c and
+  -- q), expiring margin milliseconds after it stops counting (relative to
+  -- the now passed in). A counter that counts nothing at now is deleted
+  -- instead. It returns the value written, or '' when it deleted.
+  local function wstore(key, W, x, c, q)
+    local nm, e = nowms(), ends(W, x, c, q)
+    if e <= nm then
+      drop(key)
+      return ''
+    end
+    local ms = string.format('%d', e - nm + margin)
+    local v = string.format('%d:%d:%d:%d', W, x, c, q)
+    if GROUPED then
+      put(key, ms, v)
+    else
+      redis.call('PSETEX', key, ms, v)
+    end
+    return v
+  end
+
+  -- wspend decides a window op of spend, whose token is mode and whose
+  -- cost, count and period are at ARGV[b+1..b+3]. It returns the value
+  -- read, whether the op denies the batch, and the counter to write when
+  -- the batch is allowed (period, index, cur, prev; nil for none).
+  --
+  -- A cost c at now_ms, in window x (start s = x * W, e = now_ms - s
+  -- elapsed), is allowed, as window.Spend decides, when
+  --   cur*W + prev*(W - e) + c*W <= count*W       (fixed: prev = 0)
+  -- which holds exactly when cur <= count - c and prev*(W - e) <= (count
+  -- - cur - c)*W. Every operand is an integer of at most 2^53 - 1, and so
+  -- is the right side (at most count*W); prev*(W - e) may exceed 2^53
+  -- when a stored count is above the limit's count, and is then rounded
+  -- to a double still above 2^53 - 1, so the comparison stays right.
+  --
+  -- An allowed op that writes adds its cost to window x. A counter stored
+  -- for a later window than x (written by a process whose clock is ahead)
+  -- reads as empty, as the window functions say, but is never moved back:
+  -- a sliding window's cost goes into its previous-window count when x is
+  -- that window, and is dropped otherwise.
+  local function wspend(key, b, mode)
+    local cost, limit, W = count(ARGV[b + 1]), count(ARGV[b + 2]), count(ARGV[b + 3])
+    local fixed = string.byte(mode, 1) == 70 -- 'F'
+    local m = string.byte(mode, 2) -- '0' 48, '1' 49, '2' 50
+    local v, p, wi, c, q = wread(key)
+    local nm = nowms()
+    -- Exact: |nm| < 2^53, so the quotient's rounding never reaches the
+    -- next integer.
+    local x = math.floor(nm / W)
+    local cur, prev = wcounts(W, x, p, wi, c, q)
+    if fixed then
+      prev = 0
+    end
+    if cur > limit - cost or prev * (W - (nm - x * W)) > (limit - cur - cost) * W then
+      return v, m ~= 50
+    end
+    if m == 49 or cost == 0 then
+      return v, false
+    end
+    if p ~= W or wi <= x then
+      return v, false, W, x, cur + cost, prev
+    elseif wi == x + 1 and not fixed then
+      return v, false, W, wi, c, math.min(q + cost, MAXC)
+    end
+    return v, false
+  end
+
+  -- wrefund gives back to a window op of refund ('W' or 'F' in t), whose
+  -- hits and period are at ARGV[b+1], ARGV[b+2], and returns the value
+  -- read. It gives back only to the current window, when it holds hits
+  -- (window.Refund): it never creates a counter nor touches the previous
+  -- window.
+  local function wrefund(key, b, t)
+    local hits, W = count(ARGV[b + 1]), count(ARGV[b + 2])
+    local v, p, wi, c, q = wread(key)
+    local x = math.floor(nowms() / W)
+    local cur, prev = wcounts(W, x, p, wi, c, q)
+    if t == 'F' then
+      prev = 0
+    end
+    if cur > 0 and hits > 0 then
+      wstore(key, W, x, math.max(cur - hits, 0), prev)
+    end
+    return v
+  end
+
+  -- busy reports whether the value v of a window op's key still counts
+  -- something at now (bucket.Busy), spec being 'W' or 'F' and the period:
+  -- hits in the current window or, for a sliding window, in the one
+  -- before.
+  local function busy(key, v, spec)
+    local W = tonumber(string.sub(spec, 2))
+    local cur, prev = wcounts(W, math.floor(nowms() / W), wsplit(key, v))
+    return cur > 0 or (prev > 0 and string.byte(spec, 1) ~= 70)
+  end
+
+  -- stale reports whether a v2 hash's value v is a window counter that
+  -- counts nothing at now, for the sweep.
+  local function stale(v)
+    local p, i, c, q = counter(v)
+    return p ~= nil and ends(p, i, c, q) <= nowms()
+  end
+
+  -- sync adds hits to the window counters K[k+1..k+n], whose values
+  -- start at ARGV[a], four each: the period W, the index x of a window,
+  -- its hits and the hits of window x - 1. The counter is rolled forward
+  -- to the latest of its own window, x and the window of now; hits of a
+  -- window older than the one before that are dropped (they no longer
+  -- count), and a count never exceeds 2^53 - 1. With no hits to add it
+  -- only reads. The reply holds each counter as stored after the add (''
+  -- for none, or one of another period).
+  local function sync(K, k, n, a)
+    local out = { 1 }
+    local nm = nowms()
+    for i = 1, n do
+      local key = K[k + i]
+      local b = a + 4 * (i - 1)
+      local W, x, h, ph = count(ARGV[b]), count(ARGV[b + 1]), count(ARGV[b + 2]), count(ARGV[b + 3])
+      local v, p, wi, c, q = wread(key)
+      if p ~= W then
+        v, p = '', nil
+      end
+      if h > 0 or ph > 0 then
+        local top = math.max(x, math.floor(nm / W))
+        if p and wi > top then
+          top = wi
+        end
+        local cur, prev = wcounts(W, top, p, wi, c, q)
+        if x == top then
+          cur, prev = cur + h, prev + ph
+        elseif x == top - 1 then
+          prev = prev + h
+        end
+        cur, prev = math.min(cur, MAXC), math.min(prev, MAXC)
+        if cur > 0 or prev > 0 then
+          v = wstore(key, W, top, cur, prev)
+        else
+          v = ''
+        end
+      end
+      out[i + 1] = v
+    end
+    return out
+  end
+
+  -- span returns how many values a batch of operation op and n keys
+  -- takes, its values starting at ARGV[a]: what a packed call skips when
+  -- the batch fails.
+  local function span(op, a, n)
+    local b = a
+    if op == 'S' or op == 'C' then
+      for _ = 1, n do
+        if #ARGV[b] == 1 then
+          b = b + 3
+        else
+          b = b + 4
+        end
+      end
+    elseif op == 'R' then
+      for _ = 1, n do
+        local t = ARGV[b]
+        if t == 'W' or t == 'F' then
+          b = b + 3
+        else
+          b = b + 1
+        end
+      end
+    elseif op == 'D' then
+      b = b + n
+    elseif op == 'A' then
+      b = b + 4 * n
+    end
+    return b - a
+  end
+
+  ext = {
+    counter = counter, spend = wspend, store = wstore, refund = wrefund,
+    busy = busy, stale = stale, sync = sync, span = span,
+  }
+  return ext
+end
+
 -- spend decides the batch of keys K[k+1..k+n] (K is KEYS or ARGV), whose
 -- values start at ARGV[a], and writes it when allowed and write is set.
+-- It returns the reply and how many values the batch took. Window ops are
+-- decided by ext.spend (wspend).
 local function spend(K, k, n, a, write)
   local out = { 0 }
   local allowed = true
   local nw -- new TATs to write as (hi, lo) pairs at 2i-1, 2i; made when needed
+  local ww -- new counters as (period, index, cur, prev) at 4i-3 .. 4i
+  local b = a
   for i = 1, n do
-    local b = a + (i - 1) * 3
+    local key = K[k + i]
     local mode = ARGV[b]
-    local ih, il = num(ARGV[b + 1])
-    local bh, bl = num(ARGV[b + 2])
-    local v, th, tl = read(K[k + i])
-    if v then
-      out[i + 1] = v
-    else
-      out[i + 1] = ''
-      th, tl = now_hi, now_lo -- t = max(now, tat)
-    end
-    -- newTAT = t + increment, saturating at the largest int64 as gcra does.
-    local wh, wl = add(th, tl, ih, il)
-    if lt(MAX_HI, MAX_LO, wh, wl) then
-      wh, wl = MAX_HI, MAX_LO
-    end
-    -- Allowed when newTAT - burstOffset <= now.
-    local lh, ll = add(now_hi, now_lo, bh, bl)
-    if lt(lh, ll, wh, wl) then
-      if mode ~= '2' then
-        allowed = false
+    if #mode == 1 then
+      local ih, il = num(ARGV[b + 1])
+      local bh, bl = num(ARGV[b + 2])
+      b = b + 3
+      local v, th, tl = read(key)
+      if v then
+        out[i + 1] = v
+      else
+        out[i + 1] = ''
+        th, tl = now_hi, now_lo -- t = max(now, tat)
       end
-    elseif mode ~= '1' and lt(th, tl, wh, wl) then
-      nw = nw or {}
-      nw[2 * i - 1], nw[2 * i] = wh, wl
+      -- newTAT = t + increment, saturating at the largest int64 as gcra does.
+      local wh, wl = add(th, tl, ih, il)
+      if lt(MAX_HI, MAX_LO, wh, wl) then
+        wh, wl = MAX_HI, MAX_LO
+      end
+      -- Allowed when newTAT - burstOffset <= now.
+      local lh, ll = add(now_hi, now_lo, bh, bl)
+      if lt(lh, ll, wh, wl) then
+        if mode ~= '2' then
+          allowed = false
+        end
+      elseif mode ~= '1' and lt(th, tl, wh, wl) then
+        nw = nw or {}
+        nw[2 * i - 1], nw[2 * i] = wh, wl
+      end
+    else
+      local v, denies, W, x, c, q = (ext or ext_make()).spend(key, b, mode)
+      b = b + 4
+      out[i + 1] = v
+      if denies then
+        allowed = false
+      elseif W then
+        local j = 4 * i
+        ww = ww or {}
+        ww[j - 3], ww[j - 2], ww[j - 1], ww[j] = W, x, c, q
+      end
     end
   end
   if allowed then
     out[1] = 1
-    if write and nw then
+    if write and (nw or ww) then
       for i = 1, n do
-        local h = nw[2 * i - 1]
+        local h = nw and nw[2 * i - 1]
         if h then
           store(K[k + i], h, nw[2 * i])
+        elseif ww and ww[4 * i] then
+          local j = 4 * i
+          ext.store(K[k + i], ww[j - 3], ww[j - 2], ww[j - 1], ww[j])
         end
       end
     end
   end
-  return out
+  return out, b - a
 end
 
 -- spend1 is spend for a batch of one key, the common case, with lt and
@@ -409,57 +741,77 @@ local function spend1(K, k, a, write, mode)
   return 1, v
 end
 
--- refund gives back to K[k+1..k+n]; their decrements start at ARGV[a].
+
+-- refund gives back to K[k+1..k+n], whose values start at ARGV[a], and
+-- returns the reply and how many values it took. Window ops are given
+-- back by ext.refund (wrefund).
 local function refund(K, k, n, a)
   local out = { 1 }
+  local b = a
   for i = 1, n do
-    local dh, dl = num(ARGV[a + i - 1])
     local key = K[k + i]
-    local v, th, tl = read(key)
-    if v then
-      out[i + 1] = v
-      -- newTAT = max(tat - decrement, now): never more than full.
-      local wh, wl = sub(th, tl, dh, dl)
-      if lt(wh, wl, now_hi, now_lo) then
-        wh, wl = now_hi, now_lo
-      end
-      if lt(wh, wl, th, tl) then
-        if lt(now_hi, now_lo, wh, wl) then
-          store(key, wh, wl)
-        else
-          drop(key)
-        end
-      end
+    local t = ARGV[b]
+    if t == 'W' or t == 'F' then
+      out[i + 1] = (ext or ext_make()).refund(key, b, t)
+      b = b + 3
     else
-      out[i + 1] = ''
+      local dh, dl = num(t)
+      b = b + 1
+      local v, th, tl = read(key)
+      if v then
+        out[i + 1] = v
+        -- newTAT = max(tat - decrement, now): never more than full.
+        local wh, wl = sub(th, tl, dh, dl)
+        if lt(wh, wl, now_hi, now_lo) then
+          wh, wl = now_hi, now_lo
+        end
+        if lt(wh, wl, th, tl) then
+          if lt(now_hi, now_lo, wh, wl) then
+            store(key, wh, wl)
+          else
+            drop(key)
+          end
+        end
+      else
+        out[i + 1] = ''
+      end
     end
   end
-  return out
+  return out, b - a
 end
 
--- reset deletes K[k+1..k+n] and counts those that were not full.
-local function reset(K, k, n)
-  local c = 0
+-- reset deletes K[k+1..k+n] and counts those that still counted
+-- something at now (bucket.Busy): a GCRA bucket that was not full, a
+-- window counter with hits in the current window, or, for a sliding
+-- window, in the previous one. Their values start at ARGV[a], one each.
+local function reset(K, k, n, a)
+  local busy = 0
   for i = 1, n do
     local key = K[k + i]
+    local spec = ARGV[a + i - 1]
     local v = get(key)
     if v then
-      local h, l = parse(key, v)
-      if lt(now_hi, now_lo, h, l) then
-        c = c + 1
+      if spec == 'G' then
+        local h, l = parse(key, v)
+        if h and lt(now_hi, now_lo, h, l) then
+          busy = busy + 1
+        end
+      elseif (ext or ext_make()).busy(key, v, spec) then
+        busy = busy + 1
       end
       drop(key)
     end
   end
-  return c
+  return busy
 end
 
 -- run decides one batch: operation op on K[k+1..k+n], with "now" at
 -- ARGV[a], ARGV[a+1] and its values after. It returns the batch's reply
--- and how many values the batch took after its now; for a one-key spend,
--- the reply's two items instead (verdict, then used, then the TAT), which
--- spares a table. A folded one-key spend (see FOLD_OP) comes with its mode
--- known, and only its increment and burst offset after its now.
+-- and how many values the batch took after its now; for a one-key GCRA
+-- spend, the reply's two items instead (verdict, then used, then the
+-- TAT), which spares a table. A folded one-key spend (see FOLD_OP) comes
+-- with its mode known, and only its increment and burst offset after its
+-- now.
 local function run(op, K, k, n, a, mode)
   now_hi, now_lo = count(ARGV[a]), tonumber(ARGV[a + 1])
   if op == 'S' or op == 'C' then
@@ -467,15 +819,17 @@ local function run(op, K, k, n, a, mode)
       local verdict, tat = spend1(K, k, a + 2, op == 'S', mode)
       return verdict, 2, tat
     end
-    if n == 1 then
+    if n == 1 and #ARGV[a + 2] == 1 then
       local verdict, tat = spend1(K, k, a + 3, op == 'S', ARGV[a + 2])
       return verdict, 3, tat
     end
-    return spend(K, k, n, a + 2, op == 'S'), 3 * n
+    return spend(K, k, n, a + 2, op == 'S')
   elseif op == 'R' then
-    return refund(K, k, n, a + 2), n
+    return refund(K, k, n, a + 2)
   elseif op == 'D' then
-    return reset(K, k, n), 0
+    return reset(K, k, n, a + 2), n
+  elseif op == 'A' then
+    return (ext or ext_make()).sync(K, k, n, a + 2), 4 * n
   end
   error('limiter: unknown operation ' .. tostring(op))
 end
@@ -506,13 +860,14 @@ end
 -- milliseconds, now as (hi, lo), then the batch's values as for S or R.
 --
 -- A record is one string of words: the fingerprint, the expiry, the now
--- of the call, its verdict, and the TAT read of each key ('-' for a
--- missing or full bucket), from which the service computes the first
--- call's outcomes again. A record whose expiry has come answers nothing.
+-- of the call, its verdict, and the value read of each key, a TAT or a
+-- window counter ('-' for none, or a full bucket), from which the service
+-- computes the first call's outcomes again. A record whose expiry has
+-- come answers nothing.
 --
--- Reply: {0, '', verdict, tat_1..tat_n} when decided now; {1, now,
--- verdict, tat_1..tat_n} when answered from the record (now: the first
--- call's); {2} when the record's fingerprint is another request's.
+-- Reply: {0, '', verdict, v_1..v_n} when decided now; {1, now, verdict,
+-- v_1..v_n} when answered from the record (now: the first call's); {2}
+-- when the record's fingerprint is another request's.
 local function once()
   local n = #KEYS - 1
   local rkey = KEYS[n + 1]
@@ -630,7 +985,7 @@ while a <= #ARGV do
     replies[r] = reply
     -- The batch's size is known without running it, so the batches after
     -- a failed one are still found, and its reply keeps its width.
-    if bop == 'S' or bop == 'C' or bop == 'R' then
+    if bop == 'S' or bop == 'C' or bop == 'R' or bop == 'A' then
       for i = 1, n do
         replies[r + i] = ''
       end
@@ -638,12 +993,8 @@ while a <= #ARGV do
     end
     if mode then
       used = 2
-    elseif bop == 'S' or bop == 'C' then
-      used = 3 * n
-    elseif bop == 'R' then
-      used = n
     else
-      used = 0
+      used = (ext or ext_make()).span(bop, v + 2, n)
     end
   end
   if inline then

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
@@ -13,13 +14,17 @@ const (
 	// opCheck decides a batch and writes nothing: the parts of a cluster
 	// batch that come after a denied part.
 	opCheck
-	// opRefund moves each bucket's TAT back by its decrement, never before
-	// now.
+	// opRefund moves each GCRA bucket's TAT back by its decrement, never
+	// before now, and takes hits off each window counter's current window.
 	opRefund
-	// opReset deletes the buckets, counting those that were not full.
+	// opReset deletes the buckets, counting those that still counted
+	// something.
 	opReset
 	// opClaim claims an idempotency key on a cluster (once.go).
 	opClaim
+	// opSync adds hits counted elsewhere to window counters and reads them
+	// back (sync.go).
+	opSync
 )
 
 func (op operation) String() string {
@@ -34,6 +39,8 @@ func (op operation) String() string {
 		return "reset"
 	case opClaim:
 		return "claim"
+	case opSync:
+		return "sync"
 	}
 	return "unknown operation"
 }
@@ -48,10 +55,17 @@ type scriptCall struct {
 	// keys are the Redis names of the buckets (keyFormat.name), all of one
 	// hash slot on a cluster; for opClaim, the claim's key alone.
 	keys []string
-	// spends holds the ops of an opSpend or opCheck batch, one per key.
-	spends []bucket.Op
-	// decrements holds how far an opRefund moves each key's TAT back.
-	decrements []int64
+	// ops holds the ops of an opSpend, opCheck, opRefund or opReset batch,
+	// one per key: what the script needs of each is its algorithm and its
+	// numbers (for a reset, the algorithm and a window's period).
+	ops []bucket.Op
+	// amounts holds, for an opRefund, what to give back per key: how far
+	// a GCRA bucket's TAT moves back (ns), or how many hits come off a
+	// window counter's current window.
+	amounts []int64
+	// pushes holds an opSync's counters, one per key; decode fills their
+	// Total.
+	pushes []ratelimits.WindowPush
 	// record, on an opSpend or opRefund, makes the call idempotent: the
 	// script answers it from the record when there is one, and otherwise
 	// decides it and writes the record in the same run. On an opClaim it
@@ -78,11 +92,15 @@ func (c *scriptCall) packable() bool {
 	return c.record == nil && c.op != opClaim
 }
 
-// refundDecrement is how far a refund moves an op's TAT back: its cost in
-// time, or nothing for a check-only op, as in bucket.RefundBatch.
-func refundDecrement(op *bucket.Op) int64 {
-	if op.Mode == bucket.CheckOnly {
+// refundAmount is what a refund gives back to an op's bucket: its cost in
+// time for a GCRA bucket, its cost in hits for a window counter, or
+// nothing for a check-only op, as in bucket.RefundBatch.
+func refundAmount(op *bucket.Op) int64 {
+	switch {
+	case op.Mode == bucket.CheckOnly:
 		return 0
+	case op.Algorithm.Windowed():
+		return op.Cost
 	}
 	return op.EmissionInterval * op.Cost
 }

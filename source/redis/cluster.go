@@ -24,8 +24,13 @@ var ErrRollback = errors.New("redis source: could not give back a denied batch's
 //   - A denied batch leaves no trace: once a part is denied, the later
 //     parts are only read, and the tokens the earlier parts took are given
 //     back: each TAT moves back by exactly as much as the spend moved it
-//     forward (a refund, never a restore of the old TAT, so concurrent
-//     spenders on those buckets are never harmed).
+//     forward, and each window counter loses the hits the spend added to
+//     the same window (a refund, never a restore of the old value, so
+//     concurrent spenders on those buckets are never harmed). A window
+//     counter that another process has meanwhile moved on to the next
+//     window (its now already there) has no current window at this now:
+//     the give-back finds nothing to take from, and the hits stay counted
+//     as the previous window's until that window no longer counts.
 //   - Between a part's spend and its give-back, other requests see those
 //     tokens taken and may be denied for it. If this process dies in that
 //     window, or Redis fails, the tokens stay spent and refill normally.
@@ -69,17 +74,18 @@ func sameSlot(keys []string) bool {
 	return true
 }
 
-// part is a batch's share in one slot. For a part to give back, decs
-// holds how far each of its spends moved the TAT.
+// part is a batch's share in one slot, and the states its call read. For
+// a part to give back, amounts holds what each of its spends took: how far
+// it moved a TAT, or how many hits it added to a window counter.
 type part struct {
-	ops  []bucket.Op
-	keys []string
-	tats []int64
-	decs []int64
+	ops     []bucket.Op
+	keys    []string
+	states  []bucket.State
+	amounts []int64
 }
 
 func gather(idx []int, ops []bucket.Op, keys []string) part {
-	p := part{ops: make([]bucket.Op, len(idx)), keys: make([]string, len(idx)), tats: make([]int64, len(idx))}
+	p := part{ops: make([]bucket.Op, len(idx)), keys: make([]string, len(idx)), states: make([]bucket.State, len(idx))}
 	for j, i := range idx {
 		p.ops[j], p.keys[j] = ops[i], keys[i]
 	}
@@ -89,22 +95,22 @@ func gather(idx []int, ops []bucket.Op, keys []string) part {
 // spendSlots applies a batch spanning slots part by part, and gives back
 // the parts already spent when a later part is denied.
 func (s *Source) spendSlots(ctx context.Context, now int64, ops []bucket.Op, keys []string, outcomes []bucket.Outcome) error {
-	_, err := s.spendSlotsInto(ctx, now, ops, keys, make([]int64, len(ops)), outcomes)
+	_, err := s.spendSlotsInto(ctx, now, ops, keys, make([]bucket.State, len(ops)), outcomes)
 	return err
 }
 
-// spendSlotsInto is spendSlots that fills tats with the TATs read and
+// spendSlotsInto is spendSlots that fills states with the states read and
 // returns the batch's verdict.
-func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []bucket.Op, keys []string, tats []int64, outcomes []bucket.Outcome) (bool, error) {
+func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []bucket.Op, keys []string, states []bucket.State, outcomes []bucket.Outcome) (bool, error) {
 	var spent []part // what the applied parts wrote, to give back if denied
 	denied := false
 	for _, idx := range slotGroups(keys) {
 		p := gather(idx, ops, keys)
-		c := &scriptCall{op: opSpend, now: now, keys: p.keys, spends: p.ops}
+		c := &scriptCall{op: opSpend, now: now, keys: p.keys, ops: p.ops}
 		if denied {
 			c.op = opCheck // an earlier part was denied: decide, write nothing
 		}
-		r, err := s.run(ctx, c, p.tats)
+		r, err := s.run(ctx, c, p.states)
 		if err == nil {
 			err = checkPart(now, p, r.allowed, &spent, denied)
 		}
@@ -113,10 +119,10 @@ func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []bucket.Op,
 		}
 		denied = denied || !r.allowed
 		for j, i := range idx {
-			tats[i] = p.tats[j]
+			states[i] = p.states[j]
 		}
 	}
-	if bucket.SpendBatch(now, ops, gcraStates(tats), outcomes) == denied {
+	if bucket.SpendBatch(now, ops, states, outcomes) == denied {
 		return false, errors.Join(fmt.Errorf("%w: parts say denied=%v", ErrVerdictMismatch, denied), s.giveBack(ctx, now, spent))
 	}
 	if denied {
@@ -136,28 +142,36 @@ func failedPart(err, giveBack error) error {
 	return fmt.Errorf("%s: %w", err.Error(), giveBack)
 }
 
-// checkPart checks a part's verdict against gcra and, when the part was
-// written, records what it spent.
+// checkPart checks a part's verdict against bucket.SpendBatch and, when
+// the part was written, records what it spent.
 func checkPart(now int64, p part, verdict bool, spent *[]part, readOnly bool) error {
 	out := make([]bucket.Outcome, len(p.ops))
-	if bucket.SpendBatch(now, p.ops, gcraStates(p.tats), out) != verdict {
+	if bucket.SpendBatch(now, p.ops, p.states, out) != verdict {
 		return fmt.Errorf("%w: script says allowed=%v", ErrVerdictMismatch, verdict)
 	}
 	if !verdict || readOnly {
 		return nil
 	}
-	// What a spend took is how far it moved the TAT, which is less than
-	// its cost when the new TAT saturated at the largest int64: giving
-	// back exactly that restores the bucket as it was.
+	// What a GCRA spend took is how far it moved the TAT, which is less
+	// than its cost when the new TAT saturated at the largest int64:
+	// giving back exactly that restores the bucket as it was. A window
+	// spend added its cost to the current window, at the same now as the
+	// give-back's.
 	var w part
 	for j, o := range out {
-		if o.Write {
-			w.keys = append(w.keys, p.keys[j])
-			w.decs = append(w.decs, o.New.TAT-max(now, p.tats[j]))
+		if !o.Write {
+			continue
+		}
+		w.ops = append(w.ops, p.ops[j])
+		w.keys = append(w.keys, p.keys[j])
+		if p.ops[j].Algorithm.Windowed() {
+			w.amounts = append(w.amounts, p.ops[j].Cost)
+		} else {
+			w.amounts = append(w.amounts, o.New.TAT-max(now, p.states[j].TAT))
 		}
 	}
 	if len(w.keys) > 0 {
-		w.tats = make([]int64, len(w.keys))
+		w.states = make([]bucket.State, len(w.keys))
 		*spent = append(*spent, w)
 	}
 	return nil
@@ -173,7 +187,7 @@ func (s *Source) giveBack(ctx context.Context, now int64, spent []part) error {
 	defer cancel()
 	var errs []error
 	for _, p := range spent {
-		if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, decrements: p.decs}, p.tats); err != nil {
+		if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, ops: p.ops, amounts: p.amounts}, p.states); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -186,36 +200,33 @@ func (s *Source) giveBack(ctx context.Context, now int64, spent []part) error {
 // refundSlots refunds a batch spanning slots part by part. Each bucket's
 // refund is atomic; the batch as a whole is not (nor does a refund need
 // to be: it never denies).
-func (s *Source) refundSlots(ctx context.Context, now int64, ops []bucket.Op, keys []string, tats []int64) error {
+func (s *Source) refundSlots(ctx context.Context, now int64, ops []bucket.Op, keys []string, states []bucket.State) error {
 	for _, idx := range slotGroups(keys) {
 		p := gather(idx, ops, keys)
-		p.decs = make([]int64, len(idx))
+		p.amounts = make([]int64, len(idx))
 		for j := range p.ops {
-			p.decs[j] = refundDecrement(&p.ops[j])
+			p.amounts[j] = refundAmount(&p.ops[j])
 		}
-		if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, decrements: p.decs}, p.tats); err != nil {
+		if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, ops: p.ops, amounts: p.amounts}, p.states); err != nil {
 			return err
 		}
 		for j, i := range idx {
-			tats[i] = p.tats[j]
+			states[i] = p.states[j]
 		}
 	}
 	return nil
 }
 
 // resetSlots deletes keys spanning slots part by part.
-func (s *Source) resetSlots(ctx context.Context, now int64, keys []string) (int, error) {
+func (s *Source) resetSlots(ctx context.Context, now int64, ops []bucket.Op, keys []string) (int, error) {
 	total := 0
 	for _, idx := range slotGroups(keys) {
-		part := make([]string, len(idx))
-		for j, i := range idx {
-			part[j] = keys[i]
-		}
-		r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: part}, nil)
+		p := gather(idx, ops, keys)
+		r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: p.keys, ops: p.ops}, nil)
 		if err != nil {
 			return total, err
 		}
-		total += r.notFull
+		total += r.busy
 	}
 	return total, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/once"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // scriptReply is the script's answer to one call, decoded.
@@ -15,17 +16,21 @@ type scriptReply struct {
 	// allowed is the verdict of a spend or check batch (and of the batch a
 	// record answers for); a refund is always allowed.
 	allowed bool
-	// tats holds, per key, the TAT read before the call, or gcra.Missing
-	// for a missing bucket or one full at decidedAt. It is the slice
-	// passed to decode.
-	tats []int64
+	// ops are the batch's ops, one per key: each value read is decoded as
+	// its op's algorithm stores it.
+	ops []bucket.Op
+	// states holds, per key, the state read before the call: a GCRA
+	// bucket's TAT (gcra.Missing for a missing bucket or one full at
+	// decidedAt), or a window counter as stored (the zero Counter for
+	// none). It is the slice passed to decode.
+	states []bucket.State
 	// decidedAt is the now the batch was decided at: the call's own, or,
 	// for a call answered from its idempotency record, the first call's.
 	decidedAt int64
 	// replayed is set when the answer comes from an idempotency record.
 	replayed bool
-	// notFull is how many buckets a reset found not full.
-	notFull int
+	// busy is how many buckets a reset found still counting something.
+	busy int
 	// claim is the live claim an opClaim found, or nil when it made one.
 	claim *claimed
 }
@@ -37,10 +42,11 @@ type claimed struct {
 	record      []string // the record's words, nil while pending
 }
 
-// decode reads the script's reply to c. tats must hold one slot per bucket
-// of c; a claim's reply is nil when Redis answered nil.
-func decode(c *scriptCall, reply any, tats []int64) (scriptReply, error) {
-	r := scriptReply{decidedAt: c.now, tats: tats}
+// decode reads the script's reply to c. states must hold one slot per
+// op of c (nil for a reset, a claim or a sync); a claim's reply is nil
+// when Redis answered nil. A sync's counters go into c.pushes.
+func decode(c *scriptCall, reply any, states []bucket.State) (scriptReply, error) {
+	r := scriptReply{decidedAt: c.now, ops: c.ops, states: states}
 	switch {
 	case c.op == opClaim:
 		return r, r.decodeClaim(reply)
@@ -49,22 +55,25 @@ func decode(c *scriptCall, reply any, tats []int64) (scriptReply, error) {
 		if !ok {
 			return r, fmt.Errorf("%w: reset answered %T", ErrBadReply, reply)
 		}
-		r.notFull = int(n)
+		r.busy = int(n)
 		return r, nil
 	case c.record != nil:
 		return r, r.decodeOnce(reply)
 	}
 	items, ok := reply.([]any)
 	if !ok {
-		return r, fmt.Errorf("%w: %T for %d buckets", ErrBadReply, reply, len(tats))
+		return r, fmt.Errorf("%w: %T for %d buckets", ErrBadReply, reply, len(c.keys))
+	}
+	if c.op == opSync {
+		return r, decodeSync(c, items)
 	}
 	return r, r.decodeBatch(items)
 }
 
-// decodeBatch reads a batch's {verdict, tat_1..tat_n}.
+// decodeBatch reads a batch's {verdict, v_1..v_n}.
 func (r *scriptReply) decodeBatch(items []any) error {
-	if len(items) != len(r.tats)+1 {
-		return fmt.Errorf("%w: %d items for %d buckets", ErrBadReply, len(items), len(r.tats))
+	if len(items) != len(r.states)+1 {
+		return fmt.Errorf("%w: %d items for %d buckets", ErrBadReply, len(items), len(r.states))
 	}
 	v, ok := items[0].(int64)
 	if !ok || (v != 0 && v != 1) {
@@ -74,32 +83,108 @@ func (r *scriptReply) decodeBatch(items []any) error {
 	for i, item := range items[1:] {
 		s, ok := item.(string)
 		if !ok {
-			return fmt.Errorf("%w: TAT %v", ErrBadReply, item)
+			return fmt.Errorf("%w: a bucket's value %v", ErrBadReply, item)
 		}
-		if err := r.setTAT(i, s); err != nil {
+		if err := r.setState(i, s); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// setTAT stores the TAT the script read for bucket i, as its decimal
-// string: "" for a missing bucket. A TAT not after decidedAt is a full
-// bucket.
-func (r *scriptReply) setTAT(i int, s string) error {
+// setState stores the state the script read for bucket i, from its stored
+// string ("" for none), as op i's algorithm reads it. A GCRA op reads a
+// TAT not after decidedAt, or a window counter, as a missing bucket; a
+// window op reads a TAT as an empty counter (the limit's algorithm
+// changed).
+func (r *scriptReply) setState(i int, s string) error {
+	if r.ops[i].Algorithm.Windowed() {
+		c, err := parseCounter(s)
+		r.states[i] = bucket.State{TAT: gcra.Missing, Window: c}
+		return err
+	}
+	r.states[i] = bucket.Empty
 	if s == "" {
-		r.tats[i] = gcra.Missing
 		return nil
 	}
 	tat, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
+		if _, werr := parseCounter(s); werr == nil {
+			return nil // a window counter
+		}
 		return fmt.Errorf("%w: TAT %q", ErrBadReply, s)
 	}
-	if tat <= r.decidedAt {
-		tat = gcra.Missing
+	if tat > r.decidedAt {
+		r.states[i].TAT = tat
 	}
-	r.tats[i] = tat
 	return nil
+}
+
+// parseCounter reads a window counter as the script stores it
+// ("<period>:<index>:<cur>:<prev>", formatCounter). The empty string, and
+// a decimal integer (a GCRA bucket's TAT), read as the zero Counter.
+func parseCounter(s string) (window.Counter, error) {
+	if s == "" {
+		return window.Counter{}, nil
+	}
+	if strings.IndexByte(s, ':') < 0 {
+		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return window.Counter{}, nil
+		}
+	}
+	var n [4]int64
+	rest, ok := s, true
+	for i := range n {
+		part := rest
+		if i < len(n)-1 {
+			part, rest, ok = strings.Cut(rest, ":")
+		}
+		v, err := strconv.ParseInt(part, 10, 64)
+		if !ok || err != nil {
+			return window.Counter{}, fmt.Errorf("%w: window counter %q", ErrBadReply, s)
+		}
+		n[i] = v
+	}
+	period, index, cur, prev := n[0], n[1], n[2], n[3]
+	start := index * period
+	if period < 1 || cur < 0 || prev < 0 || start/period != index {
+		return window.Counter{}, fmt.Errorf("%w: window counter %q", ErrBadReply, s)
+	}
+	return window.Counter{Period: period, Start: start, Cur: cur, Prev: prev}, nil
+}
+
+// decodeSync reads a sync's {1, v_1..v_n} into its pushes' Totals: each
+// counter as stored after the add, as window.Counter.At reads it at the
+// call's now.
+func decodeSync(c *scriptCall, items []any) error {
+	if len(items) != len(c.pushes)+1 || items[0] != int64(1) {
+		return fmt.Errorf("%w: %d items for %d counters", ErrBadReply, len(items), len(c.pushes))
+	}
+	nowMs := floorMs(c.now)
+	for i, item := range items[1:] {
+		s, ok := item.(string)
+		if !ok {
+			return fmt.Errorf("%w: a counter %v", ErrBadReply, item)
+		}
+		stored, err := parseCounter(s)
+		if err != nil {
+			return err
+		}
+		p := &c.pushes[i]
+		start, cur, prev := stored.At(nowMs, p.Period)
+		p.Total = window.Counter{Period: p.Period, Start: start, Cur: cur, Prev: prev}
+	}
+	return nil
+}
+
+// floorMs is unix ns in whole milliseconds, rounded down (also before
+// 1970): the resolution of window arithmetic.
+func floorMs(ns int64) int64 {
+	ms := ns / 1_000_000
+	if ns%1_000_000 < 0 {
+		ms--
+	}
+	return ms
 }
 
 // decodeOnce reads the reply of a call under an idempotency record:
@@ -116,13 +201,13 @@ func (r *scriptReply) decodeOnce(reply any) error {
 		return once.ErrMismatch
 	case int64(1):
 		first, err := strconv.ParseInt(fmt.Sprint(items[1]), 10, 64)
-		if err != nil || len(items) != 3+len(r.tats) {
+		if err != nil || len(items) != 3+len(r.states) {
 			return fmt.Errorf("%w: a record's reply %v", ErrBadReply, items)
 		}
 		r.replayed, r.decidedAt = true, first
 	case int64(0):
-		if len(items) != 3+len(r.tats) {
-			return fmt.Errorf("%w: %d items for %d buckets", ErrBadReply, len(items), len(r.tats))
+		if len(items) != 3+len(r.states) {
+			return fmt.Errorf("%w: %d items for %d buckets", ErrBadReply, len(items), len(r.states))
 		}
 	default:
 		return fmt.Errorf("%w: an idempotent call answered %v", ErrBadReply, items[0])
@@ -149,10 +234,10 @@ func (r *scriptReply) decodeClaim(reply any) error {
 	return nil
 }
 
-// decodeRecord reads a record's words (recordText) into r, whose tats
-// hold one slot per bucket of the recorded batch.
+// decodeRecord reads a record's words (recordText) into r, whose ops and
+// states hold one slot per bucket of the recorded batch.
 func (r *scriptReply) decodeRecord(w []string) error {
-	if len(w) != 4+len(r.tats) {
+	if len(w) != 4+len(r.states) {
 		return fmt.Errorf("%w: a record %q", ErrBadReply, strings.Join(w, " "))
 	}
 	first, err := strconv.ParseInt(w[2], 10, 64)
@@ -164,7 +249,7 @@ func (r *scriptReply) decodeRecord(w []string) error {
 		if t == "-" { // a missing bucket
 			t = ""
 		}
-		if err := r.setTAT(i, t); err != nil {
+		if err := r.setState(i, t); err != nil {
 			return err
 		}
 	}
@@ -173,19 +258,10 @@ func (r *scriptReply) decodeRecord(w []string) error {
 
 // replyWidth is how many items c's batch takes in a packed call's reply
 // (pack.go): a reset answers one number, the other operations a verdict
-// and a TAT per key.
+// and a value per key.
 func replyWidth(c *scriptCall) int {
 	if c.op == opReset {
 		return 1
 	}
 	return 1 + len(c.keys)
-}
-
-// gcraStates turns TATs read into the states bucket decides on.
-func gcraStates(tats []int64) []bucket.State {
-	states := make([]bucket.State, len(tats))
-	for i, t := range tats {
-		states[i] = bucket.State{TAT: t}
-	}
-	return states
 }

@@ -5,8 +5,9 @@
 // (bucket.lua, loaded once and called by its SHA-1), so decisions are
 // exact and atomic across processes: no read-compute-write-back from Go,
 // and so no overshoot by concurrent spenders. The script computes with
-// exact two-limb integers and returns the TATs it read; the Go side
-// computes every reported number from them with the same gcra functions
+// exact two-limb integers (and window counts in exact whole milliseconds)
+// and returns the values it read, TATs and window counters; the Go side
+// computes every reported number from them with the same bucket functions
 // the memory source uses, and checks that the script's verdict agrees.
 //
 // A call to the script is a scriptCall (call.go), turned into the

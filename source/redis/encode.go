@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // The bucket script's arguments, as encode writes them (bucket.lua's
@@ -17,12 +18,18 @@ import (
 //	ARGV[2]  expiry margin in whole milliseconds
 //	ARGV[3]  key format: "1" or "2"
 //
-// Spend (S), check (C), refund (R), reset (D): KEYS are the batch's
-// buckets, then ARGV holds now as two limbs (limbs), and per key
+// Spend (S), check (C), refund (R), reset (D), sync (A): KEYS are the
+// batch's buckets, then ARGV holds now as two limbs (limbs), and per key
 //
-//	S, C  mode, increment (EmissionInterval*Cost), burst offset
-//	R     decrement (refundDecrement)
-//	D     nothing
+//	S, C  GCRA: mode, increment (EmissionInterval*Cost), burst offset;
+//	      window: its token (windowToken), cost, count, period (ms)
+//	R     GCRA: decrement (refundAmount);
+//	      window: "W" (sliding) or "F" (fixed), hits (refundAmount), period
+//	D     "G" for GCRA, or "W" or "F" and the period as one word ("W60000")
+//	A     period, window index (Start / Period), hits, previous hits
+//
+// A window counter is stored as "<period>:<index>:<cur>:<prev>" (see
+// formatCounter and parseCounter).
 //
 // Under an idempotency record (O): KEYS are the batch's buckets and then
 // the record's key; ARGV holds the batch's operation (S or R), the
@@ -42,8 +49,15 @@ import (
 //	ARGV = ["S", 60000, "1", 1790000000, 123456789, 0, 36000000000, 3600000000000]
 //
 // The script answers {1, ""} (allowed; the bucket was missing), and decode
-// turns that into allowed = true, tats = [gcra.Missing], from which
-// bucket.SpendBatch computes the outcome.
+// turns that into allowed = true, states = [bucket.Empty], from which
+// bucket.SpendBatch computes the outcome. A sliding window of 100 hits a
+// minute, in the same batch, adds to KEYS its key and to ARGV
+//
+//	"W0", 1, 100, 60000
+//
+// and the reply gets one more item, the counter read ("" when none), say
+// "60000:29833333:17:40": 17 hits in the minute starting at unix ms
+// 29833333 * 60000, 40 in the one before.
 
 // limbBase splits an int64 into the two limbs the script computes with.
 const limbBase = 1_000_000_000
@@ -57,6 +71,7 @@ const (
 	scriptReset  = "D"
 	scriptOnce   = "O"
 	scriptClaim  = "Q"
+	scriptSync   = "A"
 	// scriptPacked carries several batches, their keys declared.
 	scriptPacked = "M"
 	// scriptPackedInline carries several one-key batches, their keys in
@@ -73,10 +88,30 @@ const (
 // headerArgs is how many arguments the header takes.
 const headerArgs = 3
 
-// foldedToken returns the token of a one-key spend or check in a packed
-// call (bucket.lua, FOLD_OP): one argument for the operation and the mode,
-// and no batch size. The tokens are constants, so appending one allocates
-// nothing.
+// windowToken returns a window op's token in a spend or check: its
+// algorithm and its mode in one argument. The tokens are constants, so
+// appending one allocates nothing.
+func windowToken(op *bucket.Op) any {
+	tokens := [3]any{"W0", "W1", "W2"}
+	if op.Algorithm == bucket.FixedWindow {
+		tokens = [3]any{"F0", "F1", "F2"}
+	}
+	return tokens[op.Mode]
+}
+
+// windowKind returns a window op's letter in a refund: W for a sliding
+// window, F for a fixed one.
+func windowKind(op *bucket.Op) string {
+	if op.Algorithm == bucket.FixedWindow {
+		return "F"
+	}
+	return "W"
+}
+
+// foldedToken returns the token of a one-key GCRA spend or check in a
+// packed call (bucket.lua, FOLD_OP): one argument for the operation and
+// the mode, and no batch size. The tokens are constants, so appending one
+// allocates nothing.
 func foldedToken(op operation, mode bucket.Mode) (any, bool) {
 	var tokens [3]any
 	switch op {
@@ -121,6 +156,8 @@ func scriptOp(op operation) string {
 		return scriptReset
 	case opClaim:
 		return scriptClaim
+	case opSync:
+		return scriptSync
 	}
 	panic(fmt.Sprintf("redis source: no script operation for %d", op))
 }
@@ -150,27 +187,51 @@ func (w wire) encode(c *scriptCall) (keys []string, args []any) {
 		return c.keys, append(args, r.fingerprint, r.expires, r.lifetimeMS, hi, lo)
 	case c.record != nil:
 		r := c.record
-		args = w.header(make([]any, 0, headerArgs+6+3*len(c.keys)), scriptOnce)
+		args = w.header(make([]any, 0, headerArgs+6+4*len(c.keys)), scriptOnce)
 		args = append(args, scriptOp(c.op), r.fingerprint, r.expires, r.lifetimeMS, hi, lo)
 		keys = make([]string, 0, len(c.keys)+1)
 		return append(append(keys, c.keys...), r.key), c.appendValues(args)
 	}
-	args = w.header(make([]any, 0, headerArgs+2+3*len(c.keys)), scriptOp(c.op))
+	args = w.header(make([]any, 0, headerArgs+2+4*len(c.keys)), scriptOp(c.op))
 	return c.keys, c.appendValues(append(args, hi, lo))
 }
 
-// appendValues appends the values per key of a spend, check or refund.
+// appendValues appends the values per key of a spend, check, refund,
+// reset or sync.
 func (c *scriptCall) appendValues(args []any) []any {
 	switch c.op {
 	case opSpend, opCheck:
-		for i := range c.spends {
-			op := &c.spends[i]
+		for i := range c.ops {
+			op := &c.ops[i]
+			if op.Algorithm.Windowed() {
+				args = append(args, windowToken(op), op.Cost, op.Window.Count, op.Window.Period)
+				continue
+			}
 			// The script splits the int64s into limbs itself.
 			args = append(args, int64(op.Mode), op.EmissionInterval*op.Cost, op.BurstOffset)
 		}
 	case opRefund:
-		for _, d := range c.decrements {
-			args = append(args, d)
+		for i := range c.ops {
+			op := &c.ops[i]
+			if op.Algorithm.Windowed() {
+				args = append(args, windowKind(op), c.amounts[i], op.Window.Period)
+				continue
+			}
+			args = append(args, c.amounts[i])
+		}
+	case opReset:
+		for i := range c.ops {
+			op := &c.ops[i]
+			if op.Algorithm.Windowed() {
+				args = append(args, windowKind(op)+strconv.FormatInt(op.Window.Period, 10))
+				continue
+			}
+			args = append(args, "G")
+		}
+	case opSync:
+		for i := range c.pushes {
+			p := &c.pushes[i]
+			args = append(args, p.Period, p.Start/p.Period, p.Hits, p.PrevHits)
 		}
 	}
 	return args
@@ -187,7 +248,7 @@ func (w wire) encodePacked(calls []*scriptCall, packing packing) (keys []string,
 	}
 	for _, c := range calls {
 		nk += len(c.keys)
-		na += 4 + 4*len(c.keys)
+		na += 4 + 5*len(c.keys)
 	}
 	if !inline {
 		keys = make([]string, 0, nk)
@@ -204,13 +265,13 @@ func (w wire) encodePacked(calls []*scriptCall, packing packing) (keys []string,
 
 // appendPacked appends the call's batch to a packed call's arguments: its
 // operation, its number of keys, its keys when inline, its now as two
-// limbs, then its values. A one-key spend or check is folded: its token,
-// its key when inline, its now, its increment and its burst offset.
+// limbs, then its values. A one-key GCRA spend or check is folded: its
+// token, its key when inline, its now, its increment and its burst offset.
 func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 	inline := packing == packInline
 	hi, lo := limbs(c.now)
-	if len(c.keys) == 1 && len(c.spends) == 1 {
-		op := &c.spends[0]
+	if len(c.keys) == 1 && len(c.ops) == 1 && !c.ops[0].Algorithm.Windowed() {
+		op := &c.ops[0]
 		if token, ok := foldedToken(c.op, op.Mode); ok {
 			args = append(args, token)
 			if inline {
@@ -228,32 +289,82 @@ func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 	return c.appendValues(append(args, hi, lo))
 }
 
-// checkOp rejects ops outside the Source contract, whose arithmetic gcra
-// would wrap and the script would not.
+// checkOp rejects ops outside the Source contract, whose arithmetic the
+// gcra or window functions would wrap and the script would not: a GCRA op
+// needs a positive emission interval, a burst offset and a cost that are
+// not negative, and an increment that fits int64; a window op a count and
+// a period of at least 1 whose product is at most window.MaxProduct, a
+// cost from 0 to its count, and one of the three modes.
 func checkOp(op *bucket.Op) error {
-	if op.EmissionInterval <= 0 || op.BurstOffset < 0 || op.Cost < 0 || op.Cost > math.MaxInt64/op.EmissionInterval {
-		return fmt.Errorf("%w: %q: emission interval %d, burst offset %d, cost %d",
-			ErrInvalidOp, op.Key, op.EmissionInterval, op.BurstOffset, op.Cost)
+	switch op.Algorithm {
+	case bucket.GCRA:
+		if op.EmissionInterval <= 0 || op.BurstOffset < 0 || op.Cost < 0 || op.Cost > math.MaxInt64/op.EmissionInterval {
+			return fmt.Errorf("%w: %q: emission interval %d, burst offset %d, cost %d",
+				ErrInvalidOp, op.Key, op.EmissionInterval, op.BurstOffset, op.Cost)
+		}
+	case bucket.SlidingWindow, bucket.FixedWindow:
+		if err := checkPeriod(op.Key, op.Window.Period); err != nil {
+			return err
+		}
+		l := op.Window
+		if l.Count < 1 || l.Count > window.MaxProduct/l.Period || op.Cost < 0 || op.Cost > l.Count || op.Mode > bucket.SpendOnly {
+			return fmt.Errorf("%w: %q: window count %d, period %d ms, cost %d, mode %d",
+				ErrInvalidOp, op.Key, l.Count, l.Period, op.Cost, op.Mode)
+		}
+	default:
+		return fmt.Errorf("%w: %q: algorithm %d", ErrInvalidOp, op.Key, op.Algorithm)
 	}
 	return nil
 }
 
+// checkPeriod rejects a window period the script cannot count with: below
+// 1 ms, or above window.MaxProduct.
+func checkPeriod(key string, period int64) error {
+	if period < 1 || period > window.MaxProduct {
+		return fmt.Errorf("%w: %q: window period %d ms", ErrInvalidOp, key, period)
+	}
+	return nil
+}
+
+// formatCounter writes a window counter as the script stores it:
+// "<period>:<index>:<cur>:<prev>", the index being Start / Period (Start
+// is always a multiple of Period). It is "-" for the zero Counter, as in a
+// record.
+func formatCounter(c window.Counter) string {
+	if c.Period == 0 {
+		return "-"
+	}
+	b := make([]byte, 0, 48)
+	b = strconv.AppendInt(b, c.Period, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, c.Start/c.Period, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, c.Cur, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, c.Prev, 10)
+	return string(b)
+}
+
 // recordText is an idempotency record as stored in Redis, the same words
 // bucket.lua's operation O writes: the fingerprint, the expiry, the now
-// of the call, its verdict (0 or 1), and the TAT read of each bucket ("-"
-// for a missing or full one). decodeRecord reads it back.
-func recordText(fingerprint string, expires, now int64, allowed bool, tats []int64) string {
-	w := make([]string, 0, 4+len(tats))
+// of the call, its verdict (0 or 1), and the state read of each op's
+// bucket: a TAT, or a window counter (formatCounter), "-" for a missing
+// or full one. decodeRecord reads it back.
+func recordText(fingerprint string, expires, now int64, allowed bool, ops []bucket.Op, states []bucket.State) string {
+	w := make([]string, 0, 4+len(states))
 	verdict := "0"
 	if allowed {
 		verdict = "1"
 	}
 	w = append(w, fingerprint, strconv.FormatInt(expires, 10), strconv.FormatInt(now, 10), verdict)
-	for _, t := range tats {
-		if t == gcra.Missing {
+	for i, st := range states {
+		switch {
+		case ops[i].Algorithm.Windowed():
+			w = append(w, formatCounter(st.Window))
+		case st.TAT == gcra.Missing:
 			w = append(w, "-")
-		} else {
-			w = append(w, strconv.FormatInt(t, 10))
+		default:
+			w = append(w, strconv.FormatInt(st.TAT, 10))
 		}
 	}
 	return strings.Join(w, " ")

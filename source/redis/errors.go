@@ -19,15 +19,17 @@ var (
 	// the script and this code are out of step.
 	ErrBadReply = errors.New("redis source: unexpected reply from the bucket script")
 
-	// ErrVerdictMismatch means the script and the gcra functions decided
-	// a batch differently from the same TATs. It would be a bug in the
-	// script; the batch's answer is not trusted.
-	ErrVerdictMismatch = errors.New("redis source: the bucket script and gcra disagree on a batch")
+	// ErrVerdictMismatch means the script and the bucket functions (gcra,
+	// window) decided a batch differently from the same states read. It
+	// would be a bug in the script; the batch's answer is not trusted.
+	ErrVerdictMismatch = errors.New("redis source: the bucket script and the bucket functions disagree on a batch")
 
-	// ErrInvalidOp means an op broke the Source contract (a non-positive
-	// emission interval, a negative cost or burst offset, or a cost whose
-	// increment overflows int64), or, in key format v2, its bucket key is
-	// empty: nothing is sent to Redis.
+	// ErrInvalidOp means an op or a sync push broke the Source contract (a
+	// GCRA op's non-positive emission interval, negative cost or burst
+	// offset, or a cost whose increment overflows int64; a window op's
+	// count, period or cost out of range; a push's period, window start or
+	// hits out of range), or, in key format v2, its bucket key is empty:
+	// nothing is sent to Redis.
 	ErrInvalidOp = errors.New("redis source: invalid op")
 )
 

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 	"github.com/limiter-dev/limiter/source/redis"
 	"github.com/limiter-dev/limiter/source/sourcetest"
 )
@@ -103,8 +104,8 @@ func TestExactAt63Bits(t *testing.T) {
 
 // applyAsModel spends ops (or refunds them) at at, and fails the test
 // unless every outcome is the model's; the model then holds what the
-// source should.
-func applyAsModel(t *testing.T, src *redis.Source, m sourcetest.Model, step int, at int64, ops []bucket.Op, isRefund bool) {
+// source should. It returns the outcomes.
+func applyAsModel(t *testing.T, src *redis.Source, m sourcetest.Model, step int, at int64, ops []bucket.Op, isRefund bool) []bucket.Outcome {
 	t.Helper()
 	got := make([]bucket.Outcome, len(ops))
 	var err error
@@ -122,17 +123,30 @@ func applyAsModel(t *testing.T, src *redis.Source, m sourcetest.Model, step int,
 			t.Fatalf("step %d (refund=%v) op %d %+v at %d:\n got %+v\nwant %+v", step, isRefund, i, ops[i], at, got[i], want[i])
 		}
 	}
+	return got
 }
 
 // checkStored compares what Redis holds with the model: every bucket
 // that is not full at now is stored as its TAT in decimal, and no full
-// bucket is stored.
+// bucket is stored; every window counter that still counts at now is
+// stored as the model's counter ("<period>:<index>:<cur>:<prev>").
 func checkStored(t *testing.T, opts redis.Options, src *redis.Source, m sourcetest.Model, at int64) {
 	t.Helper()
 	c := rawClient(t, opts)
 	for bucket, st := range m {
 		tat := st.TAT
 		v, ok := stored(t, c, src, bucket)
+		if w := st.Window; w.Period != 0 {
+			switch {
+			case w.Expires() <= at/int64(time.Millisecond):
+				// Counts nothing any more: it may linger until its expiry.
+			case !ok:
+				t.Errorf("counter %s (%+v, counting at %d) is not stored", bucket, w, at)
+			case v != counterText(w):
+				t.Errorf("counter %s stored %q, want %q", bucket, v, counterText(w))
+			}
+			continue
+		}
 		switch {
 		case tat <= at:
 			// Full by now: a stale key may linger until its expiry or
@@ -201,5 +215,108 @@ func TestStoredTATsReadExactly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// windowKinds are the window limits of TestMixedBatchesMatchModel, by
+// key: short and long sliding and fixed windows, one of a millisecond,
+// one whose count × period is exactly 2^53 − 1, one whose count an
+// override keeps changing (so stored counts exceed it), and one whose
+// period changes (so its hits are not read).
+var windowKinds = []func(rng *rand.Rand) (fixed bool, count, period int64){
+	func(*rand.Rand) (bool, int64, int64) { return false, 10, 1000 },
+	func(*rand.Rand) (bool, int64, int64) { return false, 100, 60_000 },
+	func(*rand.Rand) (bool, int64, int64) { return true, 5, 2000 },
+	func(*rand.Rand) (bool, int64, int64) { return true, 1, 1 },
+	func(*rand.Rand) (bool, int64, int64) { return false, window.MaxProduct / 6361, 6361 },
+	func(rng *rand.Rand) (bool, int64, int64) { return false, []int64{2, 40}[rng.IntN(2)], 30_000 },
+	func(rng *rand.Rand) (bool, int64, int64) {
+		return rng.IntN(2) == 0, 20, []int64{10_000, 20_000}[rng.IntN(2)]
+	},
+}
+
+// Random batches mixing GCRA buckets and sliding and fixed windows, at
+// times near 2^62, in 2026 and before 1970, to the nanosecond (so that
+// windows meet times between two milliseconds), decide exactly as the
+// model (bucket.SpendBatch and RefundBatch on a Go map), and what Redis
+// stores is the model's state.
+func TestMixedBatchesMatchModel(t *testing.T) {
+	regimes := []struct {
+		name  string
+		start int64
+	}{
+		{"near 2^62", 1<<62 + 123_456_789},
+		{"2026", now},
+		{"before 1970", -3_000_000_000_123_456_789},
+	}
+	gcraLimits := []exactLimit{{year, 12}, {int64(time.Second) / 3, 3}, {int64(100 * time.Millisecond), 10}}
+	for _, b := range backends {
+		for _, rg := range regimes {
+			t.Run(b.name+"/"+rg.name, func(t *testing.T) {
+				opts := b.opts(t)
+				src := newSource(t, opts)
+				rng := rand.New(rand.NewPCG(uint64(rg.start), 17))
+				nkeys := len(windowKinds) + len(gcraLimits)
+				keys := make([]string, nkeys)
+				for i := range keys {
+					keys[i] = fmt.Sprintf("w:%d", i)
+				}
+				m := sourcetest.Model{}
+				at := rg.start
+				// What the window ops did, so that the test is known to
+				// have met every case: allowed and written, denied, given
+				// back.
+				var written, denied, givenBack int
+				for step := range 500 {
+					switch rng.IntN(12) {
+					case 0:
+						at += rng.Int64N(int64(3 * time.Minute))
+					case 1:
+						at += rng.Int64N(int64(time.Millisecond)) // within a millisecond
+					default:
+						at += rng.Int64N(int64(3 * time.Second))
+					}
+					n := 1 + rng.IntN(4)
+					ops := make([]bucket.Op, n)
+					for i, k := range rng.Perm(nkeys)[:n] {
+						mode := bucket.Mode(rng.IntN(3))
+						if k >= len(windowKinds) {
+							l := gcraLimits[k-len(windowKinds)]
+							ops[i] = l.op(keys[k], rng.Int64N(l.burst+1), mode)
+							continue
+						}
+						fixed, count, period := windowKinds[k](rng)
+						var cost int64
+						switch rng.IntN(4) {
+						case 0:
+							cost = count
+						case 1:
+							cost = 1
+						default:
+							cost = rng.Int64N(min(count, 50) + 1)
+						}
+						ops[i] = windowOp(keys[k], fixed, count, period, cost)
+						ops[i].Mode = mode
+					}
+					isRefund := rng.IntN(4) == 0
+					for i, o := range applyAsModel(t, src, m, step, at, ops, isRefund) {
+						switch {
+						case !ops[i].Algorithm.Windowed():
+						case isRefund && o.Write:
+							givenBack++
+						case !isRefund && o.Write:
+							written++
+						case !isRefund && !o.Allowed:
+							denied++
+						}
+					}
+				}
+				checkStored(t, opts, src, m, at)
+				if written < 50 || denied < 50 || givenBack < 10 {
+					t.Fatalf("window ops: %d written, %d denied, %d given back: too few of some case", written, denied, givenBack)
+				}
+				t.Logf("window ops: %d written, %d denied, %d given back", written, denied, givenBack)
+			})
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 	"github.com/limiter-dev/limiter/source/redis"
 )
 
@@ -64,6 +65,14 @@ var standalones = []backend{backends[0], backends[2]}
 func newSource(t testing.TB, opts redis.Options) *redis.Source {
 	t.Helper()
 	opts.Namespace = fmt.Sprintf("t%x:", rand.Uint64())
+	return openSource(t, opts)
+}
+
+// openSource opens a source as opts say (sources opened with the same
+// namespace share their buckets, as processes of one deployment do), and
+// closes it when the test ends.
+func openSource(t testing.TB, opts redis.Options) *redis.Source {
+	t.Helper()
 	if opts.ReadTimeout == 0 {
 		// The race detector and a loaded CI machine slow everything down;
 		// these tests check correctness, the fault tests check timeouts.
@@ -139,3 +148,37 @@ func storeRaw(t testing.TB, c goredis.UniversalClient, src *redis.Source, bucket
 		t.Fatal(err)
 	}
 }
+
+// windowOp is a window op: a sliding window of count hits per period ms,
+// or a fixed one when fixed is set.
+func windowOp(key string, fixed bool, count, period, cost int64) bucket.Op {
+	alg := bucket.SlidingWindow
+	if fixed {
+		alg = bucket.FixedWindow
+	}
+	return bucket.Op{Key: key, Algorithm: alg, Window: window.Limit{Count: count, Period: period, Fixed: fixed}, Cost: cost}
+}
+
+// perMinute is a sliding window of 100 hits a minute.
+func perMinute(key string, cost int64) bucket.Op {
+	return windowOp(key, false, 100, 60_000, cost)
+}
+
+// fixedMinute is a fixed window of 100 hits a minute.
+func fixedMinute(key string, cost int64) bucket.Op {
+	return windowOp(key, true, 100, 60_000, cost)
+}
+
+// checkOnly returns op in mode check-only.
+func checkOnly(op bucket.Op) bucket.Op {
+	op.Mode = bucket.CheckOnly
+	return op
+}
+
+// counterText is a window counter as the source stores it.
+func counterText(c window.Counter) string {
+	return fmt.Sprintf("%d:%d:%d:%d", c.Period, c.Start/c.Period, c.Cur, c.Prev)
+}
+
+// msToNs is unix ms in ns.
+func msToNs(ms int64) int64 { return ms * int64(time.Millisecond) }

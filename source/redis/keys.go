@@ -7,8 +7,8 @@ import (
 
 // KeyPrefix starts every key this source writes in key format v1, one key
 // per bucket. The "v1" is the format of the key and its value (a decimal
-// TAT, see docs/redis.md): another format gets another prefix, so two can
-// live in one Redis during a change.
+// TAT, or a window counter; see docs/redis.md): another format gets
+// another prefix, so two can live in one Redis during a change.
 const KeyPrefix = "lim:v1:"
 
 // GroupedKeyPrefix starts every key this source writes in key format v2,

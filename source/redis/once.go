@@ -91,30 +91,29 @@ func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops 
 	c := &scriptCall{op: op, now: now, keys: keys, record: &recordArgs{
 		key: rkey, fingerprint: rec.Fingerprint, expires: rec.Expires, lifetimeMS: s.recordLifetime(now, rec),
 	}}
-	if op == opSpend {
-		c.spends = ops
-	} else {
-		c.decrements = make([]int64, len(ops))
+	c.ops = ops
+	if op == opRefund {
+		c.amounts = make([]int64, len(ops))
 		for i := range ops {
-			c.decrements[i] = refundDecrement(&ops[i])
+			c.amounts[i] = refundAmount(&ops[i])
 		}
 	}
-	var buf [smallBatch]int64
-	r, err := s.run(ctx, c, tatBuffer(buf[:], len(ops)))
+	var buf [smallBatch]bucket.State
+	r, err := s.run(ctx, c, stateBuffer(buf[:], len(ops)))
 	if err != nil {
 		return false, err
 	}
-	return r.replayed, r.outcomes(ops, outcomes, op)
+	return r.replayed, r.outcomes(outcomes, op)
 }
 
-// outcomes computes the outcomes of the spend or refund (op) batch ops
-// that r answers, as Spend and Refund do.
-func (r *scriptReply) outcomes(ops []bucket.Op, outcomes []bucket.Outcome, op operation) error {
+// outcomes computes the outcomes of the spend or refund (op) batch that r
+// answers, as Spend and Refund do.
+func (r *scriptReply) outcomes(outcomes []bucket.Outcome, op operation) error {
 	if op == opRefund {
-		bucket.RefundBatch(r.decidedAt, ops, gcraStates(r.tats), outcomes)
+		bucket.RefundBatch(r.decidedAt, r.ops, r.states, outcomes)
 		return nil
 	}
-	return r.spendOutcomes(ops, outcomes)
+	return r.spendOutcomes(outcomes)
 }
 
 // claimKey is the key of an idempotency key's claim: in the key's own
@@ -147,19 +146,19 @@ func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record
 		if c.record == nil {
 			return false, once.ErrUnsettled
 		}
-		r := scriptReply{tats: make([]int64, len(ops))}
+		r := scriptReply{ops: ops, states: make([]bucket.State, len(ops))}
 		if err := r.decodeRecord(c.record); err != nil {
 			return false, err
 		}
-		return true, r.outcomes(ops, outcomes, op)
+		return true, r.outcomes(outcomes, op)
 	}
-	tats := make([]int64, len(ops))
+	states := make([]bucket.State, len(ops))
 	var err error
 	verdict := true
 	if op == opSpend {
-		verdict, err = s.spendSlotsInto(ctx, now, ops, keys, tats, outcomes)
-	} else if err = s.refundSlots(ctx, now, ops, keys, tats); err == nil {
-		bucket.RefundBatch(now, ops, gcraStates(tats), outcomes)
+		verdict, err = s.spendSlotsInto(ctx, now, ops, keys, states, outcomes)
+	} else if err = s.refundSlots(ctx, now, ops, keys, states); err == nil {
+		bucket.RefundBatch(now, ops, states, outcomes)
 	}
 	ckey := s.claimKey(id)
 	if err != nil {
@@ -170,7 +169,7 @@ func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record
 	}
 	// The batch is done whatever becomes of this write: if it is lost, the
 	// claim stays pending and a retry is told the outcome is unknown.
-	s.client.SetArgs(context.WithoutCancel(ctx), ckey, recordText(rec.Fingerprint, rec.Expires, now, verdict, tats),
+	s.client.SetArgs(context.WithoutCancel(ctx), ckey, recordText(rec.Fingerprint, rec.Expires, now, verdict, ops, states),
 		goredis.SetArgs{Mode: "XX", KeepTTL: true})
 	return false, nil
 }

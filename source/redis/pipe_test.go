@@ -13,8 +13,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
+	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
-	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // These tests look inside the coalescer (its queue, and every pipeline the
@@ -103,7 +104,7 @@ func testPipe(src *Source, packing packing) *pipe {
 // spendCall is a queued one-key spend (or check, as op says) of op at
 // coalesceNow.
 func spendCall(ctx context.Context, src *Source, op operation, spend bucket.Op) *queued {
-	c := &scriptCall{op: op, now: coalesceNow, keys: []string{src.Key(spend.Key)}, spends: []bucket.Op{spend}}
+	c := &scriptCall{op: op, now: coalesceNow, keys: []string{src.Key(spend.Key)}, ops: []bucket.Op{spend}}
 	return &queued{ctx: ctx, call: c, done: make(chan struct{})}
 }
 
@@ -216,7 +217,7 @@ func TestCoalescedPipelineReloadsScript(t *testing.T) {
 			if c.err != nil {
 				t.Fatalf("pack=%v: call %d: %v", pack, i, c.err)
 			}
-			if r, err := decode(c.call, c.reply, make([]int64, 1)); err != nil || !r.allowed {
+			if r, err := decode(c.call, c.reply, make([]bucket.State, 1)); err != nil || !r.allowed {
 				t.Fatalf("pack=%v: call %d: reply %v: allowed=%v, %v", pack, i, c.reply, r.allowed, err)
 			}
 		}
@@ -341,10 +342,23 @@ func TestCoalescedErrorsStayPerBatch(t *testing.T) {
 	}
 }
 
+// winOp is an op on a sliding window of 10 hits a minute (a fixed one when
+// fixed is set).
+func winOp(key string, fixed bool, cost int64) bucket.Op {
+	alg := bucket.SlidingWindow
+	if fixed {
+		alg = bucket.FixedWindow
+	}
+	return bucket.Op{Key: key, Algorithm: alg, Window: window.Limit{Count: 10, Period: 60_000, Fixed: fixed}, Cost: cost}
+}
+
 // A packed call's reply is one flat list, each batch taking as many items
-// as its shape needs: batches of one and of three keys, a refund, a reset
-// and a failing two-key batch, packed into one script call, each get their
-// own answer, and the failing batch writes nothing.
+// as its shape needs: batches of one and of three keys, a refund, a reset,
+// failing two-key batches (the failing key under a GCRA op and under a
+// window op, whose values the script must skip), window spends, a batch
+// mixing GCRA and windows, a window refund and reset, and a sync, packed
+// into one script call, each get their own answer, and the failing
+// batches write nothing.
 func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 	srv := redistest.NewStandalone(t)
 	src, rt := coalesceSource(t, srv)
@@ -352,7 +366,7 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 	if _, err := redistest.Do(srv.Addr(), "SET", src.Key("junk"), "not a number"); err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range []bucket.Op{testOp("r1", 1), testOp("f1", 5)} {
+	for _, op := range []bucket.Op{testOp("r1", 1), testOp("f1", 5), testOp("f3", 5), winOp("wr", false, 5), winOp("wd", true, 1)} {
 		if err := src.Spend(ctx, coalesceNow, []bucket.Op{op}, make([]bucket.Outcome, 1)); err != nil {
 			t.Fatal(err)
 		}
@@ -398,6 +412,37 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 			err := src.Refund(ctx, coalesceNow, []bucket.Op{testOp("f1", 2), testOp("f2", 2)}, out)
 			return remaining(out), err
 		}, "[97 100]"},
+		{"window", func() (any, error) {
+			out := make([]bucket.Outcome, 1)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{winOp("w", false, 3)}, out)
+			return remaining(out), err
+		}, "[7]"},
+		{"failing window", func() (any, error) {
+			out := make([]bucket.Outcome, 3)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{winOp("d", false, 1), winOp("junk", true, 1), testOp("d2", 1)}, out)
+			if err == nil {
+				return nil, errors.New("succeeded")
+			}
+			return "failed", nil
+		}, "failed"},
+		{"mixed", func() (any, error) {
+			out := make([]bucket.Outcome, 3)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("m1", 1), winOp("m2", true, 4), winOp("m3", false, 10)}, out)
+			return remaining(out), err
+		}, "[99 6 0]"},
+		{"window refund", func() (any, error) {
+			out := make([]bucket.Outcome, 2)
+			err := src.Refund(ctx, coalesceNow, []bucket.Op{winOp("wr", false, 2), testOp("f3", 1)}, out)
+			return remaining(out), err
+		}, "[7 96]"},
+		{"window reset", func() (any, error) {
+			return src.Reset(ctx, coalesceNow, []bucket.Op{winOp("wd", true, 0), winOp("wx", false, 0)})
+		}, "1"},
+		{"sync", func() (any, error) {
+			p := []ratelimits.WindowPush{{Key: "ws", Period: 60_000, Start: coalesceNow / 1e6 / 60_000 * 60_000, Hits: 4, PrevHits: 2}}
+			err := src.SyncWindows(ctx, coalesceNow, p)
+			return fmt.Sprint(p[0].Total.Cur, p[0].Total.Prev), err
+		}, "4 2"},
 		{"one key after", func() (any, error) {
 			out := make([]bucket.Outcome, 1)
 			err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("z", 1)}, out)
@@ -428,8 +473,14 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 		t.Errorf("%d queued calls took %d round trips, want 1", len(calls), n)
 	}
 	out := make([]bucket.Outcome, 1)
-	if err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("c", 0)}, out); err != nil || out[0].Remaining != 100 {
-		t.Errorf("c, in the failing batch: %+v, %v; want untouched", out[0], err)
+	for _, op := range []bucket.Op{testOp("c", 0), winOp("d", false, 0), testOp("d2", 0)} {
+		full := int64(100)
+		if op.Algorithm.Windowed() {
+			full = op.Window.Count
+		}
+		if err := src.Spend(ctx, coalesceNow, []bucket.Op{op}, out); err != nil || out[0].Remaining != full {
+			t.Errorf("%s, in a failing batch: %+v, %v; want untouched", op.Key, out[0], err)
+		}
 	}
 }
 
@@ -547,7 +598,7 @@ func TestPackedClusterCallWithAMovedKey(t *testing.T) {
 		<-c.done
 	}
 	for _, i := range []int{0, 2} {
-		r, err := decode(calls[i].call, calls[i].reply, make([]int64, 1))
+		r, err := decode(calls[i].call, calls[i].reply, make([]bucket.State, 1))
 		if calls[i].err != nil || err != nil || !r.allowed {
 			t.Errorf("call %d, a key of this master: %v %v allowed=%v", i, calls[i].err, err, r.allowed)
 		}
@@ -565,8 +616,8 @@ func TestPackedClusterCallWithAMovedKey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("evalOn the wrong master: %v", err)
 	}
-	if r, err := decode(c, reply, make([]int64, 1)); err != nil || !r.allowed || r.tats[0] != gcra.Missing {
-		t.Fatalf("reply %v: allowed=%v, %v, TAT read %v; want a first spend", reply, r.allowed, err, r.tats)
+	if r, err := decode(c, reply, make([]bucket.State, 1)); err != nil || !r.allowed || r.states[0] != bucket.Empty {
+		t.Fatalf("reply %v: allowed=%v, %v, state read %v; want a first spend", reply, r.allowed, err, r.states)
 	}
 	out := make([]bucket.Outcome, 1)
 	if err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp(far, 0)}, out); err != nil || out[0].Remaining != 99 {
@@ -631,7 +682,7 @@ func TestFoldedSpendsInPackedCalls(t *testing.T) {
 			<-c.done
 			w := cases[i]
 			name := fmt.Sprintf("packing %d, operation %s, mode %s, cost %d", packing, w.op, w.mode, w.cost)
-			r, err := decode(c.call, c.reply, make([]int64, 1))
+			r, err := decode(c.call, c.reply, make([]bucket.State, 1))
 			if c.err != nil || err != nil {
 				t.Fatalf("%s: %v %v", name, c.err, err)
 			}

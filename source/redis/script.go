@@ -2,6 +2,8 @@ package redis
 
 import (
 	_ "embed"
+
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
 // bucketLua is the script that decides and writes every batch inside
@@ -11,11 +13,20 @@ import (
 //go:embed bucket.lua
 var bucketLua string
 
-// smallBatch is the batch size whose TATs live in a stack array.
+// smallBatch is the batch size whose states read, and refund amounts,
+// live in stack arrays.
 const smallBatch = 8
 
-// tatBuffer returns n int64 slots, from buf when they fit.
-func tatBuffer(buf []int64, n int) []int64 {
+// stateBuffer returns n state slots, from buf when they fit.
+func stateBuffer(buf []bucket.State, n int) []bucket.State {
+	if n <= len(buf) {
+		return buf[:n]
+	}
+	return make([]bucket.State, n)
+}
+
+// amountBuffer returns n int64 slots, from buf when they fit.
+func amountBuffer(buf []int64, n int) []int64 {
 	if n <= len(buf) {
 		return buf[:n]
 	}

@@ -73,12 +73,12 @@ func (s *Source) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes
 	if s.cluster && !sameSlot(keys) {
 		return s.spendSlots(ctx, now, ops, keys, outcomes)
 	}
-	var buf [smallBatch]int64
-	r, err := s.run(ctx, &scriptCall{op: opSpend, now: now, keys: keys, spends: ops}, tatBuffer(buf[:], len(ops)))
+	var buf [smallBatch]bucket.State
+	r, err := s.run(ctx, &scriptCall{op: opSpend, now: now, keys: keys, ops: ops}, stateBuffer(buf[:], len(ops)))
 	if err != nil {
 		return err
 	}
-	return r.spendOutcomes(ops, outcomes)
+	return r.spendOutcomes(outcomes)
 }
 
 // Refund implements ratelimits.Source.
@@ -87,43 +87,52 @@ func (s *Source) Refund(ctx context.Context, now int64, ops []bucket.Op, outcome
 	if err != nil {
 		return err
 	}
-	var buf [smallBatch]int64
-	tats := tatBuffer(buf[:], len(ops))
+	var buf [smallBatch]bucket.State
+	states := stateBuffer(buf[:], len(ops))
 	if s.cluster && !sameSlot(keys) {
-		err = s.refundSlots(ctx, now, ops, keys, tats)
+		err = s.refundSlots(ctx, now, ops, keys, states)
 	} else {
-		var decBuf [smallBatch]int64
-		decs := tatBuffer(decBuf[:], len(ops))
+		var amountBuf [smallBatch]int64
+		amounts := amountBuffer(amountBuf[:], len(ops))
 		for i := range ops {
-			decs[i] = refundDecrement(&ops[i])
+			amounts[i] = refundAmount(&ops[i])
 		}
-		_, err = s.run(ctx, &scriptCall{op: opRefund, now: now, keys: keys, decrements: decs}, tats)
+		_, err = s.run(ctx, &scriptCall{op: opRefund, now: now, keys: keys, ops: ops, amounts: amounts}, states)
 	}
 	if err != nil {
 		return err
 	}
-	bucket.RefundBatch(now, ops, gcraStates(tats), outcomes)
+	bucket.RefundBatch(now, ops, states, outcomes)
 	return nil
 }
 
 // Reset implements ratelimits.Source: the keys are deleted, and those
-// whose TAT was after now are counted.
+// that still counted something at now (bucket.Busy: a GCRA bucket whose
+// TAT was after now, a window counter with hits that count) are counted.
 func (s *Source) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
 	if len(ops) == 0 {
 		return 0, nil
 	}
 	rkeys := make([]string, len(ops))
-	for i, op := range ops {
+	for i := range ops {
+		op := &ops[i]
 		if err := s.checkKey(op.Key); err != nil {
 			return 0, err
+		}
+		if op.Algorithm.Windowed() {
+			if err := checkPeriod(op.Key, op.Window.Period); err != nil {
+				return 0, err
+			}
+		} else if op.Algorithm != bucket.GCRA {
+			return 0, fmt.Errorf("%w: %q: algorithm %d", ErrInvalidOp, op.Key, op.Algorithm)
 		}
 		rkeys[i] = s.format.name(op.Key)
 	}
 	if s.cluster && !sameSlot(rkeys) {
-		return s.resetSlots(ctx, now, rkeys)
+		return s.resetSlots(ctx, now, ops, rkeys)
 	}
-	r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: rkeys}, nil)
-	return r.notFull, err
+	r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: rkeys, ops: ops}, nil)
+	return r.busy, err
 }
 
 // Ping implements ratelimits.Source. On a cluster every master must
@@ -160,7 +169,7 @@ func (s *Source) Key(bucket string) string {
 }
 
 // Field returns the field of a bucket in its hash in key format v2, or ""
-// in format v1, where a bucket's key holds its TAT.
+// in format v1, where a bucket's key holds its TAT or window counter.
 func (s *Source) Field(bucket string) string {
 	_, field := s.format.key(bucket)
 	return field
@@ -191,11 +200,12 @@ func (s *Source) keys(ops []bucket.Op) ([]string, error) {
 	return keys, nil
 }
 
-// run sends c and decodes its reply into tats (one slot per key of c).
-// Spends, checks, refunds and resets share round trips with concurrent
-// calls to the same node (pipe.go); idempotent calls and claims, whose
-// operations packed calls do not carry and which are rare, go alone.
-func (s *Source) run(ctx context.Context, c *scriptCall, tats []int64) (scriptReply, error) {
+// run sends c and decodes its reply into states (one slot per op of c).
+// Spends, checks, refunds, resets and syncs share round trips with
+// concurrent calls to the same node (pipe.go); idempotent calls and
+// claims, whose operations packed calls do not carry and which are rare,
+// go alone.
+func (s *Source) run(ctx context.Context, c *scriptCall, states []bucket.State) (scriptReply, error) {
 	var reply any
 	var err error
 	if c.packable() {
@@ -209,13 +219,13 @@ func (s *Source) run(ctx context.Context, c *scriptCall, tats []int64) (scriptRe
 	if err != nil {
 		return scriptReply{}, fmt.Errorf("redis source: %s: %w", c.op, err)
 	}
-	return decode(c, reply, tats)
+	return decode(c, reply, states)
 }
 
-// spendOutcomes computes the outcomes of the spend batch ops that r
-// answers, and checks that gcra agrees with the script's verdict.
-func (r *scriptReply) spendOutcomes(ops []bucket.Op, outcomes []bucket.Outcome) error {
-	if bucket.SpendBatch(r.decidedAt, ops, gcraStates(r.tats), outcomes) != r.allowed {
+// spendOutcomes computes the outcomes of the spend batch that r answers,
+// and checks that bucket.SpendBatch agrees with the script's verdict.
+func (r *scriptReply) spendOutcomes(outcomes []bucket.Outcome) error {
+	if bucket.SpendBatch(r.decidedAt, r.ops, r.states, outcomes) != r.allowed {
 		return fmt.Errorf("%w: script says allowed=%v", ErrVerdictMismatch, r.allowed)
 	}
 	return nil
