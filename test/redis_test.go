@@ -12,6 +12,7 @@ import (
 
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/internal/redistest"
+	"github.com/limiter-dev/limiter/internal/vectors"
 	"github.com/limiter-dev/limiter/source/redis"
 )
 
@@ -54,12 +55,23 @@ func startRedisShared(t *testing.T, n int, env map[string]string, args ...string
 // Both key formats: one key per bucket, and buckets as fields of 64
 // hashes (--redis-groups), where the vectors' buckets share hashes.
 func TestRedisVectorsOverHTTP(t *testing.T) {
+	runRedisVectorsOverHTTP(t, vectorsConfig)
+}
+
+// The window vectors the same way: sliding and fixed windows counted in
+// Redis (sync_rate 0), alone and in batches with GCRA buckets, decided
+// round-robin by three processes.
+func TestRedisWindowVectorsOverHTTP(t *testing.T) {
+	runRedisVectorsOverHTTP(t, windowVectorsConfig)
+}
+
+func runRedisVectorsOverHTTP(t *testing.T, config func(*testing.T) (*vectors.File, map[string]string)) {
 	for _, b := range redisBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
 			for _, format := range []struct{ name, groups string }{{"v1", "0"}, {"v2", "64"}} {
 				t.Run(format.name, func(t *testing.T) {
-					f, env := vectorsConfig(t)
+					f, env := config(t)
 					env["LIMITER_SOURCE"] = url
 					env["LIMITER_REDIS_GROUPS"] = format.groups
 					env["LIMITER_REDIS_NAMESPACE"] = format.name + ":" // each format's buckets apart

@@ -18,6 +18,26 @@ func TestPublicVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runVectors(t, f, time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
+}
+
+// The window vectors (sliding, fixed, overrides, batches mixing them with
+// GCRA) the same way, on every backend and key format.
+func TestWindowVectors(t *testing.T) {
+	f, err := vectors.Windows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, err := f.StartTime(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runVectors(t, f, begin)
+}
+
+// runVectors runs f's scenarios through a Limiter deciding in each
+// backend, its fake clock starting at begin.
+func runVectors(t *testing.T, f *vectors.File, begin time.Time) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			cfg, err := configfile.Parse("defaults.yaml", f.Defaults, "overrides.yaml", f.Overrides)
@@ -25,7 +45,7 @@ func TestPublicVectors(t *testing.T) {
 				t.Fatal(err)
 			}
 			clk := clock.NewFake()
-			clk.Set(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
+			clk.Set(begin)
 			l, err := ratelimits.NewLimiter(cfg, newSource(t, b.opts(t)), clk)
 			if err != nil {
 				t.Fatal(err)
