@@ -63,6 +63,11 @@ go test -race -count=1 -timeout 12m ./...
 # is busy (golang/go#75804, fixed in Go 1.27), and a count has no deadline.
 fuzz() {
   stage "fuzz $1 ($2 inputs, $3)"
+  # A renamed fuzzer must fail the run, not fuzz nothing: go test only warns.
+  if ! grep -q "^func $1(" "$3"*_test.go; then
+    echo "no fuzzer $1 in $3" >&2
+    exit 1
+  fi
   go test -run '^$' -fuzz "^$1\$" -fuzztime "$2x" "$3"
 }
 fuzz FuzzHandler 80000 ./httpapi/
@@ -70,4 +75,4 @@ fuzz FuzzFastDecode 100000 ./httpapi/
 fuzz FuzzEncode 30000 ./httpapi/
 fuzz FuzzParseConfig 60000 ./ratelimits/configfile/
 fuzz FuzzCanonicalize 150000 ./ratelimits/
-fuzz FuzzTableAgainstModel 50000 ./source/memory/internal/table/
+fuzz FuzzStoreAgainstModel 50000 ./source/memory/internal/table/
