@@ -260,7 +260,21 @@ const fakeClockStart = "2026-11-22T00:00:00Z"
 // returns the env that points a limiter at it with a fake clock.
 func vectorsConfig(t *testing.T) (*vectors.File, map[string]string) {
 	t.Helper()
-	f, err := vectors.Public()
+	return configOf(t, vectors.Public)
+}
+
+// windowVectorsConfig is vectorsConfig for the window vectors
+// (vectors.Windows), whose clock starts where the file says.
+func windowVectorsConfig(t *testing.T) (*vectors.File, map[string]string) {
+	t.Helper()
+	return configOf(t, vectors.Windows)
+}
+
+// configOf writes the config of the vectors load returns, and returns the
+// env of a limiter on it, its fake clock at the file's start.
+func configOf(t *testing.T, load func() (*vectors.File, error)) (*vectors.File, map[string]string) {
+	t.Helper()
+	f, err := load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,10 +282,14 @@ func vectorsConfig(t *testing.T) (*vectors.File, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := f.Start
+	if start == "" {
+		start = fakeClockStart
+	}
 	return f, map[string]string{
 		"LIMITER_DEFAULTS":  defaults,
 		"LIMITER_OVERRIDES": overrides,
-		"LIMITER_FAKECLOCK": fakeClockStart,
+		"LIMITER_FAKECLOCK": start,
 	}
 }
 
@@ -280,25 +298,6 @@ func vectorsConfig(t *testing.T) (*vectors.File, map[string]string) {
 func runVectorsOverHTTP(t *testing.T, f *vectors.File, procs ...*limiterProc) {
 	t.Helper()
 	vectors.Run(t, f, &httpDriver{procs: procs}, time.Millisecond)
-}
-
-// windowVectorsConfig is vectorsConfig for the window vectors
-// (vectors.Windows), whose clock starts where the file says.
-func windowVectorsConfig(t *testing.T) (*vectors.File, map[string]string) {
-	t.Helper()
-	f, err := vectors.Windows()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defaults, overrides, err := f.WriteConfig(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f, map[string]string{
-		"LIMITER_DEFAULTS":  defaults,
-		"LIMITER_OVERRIDES": overrides,
-		"LIMITER_FAKECLOCK": f.Start,
-	}
 }
 
 // The window vectors through the binary on the memory source: decisions
