@@ -198,7 +198,8 @@ func (l Limit) earliest(nowMs, start, cur, prev, cost, minD int64) int64 {
 	}
 	free := (l.Count - cost) * l.Period
 	if e := l.Period - free/cur; e < l.Period {
-		return at(next + e)
+		// e < 0: the old hits fit at the next window's very start.
+		return at(next + max(e, 0))
 	}
 	return at(next + l.Period)
 }

@@ -77,6 +77,11 @@ func TestSpendNarrative(t *testing.T) {
 			want: Decision{Allowed: true, Remaining: 0, RetryIn: 2 * minute, ResetIn: 2 * minute},
 		},
 		{
+			name: "many old hits and a lowered count: denied until the next window, whose weight lets one in at once",
+			now:  t0 + 100, l: Limit{Count: 10, Period: 1_000}, cost: 1, c: counterAt(1_000, t0, 5, 5_000),
+			want: Decision{Allowed: false, Remaining: 0, RetryIn: 900, ResetIn: 1_900},
+		},
+		{
 			name: "counts far above count (a lowered override) deny without overflow and wait out both windows",
 			now:  t0, l: tenPerMinute, cost: 1, c: counterAt(minute, t0, 1<<62, 1<<62),
 			want: Decision{Allowed: false, Remaining: 0, RetryIn: 2 * minute, ResetIn: 2 * minute},
@@ -169,10 +174,16 @@ func allowedAt(l Limit, c Counter, cost, ms int64) bool {
 // against a scan, millisecond by millisecond, of random small states.
 func TestRetryInIsTheFirstAllowedMillisecond(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
-	for range 3000 {
+	for i := range 20000 {
 		l := Limit{Count: 1 + rng.Int64N(6), Period: 1_000 * (1 + rng.Int64N(2)), Fixed: rng.IntN(3) == 0}
+		if i%2 == 0 {
+			// Tiny periods reach every branch: weights that the current
+			// window cannot outwait, and counts far above Count (a lowered
+			// override, or processes that overshot between syncs).
+			l.Period = 1 + rng.Int64N(12)
+		}
 		now := t0 + rng.Int64N(3*l.Period)
-		c := counterAt(l.Period, t0+l.Period*rng.Int64N(3), rng.Int64N(l.Count+3), rng.Int64N(l.Count+3))
+		c := counterAt(l.Period, t0+l.Period*rng.Int64N(3), rng.Int64N(4*l.Count+3), rng.Int64N(4*l.Count+3))
 		cost := rng.Int64N(l.Count + 1)
 		d := Spend(now, l, cost, c)
 		if d.Allowed != allowedAt(l, c, cost, now) {
