@@ -20,6 +20,10 @@ type Config struct {
 	byLimit map[string]NameInfo // every known name, built-in or declared
 	names   []NameInfo          // the same, sorted by enum
 	limits  map[Name]nameLimits // names with a default, overrides, or both
+	// counted is the algorithm of every enum that had limits in a Config
+	// this one succeeded (Succeed), also those without limits here: their
+	// buckets may still hold that algorithm's state.
+	counted map[Name]Algorithm
 }
 
 // nameLimits holds one name's limits. overrides is keyed by canonical

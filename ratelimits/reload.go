@@ -44,28 +44,64 @@ func (c *AlgorithmChange) Reason() string {
 func (c *AlgorithmChange) Unwrap() error { return ErrAlgorithmChanged }
 
 // AlgorithmChanges lists, by enum, the names that count with one algorithm
-// in old and another in new. Only names that have limits (a default or an
-// override) in both are compared: a name without any stores nothing while
-// it is in use.
+// in new and another in old, or in any configuration old succeeded
+// (Succeed): a name whose limits a reload removed keeps its buckets, so
+// bringing it back with another algorithm is a change too. A name without
+// limits in new stores nothing and is not compared.
 func AlgorithmChanges(old, new *Config) []AlgorithmChange {
 	if old == nil || new == nil {
 		return nil
 	}
 	var changes []AlgorithmChange
 	for _, name := range slices.Sorted(maps.Keys(new.limits)) {
-		o, n := old.limits[name], new.limits[name]
-		if !o.set || !n.set || o.algorithm == n.algorithm {
+		n := new.limits[name]
+		was, ok := old.countedWith(name)
+		if !n.set || !ok || was == n.algorithm {
 			continue
 		}
 		changes = append(changes, AlgorithmChange{
 			Name:     name,
 			OldLimit: old.limitName(name),
 			NewLimit: new.limitName(name),
-			Old:      o.algorithm,
+			Old:      was,
 			New:      n.algorithm,
 		})
 	}
 	return changes
+}
+
+// countedWith returns the algorithm name's buckets were last counted with
+// under c: its limits' in c, else the one recorded from a configuration c
+// succeeded.
+func (c *Config) countedWith(name Name) (Algorithm, bool) {
+	if nl := c.limits[name]; nl.set {
+		return nl.algorithm, true
+	}
+	a, ok := c.counted[name]
+	return a, ok
+}
+
+// Succeed returns new as the successor of old, for a reload that CheckReload
+// allowed: a copy of new that also remembers the algorithm of every enum
+// old counted with (or any configuration before it), so that removing a
+// name's limits in one reload and bringing them back with another
+// algorithm in the next is refused like a change in one step. Neither
+// argument is modified.
+func Succeed(old, new *Config) *Config {
+	if old == nil || new == nil {
+		return new
+	}
+	next := *new
+	next.counted = maps.Clone(old.counted)
+	if next.counted == nil {
+		next.counted = make(map[Name]Algorithm, len(old.limits))
+	}
+	for name, nl := range old.limits {
+		if nl.set {
+			next.counted[name] = nl.algorithm
+		}
+	}
+	return &next
 }
 
 // CheckReload refuses to replace old with new when new changes the

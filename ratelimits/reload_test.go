@@ -111,3 +111,35 @@ func TestCheckReload(t *testing.T) {
 		t.Errorf("CheckReload from no configuration = %v", err)
 	}
 }
+
+// A reload that removes a name's limits, then one that brings them back
+// with another algorithm: the second is refused, since the buckets of the
+// first configuration may still hold the old algorithm's state.
+func TestReloadInTwoStepsIsRefused(t *testing.T) {
+	declare := []NameInfo{{Name: 121, Limit: "Search", Kind: KindString}}
+	build := func(defaults map[string]Limit) *Config {
+		t.Helper()
+		c, err := NewConfig(declare, defaults, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	first := build(map[string]Limit{"Search": mustLimit(t, 5, 5, time.Minute)})
+	empty := build(nil)
+	if err := CheckReload(first, empty); err != nil {
+		t.Fatalf("removing the limits: %v", err)
+	}
+	running := Succeed(first, empty)
+	back := build(map[string]Limit{"Search": mustWindow(t, SlidingWindow, 10, time.Minute)})
+	var change *AlgorithmChange
+	if err := CheckReload(running, back); !errors.As(err, &change) || change.Old != GCRA || change.New != SlidingWindow {
+		t.Fatalf("bringing the name back as a sliding window: %v, want refused (gcra to sliding-window)", err)
+	}
+	if err := CheckReload(running, build(map[string]Limit{"Search": mustLimit(t, 9, 9, time.Minute)})); err != nil {
+		t.Fatalf("bringing it back as GCRA: %v, want allowed", err)
+	}
+	if empty.counted != nil {
+		t.Fatal("Succeed modified its argument")
+	}
+}

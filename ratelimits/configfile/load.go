@@ -71,9 +71,11 @@ func Parse(defaultsFile string, defaults []byte, overridesFile string, overrides
 }
 
 // LoadReload is Load for a reload that would replace running: the files
-// must also keep the algorithm of every enum that has limits in both
-// (ratelimits.CheckReload), or the *Error has a problem for each name that
-// changes it, at the line where the new algorithm is set.
+// must also keep the algorithm of every enum that running, or a
+// configuration before it, counted with (ratelimits.AlgorithmChanges), or
+// the *Error has a problem for each name that changes it, at the line where
+// the new algorithm is set. The Config returned remembers those algorithms
+// in turn (ratelimits.Succeed).
 func LoadReload(running *ratelimits.Config, defaultsPath, overridesPath string) (*ratelimits.Config, error) {
 	defaults, err := os.ReadFile(defaultsPath)
 	if err != nil {
@@ -116,7 +118,7 @@ func parse(running *ratelimits.Config, defaultsFile string, defaults []byte, ove
 		}
 		return nil, problemsError(defaultsFile, problems)
 	}
-	return cfg, nil
+	return ratelimits.Succeed(running, cfg), nil
 }
 
 // problemsError returns the *Error of problems, sorted as an operator reads
