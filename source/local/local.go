@@ -117,7 +117,8 @@ type Cycle struct {
 	// Duration is how long the cycle took, waiting for an earlier cycle
 	// of the group excluded.
 	Duration time.Duration
-	// Err is the push's failure; its hits are kept for the next cycle.
+	// Err is the push's failure; the hits of the pushes the source did
+	// not certainly apply are kept for the next cycle.
 	Err error
 }
 
