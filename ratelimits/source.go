@@ -68,11 +68,18 @@ type WindowSyncer interface {
 	// none is lost), then fills each push's Total with the stored counter
 	// as it is at now, after the add. Pushes with no hits only read.
 	// now is unix nanoseconds; it decides which stored windows are
-	// current, as for a decision. A failed call that certainly changed
-	// nothing wraps ErrNotApplied; the caller keeps its hits and pushes
-	// them again later either way (hits are never lost, and a retry of a
-	// call that did take effect may count them twice: the documented
-	// price of the mode).
+	// current, as for a decision.
+	//
+	// A source may split a sync into several calls (Redis: one per hash
+	// slot, and at most a few hundred counters each), some of which can
+	// fail while others take effect. It therefore sets each push's Applied
+	// when that push's hits were certainly added, and clears it otherwise,
+	// also when the sync fails as a whole: the caller pushes again only
+	// the pushes not Applied. Returning nil means every push was applied.
+	// A failed sync that certainly changed nothing wraps ErrNotApplied.
+	// A push not Applied may still have taken effect (its call timed out
+	// after it was sent): pushing it again may count its hits twice, the
+	// documented price of the mode, which never loses a hit this way.
 	SyncWindows(ctx context.Context, now int64, pushes []WindowPush) error
 }
 
@@ -88,6 +95,12 @@ type WindowPush struct {
 	// adding: a sliding window weighs them until Start+Period.
 	PrevHits int64
 	// Total is filled by SyncWindows: the stored counter after the add,
-	// as window.Counter.At reads it at now.
+	// as window.Counter.At reads it at now. It is meaningful only when
+	// Applied is set.
 	Total window.Counter
+	// Applied is set by SyncWindows when this push's hits were certainly
+	// added and Total read: the call that carried it got its answer. It
+	// is cleared for a push whose call failed, whether or not that call
+	// reached the source.
+	Applied bool
 }

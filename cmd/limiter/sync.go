@@ -83,7 +83,7 @@ func registerLayerGauges(reg prometheus.Registerer, layer *local.Layer) {
 		}, read(func(l *local.Layer) float64 { return float64(l.Counters()) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "limiter_local_evictions_lost_total",
-			Help: "Local counters of limits with a sync_rate below 0 evicted while they counted hits (their subscribers got those hits back); evicted counters of limits above 0 keep their unpushed hits.",
+			Help: "Local counters that lost hits at the bound: below 0, evicted while they counted hits; above 0, evicted (or put back after a failed push) with no room left for their unpushed hits. Their subscribers got those hits back.",
 		}, read(func(l *local.Layer) float64 { _, lost := l.Evictions(); return float64(lost) })),
 	)
 }

@@ -32,9 +32,14 @@
 // Memory is bounded: each group holds at most MaxCounters counters. A
 // cycle forgets counters that count nothing any more; a full shard makes
 // room by evicting the counter with the least to lose. An evicted counter
-// of a limit above 0 keeps its unpushed hits (the next cycle pushes them),
-// so only its totals are forgotten; one of a limit below 0 loses its hits,
-// which Evictions counts.
+// of a limit above 0 leaves its unpushed hits behind as the key's orphan
+// (only its totals are forgotten): the next cycle pushes them, and a
+// counter made again for the key before then takes them back, so that
+// decisions keep counting them. Orphans are bounded too, by as many keys
+// as counters per shard: beyond that, an eviction drops its hits. An
+// evicted counter of a limit below 0 takes its hits with it (the source
+// never sees them). Evictions counts the counters that lost hits either
+// way.
 package local
 
 import (
@@ -112,7 +117,8 @@ type Cycle struct {
 	// Duration is how long the cycle took, waiting for an earlier cycle
 	// of the group excluded.
 	Duration time.Duration
-	// Err is the push's failure; its hits are kept for the next cycle.
+	// Err is the push's failure; the hits of the pushes the source did
+	// not certainly apply are kept for the next cycle.
 	Err error
 }
 
@@ -227,11 +233,18 @@ type shard struct {
 	mu       sync.Mutex
 	counters map[string]*counter
 	capacity int
-	// orphans are unpushed hits no counter holds any more (evicted, or
-	// replaced after a change of period); the next cycle pushes them.
-	orphans   []orphan
+	// orphans are, per key, the unpushed hits of an evicted counter (or
+	// of one whose push failed after it was evicted); the next cycle
+	// pushes them, and a counter made for the key takes them back. A key
+	// never has both a counter and an orphan. At most capacity keys: an
+	// orphan is smaller than a counter, but a flood of fresh ids must
+	// not grow a shard without end while pushes fail. Only groups above 0
+	// have orphans.
+	orphans   map[string]window.Counter
 	evictions uint64
-	lost      uint64 // evictions that lost hits (limits below 0)
+	// lost counts counters whose hits were dropped to stay within the
+	// bounds: evicted below 0, or above 0 with the shard's orphans full.
+	lost uint64
 }
 
 // counter is one (limit, id) counter. Each part is a window.Counter: hits
@@ -248,12 +261,6 @@ type counter struct {
 	// fetched is set once a cycle read the counter's totals; until then
 	// a cycle keeps it, even counting nothing, to read them.
 	fetched bool
-}
-
-// orphan is a counter's unpushed hits without the counter.
-type orphan struct {
-	key  string
-	hits window.Counter
 }
 
 // at returns c's counts at nowMs for a window of period, as a counter of
@@ -337,6 +344,7 @@ func (l *Layer) groupOf(rate time.Duration) *group {
 			capacity++
 		}
 		g.shards[i].counters = map[string]*counter{}
+		g.shards[i].orphans = map[string]window.Counter{}
 		g.shards[i].capacity = capacity
 	}
 	next := maps.Clone(groups)
@@ -562,24 +570,38 @@ func (l *Layer) Reset(ctx context.Context, now int64, ops []ratelimits.LocalOp, 
 			}
 			delete(sh.counters, op.Key)
 		}
-		sh.orphans = slices.DeleteFunc(sh.orphans, func(o orphan) bool { return o.key == op.Key })
+		delete(sh.orphans, op.Key)
 	}
 	return n, nil
 }
 
-// insert makes an empty counter for key, with the shard locked, making
-// room first when the shard is full. The keys of batch are not evicted.
+// insert makes a counter for key, with the shard locked, making room
+// first when the shard is full. The keys of batch are not evicted. The
+// key's orphan, if it has one, becomes the new counter's unpushed hits.
+//
+// A counter of another period is replaced, and its unpushed hits are
+// dropped: a window is its period and its start, so no decision reads
+// them any more, and pushing them would make the source replace its
+// counter of the new period (the one everyone now counts in) with one of
+// the old. An orphan of another period is dropped likewise.
 func (sh *shard) insert(l *Layer, key string, period, nowMs int64, batch []ratelimits.LocalOp, rate time.Duration) *counter {
 	sh.sweep(nowMs)
-	if old := sh.counters[key]; old != nil {
-		// The period changed: the old counter's hits are another window's,
-		// and still the source's to count.
-		sh.orphan(key, old, nowMs)
-		delete(sh.counters, key)
-	} else if len(sh.counters) >= sh.capacity {
-		sh.evict(nowMs, batch, rate)
-	}
 	c := &counter{period: period, fetched: rate < 0}
+	if old := sh.counters[key]; old != nil {
+		// Hits in flight stay with old: the running cycle settles them.
+		old.pending = window.Counter{}
+		delete(sh.counters, key)
+	} else {
+		if o, ok := sh.orphans[key]; ok {
+			delete(sh.orphans, key)
+			if o.Period == period {
+				c.pending = at(o, nowMs, period)
+			}
+		}
+		if len(sh.counters) >= sh.capacity {
+			sh.evict(nowMs, batch, rate)
+		}
+	}
 	sh.counters[key] = c
 	return c
 }
@@ -604,14 +626,36 @@ func (sh *shard) sweep(nowMs int64) {
 	}
 }
 
-// orphan keeps the unpushed hits of a counter that is being dropped, for
-// the next cycle. Hits in flight stay with the counter: the running cycle
-// finds it dropped and keeps them if its push fails.
-func (sh *shard) orphan(key string, c *counter, nowMs int64) {
-	if p := at(c.pending, nowMs, c.period); !empty(p) {
-		sh.orphans = append(sh.orphans, orphan{key: key, hits: p})
+// keep puts unpushed hits of key back for the next cycle, with the shard
+// locked: with the key's counter when it has one, else with its orphan.
+// Hits of a period other than the counter's or the orphan's are dropped
+// (that one is newer: see insert). keep reports false when it dropped the
+// hits because the shard's orphans are full.
+func (sh *shard) keep(key string, hits window.Counter, nowMs int64) bool {
+	if hits.Period == 0 {
+		return true // nothing was counted
 	}
-	c.pending = window.Counter{}
+	hits = at(hits, nowMs, hits.Period)
+	if empty(hits) {
+		return true
+	}
+	if c := sh.counters[key]; c != nil {
+		if c.period == hits.Period {
+			c.pending = merge(c.pending, hits, nowMs, c.period)
+		}
+		return true
+	}
+	if o, ok := sh.orphans[key]; ok {
+		if o.Period == hits.Period {
+			sh.orphans[key] = merge(o, hits, nowMs, o.Period)
+		}
+		return true
+	}
+	if len(sh.orphans) >= sh.capacity {
+		return false
+	}
+	sh.orphans[key] = hits
+	return true
 }
 
 // evict removes one counter of a full shard: among up to evictSample of
@@ -619,7 +663,9 @@ func (sh *shard) orphan(key string, c *counter, nowMs int64) {
 // nothing if there is one, else one without unpushed hits, else the one
 // counting least. Counters of the running batch are passed over. rate is
 // the group's: a counter of a limit below 0 takes its hits with it, one
-// above 0 leaves them to the next cycle.
+// above 0 leaves its unpushed hits as the key's orphan while the shard has
+// room for one (hits in flight stay with the counter: the running cycle
+// settles them).
 func (sh *shard) evict(nowMs int64, batch []ratelimits.LocalOp, rate time.Duration) {
 	var victim string
 	var vc *counter
@@ -649,12 +695,15 @@ func (sh *shard) evict(nowMs int64, batch []ratelimits.LocalOp, rate time.Durati
 		return // every counter belongs to the batch: the bound gives way
 	}
 	sh.evictions++
+	delete(sh.counters, victim)
 	if rate > 0 {
-		sh.orphan(victim, vc, nowMs)
+		if !sh.keep(victim, vc.pending, nowMs) {
+			sh.lost++
+		}
+		vc.pending = window.Counter{}
 	} else if bestCount > 0 {
 		sh.lost++
 	}
-	delete(sh.counters, victim)
 }
 
 // loop runs a group's cycles every sync_rate until Close. The ticks keep
@@ -694,8 +743,12 @@ func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (rateli
 }
 
 // cycle pushes every unpushed hit of g and reads back the totals of every
-// counter it holds, in one SyncWindows call, with g's cycle token held. A failed
-// push puts its hits back with the unpushed ones, for the next cycle.
+// counter it holds, in one SyncWindows call, with g's cycle token held.
+// The pushes the source did not certainly apply (all of them when the
+// call failed as a whole) put their hits back with the unpushed ones, for
+// the next cycle; those it applied are done, even when others failed, and
+// their counters take the totals read. Each key is pushed once: a key has
+// a counter or an orphan, never both.
 func (l *Layer) cycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
 	nowMs := msOf(now)
@@ -713,13 +766,13 @@ func (l *Layer) cycle(ctx context.Context, g *group) (ratelimits.SyncResult, err
 			pushes = append(pushes, push(key, c.inflight))
 			held = append(held, c)
 		}
-		for _, o := range sh.orphans {
-			if h := at(o.hits, nowMs, o.hits.Period); !empty(h) {
-				pushes = append(pushes, push(o.key, h))
+		for key, o := range sh.orphans {
+			if h := at(o, nowMs, o.Period); !empty(h) {
+				pushes = append(pushes, push(key, h))
 				held = append(held, nil)
 			}
 		}
-		sh.orphans = nil
+		clear(sh.orphans)
 		sh.mu.Unlock()
 	}
 	if len(pushes) == 0 {
@@ -741,29 +794,27 @@ func (l *Layer) cycle(ctx context.Context, g *group) (ratelimits.SyncResult, err
 			sh.mu.Lock()
 		}
 		c := held[i]
-		switch {
-		case err == nil:
+		if c != nil {
+			c.inflight = window.Counter{}
+		}
+		if err != nil && !p.Applied {
+			// Back with the key's counter (this one, or the one made
+			// since it was dropped) or as its orphan.
+			if !sh.keep(p.Key, hitsOf(p), nowMs) {
+				sh.lost++
+			}
+			continue
+		}
+		if c != nil && sh.counters[p.Key] == c {
+			c.synced, c.fetched = p.Total, true
+		}
+		if err == nil {
 			if p.Hits > 0 || p.PrevHits > 0 {
 				res.Pushed++
 			}
 			if c != nil {
 				res.Fetched++
-				c.inflight = window.Counter{}
-				if sh.counters[p.Key] == c {
-					c.synced, c.fetched = p.Total, true
-				}
 			}
-		case c == nil:
-			sh.orphans = append(sh.orphans, orphan{key: p.Key, hits: hitsOf(p)})
-		default:
-			if sh.counters[p.Key] == c {
-				c.pending = merge(c.pending, c.inflight, nowMs, c.period)
-			} else if !empty(c.inflight) {
-				// Dropped while its hits were in flight (evicted, or its
-				// period changed): they wait as an orphan.
-				sh.orphans = append(sh.orphans, orphan{key: p.Key, hits: c.inflight})
-			}
-			c.inflight = window.Counter{}
 		}
 	}
 	if sh != nil {
@@ -864,7 +915,7 @@ func (l *Layer) finalPush(ctx context.Context, g *group) error {
 	}
 }
 
-// pending counts g's counters (and orphans) with unpushed hits.
+// pending counts g's keys with unpushed hits, counters and orphans.
 func (g *group) pending(l *Layer) int {
 	nowMs := msOf(l.opts.Clock.Now().UnixNano())
 	n := 0
@@ -877,7 +928,7 @@ func (g *group) pending(l *Layer) int {
 			}
 		}
 		for _, o := range sh.orphans {
-			if !empty(at(o.hits, nowMs, o.hits.Period)) {
+			if !empty(at(o, nowMs, o.Period)) {
 				n++
 			}
 		}
@@ -911,8 +962,10 @@ func (l *Layer) Counters() int {
 }
 
 // Evictions returns how many counters were evicted to stay within
-// MaxCounters, and how many of them lost hits (limits below 0; a limit
-// above 0 keeps its unpushed hits for the next cycle).
+// MaxCounters, and how many counters lost hits to stay within the bounds:
+// evicted ones of limits below 0 that still counted, and, above 0, those
+// whose unpushed hits found the shard's orphans full (at an eviction, or
+// when a failed push put back the hits of a counter evicted meanwhile).
 func (l *Layer) Evictions() (evicted, lost uint64) {
 	for _, g := range l.allGroups() {
 		for i := range g.shards {

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,9 +28,12 @@ type store struct {
 	mu       sync.Mutex
 	counters map[string]window.Counter
 	fail     error // returned, with nothing changed, while set
-	n        int   // calls
-	pushes   [][]ratelimits.WindowPush
-	calls    chan int // receives n after each call, when set
+	// only, when set, makes a call apply just the pushes of the keys it
+	// accepts and fail: a sync cut into parts of which some failed.
+	only   func(key string) bool
+	n      int // calls
+	pushes [][]ratelimits.WindowPush
+	calls  chan int // receives n after each call, when set
 	// hold, when set, keeps every call waiting until it is closed, after
 	// announcing the call on entered.
 	hold, entered chan struct{}
@@ -47,10 +51,19 @@ func (s *store) SyncWindows(_ context.Context, now int64, pushes []ratelimits.Wi
 	n := s.n
 	s.pushes = append(s.pushes, append([]ratelimits.WindowPush(nil), pushes...))
 	err := s.fail
-	if err == nil {
+	if err == nil && s.only != nil {
+		err = errors.New("part of the sync failed")
+	}
+	for i := range pushes {
+		pushes[i].Applied = false
+	}
+	if s.fail == nil {
 		nowMs := msOf(now)
 		for i := range pushes {
 			p := &pushes[i]
+			if s.only != nil && !s.only(p.Key) {
+				continue
+			}
 			c := at(s.counters[p.Key], nowMs, p.Period)
 			switch p.Start {
 			case c.Start:
@@ -60,7 +73,7 @@ func (s *store) SyncWindows(_ context.Context, now int64, pushes []ratelimits.Wi
 				c.Prev += p.Hits
 			}
 			s.counters[p.Key] = c
-			p.Total = c
+			p.Total, p.Applied = c, true
 		}
 	}
 	s.mu.Unlock()
@@ -573,8 +586,9 @@ func TestEvictionKeepsUnpushedHits(t *testing.T) {
 	}
 }
 
-// A change of period is another window: hits counted under the old one are
-// still pushed, and not read by decisions under the new one.
+// A change of period is another window: hits counted under the old one
+// are not read by decisions under the new one, and are not pushed either
+// (the source would replace its counter of the new period with them).
 func TestPeriodChange(t *testing.T) {
 	s, clk := newStore(), fakeClock()
 	p := newProcess(t, s, clk, Options{})
@@ -588,15 +602,214 @@ func TestPeriodChange(t *testing.T) {
 	if got := p.remaining(t, daily); got != 9 {
 		t.Fatalf("remaining %d under the new period, want 9", got)
 	}
-	if res := p.sync(t); res.Pushed != 2 {
-		t.Fatalf("sync = %+v, want 2 pushes: the old period's hits and the new one's", res)
+	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 1}) {
+		t.Fatalf("sync = %+v, want the key pushed and fetched once", res)
 	}
-	got := map[int64]int64{}
-	for _, push := range s.pushes[0] {
-		got[push.Period] += push.Hits
+	if len(s.pushes[0]) != 1 || s.pushes[0][0].Period != daily.Op.Window.Period || s.pushes[0][0].Hits != 1 {
+		t.Fatalf("pushes %+v, want 1 hit under 24h only", s.pushes[0])
 	}
-	if len(got) != 2 || got[hourly.Op.Window.Period] != 4 || got[daily.Op.Window.Period] != 1 {
-		t.Fatalf("pushes %+v, want 4 hits under 1h and 1 under 24h", s.pushes[0])
+	// An evicted counter's orphan of the old period is dropped when the
+	// key comes back under another: the key is pushed once, of the new
+	// period.
+	q := newProcess(t, s, clk, Options{MaxCounters: 1})
+	q.admit(3, hourly)
+	q.admit(1, op("other", 10, 1, time.Second)) // evicts k: its 3 hits are its orphan
+	if got := orphans(q.Layer); got != 1 {
+		t.Fatalf("%d orphans after the eviction, want 1", got)
+	}
+	q.admit(2, daily) // evicts other, drops k's hourly orphan
+	if got := q.remaining(t, daily); got != 8 {
+		t.Fatalf("remaining %d under the new period, want 8", got)
+	}
+	if res := q.sync(t); res != (ratelimits.SyncResult{Pushed: 2, Fetched: 1}) {
+		t.Fatalf("sync = %+v, want k and other pushed once each, k fetched", res)
+	}
+	for _, push := range s.pushes[len(s.pushes)-1] {
+		if push.Key == "k" && push.Period != daily.Op.Window.Period {
+			t.Fatalf("pushed %+v: the old period's hits", push)
+		}
+	}
+}
+
+// orphans counts the orphans of every group.
+func orphans(l *Layer) int {
+	n := 0
+	for _, g := range l.allGroups() {
+		for i := range g.shards {
+			sh := &g.shards[i]
+			sh.mu.Lock()
+			n += len(sh.orphans)
+			sh.mu.Unlock()
+		}
+	}
+	return n
+}
+
+// A flood of fresh ids while pushes fail stays within the bound: the
+// shard keeps MaxCounters counters and as many orphans, and the hits
+// beyond are dropped and counted. Once the source is back, what was kept
+// is pushed once.
+func TestOrphansAreBounded(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{MaxCounters: 16})
+	s.setFail(errors.New("down"))
+	const ids = 100_000
+	for i := range ids {
+		if ok, _ := p.spend(op(fmt.Sprintf("id:%d", i), 10, 1, time.Hour)); !ok {
+			t.Fatalf("spend %d denied", i)
+		}
+		if i == ids/2 {
+			if _, err := p.Sync(context.Background()); err == nil {
+				t.Fatal("a sync with the source down succeeded")
+			}
+		}
+	}
+	if c, o, pend := p.Counters(), orphans(p.Layer), p.Pending(); c != 16 || o != 16 || pend != 32 {
+		t.Fatalf("counters %d, orphans %d, pending %d; want 16, 16, 32", c, o, pend)
+	}
+	if ev, lost := p.Evictions(); ev != ids-16 || lost != ids-32 {
+		t.Fatalf("evictions %d, lost %d; want %d and %d", ev, lost, ids-16, ids-32)
+	}
+	s.setFail(nil)
+	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 32, Fetched: 16}) {
+		t.Fatalf("sync once the source is back = %+v, want 32 pushed, 16 fetched", res)
+	}
+	s.mu.Lock()
+	n, sum := len(s.counters), int64(0)
+	for _, c := range s.counters {
+		sum += c.Cur
+	}
+	s.mu.Unlock()
+	if n != 32 || sum != 32 || orphans(p.Layer) != 0 || p.Pending() != 0 {
+		t.Fatalf("the source holds %d counters of %d hits, %d orphans and %d pending left; want 32, 32, 0, 0",
+			n, sum, orphans(p.Layer), p.Pending())
+	}
+}
+
+// An evicted counter's unpushed hits still count for its subscriber: a
+// counter made again for the key takes them back before the next cycle.
+func TestEvictedHitsStillCount(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{MaxCounters: 1})
+	a := op("a", 10, 1, time.Second)
+	p.admit(6, a)
+	p.admit(1, op("b", 10, 1, time.Second)) // evicts a
+	if got := orphans(p.Layer); got != 1 {
+		t.Fatalf("%d orphans after a's eviction, want 1", got)
+	}
+	if got := p.admit(10, a); got != 4 {
+		t.Fatalf("a admitted %d of 10 after its eviction, want 4: its 6 unpushed hits count", got)
+	}
+	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 2, Fetched: 1}) {
+		t.Fatalf("sync = %+v, want a and b pushed, a fetched", res)
+	}
+	if got := s.total("a", clk.Now()); got != 10 {
+		t.Fatalf("the source counts %d hits of a, want 10", got)
+	}
+	if ev, lost := p.Evictions(); lost != 0 || ev == 0 {
+		t.Fatalf("evictions %d, lost %d; want some and none lost", ev, lost)
+	}
+}
+
+// Below 0 nothing is ever orphaned: a period change or an eviction drops
+// the hits, which only this process counted.
+func TestLocalOnlyNeverOrphans(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{MaxCounters: 1})
+	hourly := op("k", 10, 1, -1)
+	p.admit(4, hourly)
+	daily := hourly
+	daily.Op.Window.Period = (24 * time.Hour).Milliseconds()
+	p.admit(1, daily)
+	p.admit(1, op("j", 10, 1, -1)) // evicts k, which counts 1
+	if got := orphans(p.Layer); got != 0 {
+		t.Fatalf("%d orphans in a local-only group, want 0", got)
+	}
+	if _, lost := p.Evictions(); lost != 1 {
+		t.Fatalf("lost %d, want 1", lost)
+	}
+	if got := p.remaining(t, daily); got != 10 {
+		t.Fatalf("k after its eviction: remaining %d, want 10", got)
+	}
+}
+
+// When a sync fails in part, the pushes the source applied are done: only
+// the others are pushed again, and no hit counts twice.
+func TestPartlyFailedPushIsNotCountedTwice(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	a, b := op("a", 10, 1, time.Second), op("b", 10, 1, time.Second)
+	p.admit(3, a)
+	p.admit(4, b)
+	s.mu.Lock()
+	s.only = func(key string) bool { return key == "a" }
+	s.mu.Unlock()
+	if _, err := p.Sync(context.Background()); err == nil {
+		t.Fatal("a partly failed sync succeeded")
+	}
+	if got, pend := s.total("a", clk.Now()), p.Pending(); got != 3 || pend != 1 {
+		t.Fatalf("after the partial sync the source counts %d of a and %d keys are pending; want 3 and 1", got, pend)
+	}
+	// a read its total (3, its own hits) and holds nothing unpushed.
+	if ra, rb := p.remaining(t, a), p.remaining(t, b); ra != 7 || rb != 6 {
+		t.Fatalf("remaining a %d, b %d; want 7 and 6", ra, rb)
+	}
+	s.mu.Lock()
+	s.only = nil
+	s.mu.Unlock()
+	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 2}) {
+		t.Fatalf("the next sync = %+v, want b pushed, both fetched", res)
+	}
+	if ta, tb := s.total("a", clk.Now()), s.total("b", clk.Now()); ta != 3 || tb != 4 {
+		t.Fatalf("the source counts a %d, b %d; want 3 and 4", ta, tb)
+	}
+}
+
+// A counter evicted while its hits are in flight, and made again before
+// the push fails, gets those hits back: decisions count them, and the
+// next cycle pushes the key once with all of them.
+func TestFailedPushOfAnEvictedCounter(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	s.hold, s.entered = make(chan struct{}), make(chan struct{}, 4)
+	p := newProcess(t, s, clk, Options{MaxCounters: 1})
+	a := op("a", 10, 1, time.Second)
+	p.admit(5, a)
+	done := make(chan error)
+	go func() {
+		_, err := p.Sync(context.Background())
+		done <- err
+	}()
+	receive(t, s.entered) // a's 5 hits are in flight
+	p.admit(1, op("b", 10, 1, time.Second))
+	p.admit(2, a) // evicts b, a new counter of a
+	s.setFail(errors.New("down"))
+	close(s.hold)
+	if err := receive(t, done); err == nil {
+		t.Fatal("the held sync succeeded")
+	}
+	if got := p.remaining(t, a); got != 3 {
+		t.Fatalf("a's remaining %d after the failed push, want 3: 5 + 2 of its hits", got)
+	}
+	s.setFail(nil)
+	s.hold = nil
+	res := p.sync(t)
+	if res != (ratelimits.SyncResult{Pushed: 2, Fetched: 1}) {
+		t.Fatalf("sync = %+v, want a and b pushed once each, a fetched", res)
+	}
+	if ta, tb := s.total("a", clk.Now()), s.total("b", clk.Now()); ta != 7 || tb != 1 {
+		t.Fatalf("the source counts a %d, b %d; want 7 and 1", ta, tb)
+	}
+}
+
+// A single-key spend on a counter already held allocates nothing.
+func TestLocalSpendAllocatesNothing(t *testing.T) {
+	p := newProcess(t, newStore(), fakeClock(), Options{})
+	ops := []ratelimits.LocalOp{op("k", 1<<40, 1, time.Second)}
+	out := make([]bucket.Outcome, 1)
+	now := p.clk.Now().UnixNano()
+	p.Spend(now, ops, out)
+	if n := testing.AllocsPerRun(100, func() { p.Spend(now, ops, out) }); n != 0 {
+		t.Fatalf("a local spend allocates %v times, want 0", n)
 	}
 }
 

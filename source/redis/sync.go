@@ -38,14 +38,20 @@ const maxSyncCalls = 64
 // more. Each push's Total is the counter after the add, as
 // window.Counter.At reads it at now (Period and Start are always set).
 //
-// The error wraps ratelimits.ErrNotApplied only when no call changed
-// anything: when some calls were applied and others failed, the caller
-// cannot tell which, and the error says so without that mark.
+// Each push's Applied says whether its call got its answer (its hits were
+// added and its Total read). The error wraps ratelimits.ErrNotApplied only
+// when no call changed anything; when some calls were applied and others
+// failed, the error says so without that mark, and the pushes of the
+// failed calls are the ones not Applied (a failed call that timed out may
+// still have added its hits).
 func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []ratelimits.WindowPush) error {
 	if len(pushes) == 0 {
 		return nil
 	}
 	keys := make([]string, len(pushes))
+	for i := range pushes {
+		pushes[i].Applied = false
+	}
 	for i := range pushes {
 		if err := s.checkPush(&pushes[i]); err != nil {
 			return notApplied(err)
@@ -103,7 +109,7 @@ func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []ratelimits
 		}
 		applied = true
 		for k, p := range j.idx {
-			pushes[p].Total = j.call.pushes[k].Total
+			pushes[p].Total, pushes[p].Applied = j.call.pushes[k].Total, true
 		}
 	}
 	switch {

@@ -227,3 +227,85 @@ func TestSyncWindowsNotApplied(t *testing.T) {
 		t.Errorf("a sync with Redis stopped: %v, want ErrNotApplied", err)
 	}
 }
+
+// checkApplied fails the test unless exactly the pushes failed says are
+// not Applied, and the applied ones read back their own hits.
+func checkApplied(t *testing.T, pushes []ratelimits.WindowPush, failed func(i int) bool) {
+	t.Helper()
+	var applied, notApplied int
+	for i, p := range pushes {
+		switch {
+		case failed(i) && p.Applied:
+			t.Fatalf("push %d (%s) of a failed call is Applied", i, p.Key)
+		case !failed(i) && !p.Applied:
+			t.Fatalf("push %d (%s) of a call that succeeded is not Applied", i, p.Key)
+		case p.Applied && (p.Total.Cur != p.Hits || p.Total.Start != p.Start):
+			t.Fatalf("push %d (%s): total %+v after its %d hits", i, p.Key, p.Total, p.Hits)
+		}
+		if p.Applied {
+			applied++
+		} else {
+			notApplied++
+		}
+	}
+	if applied == 0 || notApplied == 0 {
+		t.Fatalf("%d pushes applied and %d not: the test wants both", applied, notApplied)
+	}
+}
+
+// A sync cut into several calls, one of which fails: the pushes of the
+// calls that got their answer are Applied, with their totals, and the
+// others are not; the error does not claim that nothing was applied. On
+// one Redis, a counter's key holding a list breaks the second call of
+// 256 counters; the first is applied.
+func TestSyncWindowsPartlyApplied(t *testing.T) {
+	opts := standalone(t)
+	src := newSource(t, opts)
+	c := rawClient(t, opts)
+	pushes := make([]ratelimits.WindowPush, 600)
+	for i := range pushes {
+		pushes[i] = ratelimits.WindowPush{Key: fmt.Sprintf("p:%d", i), Period: 60_000, Start: minuteStart, Hits: int64(i%5 + 1), Applied: true}
+	}
+	if err := c.LPush(context.Background(), src.Key("p:300"), "not a counter").Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := src.SyncWindows(context.Background(), msToNs(minuteStart), pushes)
+	if err == nil || errors.Is(err, ratelimits.ErrNotApplied) {
+		t.Fatalf("a sync with one call failing: %v, want an error without ErrNotApplied", err)
+	}
+	checkApplied(t, pushes, func(i int) bool { return i >= 256 && i < 512 })
+}
+
+// On a cluster with one master stopped, the calls to the others are
+// applied and those to the stopped one are not.
+func TestSyncWindowsPartlyAppliedOnACluster(t *testing.T) {
+	cl := redistest.NewCluster(t)
+	opts := redis.Options{Addrs: cl.Addrs(), Cluster: true}
+	src := newSource(t, opts)
+	slots, err := rawClient(t, opts).ClusterSlots(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := cl.Servers[0]
+	onVictim := func(key string) bool {
+		s := redis.Slot(src.Key(key))
+		for _, r := range slots {
+			if s >= r.Start && s <= r.End {
+				return r.Nodes[0].Addr == victim.Addr()
+			}
+		}
+		t.Fatalf("no node serves slot %d", s)
+		return false
+	}
+	pushes := make([]ratelimits.WindowPush, 60)
+	for i := range pushes {
+		pushes[i] = ratelimits.WindowPush{Key: fmt.Sprintf("q:%d", i), Period: 60_000, Start: minuteStart, Hits: int64(i%5 + 1)}
+	}
+	syncWindows(t, src, msToNs(minuteStart), []ratelimits.WindowPush{{Key: "q:0", Period: 60_000, Start: minuteStart}}) // connections up
+	victim.Stop(t)
+	err = src.SyncWindows(context.Background(), msToNs(minuteStart), pushes)
+	if err == nil || errors.Is(err, ratelimits.ErrNotApplied) {
+		t.Fatalf("a sync with a master stopped: %v, want an error without ErrNotApplied", err)
+	}
+	checkApplied(t, pushes, func(i int) bool { return onVictim(pushes[i].Key) })
+}
