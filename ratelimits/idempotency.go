@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 )
 
@@ -55,44 +56,37 @@ func WithIdempotencyTTL(d time.Duration) Option {
 // key is the caller's to scope: two clients that may choose the same key
 // must be given different prefixes.
 func (l *Limiter) SpendOnce(ctx context.Context, key string, txns []Transaction) (*BatchDecision, error) {
-	b, err := l.prepareDecision(txns)
-	if err != nil {
-		return nil, err
+	b, bd, err := l.once(ctx, key, opSpend, txns, l.source.SpendOnce)
+	if err != nil && b != nil {
+		// A spend fails open like Spend; a refund never does.
+		return l.degradeOnSourceFailure(b, nil, err)
 	}
-	rec, err := l.record(key, opSpend, b)
-	if err != nil {
-		return nil, err
-	}
-	if i, ok := b.hasLocal(); ok {
-		return nil, &TransactionError{Index: i, Err: ErrLocalIdempotency}
-	}
-	replayed := false
-	if ops, outcomes := b.sourceOps(); len(ops) > 0 {
-		ctx, cancel := l.sourceContext(ctx)
-		defer cancel()
-		now := l.now()
-		rec.Expires = now + int64(l.idempotencyTTL)
-		if replayed, err = l.source.SpendOnce(ctx, now, rec, ops, outcomes); err != nil {
-			return l.degradeOnSourceFailure(b, nil, onceFailure(err))
-		}
-	}
-	bd := b.decisions()
-	bd.Replayed = replayed
-	return bd, nil
+	return bd, err
 }
 
 // RefundOnce is Refund made safe to retry, as SpendOnce is Spend.
 func (l *Limiter) RefundOnce(ctx context.Context, key string, txns []Transaction) (*BatchDecision, error) {
+	_, bd, err := l.once(ctx, key, opRefund, txns, l.source.RefundOnce)
+	return bd, err
+}
+
+// sourceOnce is Source.SpendOnce or Source.RefundOnce.
+type sourceOnce func(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error)
+
+// once validates a batch and its key, and decides it through apply under
+// the key's record. When apply fails, the batch is returned with the error
+// (and only then), so that SpendOnce can fail open on a source failure.
+func (l *Limiter) once(ctx context.Context, key string, op byte, txns []Transaction, apply sourceOnce) (*batch, *BatchDecision, error) {
 	b, err := l.prepareDecision(txns)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rec, err := l.record(key, opRefund, b)
+	rec, err := l.record(key, op, b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if i, ok := b.hasLocal(); ok {
-		return nil, &TransactionError{Index: i, Err: ErrLocalIdempotency}
+		return nil, nil, &TransactionError{Index: i, Err: ErrLocalIdempotency}
 	}
 	replayed := false
 	if ops, outcomes := b.sourceOps(); len(ops) > 0 {
@@ -100,13 +94,13 @@ func (l *Limiter) RefundOnce(ctx context.Context, key string, txns []Transaction
 		defer cancel()
 		now := l.now()
 		rec.Expires = now + int64(l.idempotencyTTL)
-		if replayed, err = l.source.RefundOnce(ctx, now, rec, ops, outcomes); err != nil {
-			return nil, onceFailure(err)
+		if replayed, err = apply(ctx, now, rec, ops, outcomes); err != nil {
+			return b, nil, onceFailure(err)
 		}
 	}
 	bd := b.decisions()
 	bd.Replayed = replayed
-	return bd, nil
+	return nil, bd, nil
 }
 
 // The operations a fingerprint tells apart, so that a key used for a spend
