@@ -139,19 +139,8 @@ func New(opts Options) http.Handler {
 
 // spend serves POST /v1/spend; an Idempotency-Key makes it safe to retry.
 func (h *handler) spend(w http.ResponseWriter, r *http.Request) {
-	key, txns, e := h.keyedTransactions(r)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	var bd *ratelimits.BatchDecision
-	var err error
-	if key != "" {
-		bd, err = h.limiter.SpendOnce(r.Context(), key, txns)
-	} else {
-		bd, err = h.limiter.Spend(r.Context(), txns)
-	}
-	if !h.settle(w, r, "spend", bd, err) {
+	bd, ok, err := h.decideKeyed(w, r, h.limiter.SpendOnce, h.limiter.Spend)
+	if !ok || !h.settle(w, r, "spend", bd, err) {
 		return
 	}
 	setRateLimitHeaders(w.Header(), bd)
@@ -177,32 +166,34 @@ func (h *handler) check(w http.ResponseWriter, r *http.Request) {
 // refund serves POST /v1/refund; an Idempotency-Key makes it safe to
 // retry. A refund limits nothing, so it sends no RateLimit headers.
 func (h *handler) refund(w http.ResponseWriter, r *http.Request) {
-	key, txns, e := h.keyedTransactions(r)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	var bd *ratelimits.BatchDecision
-	var err error
-	if key != "" {
-		bd, err = h.limiter.RefundOnce(r.Context(), key, txns)
-	} else {
-		bd, err = h.limiter.Refund(r.Context(), txns)
-	}
-	if h.settle(w, r, "refund", bd, err) {
+	bd, ok, err := h.decideKeyed(w, r, h.limiter.RefundOnce, h.limiter.Refund)
+	if ok && h.settle(w, r, "refund", bd, err) {
 		h.writeBatch(w, bd)
 	}
 }
 
-// keyedTransactions reads a spend's or refund's Idempotency-Key ("" when
-// it sends none) and its transactions.
-func (h *handler) keyedTransactions(r *http.Request) (string, []ratelimits.Transaction, *apiError) {
+// decideKeyed reads a spend's or refund's Idempotency-Key and its
+// transactions, and decides them with once under the key, or with plain
+// when the request sends none. A request refused before that is answered
+// here, and ok is false.
+func (h *handler) decideKeyed(w http.ResponseWriter, r *http.Request,
+	once func(context.Context, string, []ratelimits.Transaction) (*ratelimits.BatchDecision, error),
+	plain func(context.Context, []ratelimits.Transaction) (*ratelimits.BatchDecision, error),
+) (bd *ratelimits.BatchDecision, ok bool, err error) {
 	key, e := h.idempotencyKey(r)
-	if e != nil {
-		return "", nil, e
+	if e == nil {
+		var txns []ratelimits.Transaction
+		if txns, e = h.decodeTransactions(r, decisionBody); e == nil {
+			if key != "" {
+				bd, err = once(r.Context(), key, txns)
+			} else {
+				bd, err = plain(r.Context(), txns)
+			}
+			return bd, true, err
+		}
 	}
-	txns, e := h.decodeTransactions(r, decisionBody)
-	return key, txns, e
+	writeError(w, e)
+	return nil, false, nil
 }
 
 // settle deals with the Limiter's answer to a spend, check or refund
