@@ -50,7 +50,10 @@ func (s hangUpSource) Reset(ctx context.Context, _ int64, _ []bucket.Op) (int, e
 	return 0, s.wait(ctx)
 }
 func (s hangUpSource) Ping(ctx context.Context) error { return s.wait(ctx) }
-func (s hangUpSource) Close() error                   { return nil }
+func (s hangUpSource) Call(ctx context.Context, _ int64, _ *bucket.Call, _ *bucket.CallResult) error {
+	return s.wait(ctx)
+}
+func (s hangUpSource) Close() error { return nil }
 
 // A client that hangs up while the source works is counted as such, not
 // as a source failure, and is logged at debug level only; a source that

@@ -444,7 +444,10 @@ func (f failingSource) RefundOnce(context.Context, int64, once.Record, []bucket.
 }
 func (f failingSource) Reset(context.Context, int64, []bucket.Op) (int, error) { return 0, f.fail() }
 func (f failingSource) Ping(context.Context) error                             { return f.fail() }
-func (f failingSource) Close() error                                           { return nil }
+func (f failingSource) Call(context.Context, int64, *bucket.Call, *bucket.CallResult) error {
+	return f.fail()
+}
+func (f failingSource) Close() error { return nil }
 
 func TestSourceFailureIs503(t *testing.T) {
 	// A 503 says whether the request may have taken effect: a store that

@@ -50,7 +50,7 @@ func (b *batch) checkAll() {
 // local reports whether p is decided by the local layer: a limited window
 // transaction whose sync_rate is not 0, in a Limiter that has one.
 func (b *batch) local(p *preparedTxn) bool {
-	return b.withLocal && !p.unlimited && p.limit.SyncRate != 0 && p.limit.Algorithm.Windowed()
+	return b.withLocal && !p.unlimited && p.limit.SyncRate != 0
 }
 
 // hasLocal reports whether any transaction of the batch is decided by the
@@ -71,14 +71,17 @@ func (b *batch) hasLocal() (int, bool) {
 // decides, in request order, and room for the source's outcomes.
 // Unlimited transactions have no bucket and never reach the source, nor
 // do those of the local layer.
-func (b *batch) sourceOps() ([]bucket.Op, []bucket.Outcome) {
+//
+// now is the instant the batch is decided at, which sets when an id boxed
+// by it leaves its box.
+func (b *batch) sourceOps(now int64) ([]bucket.Op, []bucket.Outcome) {
 	b.ops = b.ops[:0]
 	for i := range b.prepared {
 		p := &b.prepared[i]
 		if p.unlimited || b.local(p) {
 			continue
 		}
-		b.ops = append(b.ops, p.limit.op(p.key, p.cost, p.mode))
+		b.ops = append(b.ops, p.limit.op(p.key, p.cost, p.mode, now))
 	}
 	b.outcomes = b.outcomes[:len(b.ops)]
 	return b.ops, b.outcomes
@@ -86,7 +89,7 @@ func (b *batch) sourceOps() ([]bucket.Op, []bucket.Outcome) {
 
 // localPart returns the ops of the transactions the local layer decides,
 // in request order, with their sync_rate, and room for its outcomes.
-func (b *batch) localPart() ([]LocalOp, []bucket.Outcome) {
+func (b *batch) localPart(now int64) ([]LocalOp, []bucket.Outcome) {
 	b.localOps, b.localOutcomes = b.localOps[:0], b.localOutcomes[:0]
 	for i := range b.prepared {
 		p := &b.prepared[i]
@@ -96,7 +99,7 @@ func (b *batch) localPart() ([]LocalOp, []bucket.Outcome) {
 		if b.localOps == nil {
 			b.localOps, b.localOutcomes = make([]LocalOp, 0, len(b.prepared)), make([]bucket.Outcome, 0, len(b.prepared))
 		}
-		b.localOps = append(b.localOps, LocalOp{Op: p.limit.op(p.key, p.cost, p.mode), SyncRate: p.limit.SyncRate})
+		b.localOps = append(b.localOps, LocalOp{Op: p.limit.op(p.key, p.cost, p.mode, now), SyncRate: p.limit.SyncRate})
 	}
 	b.localOutcomes = b.localOutcomes[:len(b.localOps)]
 	return b.localOps, b.localOutcomes

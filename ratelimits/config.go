@@ -37,6 +37,11 @@ type nameLimits struct {
 	algorithm Algorithm
 	syncRate  time.Duration
 	set       bool // algorithm and syncRate are set
+	// box says the name has a penalty box: it counts rates, or one of its
+	// limits has a penalty. capacity bounds its counters and box in
+	// process memory (0: DefaultCapacity).
+	box      bool
+	capacity int
 }
 
 // Override is the limit of one subscriber of a name, instead of the
@@ -127,13 +132,18 @@ func (c *Config) setDefault(limit string, l Limit) error {
 		return configError("%s: the default limit was not made with NewLimit or NewWindowLimit", limit)
 	case l.SyncRate > 0 && l.SyncRate < MinSyncRate:
 		return configError("%s: sync_rate %s is between 0 and %s", limit, l.SyncRate, MinSyncRate)
-	case !l.Algorithm.Windowed() && l.SyncRate != 0:
-		return configError("%s: sync_rate applies to window limits only", limit)
+	case !l.Algorithm.Windowed() && l.Algorithm != RateCounter && l.SyncRate != 0:
+		return configError("%s: sync_rate applies to window and rate-counter limits only", limit)
+	case l.Capacity < 0:
+		return configError("%s: capacity %d is negative", limit, l.Capacity)
+	case l.Capacity > 0 && !l.HasBox():
+		return configError("%s: capacity applies to limits with a penalty box only", limit)
 	}
 	l.Override = false
 	nl := c.limits[info.Name]
 	nl.def, nl.hasDefault = l, true
 	nl.algorithm, nl.syncRate, nl.set = l.Algorithm, l.SyncRate, true
+	nl.box, nl.capacity = l.HasBox(), l.Capacity
 	c.limits[info.Name] = nl
 	return nil
 }
@@ -168,6 +178,12 @@ func (c *Config) addOverride(o Override) error {
 	}
 	o.Effective.Override = true
 	o.Effective.SyncRate = nl.syncRate
+	if o.Effective.Penalty == 0 && nl.hasDefault {
+		// A GCRA or window override keeps the name's penalty box.
+		o.Effective.Penalty = nl.def.Penalty
+	}
+	o.Effective.Capacity = nl.capacity
+	nl.box = nl.box || o.Effective.HasBox()
 	nl.overrides[id] = o.Effective
 	c.limits[info.Name] = nl
 	return nil
@@ -214,6 +230,21 @@ func (c *Config) Algorithm(name Name) Algorithm {
 // SyncRate returns name's sync_rate (0 for a name without limits).
 func (c *Config) SyncRate(name Name) time.Duration {
 	return c.limits[name].syncRate
+}
+
+// HasBox reports whether name has a penalty box: it is a rate counter, or
+// one of its limits has a penalty.
+func (c *Config) HasBox(name Name) bool {
+	return c.limits[name].box
+}
+
+// Capacity returns how many entries each counter and box of name holds in
+// process memory.
+func (c *Config) Capacity(name Name) int {
+	if n := c.limits[name].capacity; n > 0 {
+		return n
+	}
+	return DefaultCapacity
 }
 
 // Default returns the default limit of name, false when it has none.

@@ -172,7 +172,7 @@ func TestNewConfigWindows(t *testing.T) {
 		want      string
 	}{
 		{"sync_rate below 1ms", map[string]Limit{"API": withSync(sliding, time.Millisecond-1)}, nil, "API: sync_rate 999.999µs is between 0 and 1ms"},
-		{"sync_rate on gcra", map[string]Limit{"API": withSync(mustLimit(t, 1, 1, time.Second), time.Second)}, nil, "API: sync_rate applies to window limits only"},
+		{"sync_rate on gcra", map[string]Limit{"API": withSync(mustLimit(t, 1, 1, time.Second), time.Second)}, nil, "API: sync_rate applies to window and rate-counter limits only"},
 		{"override of another algorithm", map[string]Limit{"API": sliding},
 			[]Override{{Limit: "API", ID: "x", Effective: mustWindow(t, FixedWindow, 1, time.Second)}}, "an override cannot change the algorithm"},
 		{"gcra override of a window", map[string]Limit{"API": sliding},

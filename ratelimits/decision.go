@@ -35,6 +35,10 @@ type Decision struct {
 	// Algorithm is how the limit counts: Effective's algorithm, or for an
 	// unlimited transaction the one its name is configured with.
 	Algorithm Algorithm
+	// Penalized says the id is in the limit's penalty box (after this
+	// transaction): the decision is then the box's. It is meaningful only
+	// when Effective.HasBox(); front ends show it for those limits alone.
+	Penalized bool
 }
 
 // BatchDecision is the answer for a batch: the strictest of its counting
@@ -98,6 +102,7 @@ func limitedDecision(p preparedTxn, d bucket.Decision) Decision {
 		ResetIn:   time.Duration(d.ResetIn),
 		Effective: p.limit,
 		Algorithm: p.limit.Algorithm,
+		Penalized: d.Penalized,
 	}
 }
 

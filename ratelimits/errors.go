@@ -16,3 +16,15 @@ var ErrInvalidLimit = errors.New("invalid limit")
 // configuration file's error unwraps to it, so that callers can tell a bad
 // configuration from an I/O error with errors.Is.
 var ErrInvalidConfig = errors.New("invalid configuration")
+
+// ErrInvalidArgument is wrapped by every refusal of an ERL call's value
+// out of its range: a window, limit, delta or ttl.
+var ErrInvalidArgument = errors.New("invalid argument")
+
+// ErrNoBox refuses an ERL call that names as a penalty box a limit that has
+// none (neither a rate counter nor a penalty).
+var ErrNoBox = errors.New("limit has no penalty box")
+
+// ErrNotRateCounter refuses an ERL call that names as a rate counter a
+// limit that is not one.
+var ErrNotRateCounter = errors.New("limit is not a rate counter")

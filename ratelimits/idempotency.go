@@ -88,11 +88,14 @@ func (l *Limiter) once(ctx context.Context, key string, op byte, txns []Transact
 	if i, ok := b.hasLocal(); ok {
 		return nil, nil, &TransactionError{Index: i, Err: ErrLocalIdempotency}
 	}
+	if i, ok := b.hasBox(); ok {
+		return nil, nil, &TransactionError{Index: i, Err: ErrBoxIdempotency}
+	}
 	replayed := false
-	if ops, outcomes := b.sourceOps(); len(ops) > 0 {
+	now := l.now()
+	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
 		ctx, cancel := l.sourceContext(ctx)
 		defer cancel()
-		now := l.now()
 		rec.Expires = now + int64(l.idempotencyTTL)
 		if replayed, err = apply(ctx, now, rec, ops, outcomes); err != nil {
 			return b, nil, onceFailure(err)
@@ -179,4 +182,22 @@ func boolByte(b bool) byte {
 		return 1
 	}
 	return 0
+}
+
+// ErrBoxIdempotency refuses SpendOnce and RefundOnce of a batch with a
+// rate-counter limit or a limit with a penalty box. Such a batch writes
+// even when it is denied (hits counted, ids boxed), and a replay would have
+// to give back the box's answer as it stood then; no record keeps that. It
+// wraps ErrInvalidIdempotencyKey, so callers answer it as a client error.
+var ErrBoxIdempotency = fmt.Errorf("%w: a rate-counter limit, or a limit with a penalty, writes even when denied, which no idempotency record replays; send the batch without an idempotency key", ErrInvalidIdempotencyKey)
+
+// hasBox reports whether a limited transaction of the batch has a penalty
+// box (every rate-counter limit has one), and the first one's index.
+func (b *batch) hasBox() (int, bool) {
+	for i := range b.prepared {
+		if p := &b.prepared[i]; !p.unlimited && p.limit.HasBox() {
+			return i, true
+		}
+	}
+	return 0, false
 }

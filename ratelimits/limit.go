@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
-// Algorithm is how a limit counts: GCRA (the default), SlidingWindow or
-// FixedWindow. It belongs to a limit's name: every limit of one name
+// Algorithm is how a limit counts: GCRA (the default), SlidingWindow,
+// FixedWindow or RateCounter. It belongs to a limit's name: every limit of one name
 // counts the same way, since the state stored under its keys is that
 // algorithm's.
 type Algorithm = bucket.Algorithm
@@ -20,25 +21,17 @@ const (
 	GCRA          = bucket.GCRA
 	SlidingWindow = bucket.SlidingWindow
 	FixedWindow   = bucket.FixedWindow
+	RateCounter   = bucket.RateCounter
 )
 
 // ParseAlgorithm reads an algorithm as spelt in config files; the empty
 // string is GCRA.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	a, ok := bucket.ParseAlgorithm(s)
-	switch {
-	case ok:
+	if a, ok := bucket.ParseAlgorithm(s); ok {
 		return a, nil
-	case s == RateCounterName:
-		return 0, fmt.Errorf("%w: algorithm %q is not supported: want gcra, sliding-window or fixed-window", ErrInvalidLimit, s)
 	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q: want gcra, sliding-window or fixed-window", ErrInvalidLimit, s)
+	return 0, fmt.Errorf("%w: unknown algorithm %q: want gcra, sliding-window, fixed-window or rate-counter", ErrInvalidLimit, s)
 }
-
-// RateCounterName is how an algorithm this version does not implement, the
-// rate counter, is spelt: ParseAlgorithm says it is not supported rather
-// than unknown.
-const RateCounterName = "rate-counter"
 
 // The bounds of a window limit's period: whole seconds, from one second to
 // 8784 hours (a leap year).
@@ -66,12 +59,25 @@ type Limit struct {
 	Count     int64
 	Period    time.Duration
 	Override  bool // true when it is an override for some ids, not a default
-	// SyncRate says where a window limit is counted when the source is
-	// shared by several processes: 0 on the source, exactly; below 0 in
-	// each process alone; above 0 in each process, pushed to and read back
-	// from the source every SyncRate. It belongs to the name, so a
-	// Config gives every override of a name its default's SyncRate.
+	// SyncRate says where a window or rate-counter limit is counted when
+	// the source is shared by several processes: 0 on the source, exactly;
+	// below 0 in each process alone; above 0 in each process, pushed to
+	// and read back from the source every SyncRate. It belongs to the
+	// name, so a Config gives every override of a name its default's
+	// SyncRate.
 	SyncRate time.Duration
+	// Rate is a rate-counter limit's: hits per second over the window
+	// Period (1s, 10s or 60s). Its Burst and Count are Rate × window.
+	Rate int64
+	// Penalty is how long an id stays in the limit's penalty box once the
+	// limit denies it (WithPenalty); 0 when the limit has no box. A
+	// rate-counter limit always has one: its Penalty is the box's TTL,
+	// rounded as an ERL TTL is (BoxUntil).
+	Penalty time.Duration
+	// Capacity bounds the entries of each of the limit's counters and of
+	// its box where the state lives in process memory (0: the default,
+	// DefaultCapacity). It belongs to the name, like SyncRate.
+	Capacity int
 
 	emissionInterval int64
 	burstOffset      int64
@@ -139,26 +145,68 @@ func (l Limit) EmissionInterval() int64 { return l.emissionInterval }
 // EmissionInterval() × Burst in nanoseconds.
 func (l Limit) BurstOffset() int64 { return l.burstOffset }
 
-// valid reports whether l came from NewLimit or NewWindowLimit.
+// valid reports whether l came from NewLimit, NewWindowLimit or
+// NewRateCounterLimit.
 func (l Limit) valid() bool {
-	if l.Algorithm.Windowed() {
+	switch {
+	case l.Algorithm == RateCounter:
+		return l.Rate >= MinRate && l.Penalty > 0
+	case l.Algorithm.Windowed():
 		return l.Count >= 1 && l.Period >= MinWindowPeriod
 	}
 	return l.emissionInterval > 0
 }
+
+// HasBox reports whether the limit has a penalty box: a rate-counter
+// limit, or one with a Penalty. A limit without one never reads a box.
+func (l Limit) HasBox() bool { return l.Penalty > 0 }
 
 // window returns a window limit as the window package takes it.
 func (l Limit) window() window.Limit {
 	return window.Limit{Count: l.Count, Period: l.Period.Milliseconds(), Fixed: l.Algorithm == FixedWindow}
 }
 
-// op is the source's view of a transaction on key under l.
-func (l Limit) op(key string, cost int64, mode Mode) bucket.Op {
+// op is the source's view of a transaction on key under l at now (unix
+// ns, which sets when an id boxed by it leaves the box). A limit's box
+// entry has the bucket's key: a source keeps boxes apart.
+func (l Limit) op(key string, cost int64, mode Mode, now int64) bucket.Op {
 	op := bucket.Op{Key: key, Algorithm: l.Algorithm, Cost: cost, Mode: mode}
-	if l.Algorithm.Windowed() {
+	switch {
+	case l.Algorithm == RateCounter:
+		op.Rate = ratecounter.Limit{Window: int64(l.Period / time.Second), Rate: l.Rate}
+	case l.Algorithm.Windowed():
 		op.Window = l.window()
-	} else {
+	default:
 		op.EmissionInterval, op.BurstOffset = l.emissionInterval, l.burstOffset
 	}
+	if l.Penalty > 0 {
+		op.Box, op.BoxUntil = key, l.boxUntil(now)
+		op.Capacity = l.capacity()
+	}
 	return op
+}
+
+// capacity is how many entries each of l's counters and its box hold in
+// process memory.
+func (l Limit) capacity() int {
+	if l.Capacity > 0 {
+		return l.Capacity
+	}
+	return DefaultCapacity
+}
+
+// boxUntil is when an id that l boxes at now leaves the box: a rate-counter
+// limit's Penalty is an ERL TTL (BoxUntil), any other limit's is exact.
+func (l Limit) boxUntil(now int64) int64 {
+	if l.Algorithm == RateCounter {
+		return BoxUntil(now, l.Penalty)
+	}
+	return addSaturating(now, int64(l.Penalty))
+}
+
+func addSaturating(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -116,7 +116,7 @@ func TestNewWindowLimit(t *testing.T) {
 }
 
 func TestParseAlgorithm(t *testing.T) {
-	for s, want := range map[string]Algorithm{"": GCRA, "gcra": GCRA, "sliding-window": SlidingWindow, "fixed-window": FixedWindow} {
+	for s, want := range map[string]Algorithm{"": GCRA, "gcra": GCRA, "sliding-window": SlidingWindow, "fixed-window": FixedWindow, "rate-counter": RateCounter} {
 		if got, err := ParseAlgorithm(s); err != nil || got != want {
 			t.Errorf("ParseAlgorithm(%q) = %v, %v; want %v", s, got, err, want)
 		}
@@ -126,7 +126,7 @@ func TestParseAlgorithm(t *testing.T) {
 	}
 	for s, want := range map[string]string{
 		"GCRA": `unknown algorithm "GCRA"`, "sliding": `unknown algorithm "sliding"`, " gcra": "unknown algorithm",
-		"rate-counter": `algorithm "rate-counter" is not supported`,
+		"ratecounter": `unknown algorithm "ratecounter"`,
 	} {
 		if _, err := ParseAlgorithm(s); !errors.Is(err, ErrInvalidLimit) || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseAlgorithm(%q) = %v; want an ErrInvalidLimit saying %q", s, err, want)

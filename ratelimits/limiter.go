@@ -116,10 +116,11 @@ func (l *Limiter) Refund(ctx context.Context, txns []Transaction) (*BatchDecisio
 	if _, ok := b.hasLocal(); ok {
 		return l.refundMixed(ctx, b)
 	}
-	if ops, outcomes := b.sourceOps(); len(ops) > 0 {
+	now := l.now()
+	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
 		ctx, cancel := l.sourceContext(ctx)
 		defer cancel()
-		if err := l.source.Refund(ctx, l.now(), ops, outcomes); err != nil {
+		if err := l.source.Refund(ctx, now, ops, outcomes); err != nil {
 			return nil, sourceFailure(err)
 		}
 	}
@@ -185,10 +186,11 @@ func (l *Limiter) spend(ctx context.Context, b *batch) (*BatchDecision, error) {
 	if _, ok := b.hasLocal(); ok {
 		return l.spendMixed(ctx, b)
 	}
-	if ops, outcomes := b.sourceOps(); len(ops) > 0 {
+	now := l.now()
+	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
 		ctx, cancel := l.sourceContext(ctx)
 		defer cancel()
-		if err := l.source.Spend(ctx, l.now(), ops, outcomes); err != nil {
+		if err := l.source.Spend(ctx, now, ops, outcomes); err != nil {
 			return nil, sourceFailure(err)
 		}
 	}
@@ -245,9 +247,9 @@ func (l *Limiter) prepareReset(txns []Transaction) ([]bucket.Op, []LocalOp, erro
 		if p.unlimited {
 			continue
 		}
-		op := p.limit.op(p.key, 0, CheckAndSpend)
+		op := p.limit.op(p.key, 0, CheckAndSpend, 0)
 		rate := p.limit.SyncRate
-		if l.local != nil && rate != 0 && p.limit.Algorithm.Windowed() {
+		if l.local != nil && rate != 0 {
 			localOps = append(localOps, LocalOp{Op: op, SyncRate: rate})
 			if rate < 0 {
 				continue // never on the source

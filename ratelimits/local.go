@@ -55,6 +55,13 @@ type Local interface {
 	// could not know about (below 0, or hits not pushed yet).
 	Reset(ctx context.Context, now int64, ops []LocalOp, source func(context.Context) (int, error)) (int, error)
 
+	// Call applies an Edge Rate Limiting call whose counters and box are
+	// all kept in this process (their limits' sync_rate is not 0), as one
+	// atomic step (bucket.ApplyCall). A counter above 0 has its hits pushed
+	// at the next sync, as a window's are; a box entry set, extended or
+	// removed here reaches the source at the next sync of its limit.
+	Call(ctx context.Context, now int64, call LocalCall, res *bucket.CallResult) error
+
 	// Sync runs one sync cycle of every limit above 0 now (pushes every
 	// unpushed hit, reads back the totals of every counter held) and
 	// returns when it is done.
@@ -66,6 +73,14 @@ type Local interface {
 type LocalOp struct {
 	Op       bucket.Op
 	SyncRate time.Duration
+}
+
+// LocalCall is an ERL call for the local layer, with the sync_rate of
+// each of its counters and of its box's limit.
+type LocalCall struct {
+	Call        *bucket.Call
+	SyncRates   [bucket.MaxCallCounters]time.Duration
+	BoxSyncRate time.Duration
 }
 
 // SyncResult is what a sync cycle did: Pushed counts the (limit, id)
@@ -117,9 +132,9 @@ func (l *Limiter) Sync(ctx context.Context) (SyncResult, error) {
 // durations), and the local denial, whose retry time is never 0, decides
 // the batch.
 func (l *Limiter) spendMixed(ctx context.Context, b *batch) (*BatchDecision, error) {
-	ops, outcomes := b.sourceOps()
-	localOps, localOutcomes := b.localPart()
 	now := l.now()
+	ops, outcomes := b.sourceOps(now)
+	localOps, localOutcomes := b.localPart(now)
 	if len(ops) == 0 {
 		l.local.Spend(now, localOps, localOutcomes)
 		return b.decisions(), nil
@@ -143,9 +158,9 @@ func (l *Limiter) spendMixed(ctx context.Context, b *batch) (*BatchDecision, err
 // so that a failure of the source leaves the local part untouched too and
 // the whole refund can be retried.
 func (l *Limiter) refundMixed(ctx context.Context, b *batch) (*BatchDecision, error) {
-	ops, outcomes := b.sourceOps()
-	localOps, localOutcomes := b.localPart()
 	now := l.now()
+	ops, outcomes := b.sourceOps(now)
+	localOps, localOutcomes := b.localPart(now)
 	if len(ops) > 0 {
 		ctx, cancel := l.sourceContext(ctx)
 		defer cancel()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
@@ -51,6 +52,13 @@ type Source interface {
 	// still counted something at now (bucket.Busy).
 	Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error)
 
+	// Call applies one Edge Rate Limiting call (bucket.ApplyCall) in one
+	// atomic step: it adds each counter's hits, checks its limit, reads or
+	// changes the box entry, stores what changed, and fills res. Counter
+	// keys and the box key are "<enum>:<id>", as bucket keys; a source
+	// keeps rate counters, box entries and other buckets apart.
+	Call(ctx context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error
+
 	// Ping reports whether the source can answer; readiness checks use it.
 	Ping(ctx context.Context) error
 
@@ -81,6 +89,40 @@ type WindowSyncer interface {
 	// after it was sent): pushing it again may count its hits twice, the
 	// documented price of the mode, which never loses a hit this way.
 	SyncWindows(ctx context.Context, now int64, pushes []WindowPush) error
+}
+
+// RateSyncer is what a shared source (Redis) offers the local layer of
+// rate-counter limits, and of boxes of limits, whose sync_rate is above 0:
+// each process counts hits and boxes ids in its own memory and, every
+// sync_rate, pushes them and reads back what every process did together.
+type RateSyncer interface {
+	// SyncRates adds each push's unpushed hits, second by second, to the
+	// stored counter of its Key (hits of seconds the stored counter no
+	// longer keeps are dropped), and stores its box entry as the later of
+	// the stored expiry and BoxExpires; then it fills Total and TotalBox
+	// with what is stored after that. Applied and failures are as for
+	// WindowSyncer.SyncWindows.
+	SyncRates(ctx context.Context, now int64, pushes []RatePush) error
+}
+
+// RatePush is one rate counter's part in a sync, or one box entry's, or
+// both (a rate-counter limit's counter and box entry of one id).
+type RatePush struct {
+	// Key is the counter's key, "" for a push of a box entry alone.
+	Key string
+	// Hits are the hits this process counted since its last successful
+	// push, per second.
+	Hits ratecounter.Counter
+	// Box is the box entry's key, "" for none; BoxExpires an expiry (unix
+	// ns) set in this process since its last push, 0 to only read.
+	Box        string
+	BoxExpires int64
+	// Total and TotalBox are filled by SyncRates: the stored counter and
+	// box expiry (0 when none) after the push. They are meaningful only
+	// when Applied is set.
+	Total    ratecounter.Counter
+	TotalBox int64
+	Applied  bool
 }
 
 // WindowPush is one counter's part in a sync: hits counted by this process

@@ -48,6 +48,14 @@ func (s *ModelSource) Refund(_ context.Context, now int64, ops []bucket.Op, outc
 	return nil
 }
 
+// Call applies an ERL call and stores what it writes.
+func (s *ModelSource) Call(_ context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.model.Call(now, call, res)
+	return nil
+}
+
 // SpendOnce fails with ErrNoRecords, wrapping once.ErrNotApplied.
 func (s *ModelSource) SpendOnce(context.Context, int64, once.Record, []bucket.Op, []bucket.Outcome) (bool, error) {
 	return false, errors.Join(ErrNoRecords, once.ErrNotApplied)

@@ -34,8 +34,6 @@ func (s scope) algorithm(key *yaml.Node, fs map[string]field) (alg ratelimits.Al
 		return 0, 0, false
 	}
 	switch alg, err := ratelimits.ParseAlgorithm(n.Value); {
-	case n.Value == ratelimits.RateCounterName:
-		s.add(n.Line, "algorithm %q is not supported: want %s", n.Value, algorithms)
 	case err != nil || n.Value == "":
 		s.add(n.Line, "unknown algorithm %s: want %s", quoteShort(n.Value), algorithms)
 	default:

@@ -982,3 +982,8 @@ func (l *Layer) Evictions() (evicted, lost uint64) {
 // Layer is the ratelimits.Local the service wires in front of a shared
 // source.
 var _ ratelimits.Local = (*Layer)(nil)
+
+// Call is not implemented yet.
+func (l *Layer) Call(context.Context, int64, ratelimits.LocalCall, *bucket.CallResult) error {
+	return errors.New("local: Call: not implemented yet")
+}

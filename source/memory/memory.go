@@ -35,6 +35,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"slices"
 	"sync/atomic"
@@ -385,4 +386,9 @@ func (s *Source) unlock(idx []uint32) {
 	for j := len(idx) - 1; j >= 0; j-- {
 		s.shards[idx[j]].mu.Unlock()
 	}
+}
+
+// Call is not implemented yet.
+func (s *Source) Call(context.Context, int64, *bucket.Call, *bucket.CallResult) error {
+	return errors.New("memory: Call: not implemented yet")
 }

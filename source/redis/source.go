@@ -269,3 +269,8 @@ func (s *Source) runAlone(ctx context.Context, c *scriptCall) (any, error) {
 	reply, err := s.script.Run(ctx, s.client, keys, args...).Result()
 	return reply, classify(err)
 }
+
+// Call is not implemented yet.
+func (s *Source) Call(context.Context, int64, *bucket.Call, *bucket.CallResult) error {
+	return errors.New("redis: Call: not implemented yet")
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
 
 // Factory returns a new, empty source for one test. The suite closes it.
@@ -328,18 +329,37 @@ func maxCost(op bucket.Op) int64 {
 // Model is the reference every source is compared with: a Go map of
 // states, the bucket batch functions, and the rule that a TAT not after
 // now is a missing bucket (a window counter past its windows reads as
-// empty by itself).
+// empty by itself). A rate counter is stored as its own copy; a box entry
+// under its key behind boxPrefix, apart from buckets. It bounds nothing:
+// capacity is each source's own.
 type Model map[string]bucket.State
+
+// boxPrefix keeps a Model's box entries apart from its buckets.
+const boxPrefix = "\x00box:"
+
+// read returns the state op reads: its bucket and, when it has a box, its
+// box entry. A rate counter is a copy, which the caller may change.
+func (m Model) read(now int64, op *bucket.Op) bucket.State {
+	st, ok := m[op.Key]
+	if !ok || (op.Algorithm == bucket.GCRA && st.TAT <= now) {
+		st = bucket.Empty
+	}
+	st.BoxExpires = 0
+	if st.Rate != nil {
+		c := *st.Rate
+		st.Rate = &c
+	}
+	if op.Box != "" {
+		st.BoxExpires = m[boxPrefix+op.Box].BoxExpires
+	}
+	return st
+}
 
 // Apply decides a batch as a source must, and stores what it writes.
 func (m Model) Apply(now int64, ops []bucket.Op, isRefund bool) []bucket.Outcome {
 	states := make([]bucket.State, len(ops))
-	for i, op := range ops {
-		st, ok := m[op.Key]
-		if !ok || (!op.Algorithm.Windowed() && st.TAT <= now) {
-			st = bucket.Empty
-		}
-		states[i] = st
+	for i := range ops {
+		states[i] = m.read(now, &ops[i])
 	}
 	out := make([]bucket.Outcome, len(ops))
 	if isRefund {
@@ -347,12 +367,58 @@ func (m Model) Apply(now int64, ops []bucket.Op, isRefund bool) []bucket.Outcome
 	} else {
 		bucket.SpendBatch(now, ops, states, out)
 	}
+	s := ratecounter.Second(now)
 	for i, o := range out {
-		if o.Write {
-			m[ops[i].Key] = o.New
+		op := &ops[i]
+		switch {
+		case o.Write && op.Algorithm == bucket.RateCounter:
+			c := states[i].Rate
+			if c == nil {
+				c = &ratecounter.Counter{}
+			}
+			cost := op.Cost
+			if op.Mode == bucket.CheckOnly {
+				cost = 0
+			}
+			if isRefund {
+				c.Remove(s, cost)
+			} else {
+				c.Add(s, cost)
+			}
+			m[op.Key] = bucket.State{TAT: gcra.Missing, Rate: c}
+		case o.Write:
+			m[op.Key] = bucket.State{TAT: o.New.TAT, Window: o.New.Window}
+		}
+		if o.WriteBox {
+			m[boxPrefix+op.Box] = bucket.State{BoxExpires: o.New.BoxExpires}
 		}
 	}
 	return out
+}
+
+// Call applies an ERL call as a source must (bucket.ApplyCall), and stores
+// what it writes.
+func (m Model) Call(now int64, call *bucket.Call, res *bucket.CallResult) {
+	counters := make([]ratecounter.Counter, len(call.Counters))
+	for i, cc := range call.Counters {
+		if st, ok := m[cc.Key]; ok && st.Rate != nil {
+			counters[i] = *st.Rate
+		}
+	}
+	box := int64(0)
+	if call.Box != "" {
+		box = m[boxPrefix+call.Box].BoxExpires
+	}
+	newBox, writeBox := bucket.ApplyCall(now, call, counters, box, res)
+	for i, cc := range call.Counters {
+		if cc.Delta > 0 {
+			c := counters[i]
+			m[cc.Key] = bucket.State{TAT: gcra.Missing, Rate: &c}
+		}
+	}
+	if writeBox {
+		m[boxPrefix+call.Box] = bucket.State{BoxExpires: newBox}
+	}
 }
 
 // testNoOvershoot has many goroutines spend cost 1 at the same instant on

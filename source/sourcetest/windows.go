@@ -60,6 +60,10 @@ func (m Model) Reset(now int64, ops []bucket.Op) int {
 		if !ok {
 			st = bucket.Empty
 		}
+		if ops[i].Box != "" {
+			st.BoxExpires = m[boxPrefix+ops[i].Box].BoxExpires
+			delete(m, boxPrefix+ops[i].Box)
+		}
 		if bucket.Busy(now, &ops[i], st) {
 			n++
 		}
