@@ -6,15 +6,19 @@
 -- runs a script to completion before any other command, so two calls on
 -- the same buckets behave as if one ran fully before the other.
 --
--- A bucket holds one of two things. A GCRA bucket holds its TAT (unix
+-- A bucket holds one of three things. A GCRA bucket holds its TAT (unix
 -- nanoseconds) as a decimal integer string. A window limit's bucket
 -- (sliding or fixed window) holds its counter as one string
 -- '<period>:<index>:<cur>:<prev>': the period in milliseconds, the index of
 -- the window cur counts (its start is index * period unix ms), the hits of
 -- that window and the hits of the one before it, all decimal integers,
--- e.g. '60000:29833334:17:40'. The ':' tells the two apart. An op of one
--- algorithm reads a value of the other as empty (a limit whose algorithm
--- changed starts afresh), and anything else is refused with an error.
+-- e.g. '60000:29833334:17:40'. The ':' tells the two apart. A GCRA or
+-- window op reads a value of the other as empty (a limit whose algorithm
+-- changed starts afresh), and anything else is refused with an error. A
+-- rate counter holds its hits per second, '<last>,<h0>,<h1>,...' (see
+-- rparse), e.g. '1790000000,3'. A penalty box's entry, kept beside its
+-- id's buckets, holds its expiry (unix ns) as a decimal integer, and
+-- expires from Redis a margin after it.
 --
 -- Lua numbers are doubles, exact only up to 2^53, and unix nanoseconds are
 -- near 2^61. Every time is therefore held as two limbs (hi, lo) with
@@ -31,9 +35,13 @@
 -- Every call starts with the same three arguments:
 --
 -- ARGV[1]        operation: S spend (and write when allowed), C spend
---                without writing (decide only), R refund, D reset,
---                A add hits to window counters (sync), O a spend or
---                refund under an idempotency record, Q claim an
+--                as part of a batch denied elsewhere (decide, and write
+--                only what a denied batch writes: a rate counter's hits
+--                and box entries; nothing for GCRA and window ops), R
+--                refund, D reset, A add hits to window counters (sync),
+--                E an Edge Rate Limiting call, Y add hits to rate
+--                counters and expiries to box entries (sync), O a spend
+--                or refund under an idempotency record, Q claim an
 --                idempotency key, M and P several batches in one call (all
 --                described below)
 -- ARGV[2]        expiry margin in whole milliseconds
@@ -46,14 +54,24 @@
 --         2 spend-only), the increment EI*cost, the burst offset;
 --         a window op: 4 values, its token ('W0', 'W1', 'W2' for a
 --         sliding window in mode 0, 1, 2; 'F0' to 'F2' for a fixed one),
---         its cost, the limit's count, its period in ms
+--         its cost, the limit's count, its period in ms;
+--         a rate counter: 4 values, its token ('R0' to 'R2' for mode 0
+--         to 2), its cost, its window in seconds (1, 10 or 60), its rate
 --   R: a GCRA op: 1 value, the decrement (0 for check-only);
 --      a window op: 3 values, 'W' or 'F', the hits to give back (0 for
---      check-only), the period
+--      check-only), the period;
+--      a rate counter: 2 values, 'T' and the hits to give back
 --   D: 1 value: 'G' for a GCRA bucket, or 'W' or 'F' followed by the
---      period ('W60000')
+--      period ('W60000'), or 'T' for a rate counter
 --   A: 4 values: the period, the index of the window the hits count in,
 --      its hits, and the hits of the window before it
+-- An op with a penalty box (every rate counter; a GCRA or window op of a
+-- limit with a penalty) has more values before its own: in S and C,
+-- 'BOX', its box entry's name and the expiry (unix ns) an id it boxes
+-- gets; in R and D, 'BOX' and the name. Box entries are named in ARGV, not
+-- declared: the service names each in its key's slot (its id's hash tag).
+-- An op without a box has no more values, and takes the same path as
+-- before boxes existed.
 -- Numbers are decimal strings; the script splits int64s into limbs
 -- itself, so each costs one argument (Redis spends a fair share of a call
 -- on every argument it parses). A batch may mix GCRA and window ops.
@@ -61,8 +79,10 @@
 -- Reply of S, C and R: {verdict, v_1, ..., v_n}, verdict 1 when the batch
 -- is allowed (always 1 for R), v_i the value stored under key i before the
 -- call, as stored, or "" when there was none (or, for a GCRA op, a full
--- bucket or a window counter). The service recomputes every outcome from
--- these values with the same functions the memory source uses. Reply of
+-- bucket or a window counter); for an op with a box, its box entry's
+-- value ("" for none), a space, and that. The service recomputes every
+-- outcome from these values with the same functions the memory source
+-- uses. E and Y are described at call and rsync. Reply of
 -- D: how many buckets still counted something (a GCRA bucket not full, a
 -- window counter with hits that count at now). Reply of A: {1, v_1, ...,
 -- v_n}, v_i the counter stored after the add ("" when it counts nothing,
@@ -540,21 +560,433 @@ ext_make = function()
     return v
   end
 
+  -- Rate counters and penalty boxes. A rate counter is stored as
+  -- '<last>,<h0>,<h1>,...': the newest second counted into (unix seconds,
+  -- ratecounter.Counter.Last), then the hits of that second and of each
+  -- second before it, up to the oldest of the last SECONDS seconds that
+  -- holds a hit (the first count may be 0, after a refund). In Lua it is
+  -- a table c: c.last, and c[j] the hits of second c.last - j (nil for 0),
+  -- j from 0 to SECONDS - 1. A box entry holds its expiry (unix ns) as a
+  -- decimal integer, as a TAT is held. Seconds are below 2^36 in
+  -- magnitude, hits per second at most MAXH, and a window's sum at most
+  -- SECONDS * MAXH < 2^38: every number here is an exact integer.
+  local SECONDS = 60
+  local MAXH = 4294967295 -- ratecounter.MaxHitsPerSecond
+
+  -- rparse reads the value v of a rate counter's key ('' when none, the
+  -- empty counter of last 0, as Go's zero Counter). Anything else than a
+  -- counter is an error.
+  local function rparse(key, v)
+    local c = { last = 0 }
+    if v == '' then
+      return c
+    end
+    local pos, j, len = 1, -1, #v
+    while pos <= len + 1 do
+      local e = string.find(v, ',', pos, true) or (len + 1)
+      local part = string.sub(v, pos, e - 1)
+      if j < 0 then
+        if #part > 12 or not string.find(part, '^%-?%d+$') then
+          break
+        end
+        c.last = tonumber(part)
+      else
+        if j >= SECONDS or #part > 10 or not string.find(part, '^%d+$') or tonumber(part) > MAXH then
+          j = -1
+          break
+        end
+        local x = tonumber(part)
+        if x > 0 then
+          c[j] = x
+        end
+      end
+      j, pos = j + 1, e + 1
+    end
+    if j < 1 or pos <= len + 1 then
+      error('limiter: ' .. key .. ' does not hold a rate counter')
+    end
+    return c
+  end
+
+  -- rwin returns the hits of the W seconds up to second s, s included
+  -- (ratecounter.Counter.Window).
+  local function rwin(c, s, W)
+    local sum, j0 = 0, c.last - s
+    for j = math.max(j0, 0), math.min(j0 + W - 1, SECONDS - 1) do
+      sum = sum + (c[j] or 0)
+    end
+    return sum
+  end
+
+  -- radd adds d hits to second s, as ratecounter.Counter.Add: a second
+  -- the counter no longer keeps is not counted, a later one moves the
+  -- counter on, and a second stops at MAXH hits.
+  local function radd(c, s, d)
+    if d <= 0 or s <= c.last - SECONDS then
+      return
+    end
+    if s > c.last then
+      local k, old = s - c.last, {}
+      for j = 0, SECONDS - 1 do
+        old[j], c[j] = c[j], nil
+      end
+      for j = 0, SECONDS - 1 - k do
+        c[j + k] = old[j]
+      end
+      c.last = s
+    end
+    local j = c.last - s
+    c[j] = math.min((c[j] or 0) + d, MAXH)
+  end
+
+  -- rremove takes up to d hits from second s, never below 0, as
+  -- ratecounter.Counter.Remove, and returns how many it took.
+  local function rremove(c, s, d)
+    if d <= 0 or s > c.last or s <= c.last - SECONDS then
+      return 0
+    end
+    local j = c.last - s
+    local taken = math.min(d, c[j] or 0)
+    if taken > 0 then
+      c[j] = c[j] - taken
+    end
+    return taken
+  end
+
+  -- rnewest returns the newest second that holds a hit, or nil.
+  local function rnewest(c)
+    for j = 0, SECONDS - 1 do
+      if (c[j] or 0) > 0 then
+        return c.last - j
+      end
+    end
+    return nil
+  end
+
+  -- rwrite stores c, expiring margin milliseconds after it counts nothing
+  -- any more (SECONDS after its newest hit, relative to the now passed
+  -- in); a counter that counts nothing at now is deleted instead. It
+  -- returns the value written, or '' when it deleted.
+  local function rwrite(key, c)
+    local t = rnewest(c)
+    if not t or t + SECONDS <= now_hi then
+      drop(key)
+      return ''
+    end
+    local top = 0
+    for j = SECONDS - 1, 0, -1 do
+      if (c[j] or 0) > 0 then
+        top = j
+        break
+      end
+    end
+    local w = { string.format('%d', c.last) }
+    for j = 0, top do
+      w[j + 2] = string.format('%d', c[j] or 0)
+    end
+    local v = table.concat(w, ',')
+    local ms = string.format('%d', (t + SECONDS) * 1000 - nowms() + margin)
+    if GROUPED then
+      put(key, ms, v)
+    else
+      redis.call('PSETEX', key, ms, v)
+    end
+    return v
+  end
+
+  -- israte reports whether v has a rate counter's form.
+  local function israte(v)
+    return string.find(v, '^%-?%d+,[%d,]+$') ~= nil
+  end
+
+  -- bread reads a box entry: its value ('' when none) and its expiry as
+  -- limbs, (0, 0) when the entry is missing. An expiry not after now
+  -- (Redis deletes the entry a margin later) is read as it is, as
+  -- bucket.State.BoxExpires may hold it: the id is out of the box.
+  local function bread(name)
+    local v = get(name)
+    if not v then
+      return '', 0, 0
+    end
+    if #v > 20 or not string.find(v, '^%-?%d+$') then
+      error('limiter: ' .. name .. ' does not hold a box entry')
+    end
+    return v, split(v)
+  end
+
+  -- bwrite stores a box entry's expiry (h, l), expiring margin
+  -- milliseconds after it, or deletes the entry when that is not after
+  -- now.
+  local function bwrite(name, h, l)
+    if lt(now_hi, now_lo, h, l) then
+      store(name, h, l)
+    else
+      drop(name)
+    end
+  end
+
+  -- settle writes what an op with a box writes whatever its batch's fate
+  -- (see boxed): hits added to its counter, its box entry.
+  local function settle(p)
+    if p.ctr then
+      radd(p.c, now_hi, p.add)
+      rwrite(p.ctr, p.c)
+    end
+    if p.box then
+      bwrite(p.box, p.h, p.l)
+    end
+  end
+
+  -- gdecide decides a GCRA op of a limit with a box (its mode, increment
+  -- and burst offset at ARGV[b..b+2]) as spend does, without writing. It
+  -- returns the value read, whether its bucket denies the cost, and, when
+  -- it does not, the new TAT when one is to be written.
+  local function gdecide(key, b)
+    local ih, il = num(ARGV[b + 1])
+    local bh, bl = num(ARGV[b + 2])
+    local v, th, tl = read(key)
+    if not v then
+      v, th, tl = '', now_hi, now_lo
+    end
+    local wh, wl = add(th, tl, ih, il)
+    if lt(MAX_HI, MAX_LO, wh, wl) then
+      wh, wl = MAX_HI, MAX_LO
+    end
+    local lh, ll = add(now_hi, now_lo, bh, bl)
+    if lt(lh, ll, wh, wl) then
+      return v, true
+    end
+    if ARGV[b] ~= '1' and lt(th, tl, wh, wl) then
+      return v, false, wh, wl
+    end
+    return v, false
+  end
+
+  -- boxed decides, in a spend or check, an op with a penalty box, whose
+  -- values at ARGV[b] are 'BOX', its box entry's name, the expiry an id it
+  -- boxes gets (BoxUntil), and then its own: a GCRA op's mode, increment
+  -- and burst offset; a window op's token, cost, count and period; a rate
+  -- counter's token ('R0' to 'R2'), cost, window (s) and rate. It decides
+  -- exactly as bucket.SpendBatch does:
+  --   - a rate counter's hits over its window, its cost included, going
+  --     above rate * window box the id until the later of its expiry and
+  --     BoxUntil; it denies when the id is in the box afterwards. Its hits
+  --     and its box entry are written (unless check-only) whatever the
+  --     batch's fate.
+  --   - a GCRA or window op whose id is in the box is denied, its bucket
+  --     read and left alone; otherwise its bucket decides, and a denial
+  --     in a mode that decides boxes the id (never shortening), which is
+  --     written in check-and-spend mode whatever the batch's fate.
+  -- It returns the reply's item (the box entry's value, a space, the
+  -- bucket's), whether the op denies the batch, what to write whatever
+  -- the batch's fate (nil, or a table for settle), and what to write when
+  -- the batch is allowed: 'G' and a TAT's limbs, or 'W' and a window
+  -- counter (period, index, cur, prev).
+  local function boxed(key, b)
+    local name = ARGV[b + 1]
+    local uh, ul = num(ARGV[b + 2])
+    local mode = ARGV[b + 3]
+    local m = string.byte(mode, #mode) -- '0' 48, '1' 49, '2' 50
+    local bv, eh, el = bread(name)
+    if string.byte(mode, 1) == 82 then -- 'R': a rate counter
+      local cost, W, rate = count(ARGV[b + 4]), count(ARGV[b + 5]), count(ARGV[b + 6])
+      local v = get(key) or ''
+      local c = rparse(key, v)
+      local nh, nl = eh, el
+      if rwin(c, now_hi, W) + cost > rate * W and lt(nh, nl, uh, ul) then
+        nh, nl = uh, ul
+      end
+      local p
+      if m ~= 49 then
+        if cost > 0 then
+          p = { ctr = key, c = c, add = cost }
+        end
+        if nh ~= eh or nl ~= el then
+          p = p or {}
+          p.box, p.h, p.l = name, nh, nl
+        end
+      end
+      return bv .. ' ' .. v, m ~= 50 and lt(now_hi, now_lo, nh, nl), p
+    end
+    local gcra = #mode == 1
+    if lt(now_hi, now_lo, eh, el) then
+      -- In the box: denied, the bucket read for its own reset only.
+      local v
+      if gcra then
+        v = read(key) or ''
+      else
+        v = wread(key)
+      end
+      return bv .. ' ' .. v, m ~= 50
+    end
+    local v, denied, kind, x1, x2, x3, x4
+    if gcra then
+      v, denied, x1, x2 = gdecide(key, b + 3)
+      denied = denied and m ~= 50
+      if x1 then
+        kind = 'G'
+      end
+    else
+      v, denied, x1, x2, x3, x4 = wspend(key, b + 3, mode)
+      if x1 then
+        kind = 'W'
+      end
+    end
+    if denied then
+      local p
+      if m == 48 then
+        p = { box = name, h = uh, l = ul }
+        if lt(uh, ul, eh, el) then
+          p.h, p.l = eh, el
+        end
+      end
+      return bv .. ' ' .. v, true, p
+    end
+    return bv .. ' ' .. v, false, nil, kind, x1, x2, x3, x4
+  end
+
+  -- rrefund gives back to a rate counter, whose hits are at ARGV[b + 1]:
+  -- up to that many come off the second of now, never below 0
+  -- (ratecounter.Counter.Remove). It returns the value read.
+  local function rrefund(key, b)
+    local v = get(key) or ''
+    local c = rparse(key, v)
+    if rremove(c, now_hi, count(ARGV[b + 1])) > 0 then
+      rwrite(key, c)
+    end
+    return v
+  end
+
+  -- call applies an ERL call (operation E, bucket.ApplyCall): KEYS[1..m]
+  -- are its counters and KEYS[m + 1] its box entry; ARGV[a] is m, then
+  -- per counter its delta, window (s; 0 checks nothing) and rate, then the
+  -- box action (N none, R read, A box when a counter went above its
+  -- limit, P replace, X remove, E extend) and the expiry it gives. Each
+  -- counter gets its delta at the second of now; a box action other than
+  -- R and N sets the entry's expiry: A and E to the later of it and the
+  -- given one (A only when a counter went above), P to the given one, X
+  -- to none. Everything is read before anything is written. The reply is
+  -- {1, c_1..c_m, box, box after}: the counters and the box entry as
+  -- read, and the box entry as the call left it ('' when none).
+  local function call(K, a)
+    local m = count(ARGV[a])
+    local out, cs, above = { 1 }, {}, false
+    for i = 1, m do
+      local b = a + 3 * i - 2
+      local d, W, rate = count(ARGV[b]), count(ARGV[b + 1]), count(ARGV[b + 2])
+      local v = get(K[i]) or ''
+      out[i + 1] = v
+      local c = rparse(K[i], v)
+      radd(c, now_hi, d)
+      if W > 0 and rwin(c, now_hi, W) > rate * W then
+        above = true
+      end
+      cs[i] = c
+    end
+    local act = ARGV[a + 3 * m + 1]
+    local uh, ul = num(ARGV[a + 3 * m + 2])
+    local name = K[m + 1]
+    local bv, eh, el = '', 0, 0
+    if act ~= 'N' then
+      bv, eh, el = bread(name)
+    end
+    local nh, nl = eh, el
+    if act == 'P' then
+      nh, nl = uh, ul
+    elseif act == 'X' then
+      nh, nl = 0, 0
+    elseif (act == 'E' or (act == 'A' and above)) and lt(nh, nl, uh, ul) then
+      nh, nl = uh, ul
+    end
+    for i = 1, m do
+      if count(ARGV[a + 3 * i - 2]) > 0 then
+        rwrite(K[i], cs[i])
+      end
+    end
+    local after = bv
+    if nh ~= eh or nl ~= el then
+      bwrite(name, nh, nl)
+      after = ''
+      if lt(now_hi, now_lo, nh, nl) then
+        after = format(nh, nl)
+      end
+    end
+    out[m + 2], out[m + 3] = bv, after
+    return out
+  end
+
+  -- rsync adds pushes of other processes (operation Y) to the rate
+  -- counters and box entries K[k+1..k+n], whose values start at ARGV[a],
+  -- three each: the hits ('' to only read, '-' for a push without a
+  -- counter, whose key is then its box entry), the box entry's name (''
+  -- for none) and the expiry to store ('0' to only read). Hits are added
+  -- second by second, oldest first (ratecounter.Counter.Merge); a box
+  -- entry becomes the later of its expiry and the pushed one. The reply
+  -- is {1, c_1, b_1, ..., c_n, b_n}: each counter and box entry as
+  -- stored after the push ('' for none).
+  local function rsync(K, k, n, a)
+    local out = { 1 }
+    for i = 1, n do
+      local b = a + 3 * (i - 1)
+      local hits, name = ARGV[b], ARGV[b + 1]
+      local key = K[k + i]
+      local cv, after = '', ''
+      local c, eh, el
+      if hits ~= '-' then
+        cv = get(key) or ''
+        c = rparse(key, cv)
+      end
+      if name ~= '' then
+        after, eh, el = bread(name)
+      end
+      if c and hits ~= '' then
+        local o = rparse('a push to ' .. key, hits)
+        for j = SECONDS - 1, 0, -1 do
+          if o[j] then
+            radd(c, o.last - j, o[j])
+          end
+        end
+        cv = rwrite(key, c)
+      end
+      if name ~= '' then
+        local ph, pl = num(ARGV[b + 2])
+        if lt(eh, el, ph, pl) and lt(now_hi, now_lo, ph, pl) then
+          store(name, ph, pl)
+          after = format(ph, pl)
+        end
+      end
+      out[2 * i], out[2 * i + 1] = cv, after
+    end
+    return out
+  end
+
   -- busy reports whether the value v of a window op's key still counts
   -- something at now (bucket.Busy), spec being 'W' or 'F' and the period:
   -- hits in the current window or, for a sliding window, in the one
   -- before.
   local function busy(key, v, spec)
+    if spec == 'T' then
+      local t = rnewest(rparse(key, v))
+      return t ~= nil and t + SECONDS > now_hi
+    end
     local W = tonumber(string.sub(spec, 2))
     local cur, prev = wcounts(W, math.floor(nowms() / W), wsplit(key, v))
     return cur > 0 or (prev > 0 and string.byte(spec, 1) ~= 70)
   end
 
-  -- stale reports whether a v2 hash's value v is a window counter that
-  -- counts nothing at now, for the sweep.
+  -- stale reports whether a v2 hash's value v is a window counter or a
+  -- rate counter that counts nothing at now, for the sweep.
   local function stale(v)
     local p, i, c, q = counter(v)
-    return p ~= nil and ends(p, i, c, q) <= nowms()
+    if p ~= nil then
+      return ends(p, i, c, q) <= nowms()
+    end
+    if israte(v) then
+      local ok, c = pcall(rparse, 'a field', v)
+      local t = ok and rnewest(c)
+      return ok and (not t or t + SECONDS <= now_hi)
+    end
+    return false
   end
 
   -- sync adds hits to the window counters K[k+1..k+n], whose values
@@ -606,6 +1038,9 @@ ext_make = function()
     local b = a
     if op == 'S' or op == 'C' then
       for _ = 1, n do
+        if ARGV[b] == 'BOX' then
+          b = b + 3
+        end
         if #ARGV[b] == 1 then
           b = b + 3
         else
@@ -614,15 +1049,25 @@ ext_make = function()
       end
     elseif op == 'R' then
       for _ = 1, n do
+        if ARGV[b] == 'BOX' then
+          b = b + 2
+        end
         local t = ARGV[b]
         if t == 'W' or t == 'F' then
           b = b + 3
+        elseif t == 'T' then
+          b = b + 2
         else
           b = b + 1
         end
       end
     elseif op == 'D' then
-      b = b + n
+      for _ = 1, n do
+        if ARGV[b] == 'BOX' then
+          b = b + 2
+        end
+        b = b + 1
+      end
     elseif op == 'A' then
       b = b + 4 * n
     end
@@ -632,19 +1077,26 @@ ext_make = function()
   ext = {
     counter = counter, spend = wspend, store = wstore, refund = wrefund,
     busy = busy, stale = stale, sync = sync, span = span,
+    boxed = boxed, settle = settle, bread = bread, rrefund = rrefund,
+    call = call, rsync = rsync,
   }
   return ext
 end
 
 -- spend decides the batch of keys K[k+1..k+n] (K is KEYS or ARGV), whose
--- values start at ARGV[a], and writes it when allowed and write is set.
--- It returns the reply and how many values the batch took. Window ops are
--- decided by ext.spend (wspend).
+-- values start at ARGV[a], and writes its GCRA buckets and window
+-- counters when it is allowed and write is set. What an op with a box
+-- writes whatever the batch's fate (its hits, its box entry) is written
+-- in any case: spend runs for S and for C, the part of a cluster batch
+-- that an earlier part denied. It returns the reply and how many values
+-- the batch took. Window ops are decided by ext.spend (wspend), ops with
+-- a box by ext.boxed.
 local function spend(K, k, n, a, write)
   local out = { 0 }
   local allowed = true
   local nw -- new TATs to write as (hi, lo) pairs at 2i-1, 2i; made when needed
   local ww -- new counters as (period, index, cur, prev) at 4i-3 .. 4i
+  local pend -- what ops with a box write whatever the batch's fate, in order
   local b = a
   for i = 1, n do
     local key = K[k + i]
@@ -676,8 +1128,29 @@ local function spend(K, k, n, a, write)
         nw[2 * i - 1], nw[2 * i] = wh, wl
       end
     else
-      local v, denies, W, x, c, q = (ext or ext_make()).spend(key, b, mode)
-      b = b + 4
+      local e = ext or ext_make()
+      local v, denies, W, x, c, q
+      if mode == 'BOX' then
+        local p, kind
+        v, denies, p, kind, W, x, c, q = e.boxed(key, b)
+        if p then
+          pend = pend or {}
+          pend[#pend + 1] = p
+        end
+        if kind == 'G' then
+          nw = nw or {}
+          nw[2 * i - 1], nw[2 * i] = W, x
+          W = nil
+        end
+        if #ARGV[b + 3] == 1 then
+          b = b + 6
+        else
+          b = b + 7
+        end
+      else
+        v, denies, W, x, c, q = e.spend(key, b, mode)
+        b = b + 4
+      end
       out[i + 1] = v
       if denies then
         allowed = false
@@ -700,6 +1173,11 @@ local function spend(K, k, n, a, write)
           ext.store(K[k + i], ww[j - 3], ww[j - 2], ww[j - 1], ww[j])
         end
       end
+    end
+  end
+  if pend then
+    for i = 1, #pend do
+      ext.settle(pend[i])
     end
   end
   return out, b - a
@@ -744,16 +1222,28 @@ end
 
 -- refund gives back to K[k+1..k+n], whose values start at ARGV[a], and
 -- returns the reply and how many values it took. Window ops are given
--- back by ext.refund (wrefund).
+-- back by ext.refund (wrefund), rate counters by ext.rrefund. An op with a
+-- box ('BOX' and its entry's name before its values) reads its entry,
+-- never writes it, and its reply item is the entry's value, a space, and
+-- its bucket's.
 local function refund(K, k, n, a)
   local out = { 1 }
   local b = a
   for i = 1, n do
     local key = K[k + i]
     local t = ARGV[b]
+    local bv
+    if t == 'BOX' then
+      bv = (ext or ext_make()).bread(ARGV[b + 1])
+      b = b + 2
+      t = ARGV[b]
+    end
     if t == 'W' or t == 'F' then
       out[i + 1] = (ext or ext_make()).refund(key, b, t)
       b = b + 3
+    elseif t == 'T' then
+      out[i + 1] = (ext or ext_make()).rrefund(key, b)
+      b = b + 2
     else
       local dh, dl = num(t)
       b = b + 1
@@ -776,6 +1266,9 @@ local function refund(K, k, n, a)
         out[i + 1] = ''
       end
     end
+    if bv then
+      out[i + 1] = bv .. ' ' .. out[i + 1]
+    end
   end
   return out, b - a
 end
@@ -783,26 +1276,47 @@ end
 -- reset deletes K[k+1..k+n] and counts those that still counted
 -- something at now (bucket.Busy): a GCRA bucket that was not full, a
 -- window counter with hits in the current window, or, for a sliding
--- window, in the previous one. Their values start at ARGV[a], one each.
+-- window, in the previous one, a rate counter with hits in the last
+-- minute, or a key whose id was in its box. Their values start at
+-- ARGV[a], one each, after 'BOX' and the box entry's name for a key with
+-- a box, whose entry is deleted too. It returns the count and how many
+-- values the batch took.
 local function reset(K, k, n, a)
   local busy = 0
+  local b = a
   for i = 1, n do
     local key = K[k + i]
-    local spec = ARGV[a + i - 1]
+    local spec = ARGV[b]
+    local inbox = false
+    if spec == 'BOX' then
+      local name = ARGV[b + 1]
+      local bv, eh, el = (ext or ext_make()).bread(name)
+      inbox = lt(now_hi, now_lo, eh, el)
+      if bv ~= '' then
+        drop(name)
+      end
+      b = b + 2
+      spec = ARGV[b]
+    end
+    b = b + 1
     local v = get(key)
+    local counts = inbox
     if v then
       if spec == 'G' then
         local h, l = parse(key, v)
         if h and lt(now_hi, now_lo, h, l) then
-          busy = busy + 1
+          counts = true
         end
       elseif (ext or ext_make()).busy(key, v, spec) then
-        busy = busy + 1
+        counts = true
       end
       drop(key)
     end
+    if counts then
+      busy = busy + 1
+    end
   end
-  return busy
+  return busy, b - a
 end
 
 -- run decides one batch: operation op on K[k+1..k+n], with "now" at
@@ -827,9 +1341,13 @@ local function run(op, K, k, n, a, mode)
   elseif op == 'R' then
     return refund(K, k, n, a + 2)
   elseif op == 'D' then
-    return reset(K, k, n, a + 2), n
+    return reset(K, k, n, a + 2)
   elseif op == 'A' then
     return (ext or ext_make()).sync(K, k, n, a + 2), 4 * n
+  elseif op == 'E' then
+    return (ext or ext_make()).call(K, a + 2), 0
+  elseif op == 'Y' then
+    return (ext or ext_make()).rsync(K, k, n, a + 2), 3 * n
   end
   error('limiter: unknown operation ' .. tostring(op))
 end

@@ -25,6 +25,13 @@ const (
 	// opSync adds hits counted elsewhere to window counters and reads them
 	// back (sync.go).
 	opSync
+	// opCall applies an Edge Rate Limiting call to rate counters and a box
+	// entry (erl.go).
+	opCall
+	// opSyncRates adds hits counted elsewhere to rate counters, and box
+	// expiries set elsewhere to box entries, and reads them back
+	// (syncrates.go).
+	opSyncRates
 )
 
 func (op operation) String() string {
@@ -41,6 +48,10 @@ func (op operation) String() string {
 		return "claim"
 	case opSync:
 		return "sync"
+	case opCall:
+		return "call"
+	case opSyncRates:
+		return "sync rates"
 	}
 	return "unknown operation"
 }
@@ -61,11 +72,23 @@ type scriptCall struct {
 	ops []bucket.Op
 	// amounts holds, for an opRefund, what to give back per key: how far
 	// a GCRA bucket's TAT moves back (ns), or how many hits come off a
-	// window counter's current window.
+	// window counter's current window or a rate counter's current second.
 	amounts []int64
+	// boxes holds, for an opSpend, opCheck, opRefund, opReset or
+	// opSyncRates, the name of each key's box entry (keyFormat.boxName),
+	// "" for a key without one; nil when no key has one. A box entry is in
+	// its key's slot, named in ARGV: the script reads it beside its key.
+	boxes []string
 	// pushes holds an opSync's counters, one per key; decode fills their
 	// Total.
 	pushes []ratelimits.WindowPush
+	// ratePushes holds an opSyncRates' pushes, one per key (the counter's
+	// name, or the box entry's for a push of a box entry alone); decode
+	// fills their Total and TotalBox.
+	ratePushes []ratelimits.RatePush
+	// call is an opCall's call: its keys are its counters' names and then,
+	// when it has a box action, its box entry's name.
+	call *bucket.Call
 	// record, on an opSpend or opRefund, makes the call idempotent: the
 	// script answers it from the record when there is one, and otherwise
 	// decides it and writes the record in the same run. On an opClaim it
@@ -85,21 +108,34 @@ type recordArgs struct {
 	lifetimeMS int64
 }
 
-// packable reports whether the call may share a packed script call with
-// others (pack.go): idempotent calls and claims have operations of their
-// own that packed calls do not carry.
-func (c *scriptCall) packable() bool {
+// pipelined reports whether the call may share round trips with others
+// through the pipe of its node (pipe.go): idempotent calls and claims,
+// which are rare, go alone.
+func (c *scriptCall) pipelined() bool {
 	return c.record == nil && c.op != opClaim
 }
 
+// packable reports whether the call may share a packed script call with
+// others (pack.go): idempotent calls, claims, ERL calls and rate syncs
+// have operations and replies of their own that packed calls do not
+// carry.
+func (c *scriptCall) packable() bool {
+	return c.pipelined() && c.op != opCall && c.op != opSyncRates
+}
+
+// boxed reports whether key i of the call has a box entry.
+func (c *scriptCall) boxed(i int) bool {
+	return c.boxes != nil && c.boxes[i] != ""
+}
+
 // refundAmount is what a refund gives back to an op's bucket: its cost in
-// time for a GCRA bucket, its cost in hits for a window counter, or
-// nothing for a check-only op, as in bucket.RefundBatch.
+// time for a GCRA bucket, its cost in hits for a window or rate counter,
+// or nothing for a check-only op, as in bucket.RefundBatch.
 func refundAmount(op *bucket.Op) int64 {
 	switch {
 	case op.Mode == bucket.CheckOnly:
 		return 0
-	case op.Algorithm.Windowed():
+	case op.Algorithm.Windowed(), op.Algorithm == bucket.RateCounter:
 		return op.Cost
 	}
 	return op.EmissionInterval * op.Cost

@@ -21,16 +21,22 @@ var ErrRollback = errors.New("redis source: could not give back a denied batch's
 //     as atomic as on one Redis.
 //   - No limit is ever overshot: every token is taken by an atomic check
 //     of its own bucket.
-//   - A denied batch leaves no trace: once a part is denied, the later
-//     parts are only read, and the tokens the earlier parts took are given
-//     back: each TAT moves back by exactly as much as the spend moved it
-//     forward, and each window counter loses the hits the spend added to
-//     the same window (a refund, never a restore of the old value, so
-//     concurrent spenders on those buckets are never harmed). A window
+//   - A denied batch leaves no trace in GCRA buckets and window counters:
+//     once a part is denied, the later parts are decided without writing
+//     them, and the tokens the earlier parts took are given back: each TAT
+//     moves back by exactly as much as the spend moved it forward, and
+//     each window counter loses the hits the spend added to the same
+//     window (a refund, never a restore of the old value, so concurrent
+//     spenders on those buckets are never harmed). A window
 //     counter that another process has meanwhile moved on to the next
 //     window (its now already there) has no current window at this now:
 //     the give-back finds nothing to take from, and the hits stay counted
 //     as the previous window's until that window no longer counts.
+//   - What a denied batch writes is written by every part, and never
+//     given back: a rate-counter op's hits and a box entry are decided by
+//     their op alone, never by the batch's verdict (bucket.SpendBatch), so
+//     each part writes exactly those of its ops, denied or not, and the
+//     parts after a denied one (opCheck) write them too.
 //   - Between a part's spend and its give-back, other requests see those
 //     tokens taken and may be denied for it. If this process dies in that
 //     window, or Redis fails, the tokens stay spent and refill normally.
@@ -80,35 +86,46 @@ func sameSlot(keys []string) bool {
 type part struct {
 	ops     []bucket.Op
 	keys    []string
+	boxes   []string
 	states  []bucket.State
 	amounts []int64
 }
 
-func gather(idx []int, ops []bucket.Op, keys []string) part {
+// gather makes the part of the ops at idx; boxes, like a scriptCall's, is
+// nil when no op has a box.
+func gather(idx []int, ops []bucket.Op, keys, boxes []string) part {
 	p := part{ops: make([]bucket.Op, len(idx)), keys: make([]string, len(idx)), states: make([]bucket.State, len(idx))}
 	for j, i := range idx {
 		p.ops[j], p.keys[j] = ops[i], keys[i]
+		if boxes != nil && boxes[i] != "" {
+			if p.boxes == nil {
+				p.boxes = make([]string, len(idx))
+			}
+			p.boxes[j] = boxes[i]
+		}
 	}
 	return p
 }
 
 // spendSlots applies a batch spanning slots part by part, and gives back
 // the parts already spent when a later part is denied.
-func (s *Source) spendSlots(ctx context.Context, now int64, ops []bucket.Op, keys []string, outcomes []bucket.Outcome) error {
-	_, err := s.spendSlotsInto(ctx, now, ops, keys, make([]bucket.State, len(ops)), outcomes)
+func (s *Source) spendSlots(ctx context.Context, now int64, ops []bucket.Op, keys, boxes []string, outcomes []bucket.Outcome) error {
+	_, err := s.spendSlotsInto(ctx, now, ops, keys, boxes, make([]bucket.State, len(ops)), outcomes)
 	return err
 }
 
 // spendSlotsInto is spendSlots that fills states with the states read and
 // returns the batch's verdict.
-func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []bucket.Op, keys []string, states []bucket.State, outcomes []bucket.Outcome) (bool, error) {
+func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []bucket.Op, keys, boxes []string, states []bucket.State, outcomes []bucket.Outcome) (bool, error) {
 	var spent []part // what the applied parts wrote, to give back if denied
 	denied := false
 	for _, idx := range slotGroups(keys) {
-		p := gather(idx, ops, keys)
-		c := &scriptCall{op: opSpend, now: now, keys: p.keys, ops: p.ops}
+		p := gather(idx, ops, keys, boxes)
+		c := &scriptCall{op: opSpend, now: now, keys: p.keys, boxes: p.boxes, ops: p.ops}
 		if denied {
-			c.op = opCheck // an earlier part was denied: decide, write nothing
+			// An earlier part was denied: decide, and write only what a
+			// denied batch writes (hits, box entries).
+			c.op = opCheck
 		}
 		r, err := s.run(ctx, c, p.states)
 		if err == nil {
@@ -156,13 +173,17 @@ func checkPart(now int64, p part, verdict bool, spent *[]part, readOnly bool) er
 	// than its cost when the new TAT saturated at the largest int64:
 	// giving back exactly that restores the bucket as it was. A window
 	// spend added its cost to the current window, at the same now as the
-	// give-back's.
+	// give-back's. A rate counter's hits are written whatever the batch's
+	// fate, so they are not given back; nor is any box entry (the
+	// give-back's ops have no box: it neither reads nor writes one).
 	var w part
 	for j, o := range out {
-		if !o.Write {
+		if !o.Write || p.ops[j].Algorithm == bucket.RateCounter {
 			continue
 		}
-		w.ops = append(w.ops, p.ops[j])
+		op := p.ops[j]
+		op.Box = ""
+		w.ops = append(w.ops, op)
 		w.keys = append(w.keys, p.keys[j])
 		if p.ops[j].Algorithm.Windowed() {
 			w.amounts = append(w.amounts, p.ops[j].Cost)
@@ -200,14 +221,14 @@ func (s *Source) giveBack(ctx context.Context, now int64, spent []part) error {
 // refundSlots refunds a batch spanning slots part by part. Each bucket's
 // refund is atomic; the batch as a whole is not (nor does a refund need
 // to be: it never denies).
-func (s *Source) refundSlots(ctx context.Context, now int64, ops []bucket.Op, keys []string, states []bucket.State) error {
+func (s *Source) refundSlots(ctx context.Context, now int64, ops []bucket.Op, keys, boxes []string, states []bucket.State) error {
 	for _, idx := range slotGroups(keys) {
-		p := gather(idx, ops, keys)
+		p := gather(idx, ops, keys, boxes)
 		p.amounts = make([]int64, len(idx))
 		for j := range p.ops {
 			p.amounts[j] = refundAmount(&p.ops[j])
 		}
-		if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, ops: p.ops, amounts: p.amounts}, p.states); err != nil {
+		if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, boxes: p.boxes, ops: p.ops, amounts: p.amounts}, p.states); err != nil {
 			return err
 		}
 		for j, i := range idx {
@@ -218,11 +239,11 @@ func (s *Source) refundSlots(ctx context.Context, now int64, ops []bucket.Op, ke
 }
 
 // resetSlots deletes keys spanning slots part by part.
-func (s *Source) resetSlots(ctx context.Context, now int64, ops []bucket.Op, keys []string) (int, error) {
+func (s *Source) resetSlots(ctx context.Context, now int64, ops []bucket.Op, keys, boxes []string) (int, error) {
 	total := 0
 	for _, idx := range slotGroups(keys) {
-		p := gather(idx, ops, keys)
-		r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: p.keys, ops: p.ops}, nil)
+		p := gather(idx, ops, keys, boxes)
+		r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: p.keys, boxes: p.boxes, ops: p.ops}, nil)
 		if err != nil {
 			return total, err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/once"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
@@ -19,10 +20,14 @@ type scriptReply struct {
 	// ops are the batch's ops, one per key: each value read is decoded as
 	// its op's algorithm stores it.
 	ops []bucket.Op
+	// boxes are the names of the ops' box entries (scriptCall.boxes): the
+	// value read of a key with one is its box entry's and its own.
+	boxes []string
 	// states holds, per key, the state read before the call: a GCRA
 	// bucket's TAT (gcra.Missing for a missing bucket or one full at
-	// decidedAt), or a window counter as stored (the zero Counter for
-	// none). It is the slice passed to decode.
+	// decidedAt), a window counter as stored (the zero Counter for none),
+	// or a rate counter (nil for none), and the box entry's expiry as
+	// stored (0 for none). It is the slice passed to decode.
 	states []bucket.State
 	// decidedAt is the now the batch was decided at: the call's own, or,
 	// for a call answered from its idempotency record, the first call's.
@@ -33,6 +38,11 @@ type scriptReply struct {
 	busy int
 	// claim is the live claim an opClaim found, or nil when it made one.
 	claim *claimed
+	// counters and box are what an opCall read: its counters (the zero
+	// Counter for none) and its box entry's expiry (0 for none); boxAfter
+	// is the box entry's expiry as the call left it.
+	counters      [bucket.MaxCallCounters]ratecounter.Counter
+	box, boxAfter int64
 }
 
 // claimed is a live claim of an idempotency key on a cluster: its
@@ -46,7 +56,7 @@ type claimed struct {
 // op of c (nil for a reset, a claim or a sync); a claim's reply is nil
 // when Redis answered nil. A sync's counters go into c.pushes.
 func decode(c *scriptCall, reply any, states []bucket.State) (scriptReply, error) {
-	r := scriptReply{decidedAt: c.now, ops: c.ops, states: states}
+	r := scriptReply{decidedAt: c.now, ops: c.ops, boxes: c.boxes, states: states}
 	switch {
 	case c.op == opClaim:
 		return r, r.decodeClaim(reply)
@@ -64,8 +74,13 @@ func decode(c *scriptCall, reply any, states []bucket.State) (scriptReply, error
 	if !ok {
 		return r, fmt.Errorf("%w: %T for %d buckets", ErrBadReply, reply, len(c.keys))
 	}
-	if c.op == opSync {
+	switch c.op {
+	case opSync:
 		return r, decodeSync(c, items)
+	case opCall:
+		return r, r.decodeCall(c, items)
+	case opSyncRates:
+		return r, decodeSyncRates(c, items)
 	}
 	return r, r.decodeBatch(items)
 }
@@ -96,8 +111,37 @@ func (r *scriptReply) decodeBatch(items []any) error {
 // string ("" for none), as op i's algorithm reads it. A GCRA op reads a
 // TAT not after decidedAt, or a window counter, as a missing bucket; a
 // window op reads a TAT as an empty counter (the limit's algorithm
-// changed).
+// changed). The value read of an op with a box is its box entry's, a
+// space, and its own.
 func (r *scriptReply) setState(i int, s string) error {
+	if r.boxes == nil || r.boxes[i] == "" {
+		return r.setBucket(i, s)
+	}
+	b, v, ok := strings.Cut(s, " ")
+	if !ok {
+		return fmt.Errorf("%w: a boxed op's values %q", ErrBadReply, s)
+	}
+	box, err := parseBox(b)
+	if err != nil {
+		return err
+	}
+	err = r.setBucket(i, v)
+	r.states[i].BoxExpires = box
+	return err
+}
+
+// setBucket stores the state the script read for bucket i, its box
+// aside.
+func (r *scriptReply) setBucket(i int, s string) error {
+	if r.ops[i].Algorithm == bucket.RateCounter {
+		r.states[i] = bucket.State{TAT: gcra.Missing}
+		if s == "" {
+			return nil
+		}
+		c, err := parseRate(s)
+		r.states[i].Rate = &c
+		return err
+	}
 	if r.ops[i].Algorithm.Windowed() {
 		c, err := parseCounter(s)
 		r.states[i] = bucket.State{TAT: gcra.Missing, Window: c}
@@ -173,6 +217,61 @@ func decodeSync(c *scriptCall, items []any) error {
 		p := &c.pushes[i]
 		start, cur, prev := stored.At(nowMs, p.Period)
 		p.Total = window.Counter{Period: p.Period, Start: start, Cur: cur, Prev: prev}
+	}
+	return nil
+}
+
+// decodeCall reads an ERL call's {1, c_1..c_n, box, box after}: the
+// counters and the box entry as read, and the box entry as left ("" for
+// none).
+func (r *scriptReply) decodeCall(c *scriptCall, items []any) error {
+	n := len(c.call.Counters)
+	if len(items) != n+3 || items[0] != int64(1) {
+		return fmt.Errorf("%w: %d items for a call of %d counters", ErrBadReply, len(items), n)
+	}
+	var text [bucket.MaxCallCounters + 2]string
+	for i, item := range items[1:] {
+		s, ok := item.(string)
+		if !ok {
+			return fmt.Errorf("%w: a call's value %v", ErrBadReply, item)
+		}
+		text[i] = s
+	}
+	for i := range n {
+		var err error
+		if r.counters[i], err = parseRate(text[i]); err != nil {
+			return err
+		}
+	}
+	var err error
+	if r.box, err = parseBox(text[n]); err != nil {
+		return err
+	}
+	r.boxAfter, err = parseBox(text[n+1])
+	return err
+}
+
+// decodeSyncRates reads a rate sync's {1, c_1, b_1, ..., c_n, b_n} into
+// its pushes' Total and TotalBox: each counter ("" for none) and box
+// entry as stored after the push.
+func decodeSyncRates(c *scriptCall, items []any) error {
+	if len(items) != 1+2*len(c.ratePushes) || items[0] != int64(1) {
+		return fmt.Errorf("%w: %d items for %d rate pushes", ErrBadReply, len(items), len(c.ratePushes))
+	}
+	for i := range c.ratePushes {
+		ctr, ok1 := items[1+2*i].(string)
+		box, ok2 := items[2+2*i].(string)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("%w: a rate push's values %v, %v", ErrBadReply, items[1+2*i], items[2+2*i])
+		}
+		p := &c.ratePushes[i]
+		var err error
+		if p.Total, err = parseRate(ctr); err != nil {
+			return err
+		}
+		if p.TotalBox, err = parseBox(box); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -260,8 +359,13 @@ func (r *scriptReply) decodeRecord(w []string) error {
 // (pack.go): a reset answers one number, the other operations a verdict
 // and a value per key.
 func replyWidth(c *scriptCall) int {
-	if c.op == opReset {
+	switch c.op {
+	case opReset:
 		return 1
+	case opSyncRates:
+		return 1 + 2*len(c.keys)
+	case opCall:
+		return 3 + len(c.call.Counters)
 	}
 	return 1 + len(c.keys)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
@@ -22,14 +23,35 @@ import (
 // batch's buckets, then ARGV holds now as two limbs (limbs), and per key
 //
 //	S, C  GCRA: mode, increment (EmissionInterval*Cost), burst offset;
-//	      window: its token (windowToken), cost, count, period (ms)
+//	      window: its token (windowToken), cost, count, period (ms);
+//	      rate counter: its token (rateToken), cost, window (s), rate
 //	R     GCRA: decrement (refundAmount);
-//	      window: "W" (sliding) or "F" (fixed), hits (refundAmount), period
-//	D     "G" for GCRA, or "W" or "F" and the period as one word ("W60000")
+//	      window: "W" (sliding) or "F" (fixed), hits (refundAmount), period;
+//	      rate counter: "T", hits (refundAmount)
+//	D     "G" for GCRA, or "W" or "F" and the period as one word
+//	      ("W60000"), or "T" for a rate counter
 //	A     period, window index (Start / Period), hits, previous hits
 //
+// An op with a penalty box (every rate counter, and any op whose Box is
+// set) has three more values before its own in S and C: "BOX", its box
+// entry's name (keyFormat.boxName) and its BoxUntil; and two in R and D:
+// "BOX" and the name. An op without a box has none: its values are those
+// above, exactly.
+//
 // A window counter is stored as "<period>:<index>:<cur>:<prev>" (see
-// formatCounter and parseCounter).
+// formatCounter and parseCounter), a rate counter as formatRate writes it,
+// and a box entry as its expiry, a decimal integer.
+//
+// ERL call (E, erl.go): KEYS are the call's counters and then, when it has
+// a box action, its box entry; ARGV holds now as two limbs, the number of
+// counters, per counter its delta, window (s, 0 for none) and rate, then
+// the box action (callAction) and the expiry it gives (Call.Until).
+//
+// Rate sync (Y, syncrates.go): KEYS hold per push its counter, or its box
+// entry when it has no counter; ARGV holds now as two limbs and per push
+// its hits (formatRate; "" to only read; "-" for a push without a
+// counter), its box entry's name ("" for none) and the expiry to store
+// (0 to only read).
 //
 // Under an idempotency record (O): KEYS are the batch's buckets and then
 // the record's key; ARGV holds the batch's operation (S or R), the
@@ -72,6 +94,8 @@ const (
 	scriptOnce   = "O"
 	scriptClaim  = "Q"
 	scriptSync   = "A"
+	scriptERL    = "E"
+	scriptRates  = "Y"
 	// scriptPacked carries several batches, their keys declared.
 	scriptPacked = "M"
 	// scriptPackedInline carries several one-key batches, their keys in
@@ -97,6 +121,24 @@ func windowToken(op *bucket.Op) any {
 		tokens = [3]any{"F0", "F1", "F2"}
 	}
 	return tokens[op.Mode]
+}
+
+// boxToken starts the values of an op with a penalty box.
+const boxToken = "BOX"
+
+// rateToken returns a rate-counter op's token in a spend or check: "R"
+// and its mode. The tokens are constants, so appending one allocates
+// nothing.
+func rateToken(op *bucket.Op) any {
+	return [3]any{"R0", "R1", "R2"}[op.Mode]
+}
+
+// callAction returns the script's letter of a box action.
+func callAction(a bucket.BoxAction) string {
+	return [...]string{
+		bucket.BoxNone: "N", bucket.BoxRead: "R", bucket.BoxWhenAbove: "A",
+		bucket.BoxReplace: "P", bucket.BoxRemove: "X", bucket.BoxExtend: "E",
+	}[a]
 }
 
 // windowKind returns a window op's letter in a refund: W for a sliding
@@ -158,6 +200,10 @@ func scriptOp(op operation) string {
 		return scriptClaim
 	case opSync:
 		return scriptSync
+	case opCall:
+		return scriptERL
+	case opSyncRates:
+		return scriptRates
 	}
 	panic(fmt.Sprintf("redis source: no script operation for %d", op))
 }
@@ -203,35 +249,68 @@ func (c *scriptCall) appendValues(args []any) []any {
 	case opSpend, opCheck:
 		for i := range c.ops {
 			op := &c.ops[i]
-			if op.Algorithm.Windowed() {
-				args = append(args, windowToken(op), op.Cost, op.Window.Count, op.Window.Period)
-				continue
+			if c.boxed(i) {
+				args = append(args, boxToken, c.boxes[i], op.BoxUntil)
 			}
-			// The script splits the int64s into limbs itself.
-			args = append(args, int64(op.Mode), op.EmissionInterval*op.Cost, op.BurstOffset)
+			switch op.Algorithm {
+			case bucket.GCRA:
+				// The script splits the int64s into limbs itself.
+				args = append(args, int64(op.Mode), op.EmissionInterval*op.Cost, op.BurstOffset)
+			case bucket.RateCounter:
+				args = append(args, rateToken(op), op.Cost, op.Rate.Window, op.Rate.Rate)
+			default:
+				args = append(args, windowToken(op), op.Cost, op.Window.Count, op.Window.Period)
+			}
 		}
 	case opRefund:
 		for i := range c.ops {
 			op := &c.ops[i]
-			if op.Algorithm.Windowed() {
-				args = append(args, windowKind(op), c.amounts[i], op.Window.Period)
-				continue
+			if c.boxed(i) {
+				args = append(args, boxToken, c.boxes[i])
 			}
-			args = append(args, c.amounts[i])
+			switch op.Algorithm {
+			case bucket.GCRA:
+				args = append(args, c.amounts[i])
+			case bucket.RateCounter:
+				args = append(args, "T", c.amounts[i])
+			default:
+				args = append(args, windowKind(op), c.amounts[i], op.Window.Period)
+			}
 		}
 	case opReset:
 		for i := range c.ops {
 			op := &c.ops[i]
-			if op.Algorithm.Windowed() {
-				args = append(args, windowKind(op)+strconv.FormatInt(op.Window.Period, 10))
-				continue
+			if c.boxed(i) {
+				args = append(args, boxToken, c.boxes[i])
 			}
-			args = append(args, "G")
+			switch op.Algorithm {
+			case bucket.GCRA:
+				args = append(args, "G")
+			case bucket.RateCounter:
+				args = append(args, "T")
+			default:
+				args = append(args, windowKind(op)+strconv.FormatInt(op.Window.Period, 10))
+			}
 		}
 	case opSync:
 		for i := range c.pushes {
 			p := &c.pushes[i]
 			args = append(args, p.Period, p.Start/p.Period, p.Hits, p.PrevHits)
+		}
+	case opCall:
+		args = append(args, len(c.call.Counters))
+		for _, cc := range c.call.Counters {
+			args = append(args, cc.Delta, cc.Limit.Window, cc.Limit.Rate)
+		}
+		args = append(args, callAction(c.call.Action), c.call.Until)
+	case opSyncRates:
+		for i := range c.ratePushes {
+			p := &c.ratePushes[i]
+			hits := "-"
+			if p.Key != "" {
+				hits = formatRate(&p.Hits)
+			}
+			args = append(args, hits, c.boxes[i], p.BoxExpires)
 		}
 	}
 	return args
@@ -270,7 +349,7 @@ func (w wire) encodePacked(calls []*scriptCall, packing packing) (keys []string,
 func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 	inline := packing == packInline
 	hi, lo := limbs(c.now)
-	if len(c.keys) == 1 && len(c.ops) == 1 && !c.ops[0].Algorithm.Windowed() {
+	if len(c.keys) == 1 && len(c.ops) == 1 && c.ops[0].Algorithm == bucket.GCRA && !c.boxed(0) {
 		op := &c.ops[0]
 		if token, ok := foldedToken(c.op, op.Mode); ok {
 			args = append(args, token)
@@ -290,13 +369,23 @@ func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 }
 
 // checkOp rejects ops outside the Source contract, whose arithmetic the
-// gcra or window functions would wrap and the script would not: a GCRA op
-// needs a positive emission interval, a burst offset and a cost that are
-// not negative, and an increment that fits int64; a window op a count and
-// a period of at least 1 whose product is at most window.MaxProduct, a
-// cost from 0 to its count, and one of the three modes.
+// gcra, window or ratecounter functions would wrap and the script would
+// not: a GCRA op needs a positive emission interval, a burst offset and a
+// cost that are not negative, and an increment that fits int64; a window
+// op a count and a period of at least 1 whose product is at most
+// window.MaxProduct, a cost from 0 to its count, and one of the three
+// modes; a rate-counter op a box, a window of 1, 10 or 60 seconds, a rate
+// from 0 to maxRate, a cost from 0 to ratecounter.MaxHitsPerSecond, and
+// one of the three modes.
 func checkOp(op *bucket.Op) error {
 	switch op.Algorithm {
+	case bucket.RateCounter:
+		l := op.Rate
+		if op.Box == "" || !ratecounter.ValidWindow(l.Window) || l.Rate < 0 || l.Rate > maxRate ||
+			op.Cost < 0 || op.Cost > ratecounter.MaxHitsPerSecond || op.Mode > bucket.SpendOnly {
+			return fmt.Errorf("%w: %q: rate counter of window %d s, rate %d, cost %d, mode %d, box %q",
+				ErrInvalidOp, op.Key, l.Window, l.Rate, op.Cost, op.Mode, op.Box)
+		}
 	case bucket.GCRA:
 		if op.EmissionInterval <= 0 || op.BurstOffset < 0 || op.Cost < 0 || op.Cost > math.MaxInt64/op.EmissionInterval {
 			return fmt.Errorf("%w: %q: emission interval %d, burst offset %d, cost %d",
@@ -316,6 +405,10 @@ func checkOp(op *bucket.Op) error {
 	}
 	return nil
 }
+
+// maxRate bounds a rate counter's rate, so that rate × window (at most
+// 60 s) stays an exact integer in the script's doubles (below 2^53).
+const maxRate = 1 << 46
 
 // checkPeriod rejects a window period the script cannot count with: below
 // 1 ms, or above window.MaxProduct.

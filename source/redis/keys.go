@@ -51,26 +51,92 @@ func (f keyFormat) name(bucket string) string {
 	if f.groups == 0 {
 		return f.prefix + "{" + bucket + "}"
 	}
+	return f.grouped(groupOf(bucket, f.groups), "", bucket)
+}
+
+// entryName returns what the script is given for a key whose id has
+// other keys beside it that one script call must reach together: the rate
+// counter of a rate-counter limit, and the bucket of a limit with a
+// penalty box (its box entry is boxName). The hash tag is the id, the part
+// of the key "<enum>:<id>" after its first ':' (the whole key when it has
+// none), so every counter, bucket and box entry of one id shares a slot,
+// whatever its limit.
+//
+// In format v1 that is the prefix, the namespace, the id in braces and
+// then the enum: "lim:v1:{alice}101". An id that is empty, or starts with
+// '}' (which would leave the braces empty, and Redis would hash the whole
+// key) or with '~', is written with a '~' before it, so the tag is never
+// empty and no two ids share a name. In format v2 it is the name of the
+// hash of the id's group followed by the key itself as the field:
+// "lim:v2:{403}101:alice", the group chosen by hashing the id.
+func (f keyFormat) entryName(key string) string {
+	enum, id := splitKey(key)
+	if f.groups == 0 {
+		return f.prefix + "{" + escapeID(id) + "}" + enum
+	}
+	return f.grouped(groupOf(id, f.groups), "", key)
+}
+
+// boxName returns what the script is given for the box entry of box (a
+// key "<enum>:<id>", as a bucket's): in the slot of the id, beside the
+// id's counters and buckets (entryName). In format v1 it is the entry's
+// name followed by '!' ("lim:v1:{alice}101!"); in format v2 the field is
+// the key after a '!' ("lim:v2:{403}!101:alice"). No bucket key of the
+// Limiter starts with '!', and no name of another kind ends with it.
+func (f keyFormat) boxName(box string) string {
+	if f.groups == 0 {
+		return f.entryName(box) + "!"
+	}
+	_, id := splitKey(box)
+	return f.grouped(groupOf(id, f.groups), "!", box)
+}
+
+// grouped returns the v2 name of field mark+key in the hash of group.
+func (f keyFormat) grouped(group uint64, mark, key string) string {
 	var b strings.Builder
-	b.Grow(len(f.prefix) + len(bucket) + 10)
+	b.Grow(len(f.prefix) + len(mark) + len(key) + 10)
 	b.WriteString(f.prefix)
 	b.WriteByte('{')
 	var digits [20]byte
-	b.Write(strconv.AppendUint(digits[:0], groupOf(bucket, f.groups), 10))
+	b.Write(strconv.AppendUint(digits[:0], group, 10))
 	b.WriteByte('}')
-	b.WriteString(bucket)
+	b.WriteString(mark)
+	b.WriteString(key)
 	return b.String()
 }
 
-// key returns the Redis key that holds a bucket, and in format v2 the
-// bucket's field in it.
-func (f keyFormat) key(bucket string) (key, field string) {
-	name := f.name(bucket)
+// splitKey splits a key "<enum>:<id>" at its first ':'. A key without one
+// is all id.
+func splitKey(key string) (enum, id string) {
+	if i := strings.IndexByte(key, ':'); i >= 0 {
+		return key[:i], key[i+1:]
+	}
+	return "", key
+}
+
+// escapeID returns the hash tag of an id in format v1: the id itself,
+// or the id after a '~' when it is empty or starts with '}' or '~'.
+func escapeID(id string) string {
+	if id == "" || id[0] == '}' || id[0] == '~' {
+		return "~" + id
+	}
+	return id
+}
+
+// split returns the Redis key of a name (entryName, boxName or name) and,
+// in format v2, its field.
+func (f keyFormat) split(name string) (key, field string) {
 	if f.groups == 0 {
 		return name, ""
 	}
 	end := strings.IndexByte(name, '}') + 1
 	return name[:end], name[end:]
+}
+
+// key returns the Redis key that holds a bucket, and in format v2 the
+// bucket's field in it.
+func (f keyFormat) key(bucket string) (key, field string) {
+	return f.split(f.name(bucket))
 }
 
 // groupOf returns the group of a bucket in format v2: the 64-bit FNV-1a

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -67,7 +68,13 @@ func (s *Source) recordLifetime(now int64, rec once.Record) int64 {
 
 // applyOnce runs a spend or refund (op) under rec.
 func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome, op operation) (bool, error) {
-	keys, err := s.keys(ops)
+	keys, boxes, err := s.keys(ops)
+	if err == nil && boxes != nil {
+		// A batch with a box writes even when denied, and a record cannot
+		// replay the box's answer as it stood (ratelimits refuses such
+		// batches before they get here).
+		err = fmt.Errorf("%w: an idempotent batch with a penalty box or a rate counter", ErrInvalidOp)
+	}
 	if err != nil {
 		return false, notApplied(err)
 	}
@@ -156,8 +163,8 @@ func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record
 	var err error
 	verdict := true
 	if op == opSpend {
-		verdict, err = s.spendSlotsInto(ctx, now, ops, keys, states, outcomes)
-	} else if err = s.refundSlots(ctx, now, ops, keys, states); err == nil {
+		verdict, err = s.spendSlotsInto(ctx, now, ops, keys, nil, states, outcomes)
+	} else if err = s.refundSlots(ctx, now, ops, keys, nil, states); err == nil {
 		bucket.RefundBatch(now, ops, states, outcomes)
 	}
 	ckey := s.claimKey(id)

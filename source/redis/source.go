@@ -66,15 +66,15 @@ func New(opts Options) (*Source, error) {
 // Spend implements ratelimits.Source: the batch is decided and written
 // by one script call (one per hash slot on a cluster, see spendSlots).
 func (s *Source) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
-	keys, err := s.keys(ops)
+	keys, boxes, err := s.keys(ops)
 	if err != nil {
 		return err
 	}
 	if s.cluster && !sameSlot(keys) {
-		return s.spendSlots(ctx, now, ops, keys, outcomes)
+		return s.spendSlots(ctx, now, ops, keys, boxes, outcomes)
 	}
 	var buf [smallBatch]bucket.State
-	r, err := s.run(ctx, &scriptCall{op: opSpend, now: now, keys: keys, ops: ops}, stateBuffer(buf[:], len(ops)))
+	r, err := s.run(ctx, &scriptCall{op: opSpend, now: now, keys: keys, boxes: boxes, ops: ops}, stateBuffer(buf[:], len(ops)))
 	if err != nil {
 		return err
 	}
@@ -83,21 +83,21 @@ func (s *Source) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes
 
 // Refund implements ratelimits.Source.
 func (s *Source) Refund(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
-	keys, err := s.keys(ops)
+	keys, boxes, err := s.keys(ops)
 	if err != nil {
 		return err
 	}
 	var buf [smallBatch]bucket.State
 	states := stateBuffer(buf[:], len(ops))
 	if s.cluster && !sameSlot(keys) {
-		err = s.refundSlots(ctx, now, ops, keys, states)
+		err = s.refundSlots(ctx, now, ops, keys, boxes, states)
 	} else {
 		var amountBuf [smallBatch]int64
 		amounts := amountBuffer(amountBuf[:], len(ops))
 		for i := range ops {
 			amounts[i] = refundAmount(&ops[i])
 		}
-		_, err = s.run(ctx, &scriptCall{op: opRefund, now: now, keys: keys, ops: ops, amounts: amounts}, states)
+		_, err = s.run(ctx, &scriptCall{op: opRefund, now: now, keys: keys, boxes: boxes, ops: ops, amounts: amounts}, states)
 	}
 	if err != nil {
 		return err
@@ -106,32 +106,40 @@ func (s *Source) Refund(ctx context.Context, now int64, ops []bucket.Op, outcome
 	return nil
 }
 
-// Reset implements ratelimits.Source: the keys are deleted, and those
-// that still counted something at now (bucket.Busy: a GCRA bucket whose
-// TAT was after now, a window counter with hits that count) are counted.
+// Reset implements ratelimits.Source: the keys, and the box entries of
+// ops with a box, are deleted, and the ops that still counted something
+// at now (bucket.Busy: a GCRA bucket whose TAT was after now, a window or
+// rate counter with hits that count, an id in its box) are counted.
 func (s *Source) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
 	if len(ops) == 0 {
 		return 0, nil
 	}
 	rkeys := make([]string, len(ops))
+	var boxes []string
 	for i := range ops {
 		op := &ops[i]
 		if err := s.checkKey(op.Key); err != nil {
 			return 0, err
 		}
-		if op.Algorithm.Windowed() {
+		switch {
+		case op.Algorithm.Windowed():
 			if err := checkPeriod(op.Key, op.Window.Period); err != nil {
 				return 0, err
 			}
-		} else if op.Algorithm != bucket.GCRA {
+		case op.Algorithm == bucket.RateCounter && op.Box == "":
+			return 0, fmt.Errorf("%w: %q: a rate counter without a box", ErrInvalidOp, op.Key)
+		case op.Algorithm != bucket.GCRA && op.Algorithm != bucket.RateCounter:
 			return 0, fmt.Errorf("%w: %q: algorithm %d", ErrInvalidOp, op.Key, op.Algorithm)
 		}
-		rkeys[i] = s.format.name(op.Key)
+		var err error
+		if rkeys[i], boxes, err = s.opNames(ops, i, boxes); err != nil {
+			return 0, err
+		}
 	}
 	if s.cluster && !sameSlot(rkeys) {
-		return s.resetSlots(ctx, now, ops, rkeys)
+		return s.resetSlots(ctx, now, ops, rkeys, boxes)
 	}
-	r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: rkeys, ops: ops}, nil)
+	r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: rkeys, boxes: boxes, ops: ops}, nil)
 	return r.busy, err
 }
 
@@ -175,6 +183,21 @@ func (s *Source) Field(bucket string) string {
 	return field
 }
 
+// EntryKey returns the Redis key, and in format v2 the field, that hold
+// the rate counter under key, or the bucket under key of a limit with a
+// penalty box (see docs/redis.md), for operators and tests that look into
+// Redis. They are in the slot of the key's id.
+func (s *Source) EntryKey(key string) (redisKey, field string) {
+	return s.format.split(s.format.entryName(key))
+}
+
+// BoxKey returns the Redis key, and in format v2 the field, that hold the
+// box entry under box (a key "<enum>:<id>", bucket.Op.Box), beside the
+// id's counters and buckets.
+func (s *Source) BoxKey(box string) (redisKey, field string) {
+	return s.format.split(s.format.boxName(box))
+}
+
 // checkKey refuses a bucket key the format cannot store: in format v2 the
 // empty one, whose field name the sweep of a hash keeps its record in
 // (bucket keys are "<enum>:<id>", never empty).
@@ -185,30 +208,54 @@ func (s *Source) checkKey(bucket string) error {
 	return nil
 }
 
-// keys checks ops and returns their Redis keys, in order.
-func (s *Source) keys(ops []bucket.Op) ([]string, error) {
-	keys := make([]string, len(ops))
+// keys checks ops and returns their names for the script, in order, and
+// the names of their box entries (nil when no op has a box).
+func (s *Source) keys(ops []bucket.Op) (keys, boxes []string, err error) {
+	keys = make([]string, len(ops))
 	for i := range ops {
 		if err := checkOp(&ops[i]); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := s.checkKey(ops[i].Key); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		keys[i] = s.format.name(ops[i].Key)
+		if keys[i], boxes, err = s.opNames(ops, i, boxes); err != nil {
+			return nil, nil, err
+		}
 	}
-	return keys, nil
+	return keys, boxes, nil
+}
+
+// opNames returns the name of op i's key, and boxes with the name of its
+// box entry set (made on the first op that has one). An op without a box
+// keeps its bucket's name (keyFormat.name); the key of an op with one,
+// and its box entry, are named by the id (entryName, boxName), so that
+// they share a slot. On a cluster a box entry of another id than its op's
+// key (the Limiter's never is) would not, and is refused.
+func (s *Source) opNames(ops []bucket.Op, i int, boxes []string) (string, []string, error) {
+	op := &ops[i]
+	if op.Box == "" {
+		return s.format.name(op.Key), boxes, nil
+	}
+	if boxes == nil {
+		boxes = make([]string, len(ops))
+	}
+	key := s.format.entryName(op.Key)
+	boxes[i] = s.format.boxName(op.Box)
+	if s.cluster && Slot(boxes[i]) != Slot(key) {
+		return "", nil, fmt.Errorf("%w: %q: box entry %q is in another hash slot", ErrInvalidOp, op.Key, op.Box)
+	}
+	return key, boxes, nil
 }
 
 // run sends c and decodes its reply into states (one slot per op of c).
-// Spends, checks, refunds, resets and syncs share round trips with
-// concurrent calls to the same node (pipe.go); idempotent calls and
-// claims, whose operations packed calls do not carry and which are rare,
-// go alone.
+// Spends, checks, refunds, resets, syncs and ERL calls share round trips
+// with concurrent calls to the same node (pipe.go); idempotent calls and
+// claims, which are rare, go alone.
 func (s *Source) run(ctx context.Context, c *scriptCall, states []bucket.State) (scriptReply, error) {
 	var reply any
 	var err error
-	if c.packable() {
+	if c.pipelined() {
 		reply, err = s.eval(ctx, c)
 	} else {
 		reply, err = s.runAlone(ctx, c)
@@ -268,9 +315,4 @@ func (s *Source) runAlone(ctx context.Context, c *scriptCall) (any, error) {
 	keys, args := s.wire.encode(c)
 	reply, err := s.script.Run(ctx, s.client, keys, args...).Result()
 	return reply, classify(err)
-}
-
-// Call is not implemented yet.
-func (s *Source) Call(context.Context, int64, *bucket.Call, *bucket.CallResult) error {
-	return errors.New("redis: Call: not implemented yet")
 }

@@ -58,6 +58,37 @@ func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []ratelimits
 		}
 		keys[i] = s.format.name(pushes[i].Key)
 	}
+	jobs := make([]syncJob, 0, 1)
+	for _, idx := range s.syncGroups(keys) {
+		c := &scriptCall{op: opSync, now: now, keys: make([]string, len(idx)), pushes: make([]ratelimits.WindowPush, len(idx))}
+		for j, i := range idx {
+			c.keys[j], c.pushes[j] = keys[i], pushes[i]
+		}
+		jobs = append(jobs, syncJob{idx: idx, call: c})
+	}
+	errs := s.runSync(ctx, jobs)
+	for i, j := range jobs {
+		if errs[i] != nil {
+			continue
+		}
+		for k, p := range j.idx {
+			pushes[p].Total, pushes[p].Applied = j.call.pushes[k].Total, true
+		}
+	}
+	return syncError(errs)
+}
+
+// syncJob is one script call of a sync, and the indexes of the pushes it
+// carries.
+type syncJob struct {
+	idx  []int
+	call *scriptCall
+}
+
+// syncGroups returns the indexes of a sync's keys grouped into its script
+// calls: one per hash slot on a cluster, all in one on one Redis, cut into
+// calls of at most maxSyncKeys.
+func (s *Source) syncGroups(keys []string) [][]int {
 	var groups [][]int
 	if s.cluster {
 		groups = slotGroups(keys)
@@ -68,49 +99,52 @@ func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []ratelimits
 		}
 		groups = [][]int{all}
 	}
-	type job struct {
-		idx  []int
-		call *scriptCall
-	}
-	var jobs []job
+	var out [][]int
 	for _, g := range groups {
 		for len(g) > 0 {
 			n := min(len(g), maxSyncKeys)
-			c := &scriptCall{op: opSync, now: now, keys: make([]string, n), pushes: make([]ratelimits.WindowPush, n)}
-			for j, i := range g[:n] {
-				c.keys[j], c.pushes[j] = keys[i], pushes[i]
-			}
-			jobs = append(jobs, job{idx: g[:n], call: c})
+			out = append(out, g[:n:n])
 			g = g[n:]
 		}
 	}
+	return out
+}
+
+// runSync runs a sync's calls, at most maxSyncCalls at once, and returns
+// each one's error.
+func (s *Source) runSync(ctx context.Context, jobs []syncJob) []error {
 	errs := make([]error, len(jobs))
 	if len(jobs) == 1 {
 		_, errs[0] = s.run(ctx, jobs[0].call, nil)
-	} else {
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, maxSyncCalls)
-		for i := range jobs {
-			slots <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-slots }()
-				_, errs[i] = s.run(ctx, jobs[i].call, nil)
-			})
-		}
-		wg.Wait()
+		return errs
 	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxSyncCalls)
+	for i := range jobs {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			_, errs[i] = s.run(ctx, jobs[i].call, nil)
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// syncError is the error of a sync whose calls failed with errs (nil for
+// each one applied): nil when none failed; wrapping ErrNotApplied when
+// none was applied and each failure certainly changed nothing; otherwise
+// an error that says some calls may have taken effect.
+func syncError(errs []error) error {
 	var failed []error
 	applied, unknown := false, false
-	for i, j := range jobs {
-		if err := errs[i]; err != nil {
-			failed = append(failed, err)
-			unknown = unknown || !errors.Is(err, once.ErrNotApplied)
+	for _, err := range errs {
+		if err == nil {
+			applied = true
 			continue
 		}
-		applied = true
-		for k, p := range j.idx {
-			pushes[p].Total, pushes[p].Applied = j.call.pushes[k].Total, true
-		}
+		failed = append(failed, err)
+		unknown = unknown || !errors.Is(err, once.ErrNotApplied)
 	}
 	switch {
 	case len(failed) == 0:
@@ -119,7 +153,7 @@ func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []ratelimits
 		return errors.Join(failed...) // each wraps ErrNotApplied
 	}
 	return fmt.Errorf("redis source: sync: %d of %d calls failed, and the others may have added their hits: %v",
-		len(failed), len(jobs), errors.Join(failed...))
+		len(failed), len(errs), errors.Join(failed...))
 }
 
 // checkPush refuses a push the script cannot add exactly: a period out of

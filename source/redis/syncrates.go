@@ -1,0 +1,88 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+var _ ratelimits.RateSyncer = (*Source)(nil)
+
+// SyncRates implements ratelimits.RateSyncer for the rate counters and box
+// entries of limits whose sync_rate is above 0: per push, in one step
+// inside a script run (bucket.lua, operation Y), the pushed hits are added
+// second by second to the stored counter (ratecounter.Counter.Merge: hits
+// of seconds the stored counter no longer keeps are dropped, and a second
+// stops at ratecounter.MaxHitsPerSecond), the box entry becomes the later
+// of its stored expiry and the pushed one (an expiry not after now is not
+// stored), and both are read back into Total and TotalBox as stored after
+// that (the zero Counter, and 0, for none). Hits pushed by any number of
+// processes add up; a box entry is never shortened.
+//
+// The calls, Applied and the errors are as for SyncWindows: one script
+// call on one Redis (per maxSyncKeys pushes), one per hash slot on a
+// cluster. A push's counter and box entry are named by its id, so they
+// share a slot; a push whose two are in different slots (another id) is
+// refused on a cluster.
+func (s *Source) SyncRates(ctx context.Context, now int64, pushes []ratelimits.RatePush) error {
+	if len(pushes) == 0 {
+		return nil
+	}
+	keys := make([]string, len(pushes))
+	boxes := make([]string, len(pushes))
+	for i := range pushes {
+		pushes[i].Applied = false
+	}
+	for i := range pushes {
+		p := &pushes[i]
+		if err := s.checkRatePush(p); err != nil {
+			return notApplied(err)
+		}
+		if p.Box != "" {
+			boxes[i] = s.format.boxName(p.Box)
+			keys[i] = boxes[i]
+		}
+		if p.Key != "" {
+			keys[i] = s.format.entryName(p.Key)
+			if s.cluster && p.Box != "" && Slot(boxes[i]) != Slot(keys[i]) {
+				return notApplied(fmt.Errorf("%w: %q: box entry %q is in another hash slot", ErrInvalidOp, p.Key, p.Box))
+			}
+		}
+	}
+	jobs := make([]syncJob, 0, 1)
+	for _, idx := range s.syncGroups(keys) {
+		c := &scriptCall{op: opSyncRates, now: now, keys: make([]string, len(idx)), boxes: make([]string, len(idx)),
+			ratePushes: make([]ratelimits.RatePush, len(idx))}
+		for j, i := range idx {
+			c.keys[j], c.boxes[j], c.ratePushes[j] = keys[i], boxes[i], pushes[i]
+		}
+		jobs = append(jobs, syncJob{idx: idx, call: c})
+	}
+	errs := s.runSync(ctx, jobs)
+	for i, j := range jobs {
+		if errs[i] != nil {
+			continue
+		}
+		for k, p := range j.idx {
+			got := &j.call.ratePushes[k]
+			pushes[p].Total, pushes[p].TotalBox, pushes[p].Applied = got.Total, got.TotalBox, true
+		}
+	}
+	return syncError(errs)
+}
+
+// checkRatePush refuses a push with neither a counter nor a box entry, a
+// negative box expiry or one without a box entry, or, in format v2, an
+// empty key.
+func (s *Source) checkRatePush(p *ratelimits.RatePush) error {
+	if (p.Key == "" && p.Box == "") || p.BoxExpires < 0 || (p.Box == "" && p.BoxExpires != 0) {
+		return fmt.Errorf("%w: a rate push of counter %q, box %q, box expiry %d", ErrInvalidOp, p.Key, p.Box, p.BoxExpires)
+	}
+	if p.Key != "" {
+		if err := s.checkKey(p.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
