@@ -76,3 +76,9 @@ func normal(o bucket.Outcome, now int64) bucket.Outcome {
 	}
 	return o
 }
+
+// rateLimit is a rate counter's limit of rate hits per second over window
+// seconds.
+func rateLimit(window, rate int64) ratecounter.Limit {
+	return ratecounter.Limit{Window: window, Rate: rate}
+}
