@@ -118,7 +118,9 @@ func testPenaltyOnGCRA(t *testing.T, newSource Factory) {
 	p := newPair(t, newSource)
 	k := key(t, "eve")
 	now := erlBase
-	op := func(at, cost int64, mode bucket.Mode) bucket.Op { return boxed(threePerSec.op(k, cost, mode), at, 900*sec) }
+	op := func(at, cost int64, mode bucket.Mode) bucket.Op {
+		return boxed(threePerSec.op(k, cost, mode), at, 900*sec)
+	}
 	p.spend(now, op(now, 3, bucket.CheckAndSpend))
 	// A check of the denied spend answers boxed and boxes nobody.
 	if got := p.spend(now, op(now, 1, bucket.CheckOnly))[0]; got.Allowed || !got.Penalized || got.RetryIn != 900*sec {
@@ -369,4 +371,3 @@ func testNoOvershootCall(t *testing.T, newSource Factory) {
 		t.Fatalf("the 601st hit: %d hits, %+v; want 601, above and boxed", n, res)
 	}
 }
-
