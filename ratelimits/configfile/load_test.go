@@ -294,6 +294,8 @@ func TestConfigBundledFiles(t *testing.T) {
 		{"APIRequestsPerKey", 102, ratelimits.KindString},
 		{"PasswordResetsPerIP", 103, ratelimits.KindIP},
 		{"APIRequestsPerConsumer", 104, ratelimits.KindString},
+		{"LoginAttemptsPerAccount", 105, ratelimits.KindAccount},
+		{"RequestsPerClientIP", 106, ratelimits.KindIP},
 	} {
 		info, ok := c.Lookup(d.name)
 		if !ok || info.Name != d.enum || info.Kind != d.kind || !info.Declared {
@@ -325,6 +327,17 @@ func TestConfigBundledFiles(t *testing.T) {
 	}
 	if l, ok := c.Limit(104, "consumer-reporting"); !ok || l != sliding(1000, true) {
 		t.Errorf("APIRequestsPerConsumer override = %+v, %v", l, ok)
+	}
+	lockout := set(withPenalty(t, mustLimit(t, 5, 5, 15*time.Minute, false), 15*time.Minute), false, 0, 0)
+	if l, ok := c.Limit(105, "42"); !ok || l != lockout || !c.HasBox(105) {
+		t.Errorf("LoginAttemptsPerAccount default = %+v, %v", l, ok)
+	}
+	perIP := set(mustRateCounter(t, 10*time.Second, 100, 15*time.Minute), false, 0, 200_000)
+	if l, ok := c.Limit(106, "192.0.2.1"); !ok || l != perIP || !c.HasBox(106) || c.Algorithm(106) != ratelimits.RateCounter {
+		t.Errorf("RequestsPerClientIP default = %+v, %v", l, ok)
+	}
+	if l, ok := c.Limit(106, "198.51.100.20"); !ok || l != set(mustRateCounter(t, 10*time.Second, 1000, time.Minute), true, 0, 200_000) {
+		t.Errorf("RequestsPerClientIP override = %+v, %v", l, ok)
 	}
 }
 
