@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -32,27 +33,17 @@ func (h *handler) routeERL(r chi.Router, get func(string, http.HandlerFunc)) {
 
 // checkRate serves POST /v1/erl/check_rate.
 func (h *handler) checkRate(w http.ResponseWriter, r *http.Request) {
-	var req wire.CheckRateRequest
-	if e := h.refuseIdempotencyKey(r); e != nil {
-		writeError(w, e)
-		return
+	a, e := h.decodeERLCall(r, checkRateFields, nil, true)
+	var ttl time.Duration
+	if e == nil {
+		ttl, e = parseTTL(a.ttl)
 	}
-	if e := h.decodeERL(r, &req, checkRateFields, nil); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := required(checkRateFields, req.Entry != nil, req.RateCounter != nil, req.Delta != nil, req.Window != nil,
-		req.Limit != nil, req.PenaltyBox != nil, req.TTL != nil); e != nil {
-		writeError(w, e)
-		return
-	}
-	ttl, e := parseTTL(*req.TTL)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	checks := []ratelimits.RateCheck{{Counter: *req.RateCounter, Delta: *req.Delta, Window: *req.Window, Limit: *req.Limit}}
-	res, err := h.limiter.CheckRate(r.Context(), *req.Entry, checks, *req.PenaltyBox, ttl)
+	checks := []ratelimits.RateCheck{{Counter: a.rateCounter, Delta: a.delta, Window: a.window, Limit: a.limit}}
+	res, err := h.limiter.CheckRate(r.Context(), a.entry, checks, a.penaltyBox, ttl)
 	if err != nil {
 		h.limiterFailure(w, r, err)
 		return
@@ -67,44 +58,26 @@ func (h *handler) checkRate(w http.ResponseWriter, r *http.Request) {
 // checkRates serves POST /v1/erl/check_rates: exactly two checks, on two
 // different counters (the Limiter refuses the same counter twice).
 func (h *handler) checkRates(w http.ResponseWriter, r *http.Request) {
-	var req wire.CheckRatesRequest
-	if e := h.refuseIdempotencyKey(r); e != nil {
-		writeError(w, e)
-		return
+	a, e := h.decodeERLCall(r, checkRatesFields, rateCheckFields, true)
+	if e == nil && len(a.checks) != 2 {
+		e = badRequest(codeInvalidArgument, fmt.Sprintf("checks must hold exactly two checks, on two different rate counters; got %d (use check_rate for one)", len(a.checks)), -1)
 	}
-	if e := h.decodeERL(r, &req, checkRatesFields, rateCheckFields); e != nil {
-		writeError(w, e)
-		return
+	var ttl time.Duration
+	if e == nil {
+		ttl, e = parseTTL(a.ttl)
 	}
-	if e := required(checkRatesFields, req.Entry != nil, req.Checks != nil, req.PenaltyBox != nil, req.TTL != nil); e != nil {
-		writeError(w, e)
-		return
-	}
-	if n := len(*req.Checks); n != 2 {
-		writeError(w, badRequest(codeInvalidArgument, fmt.Sprintf("checks must hold exactly two checks, on two different rate counters; got %d (use check_rate for one)", n), -1))
-		return
-	}
-	checks := make([]ratelimits.RateCheck, 2)
-	for i, c := range *req.Checks {
-		var e *apiError
-		if checks[i], e = rateCheck(c, fmt.Sprintf(" in checks[%d]", i)); e != nil {
-			writeError(w, e)
-			return
-		}
-	}
-	ttl, e := parseTTL(*req.TTL)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	res, err := h.limiter.CheckRate(r.Context(), *req.Entry, checks, *req.PenaltyBox, ttl)
+	res, err := h.limiter.CheckRate(r.Context(), a.entry, a.checks, a.penaltyBox, ttl)
 	if err != nil {
 		h.limiterFailure(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.CheckRatesResponse{
 		Penalized:          res.Penalized,
-		Rates:              []float64{res.Rate(0, checks), res.Rate(1, checks)},
+		Rates:              []float64{res.Rate(0, a.checks), res.Rate(1, a.checks)},
 		Exceeded:           res.Exceeded,
 		PenaltyExpiresInMS: millisUp(res.PenaltyExpiresIn),
 	})
@@ -112,23 +85,16 @@ func (h *handler) checkRates(w http.ResponseWriter, r *http.Request) {
 
 // increment serves POST /v1/erl/ratecounters/{ratecounter}/increment.
 func (h *handler) increment(w http.ResponseWriter, r *http.Request) {
-	var req wire.IncrementRequest
-	if e := h.refuseIdempotencyKey(r); e != nil {
-		writeError(w, e)
-		return
-	}
 	counter, e := pathParam(r, "ratecounter")
+	var a erlArgs
 	if e == nil {
-		e = h.decodeERL(r, &req, incrementFields, nil)
-	}
-	if e == nil {
-		e = required(incrementFields, req.Entry != nil, req.Delta != nil)
+		a, e = h.decodeERLCall(r, incrementFields, nil, true)
 	}
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	n, err := h.limiter.Increment(r.Context(), counter, *req.Entry, *req.Delta)
+	n, err := h.limiter.Increment(r.Context(), counter, a.entry, a.delta)
 	if err != nil {
 		h.limiterFailure(w, r, err)
 		return
@@ -164,24 +130,20 @@ func (h *handler) lookupRateCounter(w http.ResponseWriter, r *http.Request) {
 
 // boxAdd serves POST /v1/erl/penaltyboxes/{penaltybox}/add.
 func (h *handler) boxAdd(w http.ResponseWriter, r *http.Request) {
-	var req wire.BoxAddRequest
 	box, e := pathParam(r, "penaltybox")
+	var a erlArgs
 	if e == nil {
-		e = h.decodeERL(r, &req, boxAddFields, nil)
+		a, e = h.decodeERLCall(r, boxAddFields, nil, false)
 	}
+	var ttl time.Duration
 	if e == nil {
-		e = required(boxAddFields, req.Entry != nil, req.TTL != nil)
+		ttl, e = parseTTL(a.ttl)
 	}
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	ttl, e := parseTTL(*req.TTL)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	in, err := h.limiter.BoxAdd(r.Context(), box, *req.Entry, ttl)
+	in, err := h.limiter.BoxAdd(r.Context(), box, a.entry, ttl)
 	if err != nil {
 		h.limiterFailure(w, r, err)
 		return
@@ -207,19 +169,16 @@ func (h *handler) boxHas(w http.ResponseWriter, r *http.Request) {
 
 // boxRemove serves POST /v1/erl/penaltyboxes/{penaltybox}/remove.
 func (h *handler) boxRemove(w http.ResponseWriter, r *http.Request) {
-	var req wire.BoxRemoveRequest
 	box, e := pathParam(r, "penaltybox")
+	var a erlArgs
 	if e == nil {
-		e = h.decodeERL(r, &req, boxRemoveFields, nil)
-	}
-	if e == nil {
-		e = required(boxRemoveFields, req.Entry != nil)
+		a, e = h.decodeERLCall(r, boxRemoveFields, nil, false)
 	}
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	removed, err := h.limiter.BoxRemove(r.Context(), box, *req.Entry)
+	removed, err := h.limiter.BoxRemove(r.Context(), box, a.entry)
 	if err != nil {
 		h.limiterFailure(w, r, err)
 		return
@@ -227,11 +186,22 @@ func (h *handler) boxRemove(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.BoxRemoveResponse{Removed: removed})
 }
 
+// decodeERLCall refuses an Idempotency-Key when addsHits (see
+// refuseIdempotencyKey), then reads the call's body (decodeERL).
+func (h *handler) decodeERLCall(r *http.Request, fields, checkFields []string, addsHits bool) (erlArgs, *apiError) {
+	if addsHits {
+		if e := refuseIdempotencyKey(r); e != nil {
+			return erlArgs{}, e
+		}
+	}
+	return h.decodeERL(r, fields, checkFields)
+}
+
 // refuseIdempotencyKey refuses an Idempotency-Key on check_rate,
 // check_rates and increment: they add hits every time, and no record
 // replays an ERL call, so a retry "made safe" by the key would count the
 // hits twice. Saying so beats ignoring the header.
-func (h *handler) refuseIdempotencyKey(r *http.Request) *apiError {
+func refuseIdempotencyKey(r *http.Request) *apiError {
 	if len(r.Header.Values(idempotencyHeader)) == 0 {
 		return nil
 	}

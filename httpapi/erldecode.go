@@ -15,8 +15,8 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
-// The fields of the ERL bodies, as the API names them (docs/api.md). Every
-// field of a body is required.
+// The fields of the ERL bodies, as the API names them (docs/api.md) and
+// the wire request types spell them. Every field of a body is required.
 var (
 	checkRateFields  = []string{"entry", "ratecounter", "delta", "window", "limit", "penaltybox", "ttl"}
 	checkRatesFields = []string{"entry", "checks", "penaltybox", "ttl"}
@@ -45,37 +45,116 @@ func erlValueWant(field string) string {
 	return "delta must be a whole number of hits"
 }
 
-// decodeERL reads the body of an ERL call into v (a pointer to one of the
-// wire request types) under the rules of every body of the API (content
-// type, size, valid Unicode, exact field names, each once, no null), with
-// fields as the only names allowed at the top and checkFields in the
-// elements of "checks". Nothing is validated beyond the JSON: the Limiter
-// checks the values, before it changes anything.
-func (h *handler) decodeERL(r *http.Request, v any, fields, checkFields []string) *apiError {
+// erlArgs are the fields of any ERL body, once read: each call's fields
+// are all there (decodeERL checks), the others zero.
+type erlArgs struct {
+	entry, rateCounter, penaltyBox, ttl string
+	delta, window, limit                int64
+	checks                              []ratelimits.RateCheck
+}
+
+// erlBody is any ERL body as encoding/json reads it: pointers tell a
+// missing field from a zero one. It has the fields of every call; which
+// ones a body may have is checked by name before it is decoded.
+type erlBody struct {
+	Entry       *string                  `json:"entry"`
+	RateCounter *string                  `json:"ratecounter"`
+	Delta       *int64                   `json:"delta"`
+	Window      *int64                   `json:"window"`
+	Limit       *int64                   `json:"limit"`
+	PenaltyBox  *string                  `json:"penaltybox"`
+	TTL         *string                  `json:"ttl"`
+	Checks      *[]wire.RateCheckRequest `json:"checks"`
+}
+
+// decodeERL reads the body of an ERL call whose fields are fields (and,
+// in each element of "checks", checkFields) under the rules of every body
+// of the API: content type, size, valid Unicode, exact field names, each
+// once, no null, all of them there. Values are not checked beyond their
+// JSON types: the Limiter checks them all before it changes anything.
+func (h *handler) decodeERL(r *http.Request, fields, checkFields []string) (erlArgs, *apiError) {
 	if e := checkContentType(r); e != nil {
-		return e
+		return erlArgs{}, e
 	}
 	bufp := h.bufs.Get().(*[]byte)
 	body, e := readBody(r, h.maxBody, (*bufp)[:0])
 	defer h.putBuffer(bufp, body)
 	if e != nil {
-		return e
+		return erlArgs{}, e
 	}
-	return decodeERLBody(body, v, fields, checkFields)
+	return decodeERLBody(body, fields, checkFields)
 }
 
-// decodeERLBody decodes a body already read whole, for decodeERL.
-func decodeERLBody(body []byte, v any, fields, checkFields []string) *apiError {
+// decodeERLBody decodes a body already read whole, for decodeERL: with
+// decodeERLFast when it can, else with encoding/json, which words every
+// error.
+func decodeERLBody(body []byte, fields, checkFields []string) (erlArgs, *apiError) {
 	if !utf8.Valid(body) {
-		return badRequest(codeMalformedJSON, "the request body is not valid UTF-8", -1)
+		return erlArgs{}, badRequest(codeMalformedJSON, "the request body is not valid UTF-8", -1)
 	}
+	if a, ok := decodeERLFast(body, fields, checkFields); ok {
+		return a, nil
+	}
+	return decodeERLSlow(body, fields, checkFields)
+}
+
+// decodeERLSlow decodes any ERL body with encoding/json.
+func decodeERLSlow(body []byte, fields, checkFields []string) (erlArgs, *apiError) {
 	if loneSurrogate(body) {
-		return badRequest(codeMalformedJSON, `the request body has a \u escape for half a UTF-16 surrogate pair (such as \ud800) without the other half; strings must be valid Unicode`, -1)
+		return erlArgs{}, badRequest(codeMalformedJSON, `the request body has a \u escape for half a UTF-16 surrogate pair (such as \ud800) without the other half; strings must be valid Unicode`, -1)
 	}
 	if e := checkERLFields(body, fields, checkFields, ""); e != nil {
-		return e
+		return erlArgs{}, e
 	}
-	return decodeStrictAs(body, v, noTransaction, erlDecodeError)
+	var b erlBody
+	if e := decodeStrictAs(body, &b, noTransaction, erlDecodeError); e != nil {
+		return erlArgs{}, e
+	}
+	var a erlArgs
+	for _, f := range fields {
+		present := true
+		switch f {
+		case "entry":
+			present, a.entry = b.Entry != nil, deref(b.Entry)
+		case "ratecounter":
+			present, a.rateCounter = b.RateCounter != nil, deref(b.RateCounter)
+		case "penaltybox":
+			present, a.penaltyBox = b.PenaltyBox != nil, deref(b.PenaltyBox)
+		case "ttl":
+			present, a.ttl = b.TTL != nil, deref(b.TTL)
+		case "delta":
+			present, a.delta = b.Delta != nil, deref(b.Delta)
+		case "window":
+			present, a.window = b.Window != nil, deref(b.Window)
+		case "limit":
+			present, a.limit = b.Limit != nil, deref(b.Limit)
+		case "checks":
+			present = b.Checks != nil
+		}
+		if !present {
+			return erlArgs{}, badRequest(codeInvalidRequest, fmt.Sprintf("%q is required", f), -1)
+		}
+	}
+	if b.Checks != nil {
+		a.checks = make([]ratelimits.RateCheck, len(*b.Checks))
+		for i, c := range *b.Checks {
+			for j, ok := range []bool{c.RateCounter != nil, c.Delta != nil, c.Window != nil, c.Limit != nil} {
+				if !ok {
+					return erlArgs{}, badRequest(codeInvalidRequest, fmt.Sprintf("%q in checks[%d] is required", rateCheckFields[j], i), -1)
+				}
+			}
+			a.checks[i] = ratelimits.RateCheck{Counter: *c.RateCounter, Delta: *c.Delta, Window: *c.Window, Limit: *c.Limit}
+		}
+	}
+	return a, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // checkERLFields refuses, in an object, a field not named exactly as the
@@ -160,15 +239,127 @@ func erlDecodeError(err error, at place) *apiError {
 	return decodeError(err, at)
 }
 
-// required refuses a request whose field named names[i] is missing
-// (present[i] false): every field of an ERL body is required.
-func required(names []string, present ...bool) *apiError {
-	for i, ok := range present {
-		if !ok {
-			return badRequest(codeInvalidRequest, fmt.Sprintf("%q is required", names[i]), -1)
-		}
+// decodeERLFast reads the common ERL bodies without reflection: an object
+// with exactly the fields named, each once, spelled exactly, string values
+// without escapes and whole numbers of at most 18 digits where the field
+// is a number, as fastParser reads them; "checks" an array of such objects
+// with exactly checkFields. For anything else ok is false and
+// decodeERLSlow decodes the body and words its errors; FuzzERLFastDecode
+// checks that whenever this answers, that answers the same. body must be
+// valid UTF-8.
+func decodeERLFast(body []byte, fields, checkFields []string) (a erlArgs, ok bool) {
+	p := fastParser{b: body}
+	p.space()
+	if p.peek() != '{' {
+		return erlArgs{}, false
 	}
-	return nil
+	p.text = string(body) // one allocation for every string value
+	if !p.erlObject(&a, fields, checkFields) {
+		return erlArgs{}, false
+	}
+	p.space()
+	return a, p.i == len(p.b)
+}
+
+// erlObject reads an object of exactly fields into a; "checks" is an
+// array of objects of exactly checkFields, appended to a.checks.
+func (p *fastParser) erlObject(a *erlArgs, fields, checkFields []string) bool {
+	if len(fields) > 8 || !p.byte('{') {
+		return false
+	}
+	var seen [8]bool
+	n := 0
+	for {
+		p.space()
+		key, ok := p.plainString()
+		if !ok {
+			return false
+		}
+		i := slices.Index(fields, string(key))
+		if i < 0 || seen[i] {
+			return false
+		}
+		seen[i] = true
+		n++
+		p.space()
+		if !p.byte(':') {
+			return false
+		}
+		p.space()
+		if fields[i] == "checks" {
+			ok = p.erlChecks(a, checkFields)
+		} else {
+			ok = p.erlValue(a, fields[i])
+		}
+		if !ok {
+			return false
+		}
+		p.space()
+		if p.byte(',') {
+			continue
+		}
+		return p.byte('}') && n == len(fields)
+	}
+}
+
+// erlChecks reads an array of check objects into a.checks.
+func (p *fastParser) erlChecks(a *erlArgs, checkFields []string) bool {
+	if !p.byte('[') {
+		return false
+	}
+	p.space()
+	if p.byte(']') {
+		a.checks = []ratelimits.RateCheck{}
+		return true
+	}
+	for {
+		p.space()
+		var c erlArgs
+		if !p.erlObject(&c, checkFields, nil) {
+			return false
+		}
+		a.checks = append(a.checks, ratelimits.RateCheck{Counter: c.rateCounter, Delta: c.delta, Window: c.window, Limit: c.limit})
+		p.space()
+		if p.byte(',') {
+			continue
+		}
+		return p.byte(']')
+	}
+}
+
+// erlValue reads the value of field into a: a number or a string.
+func (p *fastParser) erlValue(a *erlArgs, field string) bool {
+	var num *int64
+	var str *string
+	switch field {
+	case "entry":
+		str = &a.entry
+	case "ratecounter":
+		str = &a.rateCounter
+	case "penaltybox":
+		str = &a.penaltyBox
+	case "ttl":
+		str = &a.ttl
+	case "delta":
+		num = &a.delta
+	case "window":
+		num = &a.window
+	case "limit":
+		num = &a.limit
+	default:
+		return false
+	}
+	if num != nil {
+		v, ok := p.integer()
+		*num = v
+		return ok
+	}
+	start := p.i + 1
+	v, ok := p.plainString()
+	if ok {
+		*str = p.text[start : start+len(v)]
+	}
+	return ok
 }
 
 // parseTTL reads an ERL TTL as sent: a Go duration. Its range is the
@@ -179,15 +370,4 @@ func parseTTL(s string) (time.Duration, *apiError) {
 		return 0, badRequest(codeInvalidArgument, fmt.Sprintf("%s, got %q", erlValueWant("ttl"), s), -1)
 	}
 	return d, nil
-}
-
-// rateCheck is one check of a check_rate or check_rates body, validated
-// for presence.
-func rateCheck(c wire.RateCheckRequest, where string) (ratelimits.RateCheck, *apiError) {
-	for i, ok := range []bool{c.RateCounter != nil, c.Delta != nil, c.Window != nil, c.Limit != nil} {
-		if !ok {
-			return ratelimits.RateCheck{}, badRequest(codeInvalidRequest, fmt.Sprintf("%q%s is required", rateCheckFields[i], where), -1)
-		}
-	}
-	return ratelimits.RateCheck{Counter: *c.RateCounter, Delta: *c.Delta, Window: *c.Window, Limit: *c.Limit}, nil
 }
