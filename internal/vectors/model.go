@@ -66,32 +66,12 @@ func (s *ModelSource) RefundOnce(context.Context, int64, once.Record, []bucket.O
 	return false, errors.Join(ErrNoRecords, once.ErrNotApplied)
 }
 
-// Reset deletes the ops' states and takes their ids out of their boxes,
-// and counts those that still counted or were boxed. The box entry is
-// removed through the model's own Call, which keeps box entries apart from
-// states.
+// Reset deletes the ops' states (and box entries) and counts those that
+// still counted.
 func (s *ModelSource) Reset(_ context.Context, now int64, ops []bucket.Op) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for i := range ops {
-		op := &ops[i]
-		busy := false
-		if op.Box != "" {
-			var res bucket.CallResult
-			s.model.Call(now, &bucket.Call{Box: op.Box, Action: bucket.BoxRemove}, &res)
-			busy = res.Removed
-		}
-		if st, ok := s.model[op.Key]; ok {
-			st.BoxExpires = 0
-			busy = busy || bucket.Busy(now, op, st)
-			delete(s.model, op.Key)
-		}
-		if busy {
-			n++
-		}
-	}
-	return n, nil
+	return s.model.Reset(now, ops), nil
 }
 
 // Ping always answers.
