@@ -105,72 +105,77 @@ func TestRedisCheckRateExactOverHTTP(t *testing.T) {
 	for _, b := range redisBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
-			procs := startERLProcs(t, 3, url)
-			const entry, clients, total = "198.51.100.7", 48, 600
-			rates := make(chan float64, total)
-			errs := make(chan string, total)
-			var wg sync.WaitGroup
-			for c := range clients {
-				wg.Go(func() {
-					p := procs[c%len(procs)]
-					for i := c; i < total; i += clients {
-						status, body, _, err := redisPost(p.URL+"/v1/erl/check_rate", checkRateHits(entry))
-						var a wire.CheckRateResponse
-						if err != nil || status != 200 || json.Unmarshal(body, &a) != nil {
-							errs <- fmt.Sprintf("check_rate: %d %s %v", status, body, err)
-							return
-						}
-						if a.Penalized || a.PenaltyExpiresInMS != 0 {
-							errs <- fmt.Sprintf("hit %s boxed the entry", body)
-						}
-						rates <- a.Rate
-					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			close(rates)
-			for e := range errs {
-				t.Fatal(e)
-			}
-			var got []float64
-			for r := range rates {
-				got = append(got, r)
-			}
-			slices.Sort(got)
-			for i, r := range got {
-				if want := float64(i+1) / 60; r != want {
-					t.Fatalf("the %d-th smallest rate is %v, want %v: a hit was lost or counted twice", i+1, r, want)
+			checkRateExact(t, startERLProcs(t, 3, url))
+		})
+	}
+}
+
+// checkRateExact is TestRedisCheckRateExactOverHTTP on procs, which share
+// one source.
+func checkRateExact(t *testing.T, procs []*limiterProc) {
+	const entry, clients, total = "198.51.100.7", 48, 600
+	rates := make(chan float64, total)
+	errs := make(chan string, total)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			p := procs[c%len(procs)]
+			for i := c; i < total; i += clients {
+				status, body, _, err := redisPost(p.URL+"/v1/erl/check_rate", checkRateHits(entry))
+				var a wire.CheckRateResponse
+				if err != nil || status != 200 || json.Unmarshal(body, &a) != nil {
+					errs <- fmt.Sprintf("check_rate: %d %s %v", status, body, err)
+					return
 				}
-			}
-			if len(got) != total {
-				t.Fatalf("%d answers, want %d", len(got), total)
-			}
-			for i, p := range procs {
-				var rc wire.RateCounterResponse
-				getJSON(t, p, "/v1/erl/ratecounters/Hits/"+entry, &rc)
-				if rc.Buckets.S60 != total || rc.Rates.S60 != 10 || rc.Rates.S1 != total || rc.Entry != entry {
-					t.Errorf("process %d reads %+v; want 600 hits in the last second", i, rc)
+				if a.Penalized || a.PenaltyExpiresInMS != 0 {
+					errs <- fmt.Sprintf("hit %s boxed the entry", body)
 				}
-				var has wire.BoxHasResponse
-				getJSON(t, p, "/v1/erl/penaltyboxes/Hits/"+entry, &has)
-				if has.Has {
-					t.Errorf("process %d: the entry is boxed after 600 hits", i)
-				}
-			}
-			r := procs[0].post("/v1/erl/check_rate", checkRateHits(entry))
-			var a wire.CheckRateResponse
-			if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 || !a.Penalized || a.Rate != 601.0/60 || a.PenaltyExpiresInMS != 5*60_000 {
-				t.Fatalf("the 601st hit: %d %s; want penalized for 5m", r.Status, r.Body)
-			}
-			for i, p := range procs {
-				var has wire.BoxHasResponse
-				getJSON(t, p, "/v1/erl/penaltyboxes/Hits/"+entry, &has)
-				if !has.Has || has.PenaltyExpiresInMS != 5*60_000 {
-					t.Errorf("process %d: has %+v after the 601st hit; want boxed for 5m", i, has)
-				}
+				rates <- a.Rate
 			}
 		})
+	}
+	wg.Wait()
+	close(errs)
+	close(rates)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	var got []float64
+	for r := range rates {
+		got = append(got, r)
+	}
+	slices.Sort(got)
+	for i, r := range got {
+		if want := float64(i+1) / 60; r != want {
+			t.Fatalf("the %d-th smallest rate is %v, want %v: a hit was lost or counted twice", i+1, r, want)
+		}
+	}
+	if len(got) != total {
+		t.Fatalf("%d answers, want %d", len(got), total)
+	}
+	for i, p := range procs {
+		var rc wire.RateCounterResponse
+		getJSON(t, p, "/v1/erl/ratecounters/Hits/"+entry, &rc)
+		if rc.Buckets.S60 != total || rc.Rates.S60 != 10 || rc.Rates.S1 != total || rc.Entry != entry {
+			t.Errorf("process %d reads %+v; want 600 hits in the last second", i, rc)
+		}
+		var has wire.BoxHasResponse
+		getJSON(t, p, "/v1/erl/penaltyboxes/Hits/"+entry, &has)
+		if has.Has {
+			t.Errorf("process %d: the entry is boxed after 600 hits", i)
+		}
+	}
+	r := procs[0].post("/v1/erl/check_rate", checkRateHits(entry))
+	var a wire.CheckRateResponse
+	if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 || !a.Penalized || a.Rate != 601.0/60 || a.PenaltyExpiresInMS != 5*60_000 {
+		t.Fatalf("the 601st hit: %d %s; want penalized for 5m", r.Status, r.Body)
+	}
+	for i, p := range procs {
+		var has wire.BoxHasResponse
+		getJSON(t, p, "/v1/erl/penaltyboxes/Hits/"+entry, &has)
+		if !has.Has || has.PenaltyExpiresInMS != 5*60_000 {
+			t.Errorf("process %d: has %+v after the 601st hit; want boxed for 5m", i, has)
+		}
 	}
 }
 
@@ -183,75 +188,80 @@ func TestRedisPenaltyLockoutOverHTTP(t *testing.T) {
 	for _, b := range redisBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
-			procs := startERLProcs(t, 3, url)
-			const body = `{"limit":"Lockout","id":"mallory"}`
-			const perProc, each = 48, 3
-			var mu sync.Mutex
-			allowed, denied := 0, 0
-			errs := make(chan string, perProc*len(procs))
-			var wg sync.WaitGroup
-			for _, p := range procs {
-				for range perProc {
-					wg.Go(func() {
-						for range each {
-							status, b, _, err := redisPost(p.URL+"/v1/spend", body)
-							var a wire.BatchResponse
-							if err != nil || status != 200 || json.Unmarshal(b, &a) != nil || len(a.Decisions) != 1 || a.Decisions[0].Penalized == nil {
-								errs <- fmt.Sprintf("spend: %d %s %v", status, b, err)
-								return
-							}
-							pen := *a.Decisions[0].Penalized
-							mu.Lock()
-							if a.Allowed {
-								allowed++
-							} else {
-								denied++
-							}
-							mu.Unlock()
-							if a.Allowed == pen || (!a.Allowed && a.RetryInMS != 10*60_000) {
-								errs <- fmt.Sprintf("an answer neither allowed nor boxed for 10m: %s", b)
-							}
-						}
-					})
-				}
-			}
-			wg.Wait()
-			close(errs)
-			for e := range errs {
-				t.Fatal(e)
-			}
-			if allowed != 100 || denied != perProc*len(procs)*each-100 {
-				t.Fatalf("allowed %d, denied %d; want exactly 100", allowed, denied)
-			}
-			// 5 minutes on: the bucket has 8 tokens back, but the id is boxed.
-			for _, p := range procs {
-				if err := p.advance(5 * time.Minute); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i, p := range procs {
-				r := p.post("/v1/spend", body)
-				var a wire.BatchResponse
-				if err := json.Unmarshal(r.Body, &a); err != nil || a.Allowed || *a.Decisions[0].Penalized != true || a.RetryInMS != 5*60_000 {
-					t.Errorf("process %d, 5m on: %s; want boxed for 5m more", i, r.Body)
-				}
-				var has wire.BoxHasResponse
-				getJSON(t, p, "/v1/erl/penaltyboxes/Lockout/mallory", &has)
-				if !has.Has || has.PenaltyExpiresInMS != 5*60_000 {
-					t.Errorf("process %d: has %+v", i, has)
-				}
-			}
-			for _, p := range procs {
-				if err := p.advance(5 * time.Minute); err != nil {
-					t.Fatal(err)
-				}
-			}
-			r := procs[1].post("/v1/spend", body)
-			var a wire.BatchResponse
-			if err := json.Unmarshal(r.Body, &a); err != nil || !a.Allowed || *a.Decisions[0].Penalized {
-				t.Errorf("once the box expired: %s; want allowed", r.Body)
-			}
+			penaltyLockout(t, startERLProcs(t, 3, url))
 		})
+	}
+}
+
+// penaltyLockout is TestRedisPenaltyLockoutOverHTTP on procs, which share
+// one source.
+func penaltyLockout(t *testing.T, procs []*limiterProc) {
+	const body = `{"limit":"Lockout","id":"mallory"}`
+	const perProc, each = 48, 3
+	var mu sync.Mutex
+	allowed, denied := 0, 0
+	errs := make(chan string, perProc*len(procs))
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		for range perProc {
+			wg.Go(func() {
+				for range each {
+					status, b, _, err := redisPost(p.URL+"/v1/spend", body)
+					var a wire.BatchResponse
+					if err != nil || status != 200 || json.Unmarshal(b, &a) != nil || len(a.Decisions) != 1 || a.Decisions[0].Penalized == nil {
+						errs <- fmt.Sprintf("spend: %d %s %v", status, b, err)
+						return
+					}
+					pen := *a.Decisions[0].Penalized
+					mu.Lock()
+					if a.Allowed {
+						allowed++
+					} else {
+						denied++
+					}
+					mu.Unlock()
+					if a.Allowed == pen || (!a.Allowed && a.RetryInMS != 10*60_000) {
+						errs <- fmt.Sprintf("an answer neither allowed nor boxed for 10m: %s", b)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	if allowed != 100 || denied != perProc*len(procs)*each-100 {
+		t.Fatalf("allowed %d, denied %d; want exactly 100", allowed, denied)
+	}
+	// 5 minutes on: the bucket has 8 tokens back, but the id is boxed.
+	for _, p := range procs {
+		if err := p.advance(5 * time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range procs {
+		r := p.post("/v1/spend", body)
+		var a wire.BatchResponse
+		if err := json.Unmarshal(r.Body, &a); err != nil || a.Allowed || *a.Decisions[0].Penalized != true || a.RetryInMS != 5*60_000 {
+			t.Errorf("process %d, 5m on: %s; want boxed for 5m more", i, r.Body)
+		}
+		var has wire.BoxHasResponse
+		getJSON(t, p, "/v1/erl/penaltyboxes/Lockout/mallory", &has)
+		if !has.Has || has.PenaltyExpiresInMS != 5*60_000 {
+			t.Errorf("process %d: has %+v", i, has)
+		}
+	}
+	for _, p := range procs {
+		if err := p.advance(5 * time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := procs[1].post("/v1/spend", body)
+	var a wire.BatchResponse
+	if err := json.Unmarshal(r.Body, &a); err != nil || !a.Allowed || *a.Decisions[0].Penalized {
+		t.Errorf("once the box expired: %s; want allowed", r.Body)
 	}
 }
 
