@@ -149,6 +149,8 @@ func decodeERLSlow(body []byte, fields, checkFields []string) (erlArgs, *apiErro
 	return a, nil
 }
 
+// deref is *p, or T's zero value when p is nil (a field that is missing,
+// which decodeERLSlow then refuses if the call needs it).
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {
