@@ -51,3 +51,24 @@ func mustLimit(tb testing.TB, burst, count int64, period time.Duration) ratelimi
 	}
 	return l
 }
+
+// BenchmarkDecodeCheckRate reads a check_rate body (the fast path) and a
+// check_rates body (the field walk and encoding/json).
+func BenchmarkDecodeCheckRate(b *testing.B) {
+	b.Run("check_rate", func(b *testing.B) {
+		benchmarkDecodeERL(b, checkRateFields, nil, `{"entry":"192.0.2.1","ratecounter":"RequestsPerClientIP","delta":1,"window":10,"limit":100,"penaltybox":"RequestsPerClientIP","ttl":"15m"}`)
+	})
+	b.Run("check_rates", func(b *testing.B) {
+		benchmarkDecodeERL(b, checkRatesFields, rateCheckFields, `{"entry":"192.0.2.1","checks":[{"ratecounter":"A","delta":1,"window":10,"limit":100},{"ratecounter":"B","delta":1,"window":60,"limit":30}],"penaltybox":"A","ttl":"15m"}`)
+	})
+}
+
+func benchmarkDecodeERL(b *testing.B, fields, checkFields []string, text string) {
+	body := []byte(text)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, e := decodeERLBody(body, fields, checkFields); e != nil {
+			b.Fatal(e)
+		}
+	}
+}

@@ -379,6 +379,12 @@ func nullField(key string) (code, message string) {
 // fields, wrong types, fractional or out-of-range numbers and trailing data
 // are all refused with a message that names the problem.
 func decodeStrict(data []byte, v any, at place) *apiError {
+	return decodeStrictAs(data, v, at, decodeError)
+}
+
+// decodeStrictAs is decodeStrict with the decoder's errors worded by
+// words, for a body whose fields have codes of their own.
+func decodeStrictAs(data []byte, v any, at place, words func(error, place) *apiError) *apiError {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return badRequest(codeMalformedJSON, "the request body is empty; send a JSON object", at.shape)
 	}
@@ -389,7 +395,7 @@ func decodeStrict(data []byte, v any, at place) *apiError {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err, at)
+		return words(err, at)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest(codeMalformedJSON, "unexpected data after the JSON object", at.shape)

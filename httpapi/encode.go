@@ -83,8 +83,9 @@ func appendBatch(buf []byte, bd *ratelimits.BatchDecision) []byte {
 }
 
 // appendDecision encodes one transaction's decision as
-// wire.DecisionResponse; withSyncRate adds a window limit's sync_rate, as
-// the answer of GET /v1/limits/{limit}/{id} does.
+// wire.DecisionResponse: penalized for a limit that has a penalty box, and
+// with withSyncRate a window or rate-counter limit's sync_rate, as the
+// answer of GET /v1/limits/{limit}/{id} does.
 func appendDecision(buf []byte, d *ratelimits.Decision, withSyncRate bool) []byte {
 	buf = append(buf, `{"limit":`...)
 	buf = appendString(buf, d.Limit)
@@ -104,6 +105,10 @@ func appendDecision(buf []byte, d *ratelimits.Decision, withSyncRate bool) []byt
 	buf = strconv.AppendBool(buf, d.Effective.Override)
 	buf = append(buf, `,"algorithm":`...)
 	buf = appendString(buf, d.Algorithm.String())
+	if d.Effective.HasBox() {
+		buf = append(buf, `,"penalized":`...)
+		buf = strconv.AppendBool(buf, d.Penalized)
+	}
 	if withSyncRate && showsSyncRate(d) {
 		buf = append(buf, `,"sync_rate":`...)
 		buf = appendFloat(buf, d.Effective.SyncRate.Seconds())
@@ -112,10 +117,10 @@ func appendDecision(buf []byte, d *ratelimits.Decision, withSyncRate bool) []byt
 }
 
 // showsSyncRate reports whether the subscriber view of d shows a
-// sync_rate: only a window limit has one, and an unlimited transaction has
-// no limit to show.
+// sync_rate: only window and rate-counter limits have one, and an
+// unlimited transaction has no limit to show.
 func showsSyncRate(d *ratelimits.Decision) bool {
-	return !d.Unlimited && d.Effective.Algorithm.Windowed()
+	return !d.Unlimited && hasSyncRate(d.Effective.Algorithm)
 }
 
 // appendFloat appends f as encoding/json writes a float64: the shortest

@@ -46,7 +46,11 @@ func decisionResponse(d *ratelimits.Decision, withSyncRate bool) wire.DecisionRe
 		Override:  d.Effective.Override,
 		Algorithm: d.Algorithm.String(),
 	}
-	if withSyncRate && !d.Unlimited && d.Effective.Algorithm.Windowed() {
+	if d.Effective.Penalty > 0 {
+		penalized := d.Penalized
+		resp.Penalized = &penalized
+	}
+	if withSyncRate && !d.Unlimited && (d.Effective.Algorithm.Windowed() || d.Effective.Algorithm == ratelimits.RateCounter) {
 		seconds := d.Effective.SyncRate.Seconds()
 		resp.SyncRate = &seconds
 	}
@@ -135,14 +139,16 @@ func randomDecision(r *rand.Rand) ratelimits.Decision {
 			Period:    time.Duration(randomInt64(r)),
 			Override:  r.IntN(2) == 0,
 			SyncRate:  randomSyncRate(r),
+			Penalty:   []time.Duration{0, 0, time.Second, time.Hour}[r.IntN(4)],
 		},
 		Algorithm: randomAlgorithm(r),
+		Penalized: r.IntN(2) == 0,
 	}
 }
 
 // randomAlgorithm is any algorithm, or a value that is none.
 func randomAlgorithm(r *rand.Rand) ratelimits.Algorithm {
-	return ratelimits.Algorithm(r.IntN(4))
+	return ratelimits.Algorithm(r.IntN(5))
 }
 
 // randomSyncRate favours what a configuration holds (0, -1s, whole
@@ -187,15 +193,17 @@ func FuzzEncode(f *testing.F) {
 	f.Add("APIRequestsPerConsumer", "gold", int64(3), int64(1), int64(120_000_000_000), int64(100), int64(100), int64(time.Minute), uint8(0x45))
 	f.Add("Uploads", "7", int64(0), int64(-1), int64(0), int64(10), int64(10), int64(time.Hour), uint8(0x81))
 	f.Fuzz(func(t *testing.T, limit, id string, remaining, retryIn, resetIn, burst, count, period int64, flags uint8) {
-		// The top bits choose the algorithm (3 is none) and, for a
-		// window, a sync_rate from the numbers already drawn.
+		// The top bits choose the algorithm and, for a window or a rate
+		// counter, a sync_rate from the numbers already drawn; bit 5 a
+		// penalty box, whose penalized is bit 0.
 		alg := ratelimits.Algorithm(flags >> 6)
 		d := ratelimits.Decision{
 			Limit: limit, ID: id, Allowed: flags&1 != 0, Remaining: remaining,
 			RetryIn: time.Duration(retryIn), ResetIn: time.Duration(resetIn), Unlimited: flags&2 != 0,
 			Effective: ratelimits.Limit{Algorithm: alg, Burst: burst, Count: count, Period: time.Duration(period), Override: flags&4 != 0,
-				SyncRate: time.Duration(retryIn - resetIn)},
+				SyncRate: time.Duration(retryIn - resetIn), Penalty: time.Duration(flags&32) * time.Second},
 			Algorithm: alg,
+			Penalized: flags&1 != 0,
 		}
 		swapped := d
 		swapped.Limit, swapped.ID = id, limit

@@ -33,6 +33,7 @@ const (
 	codeInvalidCost           = "invalid_cost"
 	codeInvalidMode           = "invalid_mode"
 	codeDuplicateBucket       = "duplicate_bucket"
+	codeInvalidArgument       = "invalid_argument"
 	codeBodyTooLarge          = "body_too_large"
 	codeUnsupportedType       = "unsupported_media_type"
 	codeUnavailable           = "source_unavailable"
@@ -71,6 +72,11 @@ func limiterError(err error) *apiError {
 		{ratelimits.ErrInvalidCost, codeInvalidCost},
 		{ratelimits.ErrInvalidMode, codeInvalidMode},
 		{ratelimits.ErrDuplicateBucket, codeDuplicateBucket},
+		// An ERL call's value out of range, a rate counter that is not
+		// one, a penalty box of a limit that has none.
+		{ratelimits.ErrInvalidArgument, codeInvalidArgument},
+		{ratelimits.ErrNotRateCounter, codeInvalidArgument},
+		{ratelimits.ErrNoBox, codeInvalidArgument},
 	} {
 		if errors.Is(err, m.target) {
 			return badRequest(m.code, message, index)
@@ -78,7 +84,9 @@ func limiterError(err error) *apiError {
 	}
 	switch {
 	case errors.Is(err, ratelimits.ErrInvalidIdempotencyKey):
-		return badRequest(codeInvalidIdempotencyKey, message, -1)
+		// Refused for a transaction's limit (ErrBoxIdempotency, a window
+		// that syncs), index names it.
+		return badRequest(codeInvalidIdempotencyKey, message, index)
 	case errors.Is(err, ratelimits.ErrIdempotencyMismatch):
 		return &apiError{status: http.StatusUnprocessableEntity, code: codeIdempotencyKeyReused, transaction: -1,
 			message: "this Idempotency-Key was already used for a different request (other transactions, or the same ones while their limits were different); nothing was done"}

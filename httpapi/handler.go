@@ -9,7 +9,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"runtime/debug"
 	"sync"
 
@@ -124,6 +123,7 @@ func New(opts Options) http.Handler {
 	r.Post("/v1/reset", h.authorize(accessAdmin, h.reset))
 	get("/v1/limits", h.authorize(accessAPI, h.limits))
 	get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
+	h.routeERL(r, get)
 	if h.reload != nil {
 		r.Post("/v1/admin/reload", h.authorize(accessAdmin, h.reloadConfig))
 	}
@@ -302,16 +302,10 @@ func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
 // one subscriber and its bucket as a cost-0 check. The id is the rest of
 // the path, so ids that contain "/" (CIDR ranges) work, escaped or not.
 func (h *handler) subscriber(w http.ResponseWriter, r *http.Request) {
-	limit, id := chi.URLParam(r, "limit"), chi.URLParam(r, "*")
-	if r.URL.RawPath != "" {
-		// chi matched the escaped path: unescape the parts it returned.
-		var err1, err2 error
-		limit, err1 = url.PathUnescape(limit)
-		id, err2 = url.PathUnescape(id)
-		if err1 != nil || err2 != nil {
-			writeError(w, badRequest(codeInvalidID, "the path is not validly escaped", -1))
-			return
-		}
+	limit, id, e := pathNameAndRest(r, "limit")
+	if e != nil {
+		writeError(w, e)
+		return
 	}
 	d, err := h.limiter.Inspect(r.Context(), limit, id)
 	if err != nil {
@@ -342,19 +336,45 @@ func (h *handler) limits(w http.ResponseWriter, _ *http.Request) {
 			Algorithm: alg.String(),
 			Overrides: cfg.OverrideCount(n.Name),
 		}
-		if alg.Windowed() {
+		if hasSyncRate(alg) {
 			syncRate := cfg.SyncRate(n.Name).Seconds()
 			l.SyncRate = &syncRate
 		}
+		if cfg.HasBox(n.Name) {
+			l.Capacity = cfg.Capacity(n.Name)
+		}
 		if def, ok := cfg.Default(n.Name); ok {
-			l.Default = &wire.LimitSettings{Count: def.Count, Period: def.Period.String()}
-			if !alg.Windowed() {
-				l.Default.Burst = def.Burst
-			}
+			l.Default = limitSettings(def)
 		}
 		resp.Limits = append(resp.Limits, l)
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// limitSettings is a default limit as the configuration files spell it:
+// a GCRA limit's burst, count and period, a window's count and period, a
+// rate counter's window, rate and penalty; and any other limit's penalty
+// when it has one.
+func limitSettings(l ratelimits.Limit) *wire.LimitSettings {
+	var s wire.LimitSettings
+	switch {
+	case l.Algorithm == ratelimits.RateCounter:
+		s.Window, s.Rate = l.Period.String(), l.Rate
+	case l.Algorithm.Windowed():
+		s.Count, s.Period = l.Count, l.Period.String()
+	default:
+		s.Burst, s.Count, s.Period = l.Burst, l.Count, l.Period.String()
+	}
+	if l.Penalty > 0 {
+		s.Penalty = l.Penalty.String()
+	}
+	return &s
+}
+
+// hasSyncRate reports whether limits of alg have a sync_rate: windows and
+// rate counters, which count hits that a process may keep for a while.
+func hasSyncRate(alg ratelimits.Algorithm) bool {
+	return alg.Windowed() || alg == ratelimits.RateCounter
 }
 
 // reloadConfig serves POST /v1/admin/reload: the files are loaded and

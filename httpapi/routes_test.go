@@ -62,7 +62,8 @@ func randomToken(rng *rand.Rand, max int) string {
 
 // randomPath is a path that sometimes starts like a real route.
 func randomPath(rng *rand.Rand) string {
-	prefixes := []string{"/", "/v1/", "/v1/limits/", "/v1/limits/Logins/", "/debug/", "/metrics/"}
+	prefixes := []string{"/", "/v1/", "/v1/limits/", "/v1/limits/Logins/", "/debug/", "/metrics/",
+		"/v1/erl/", "/v1/erl/ratecounters/", "/v1/erl/ratecounters/Logins/", "/v1/erl/penaltyboxes/Logins/"}
 	var b strings.Builder
 	b.WriteString(prefixes[rng.IntN(len(prefixes))])
 	for i := range rng.IntN(4) {
@@ -113,7 +114,10 @@ func TestClientTextNeverBecomesALabel(t *testing.T) {
 		}
 	}
 	routes := map[string]bool{"unmatched": true, "/v1/spend": true, "/v1/check": true, "/v1/refund": true, "/v1/reset": true,
-		"/v1/limits": true, "/v1/limits/{limit}": true, "/healthz": true, "/readyz": true, "/metrics": true, "/debug/clock": true}
+		"/v1/limits": true, "/v1/limits/{limit}": true, "/healthz": true, "/readyz": true, "/metrics": true, "/debug/clock": true,
+		"/v1/erl/check_rate": true, "/v1/erl/check_rates": true, "/v1/erl/ratecounters/{ratecounter}/increment": true,
+		"/v1/erl/ratecounters/{ratecounter}": true, "/v1/erl/penaltyboxes/{penaltybox}/add": true,
+		"/v1/erl/penaltyboxes/{penaltybox}": true, "/v1/erl/penaltyboxes/{penaltybox}/remove": true}
 	for r := range values["route"] {
 		if !routes[r] {
 			t.Errorf("route label %.60q is not a registered pattern", r)

@@ -65,7 +65,7 @@ type Transaction struct {
 	// ID is the subscriber, validated and canonicalised by the name's id kind.
 	ID string
 	// Cost is how many tokens; 0 reads the bucket. It must not exceed the
-	// effective limit's burst.
+	// effective limit's burst, or for a rate-counter limit MaxRateCost.
 	Cost int64
 	// Mode defaults to CheckAndSpend (the zero value).
 	Mode Mode
@@ -112,7 +112,9 @@ func resolve(cfg *Config, txn Transaction) (preparedTxn, error) {
 
 // checkModeAndCost refuses a mode that does not exist and a cost below 0
 // or above the effective limit's burst (a window limit's count), which no
-// bucket could ever grant.
+// bucket could ever grant. A rate-counter transaction is hits observed, not
+// tokens taken: it may be denied whatever its cost, so its cost is bounded
+// by MaxRateCost, the most hits one check_rate adds, not by rate × window.
 func (p preparedTxn) checkModeAndCost() error {
 	if p.mode > SpendOnly {
 		return fmt.Errorf("%w %d", ErrInvalidMode, p.mode)
@@ -120,7 +122,13 @@ func (p preparedTxn) checkModeAndCost() error {
 	if p.cost < 0 {
 		return fmt.Errorf("%w: %d is negative", ErrInvalidCost, p.cost)
 	}
-	if !p.unlimited && p.cost > p.limit.Burst {
+	switch {
+	case p.unlimited:
+	case p.limit.Algorithm == RateCounter:
+		if p.cost > MaxRateCost {
+			return fmt.Errorf("%w: %d exceeds %d, the most hits one transaction adds to the rate counter %s", ErrInvalidCost, p.cost, MaxRateCost, p.info.Limit)
+		}
+	case p.cost > p.limit.Burst:
 		return fmt.Errorf("%w: %d exceeds the burst of %d for %s", ErrInvalidCost, p.cost, p.limit.Burst, p.info.Limit)
 	}
 	return nil

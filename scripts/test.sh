@@ -52,7 +52,7 @@ go vet ./...
 stage "go test (race detector, every package)"
 go test -race -count=1 -timeout 12m ./...
 
-# Short fuzzing: the handler (no 5xx for any body), the fast decoder and
+# Short fuzzing: the handler (no 5xx for any body), the fast decoders and
 # the fast encoder (each against encoding/json), config parsing, id
 # canonicalisation (a fixed point), and the memory source's table against
 # a map. Their seed corpora
@@ -72,6 +72,7 @@ fuzz() {
 }
 fuzz FuzzHandler 80000 ./httpapi/
 fuzz FuzzFastDecode 100000 ./httpapi/
+fuzz FuzzERLFastDecode 100000 ./httpapi/
 fuzz FuzzEncode 30000 ./httpapi/
 fuzz FuzzParseConfig 60000 ./ratelimits/configfile/
 fuzz FuzzCanonicalize 150000 ./ratelimits/

@@ -248,9 +248,22 @@ func (d *httpDriver) Do(op string, txns []vectors.Txn) (vectors.Result, error) {
 		res.Decisions = append(res.Decisions, vectors.ResultDecision{
 			Limit: dd.Limit, ID: dd.ID, Allowed: dd.Allowed, Remaining: dd.Remaining,
 			RetryIn: dd.RetryInMS, ResetIn: dd.ResetInMS, Algorithm: dd.Algorithm,
+			HasPenalized: dd.Penalized != nil, Penalized: dd.Penalized != nil && *dd.Penalized,
 		})
 	}
 	return res, nil
+}
+
+// ERL makes an ERL call through the next process, round-robin with Do.
+func (d *httpDriver) ERL(step *vectors.ERLStep) (vectors.ERLResult, error) {
+	p := d.procs[d.next%len(d.procs)]
+	d.next++
+	method, path, body, err := step.HTTPRequest()
+	if err != nil {
+		return vectors.ERLResult{}, err
+	}
+	r := p.do(method, path, string(body))
+	return vectors.ParseERLAnswer(r.Status, r.Body)
 }
 
 // fakeClockStart is where every fake-clock test starts.

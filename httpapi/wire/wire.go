@@ -38,9 +38,12 @@ type BatchResponse struct {
 // GET /v1/limits/{limit}/{id}. Burst, Count and Period are the effective
 // limit (zero for an unlimited one); Period is a Go duration string. For
 // a window limit, Burst and Count are both the hits allowed per window
-// and Period is the window. Algorithm is how the limit counts: "gcra",
-// "sliding-window" or "fixed-window". SyncRate, in seconds, is only in
-// the answer of GET /v1/limits/{limit}/{id}, for a window limit.
+// and Period is the window; for a rate-counter limit they are rate ×
+// window and Period is the window. Algorithm is how the limit counts:
+// "gcra", "sliding-window", "fixed-window" or "rate-counter". Penalized is
+// there exactly when the limit has a penalty box: whether the id is in it
+// after this transaction. SyncRate, in seconds, is only in the answer of
+// GET /v1/limits/{limit}/{id}, for a window or rate-counter limit.
 type DecisionResponse struct {
 	Limit     string   `json:"limit"`
 	ID        string   `json:"id"`
@@ -54,6 +57,7 @@ type DecisionResponse struct {
 	Period    string   `json:"period"`
 	Override  bool     `json:"override"`
 	Algorithm string   `json:"algorithm"`
+	Penalized *bool    `json:"penalized,omitempty"`
 	SyncRate  *float64 `json:"sync_rate,omitempty"`
 }
 
@@ -69,9 +73,11 @@ type LimitsResponse struct {
 }
 
 // LimitResponse describes one limit name: how it counts (Algorithm, and
-// for a window limit SyncRate in seconds, both the name's), its Default
-// (null when the name has none), and Overrides, how many ids have their
-// own limit.
+// for a window or rate-counter limit SyncRate in seconds, both the
+// name's), its Default (null when the name has none), and Overrides, how
+// many ids have their own limit. Capacity is there when the name has a
+// penalty box (a rate counter, or a limit with a penalty): how many
+// entries each of its counters and its box hold in process memory.
 type LimitResponse struct {
 	Limit     string         `json:"limit"`
 	Enum      int            `json:"enum"`
@@ -79,17 +85,23 @@ type LimitResponse struct {
 	Declared  bool           `json:"declared"`
 	Algorithm string         `json:"algorithm"`
 	SyncRate  *float64       `json:"sync_rate,omitempty"`
+	Capacity  int            `json:"capacity,omitempty"`
 	Default   *LimitSettings `json:"default"`
 	Overrides int            `json:"overrides"`
 }
 
 // LimitSettings is a limit as the configuration files spell it: a GCRA
-// limit's burst, count and period, or a window limit's count and period
-// (a window has no burst).
+// limit's burst, count and period, a window limit's count and period (a
+// window has no burst), or a rate-counter limit's window, rate and
+// penalty. Penalty, a Go duration string, is there for any limit that has
+// one.
 type LimitSettings struct {
-	Burst  int64  `json:"burst,omitempty"`
-	Count  int64  `json:"count"`
-	Period string `json:"period"`
+	Burst   int64  `json:"burst,omitempty"`
+	Count   int64  `json:"count,omitempty"`
+	Period  string `json:"period,omitempty"`
+	Window  string `json:"window,omitempty"`
+	Rate    int64  `json:"rate,omitempty"`
+	Penalty string `json:"penalty,omitempty"`
 }
 
 // ReloadResponse answers a successful POST /v1/admin/reload.

@@ -3,6 +3,10 @@
 // and runs them against any driver: the Limiter directly, or the binary
 // over HTTP. The same scenarios at every level make a difference between
 // levels a failure.
+//
+// A step advances the clock, sends a batch (spend, check, refund, reset),
+// or makes an ERL call ("erl": check_rate, check_rates, increment, lookup,
+// add, has, remove; see ERLStep).
 package vectors
 
 import (
@@ -38,13 +42,63 @@ type Scenario struct {
 	Steps []Step `json:"steps"`
 }
 
-// Step either advances the clock or sends one request.
+// Step either advances the clock or sends one request: a batch (Op
+// spend, check, refund or reset, with Txns and Expect), or an ERL call
+// (Op "erl", with ERL). ExpectStatus, when not 0, is the status the
+// request must be refused with.
 type Step struct {
-	Advance      string  `json:"advance"`
-	Op           string  `json:"op"`
-	Txns         []Txn   `json:"txns"`
-	Expect       *Expect `json:"expect"`
-	ExpectStatus int     `json:"expect_status"`
+	Advance      string
+	Op           string
+	Txns         []Txn
+	Expect       *Expect
+	ERL          *ERLStep
+	ExpectStatus int
+}
+
+// stepJSON is a step as the file spells it: an ERL step's expect is the
+// answer's fields, a batch step's the decisions.
+type stepJSON struct {
+	Advance      string          `json:"advance"`
+	Op           string          `json:"op"`
+	Txns         []Txn           `json:"txns"`
+	Call         string          `json:"call"`
+	Path         *string         `json:"path"`
+	Body         json.RawMessage `json:"body"`
+	Expect       json.RawMessage `json:"expect"`
+	ExpectStatus int             `json:"expect_status"`
+}
+
+// UnmarshalJSON reads a step, its expect as its op has it.
+func (s *Step) UnmarshalJSON(data []byte) error {
+	var sj stepJSON
+	if err := json.Unmarshal(data, &sj); err != nil {
+		return err
+	}
+	*s = Step{Advance: sj.Advance, Op: sj.Op, Txns: sj.Txns, ExpectStatus: sj.ExpectStatus}
+	hasExpect := len(sj.Expect) > 0 && string(sj.Expect) != "null"
+	if sj.Op != OpERL {
+		if sj.Call != "" || sj.Path != nil || sj.Body != nil {
+			return fmt.Errorf("a %q step has call, path or body", sj.Op)
+		}
+		if hasExpect {
+			s.Expect = new(Expect)
+			return json.Unmarshal(sj.Expect, s.Expect)
+		}
+		return nil
+	}
+	if _, ok := erlCalls[sj.Call]; !ok {
+		return fmt.Errorf("unknown ERL call %q", sj.Call)
+	}
+	s.ERL = &ERLStep{Call: sj.Call, Body: sj.Body}
+	if sj.Path != nil {
+		s.ERL.Path = *sj.Path
+	}
+	if hasExpect {
+		if err := json.Unmarshal(sj.Expect, &s.ERL.Expect); err != nil {
+			return fmt.Errorf("expect of %s: %w", sj.Call, err)
+		}
+	}
+	return nil
 }
 
 // Txn is a transaction as the API takes it. Cost and Mode are optional.
@@ -76,7 +130,9 @@ type Expect struct {
 }
 
 // ExpectDecision is one transaction's expected decision. Algorithm is
-// compared only when the vector gives it.
+// compared only when the vector gives it. Penalized is given exactly for
+// the decisions of limits that have a penalty box, and a decision must
+// carry it exactly then.
 type ExpectDecision struct {
 	Limit     string `json:"limit"`
 	ID        string `json:"id"`
@@ -85,6 +141,7 @@ type ExpectDecision struct {
 	RetryInNS int64  `json:"retry_in_ns"`
 	ResetInNS int64  `json:"reset_in_ns"`
 	Algorithm string `json:"algorithm"`
+	Penalized *bool  `json:"penalized"`
 }
 
 // Result is what a driver got back. Durations are in the driver's unit:
@@ -100,14 +157,18 @@ type Result struct {
 
 // ResultDecision is one transaction's decision as a driver got it.
 // Algorithm is as the API spells it ("gcra", "sliding-window", ...).
+// HasPenalized says the decision carries penalized (its limit has a
+// penalty box), and Penalized is its value.
 type ResultDecision struct {
-	Limit     string
-	ID        string
-	Allowed   bool
-	Remaining int64
-	RetryIn   int64
-	ResetIn   int64
-	Algorithm string
+	Limit        string
+	ID           string
+	Allowed      bool
+	Remaining    int64
+	RetryIn      int64
+	ResetIn      int64
+	Algorithm    string
+	HasPenalized bool
+	Penalized    bool
 }
 
 // Driver runs steps against one level of the service.
@@ -117,6 +178,9 @@ type Driver interface {
 	// Do sends one operation (spend, check, refund, reset). A refusal of
 	// bad input is a Result with its status, not an error.
 	Do(op string, txns []Txn) (Result, error)
+	// ERL makes one ERL call. A refusal of bad input is an ERLResult with
+	// its status, not an error.
+	ERL(step *ERLStep) (ERLResult, error)
 }
 
 // Public returns the public vectors.
@@ -132,8 +196,9 @@ func Public() (*File, error) {
 func PublicBytes() []byte { return publicJSON }
 
 // Algorithms returns the public vectors of every algorithm beside GCRA,
-// whole: also the scenarios and limits of features this version does not
-// have (see Windows).
+// whole: windows, penalties on GCRA and window limits, rate counters spent
+// as limits, and the ERL calls. Its scenarios share one clock, which
+// starts at the file's Start.
 func Algorithms() (*File, error) {
 	var f File
 	if err := json.Unmarshal(algorithmsJSON, &f); err != nil {
@@ -192,11 +257,19 @@ func Run(t *testing.T, f *File, d Driver, unit time.Duration) {
 				}
 				continue
 			}
+			steps++
+			if st.ERL != nil {
+				got, err := d.ERL(st.ERL)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", where, st.ERL.Call, err)
+				}
+				checkERL(t, where, st, got)
+				continue
+			}
 			got, err := d.Do(st.Op, st.Txns)
 			if err != nil {
 				t.Fatalf("%s: %s: %v", where, st.Op, err)
 			}
-			steps++
 			checkStep(t, where, st, got, unit)
 		}
 	}
@@ -235,7 +308,10 @@ func checkStep(t *testing.T, where string, st Step, got Result, unit time.Durati
 	}
 	for i, wd := range e.Decisions {
 		want := ResultDecision{Limit: wd.Limit, ID: wd.ID, Allowed: wd.Allowed, Remaining: wd.Remaining, RetryIn: round(wd.RetryInNS, unit), ResetIn: round(wd.ResetInNS, unit),
-			Algorithm: wd.Algorithm}
+			Algorithm: wd.Algorithm, HasPenalized: wd.Penalized != nil}
+		if wd.Penalized != nil {
+			want.Penalized = *wd.Penalized
+		}
 		if want.Algorithm == "" {
 			want.Algorithm = got.Decisions[i].Algorithm // the vector does not say
 		}
