@@ -194,8 +194,8 @@ local function split(s)
 end
 
 -- parse turns a stored TAT into limbs, refusing anything else but a
--- window counter, for which it returns nil: a GCRA op reads a window's
--- value as a missing bucket. A stored TAT is nearly always a positive
+-- window or rate counter, for which it returns nil: a GCRA op reads
+-- another algorithm's value as a missing bucket. A stored TAT is nearly always a positive
 -- 19-digit number, and for those one tonumber of the whole string is
 -- within 2^11 of the value: subtracting the exact low limb and rounding
 -- the quotient gives the high limb exactly, for one string.sub and two
@@ -203,7 +203,8 @@ end
 local function parse(key, s)
   local n = #s
   if n > 20 or not string.find(s, '^%-?%d+$') then
-    if (ext or ext_make()).counter(s) then
+    local e = ext or ext_make()
+    if e.counter(s) or e.israte(s) then
       return nil
     end
     error('limiter: ' .. key .. ' does not hold a TAT')
@@ -423,15 +424,21 @@ ext_make = function()
     return nil
   end
 
+  -- israte reports whether v has a rate counter's form (see rparse).
+  local function israte(v)
+    return string.find(v, '^%-?%d+,[%d,]+$') ~= nil
+  end
+
   -- wsplit reads the value v of a window op's key: the counter's period,
-  -- index, cur and prev, or nothing for a TAT (a GCRA bucket's value,
-  -- which a window op reads as empty). Anything else is refused.
+  -- index, cur and prev, or nothing for a TAT or a rate counter (another
+  -- algorithm's value, which a window op reads as empty). Anything else is
+  -- refused.
   local function wsplit(key, v)
     local p, i, c, q = counter(v)
     if p then
       return p, i, c, q
     end
-    if #v > 20 or not string.find(v, '^%-?%d+$') then
+    if (#v > 20 or not string.find(v, '^%-?%d+$')) and not israte(v) then
       error('limiter: ' .. key .. ' does not hold a window counter')
     end
   end
@@ -573,12 +580,13 @@ ext_make = function()
   local SECONDS = 60
   local MAXH = 4294967295 -- ratecounter.MaxHitsPerSecond
 
-  -- rparse reads the value v of a rate counter's key ('' when none, the
-  -- empty counter of last 0, as Go's zero Counter). Anything else than a
+  -- rparse reads the value v of a rate counter's key: '' (none), and a
+  -- TAT or a window counter (another algorithm's value), read as the
+  -- empty counter of last 0, as Go's zero Counter. Anything else than a
   -- counter is an error.
   local function rparse(key, v)
     local c = { last = 0 }
-    if v == '' then
+    if v == '' or counter(v) or (#v <= 20 and string.find(v, '^%-?%d+$')) then
       return c
     end
     local pos, j, len = 1, -1, #v
@@ -664,12 +672,13 @@ ext_make = function()
   end
 
   -- rwrite stores c, expiring margin milliseconds after it counts nothing
-  -- any more (SECONDS after its newest hit, relative to the now passed
-  -- in); a counter that counts nothing at now is deleted instead. It
-  -- returns the value written, or '' when it deleted.
+  -- any more (ratecounter.Counter.Expires: SECONDS after the newest second
+  -- counted into, relative to the now passed in), or deletes it when that
+  -- has come. A counter whose hits a refund took back is kept as it is
+  -- until then, as the counter functions keep it. It returns the value
+  -- written, or '' when it deleted.
   local function rwrite(key, c)
-    local t = rnewest(c)
-    if not t or t + SECONDS <= now_hi then
+    if c.last + SECONDS <= now_hi then
       drop(key)
       return ''
     end
@@ -685,18 +694,13 @@ ext_make = function()
       w[j + 2] = string.format('%d', c[j] or 0)
     end
     local v = table.concat(w, ',')
-    local ms = string.format('%d', (t + SECONDS) * 1000 - nowms() + margin)
+    local ms = string.format('%d', (c.last + SECONDS) * 1000 - nowms() + margin)
     if GROUPED then
       put(key, ms, v)
     else
       redis.call('PSETEX', key, ms, v)
     end
     return v
-  end
-
-  -- israte reports whether v has a rate counter's form.
-  local function israte(v)
-    return string.find(v, '^%-?%d+,[%d,]+$') ~= nil
   end
 
   -- bread reads a box entry: its value ('' when none) and its expiry as
@@ -975,16 +979,16 @@ ext_make = function()
   end
 
   -- stale reports whether a v2 hash's value v is a window counter or a
-  -- rate counter that counts nothing at now, for the sweep.
+  -- rate counter that counts nothing at now (a rate counter from SECONDS
+  -- after its last second, as rwrite lets it expire), for the sweep.
   local function stale(v)
     local p, i, c, q = counter(v)
     if p ~= nil then
       return ends(p, i, c, q) <= nowms()
     end
     if israte(v) then
-      local ok, c = pcall(rparse, 'a field', v)
-      local t = ok and rnewest(c)
-      return ok and (not t or t + SECONDS <= now_hi)
+      local ok, r = pcall(rparse, 'a field', v)
+      return ok and r.last + SECONDS <= now_hi
     end
     return false
   end
@@ -1078,7 +1082,7 @@ ext_make = function()
     counter = counter, spend = wspend, store = wstore, refund = wrefund,
     busy = busy, stale = stale, sync = sync, span = span,
     boxed = boxed, settle = settle, bread = bread, rrefund = rrefund,
-    call = call, rsync = rsync,
+    call = call, rsync = rsync, israte = israte,
   }
   return ext
 end

@@ -131,11 +131,13 @@ func (r *scriptReply) setState(i int, s string) error {
 }
 
 // setBucket stores the state the script read for bucket i, its box
-// aside.
+// aside. Each algorithm reads the values of the others as empty, as the
+// script does: a rate op a TAT or a window counter, a GCRA or window op a
+// rate counter.
 func (r *scriptReply) setBucket(i int, s string) error {
 	if r.ops[i].Algorithm == bucket.RateCounter {
 		r.states[i] = bucket.State{TAT: gcra.Missing}
-		if s == "" {
+		if !isRate(s) {
 			return nil
 		}
 		c, err := parseRate(s)
@@ -143,6 +145,9 @@ func (r *scriptReply) setBucket(i int, s string) error {
 		return err
 	}
 	if r.ops[i].Algorithm.Windowed() {
+		if isRate(s) {
+			s = ""
+		}
 		c, err := parseCounter(s)
 		r.states[i] = bucket.State{TAT: gcra.Missing, Window: c}
 		return err
@@ -153,8 +158,8 @@ func (r *scriptReply) setBucket(i int, s string) error {
 	}
 	tat, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		if _, werr := parseCounter(s); werr == nil {
-			return nil // a window counter
+		if _, werr := parseCounter(s); werr == nil || isRate(s) {
+			return nil // a window or rate counter
 		}
 		return fmt.Errorf("%w: TAT %q", ErrBadReply, s)
 	}

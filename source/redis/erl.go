@@ -22,8 +22,16 @@ import (
 // script call also on a cluster. Only a call whose limits canonicalise the
 // entry differently (an IP counter beside a box of plain strings, say) can
 // span slots there: it is then applied in steps (callAcrossSlots).
+//
+// A call without a box entry (Box "") reads and writes none, whatever its
+// Action.
 func (s *Source) Call(ctx context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error {
 	*res = bucket.CallResult{}
+	if call.Box == "" && call.Action != bucket.BoxNone {
+		c := *call
+		c.Action = bucket.BoxNone
+		call = &c
+	}
 	keys, err := s.callKeys(call)
 	if err != nil {
 		return notApplied(err)
@@ -62,7 +70,7 @@ func (s *Source) callOnce(ctx context.Context, now int64, call *bucket.Call, key
 // when it has a box action, of its box entry.
 func (s *Source) callKeys(call *bucket.Call) ([]string, error) {
 	n := len(call.Counters)
-	if n > bucket.MaxCallCounters || call.Action > bucket.BoxExtend || (call.Action != bucket.BoxNone && call.Box == "") {
+	if n > bucket.MaxCallCounters || call.Action > bucket.BoxExtend {
 		return nil, fmt.Errorf("%w: a call of %d counters, box action %d, box %q", ErrInvalidOp, n, call.Action, call.Box)
 	}
 	keys := make([]string, 0, n+1)

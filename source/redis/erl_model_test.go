@@ -203,13 +203,12 @@ func randomCall(rng *rand.Rand, at int64) bucket.Call {
 	return bucket.Call{Counters: []bucket.CounterCheck{counter([]string{"130", "131", "132"}[rng.IntN(3)])}, Box: box, Action: bucket.BoxWhenAbove, Until: until}
 }
 
-// A call naming the same counter twice, a box action without a box, or a
-// delta out of range is refused before anything is sent.
+// A call naming the same counter twice or three counters, a delta, a
+// window or a box action out of range is refused before anything is sent.
 func TestCallRefusesInvalidCalls(t *testing.T) {
 	src := newSource(t, standalone(t))
 	bad := []bucket.Call{
 		{Counters: []bucket.CounterCheck{{Key: "130:a"}, {Key: "130:a"}}},
-		{Action: bucket.BoxRead},
 		{Counters: []bucket.CounterCheck{{Key: "130:a", Delta: -1}}},
 		{Counters: []bucket.CounterCheck{{Key: "130:a", Limit: ratecounter.Limit{Window: 7, Rate: 1}}}},
 		{Counters: []bucket.CounterCheck{{Key: "130:a"}, {Key: "131:a"}, {Key: "132:a"}}},

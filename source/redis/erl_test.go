@@ -266,8 +266,9 @@ func TestRateCounterAndBoxStorage(t *testing.T) {
 			if v, _ := rawGet(t, c, key, field); v != fmt.Sprintf("%d,0,0,0,5", s) {
 				t.Fatalf("counter after a refund %q", v)
 			}
-			// A hit 70 s later moves the counter on, its old seconds gone;
-			// a counter left with no hit is deleted.
+			// A hit 70 s later moves the counter on, its old seconds gone; a
+			// counter whose hits were refunded keeps its last second (as
+			// ratecounter.Counter does) until it expires.
 			later := now + secs(70)
 			spend(t, src, later, rateOp("130:alice", 10, 100, 1, until))
 			if v, _ := rawGet(t, c, key, field); v != fmt.Sprintf("%d,1", s+70) {
@@ -276,8 +277,14 @@ func TestRateCounterAndBoxStorage(t *testing.T) {
 			if o := refund(t, src, later, rateOp("130:alice", 10, 100, 1, until))[0]; !o.Allowed {
 				t.Fatalf("refund of the only hit: %+v", o)
 			}
-			if v, ok := rawGet(t, c, key, field); ok {
-				t.Fatalf("a counter with no hit kept: %q", v)
+			if v, _ := rawGet(t, c, key, field); v != fmt.Sprintf("%d,0", s+70) {
+				t.Fatalf("a counter with no hit left: %q", v)
+			}
+			if n, err := src.Reset(ctx, later, []bucket.Op{rateOp("130:alice", 10, 100, 0, until)}); err != nil || n != 1 {
+				t.Fatalf("Reset of an id in its box: %d, %v; want 1", n, err)
+			}
+			if n, err := src.Reset(ctx, later, []bucket.Op{rateOp("130:alice", 10, 100, 0, until)}); err != nil || n != 0 {
+				t.Fatalf("Reset of nothing: %d, %v; want 0", n, err)
 			}
 			// Reset deletes the counter and the box entry.
 			spend(t, src, later, rateOp("130:alice", 10, 100, 1, until))

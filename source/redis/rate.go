@@ -22,7 +22,12 @@ import (
 // integer, so the three never read as one another. bucket.lua reads and
 // writes the same form (rparse, rformat).
 
-// formatRate returns c as stored, or "" when it holds no hit.
+// isRate reports whether a stored value is a rate counter: the only
+// values with a comma.
+func isRate(s string) bool { return strings.IndexByte(s, ',') >= 0 }
+
+// formatRate returns c as stored, or "" when it holds no hit (how a push
+// that only reads says so).
 func formatRate(c *ratecounter.Counter) string {
 	top := -1
 	for j := range ratecounter.Seconds {
