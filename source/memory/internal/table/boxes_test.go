@@ -131,7 +131,7 @@ func TestBoxesShrink(t *testing.T) {
 // every length, and arena compaction: every key is found at the position
 // the map says, after adds and removes in any order.
 func TestKeySetAgainstMap(t *testing.T) {
-	keys, hashes := testKeys(200)
+	keys, hashes := testKeys(100)
 	for i := range keys {
 		keys[i] += string(rune('a' + i%26)) // a few more long keys
 	}
@@ -140,7 +140,7 @@ func TestKeySetAgainstMap(t *testing.T) {
 	pos := map[string]int{}
 	byPos := []string{}
 	compactions := 0
-	for step := range 50_000 {
+	for step := range 10_000 {
 		dead := k.deadBytes
 		i := rng.IntN(len(keys))
 		key := keys[i]
