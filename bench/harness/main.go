@@ -10,6 +10,7 @@
 //	go run ./bench/harness                 # memory and, if redis-server exists, redis
 //	go run ./bench/harness -rounds 5 -duration 20s
 //	go run ./bench/harness -sources memory,redis,redisrate   # with the redis_rate peer
+//	go run ./bench/harness -sources memory,redis,erl -baseline ebd7b57   # check_rate, and GCRA against an older build
 package main
 
 import (
@@ -41,6 +42,7 @@ type options struct {
 	sources     string
 	env         string
 	url         string
+	baseline    string
 }
 
 func main() {
@@ -54,6 +56,7 @@ func main() {
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
 	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), redisrate (go-redis/redis_rate behind net/http); redis ones are skipped without redis-server")
 	flag.StringVar(&o.env, "env", "", "extra environment for the limiter processes, comma-separated (e.g. GOGC=400)")
+	flag.StringVar(&o.baseline, "baseline", "", "a git revision whose limiter also runs the GCRA rows (memory, and redis when measured), built from a copy of that revision: to tell whether a change slowed them")
 	flag.StringVar(&o.url, "url", "", "measure only this running server (e.g. http://127.0.0.1:8080), building and starting nothing")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -69,8 +72,26 @@ type server struct {
 	env  []string
 	proc *exec.Cmd
 	url  string
-	// limit is the limit every request spends (defaultLimit when empty).
-	limit string
+	// limit is the limit every request spends (defaultLimit when empty),
+	// or, with checkRate, the rate counter and box every check_rate names.
+	limit     string
+	checkRate bool
+}
+
+// script is the wrk script of s's requests.
+func (s *server) script(root string) string {
+	if s.checkRate {
+		return filepath.Join(root, "bench", "check_rate.lua")
+	}
+	return filepath.Join(root, "bench", "spend.lua")
+}
+
+// call is the open loop's request of s.
+func (s *server) call() call {
+	if s.checkRate {
+		return checkRateCall(s.limitName())
+	}
+	return spendCall(s.limitName())
 }
 
 // defaultLimit is the bundled GCRA limit the GCRA rows spend.
@@ -92,7 +113,7 @@ type result struct {
 
 func run(o options) error {
 	if o.url != "" && o.duration == 0 {
-		r, err := openLoop(o.url, defaultLimit, o.rate, o.openFor)
+		r, err := openLoop(o.url, spendCall(defaultLimit), o.rate, o.openFor)
 		if err != nil {
 			return err
 		}
@@ -182,6 +203,14 @@ func run(o options) error {
 			servers = append(servers,
 				&server{name: "limiter, redis, sliding window, sync_rate 0", cmd: redisSource, env: limiterEnv, limit: benchSliding},
 				&server{name: "limiter, redis, sliding window, sync_rate 1", cmd: redisSource, env: limiterEnv, limit: benchSlidingSynced})
+		case "erl":
+			servers = append(servers, &server{name: "limiter, memory, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, limit: benchRateCounter, checkRate: true})
+			addr, err := redis()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "harness: skipping the Redis check_rate row:", err)
+				continue
+			}
+			servers = append(servers, &server{name: "limiter, redis, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, limit: benchRateCounter, checkRate: true})
 		case "redisrate":
 			addr, err := redis()
 			if err != nil {
@@ -198,8 +227,15 @@ func run(o options) error {
 			}
 			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}})
 		default:
-			return fmt.Errorf("unknown source %q in -sources (memory, redis, windows, redisrate)", src)
+			return fmt.Errorf("unknown source %q in -sources (memory, redis, windows, erl, redisrate)", src)
 		}
+	}
+	if o.baseline != "" {
+		rows, err := baselineServers(root, dir, o.baseline, servers)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, rows...)
 	}
 	for _, s := range servers {
 		if err := s.start(); err != nil {
@@ -207,12 +243,11 @@ func run(o options) error {
 		}
 		defer s.stop()
 	}
-	script := filepath.Join(root, "bench", "spend.lua")
 	results := make([][]result, len(servers))
 	for round := range o.rounds {
 		for i, s := range servers {
 			fmt.Fprintf(os.Stderr, "round %d/%d: %s\n", round+1, o.rounds, s.name)
-			r, err := measure(s, script, o)
+			r, err := measure(s, s.script(root), o)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
@@ -221,6 +256,7 @@ func run(o options) error {
 	}
 	printTable(os.Stdout, servers, results, o)
 	printWindowTargets(os.Stdout, servers, results)
+	printERLTargets(os.Stdout, servers, results, o.baseline)
 	return nil
 }
 
@@ -246,7 +282,16 @@ BenchSlidingWindowSynced:
   count: 100
   period: 1m
   sync_rate: 1
+
+BenchRequestsPerIP:
+  enum: 2000000003
+  id: ip
+  algorithm: rate-counter
+  window: 10s
+  rate: 100
+  penalty: 1m
 `
+	benchRateCounter = "BenchRequestsPerIP"
 )
 
 // benchDefaults writes the bundled defaults file with the harness's window
@@ -343,7 +388,7 @@ func measure(s *server, script string, o options) (result, error) {
 	var r result
 	if o.duration == 0 { // open loop only
 		var err error
-		r.open, err = openLoop(s.url, s.limitName(), o.rate, o.openFor)
+		r.open, err = openLoop(s.url, s.call(), o.rate, o.openFor)
 		return r, err
 	}
 	if _, err := wrk(s, script, o.warmup, o); err != nil {
@@ -367,7 +412,7 @@ func measure(s *server, script string, o options) (result, error) {
 	}
 	r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
 	r.cpuPerReq = (after - before) / float64(requests) * 1e6
-	r.open, err = openLoop(s.url, s.limitName(), o.rate, o.openFor)
+	r.open, err = openLoop(s.url, s.call(), o.rate, o.openFor)
 	return r, err
 }
 

@@ -55,15 +55,35 @@ type sample struct{ fromDue, fromSend, late time.Duration }
 //     HTTP/1.1 parser: no net/http client, no allocation per request to
 //     speak of, so the sender's garbage collector stays out of the tail.
 //
+// call is the request the open loop sends as its i-th of 10,000 distinct
+// ones: a path and a JSON body.
+type call func(i int) (path, body string)
+
+// spendCall spends 1 of limit for one of 10,000 ids.
+func spendCall(limit string) call {
+	return func(i int) (string, string) {
+		return "/v1/spend", fmt.Sprintf(`{"limit":%q,"id":"key-%d","cost":1}`, limit, i+1)
+	}
+}
+
+// checkRateCall is bench/check_rate.lua's request: one hit of one of
+// 10,000 addresses on counter, 100 per second over 10 s.
+func checkRateCall(counter string) call {
+	return func(i int) (string, string) {
+		return "/v1/erl/check_rate", fmt.Sprintf(`{"entry":"198.18.%d.%d","ratecounter":%q,"delta":1,"window":10,"limit":100,"penaltybox":%q,"ttl":"1m"}`,
+			i/256, i%256, counter, counter)
+	}
+}
+
 // The time from actual sending and the sender's own lateness are reported
 // beside, so that what belongs to the sender can be told from what belongs
 // to the server.
-func openLoop(url, limit string, rate int, d time.Duration) (openLoopResult, error) {
+func openLoop(url string, call call, rate int, d time.Duration) (openLoopResult, error) {
 	addr := strings.TrimPrefix(url, "http://")
 	requests := make([][]byte, 10000)
 	for i := range requests {
-		body := fmt.Sprintf(`{"limit":%q,"id":"key-%d","cost":1}`, limit, i+1)
-		requests[i] = fmt.Appendf(nil, "POST /v1/spend HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body)
+		path, body := call(i)
+		requests[i] = fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, addr, len(body), body)
 	}
 	free := make(chan *openConn, openLoopConns)
 	var mu sync.Mutex

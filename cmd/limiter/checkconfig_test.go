@@ -34,8 +34,8 @@ func TestCheckConfigDefaultsSyntaxError(t *testing.T) {
 	}
 }
 
-// check-config reports the rules of window limits at their lines, and
-// exits 1; the same files fixed pass.
+// check-config reports the rules of window and rate-counter limits at
+// their lines, and exits 1; the same files fixed pass.
 func TestCheckConfigWindows(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -46,7 +46,7 @@ func TestCheckConfigWindows(t *testing.T) {
 		return path
 	}
 	defaults := write("defaults.yaml", "API:\n  enum: 120\n  id: string\n  algorithm: sliding-window\n  burst: 5\n  count: 5\n  period: 1500ms\n  sync_rate: 0.0001\n"+
-		"Meter:\n  enum: 121\n  id: ip\n  algorithm: rate-counter\n  count: 5\n  period: 1m\n")
+		"Meter:\n  enum: 121\n  id: ip\n  algorithm: rate-counter\n  window: 30s\n  rate: 100\n  penalty: 10m\n")
 	overrides := write("overrides.yaml", "- API:\n    algorithm: fixed-window\n    count: 9\n    period: 1m\n    ids: [{id: alice}]\n")
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"check-config", "--defaults", defaults, "--overrides", overrides}, &stdout, &stderr)
@@ -54,7 +54,7 @@ func TestCheckConfigWindows(t *testing.T) {
 		defaults + ":5: API: burst is not a field of a sliding-window limit",
 		defaults + ":7: API: a window's period must be a whole number of seconds, got 1.5s",
 		defaults + ":8: API: sync_rate 0.0001 is between 0 and 0.001",
-		defaults + `:12: Meter: algorithm "rate-counter" is not supported`,
+		defaults + ":13: Meter: window must be 1s, 10s or 60s, got 30s",
 		overrides + ":2: API: an override cannot set algorithm",
 		"5 problem(s) found",
 	}
@@ -68,7 +68,8 @@ func TestCheckConfigWindows(t *testing.T) {
 		}
 	}
 
-	write("defaults.yaml", "API:\n  enum: 120\n  id: string\n  algorithm: sliding-window\n  count: 5\n  period: 1m\n  sync_rate: -1\n")
+	write("defaults.yaml", "API:\n  enum: 120\n  id: string\n  algorithm: sliding-window\n  count: 5\n  period: 1m\n  sync_rate: -1\n"+
+		"Meter:\n  enum: 121\n  id: ip\n  algorithm: rate-counter\n  window: 10s\n  rate: 100\n  penalty: 10m\n")
 	write("overrides.yaml", "- API:\n    count: 9\n    period: 1m\n    ids: [{id: alice}]\n")
 	stdout.Reset()
 	if code := run([]string{"check-config", "--defaults", defaults, "--overrides", overrides}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "ok: ") {

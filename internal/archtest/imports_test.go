@@ -127,8 +127,10 @@ var mathish = []string{"math", "math/bits"}
 
 var allowRules = []allowRule{
 	{
-		layer: "the pure algorithms (ratelimits/gcra, ratelimits/window)",
-		from:  func(rel string) bool { return rel == "ratelimits/gcra" || rel == "ratelimits/window" },
+		layer: "the pure algorithms (ratelimits/gcra, ratelimits/window, ratelimits/ratecounter)",
+		from: func(rel string) bool {
+			return rel == "ratelimits/gcra" || rel == "ratelimits/window" || rel == "ratelimits/ratecounter"
+		},
 		allow: func(g *graph, path string) bool { return g.rel(path) == "" && slices.Contains(mathish, path) },
 		why:   "an algorithm is integer arithmetic on its arguments: nothing from the module, and of the standard library only " + strings.Join(mathish, " and "),
 	},
@@ -137,7 +139,7 @@ var allowRules = []allowRule{
 		from:  func(rel string) bool { return rel == "ratelimits/bucket" },
 		allow: func(g *graph, path string) bool {
 			r := g.rel(path)
-			return r == "" || r == "ratelimits/gcra" || r == "ratelimits/window"
+			return r == "" || r == "ratelimits/gcra" || r == "ratelimits/window" || r == "ratelimits/ratecounter"
 		},
 		why: "the batch rules hand each op to its algorithm; from the module they use the algorithms alone",
 	},

@@ -66,20 +66,12 @@ func (s *ModelSource) RefundOnce(context.Context, int64, once.Record, []bucket.O
 	return false, errors.Join(ErrNoRecords, once.ErrNotApplied)
 }
 
-// Reset deletes the ops' states and counts those that still counted.
+// Reset deletes the ops' states (and box entries) and counts those that
+// still counted.
 func (s *ModelSource) Reset(_ context.Context, now int64, ops []bucket.Op) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for i := range ops {
-		if st, ok := s.model[ops[i].Key]; ok {
-			if bucket.Busy(now, &ops[i], st) {
-				n++
-			}
-			delete(s.model, ops[i].Key)
-		}
-	}
-	return n, nil
+	return s.model.Reset(now, ops), nil
 }
 
 // Ping always answers.

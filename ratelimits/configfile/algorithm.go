@@ -10,7 +10,7 @@ import (
 )
 
 // algorithms lists what the algorithm field accepts, for messages.
-const algorithms = "gcra, sliding-window or fixed-window"
+const algorithms = "gcra, sliding-window, fixed-window or rate-counter"
 
 // origin is where a name's algorithm was set: the defaults entry's
 // algorithm field (or its key, when the entry has none and is GCRA), or
@@ -44,20 +44,75 @@ func (s scope) algorithm(key *yaml.Node, fs map[string]field) (alg ratelimits.Al
 
 // readLimit reads a limit of algorithm alg and validates it: burst, count
 // and period with ratelimits.NewLimit for GCRA, count and period with
-// ratelimits.NewWindowLimit for a window. key is the limit's name node,
-// where missing fields and rules that tie fields together are reported.
+// ratelimits.NewWindowLimit for a window, window, rate and penalty with
+// ratelimits.NewRateCounterLimit for a rate counter; a GCRA or window limit
+// may add a penalty (Limit.WithPenalty). The fields of other algorithms are
+// refused. key is the limit's name node, where missing fields and rules
+// that tie fields together are reported.
 func (s scope) readLimit(key *yaml.Node, fs map[string]field, alg ratelimits.Algorithm) (ratelimits.Limit, bool) {
-	if !alg.Windowed() {
-		return s.readGCRALimit(key, fs)
+	okFields := s.refuseForeignFields(fs, alg)
+	var lim ratelimits.Limit
+	var ok bool
+	switch {
+	case alg == ratelimits.RateCounter:
+		return s.readRateCounterLimit(key, fs, okFields)
+	case alg.Windowed():
+		lim, ok = s.readWindowLimit(key, fs, alg)
+	default:
+		lim, ok = s.readGCRALimit(key, fs)
 	}
+	lim, okPenalty := s.withPenalty(key, fs, lim, ok)
+	return lim, ok && okPenalty && okFields
+}
+
+// fieldAlgorithms says which algorithms each limit field belongs to.
+var fieldAlgorithms = []struct {
+	name    string
+	belongs func(ratelimits.Algorithm) bool
+}{
+	{"burst", func(a ratelimits.Algorithm) bool { return a == ratelimits.GCRA }},
+	{"count", notRateCounter},
+	{"period", notRateCounter},
+	{"window", isRateCounter},
+	{"rate", isRateCounter},
+}
+
+func isRateCounter(a ratelimits.Algorithm) bool  { return a == ratelimits.RateCounter }
+func notRateCounter(a ratelimits.Algorithm) bool { return a != ratelimits.RateCounter }
+
+// limitShape says what a limit of algorithm a is made of.
+func limitShape(a ratelimits.Algorithm) string {
+	switch {
+	case a == ratelimits.RateCounter:
+		return "a rate-counter limit allows rate hits per second over its window"
+	case a.Windowed():
+		return "a window allows count hits per period"
+	}
+	return "a gcra limit has burst, count and period"
+}
+
+// refuseForeignFields reports each field given that belongs to other
+// algorithms than alg: a burst on a window, a count on a rate counter, a
+// rate on a GCRA limit.
+func (s scope) refuseForeignFields(fs map[string]field, alg ratelimits.Algorithm) bool {
 	ok := true
-	if f, has := fs["burst"]; has {
-		s.add(f.key.Line, "burst is not a field of a %s limit: a window allows count hits per period (remove burst)", alg)
+	for _, fa := range fieldAlgorithms {
+		f, has := fs[fa.name]
+		if !has || fa.belongs(alg) {
+			continue
+		}
+		s.add(f.key.Line, "%s is not a field of a %s limit: %s (remove %s)", fa.name, alg, limitShape(alg), fa.name)
 		ok = false
 	}
+	return ok
+}
+
+// readWindowLimit reads a window limit's count and period and validates
+// them with ratelimits.NewWindowLimit.
+func (s scope) readWindowLimit(key *yaml.Node, fs map[string]field, alg ratelimits.Algorithm) (ratelimits.Limit, bool) {
 	count, okCount := s.positiveInt(key, fs, "count")
 	period, okPeriod := s.windowPeriod(key, fs)
-	if !ok || !okCount || !okPeriod {
+	if !okCount || !okPeriod {
 		return ratelimits.Limit{}, false
 	}
 	lim, err := ratelimits.NewWindowLimit(alg, count, period)
@@ -69,15 +124,31 @@ func (s scope) readLimit(key *yaml.Node, fs map[string]field, alg ratelimits.Alg
 }
 
 // checkFields checks what a limit's fields must be whatever its algorithm,
-// for an override of a name whose algorithm is not known (its defaults
-// entry has problems): burst, when given, an integer > 0; count an integer
-// > 0; period a duration > 0.
-func (s scope) checkFields(key *yaml.Node, fs map[string]field) {
-	if _, has := fs["burst"]; has {
-		s.positiveInt(key, fs, "burst")
+// for a limit whose algorithm is not known (its defaults entry's algorithm
+// has problems): each field given is checked on its own (burst and count
+// integers > 0, period a duration > 0, window, rate and penalty within the
+// widest range any algorithm allows). Which fields are missing depends on
+// the algorithm, so it is not reported.
+func (s scope) checkFields(fs map[string]field) {
+	for _, name := range []string{"burst", "count"} {
+		if f, has := fs[name]; has {
+			s.positiveValue(f.val, name)
+		}
 	}
-	s.positiveInt(key, fs, "count")
-	s.period(key, fs)
+	if f, has := fs["period"]; has {
+		s.periodValue(f.val)
+	}
+	if f, has := fs["window"]; has {
+		s.rateWindowValue(f.val)
+	}
+	if f, has := fs["rate"]; has {
+		s.rateValue(f.val)
+	}
+	if f, has := fs["penalty"]; has {
+		if d, ok := s.durationValue(f.val, "penalty"); ok && (d < ratelimits.MinPenalty || d > ratelimits.MaxPenalty) {
+			s.add(f.val.Line, "penalty must be from 1s to 24h (1m to 1h on a rate-counter limit), got %s", d)
+		}
+	}
 }
 
 // windowPeriod reads a window limit's period: a duration of whole seconds
@@ -106,15 +177,16 @@ const maxSyncRateSeconds = math.MaxInt64 / int64(time.Second)
 // syncRate reads a defaults entry's sync_rate, a number of seconds: below
 // 0 the limit counts in each process alone, 0 (the default) on the source,
 // 0.001 or more in each process, synced with the source that often. It
-// belongs to window limits only.
+// belongs to window and rate-counter limits only: a GCRA decision is made
+// on the source.
 func (s scope) syncRate(fs map[string]field, alg ratelimits.Algorithm) (time.Duration, bool) {
 	f, has := fs["sync_rate"]
 	if !has {
 		return 0, true
 	}
 	n := f.val
-	if !alg.Windowed() {
-		s.add(f.key.Line, "sync_rate applies to window limits (sliding-window, fixed-window), not to %s: remove it, or give the limit a window algorithm", alg)
+	if !alg.Windowed() && alg != ratelimits.RateCounter {
+		s.add(f.key.Line, "sync_rate applies to window and rate-counter limits (sliding-window, fixed-window, rate-counter), not to %s: remove it, or give the limit one of those algorithms", alg)
 		return 0, false
 	}
 	var v float64

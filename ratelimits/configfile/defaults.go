@@ -8,7 +8,7 @@ import (
 
 // The fields of a limit in the defaults file. enum and id declare a name
 // that is not built in.
-var defaultFields = []string{"burst", "count", "period", "enum", "id", "algorithm", "sync_rate"}
+var defaultFields = []string{"burst", "count", "period", "window", "rate", "penalty", "enum", "id", "algorithm", "sync_rate", "capacity"}
 
 // loadDefaults parses the defaults file: a mapping from limit name to limit.
 func (l *loader) loadDefaults(file string, data []byte) {
@@ -48,7 +48,7 @@ func (l *loader) loadDefault(file string, key, val *yaml.Node, seen map[string]i
 	}
 	seen[name] = key.Line
 	if val.Kind != yaml.MappingNode {
-		s.add(val.Line, "a limit must be a mapping with burst, count and period (or algorithm, count and period for a window), got %s", describe(val))
+		s.add(val.Line, "a limit must be a mapping with burst, count and period (or algorithm, count and period for a window; algorithm, window, rate and penalty for a rate counter), got %s", describe(val))
 		l.markBroken(name)
 		l.unknownAlg[name] = true
 		return
@@ -59,14 +59,18 @@ func (l *loader) loadDefault(file string, key, val *yaml.Node, seen map[string]i
 	if !okAlg {
 		// Which fields the limit must have depends on its algorithm.
 		l.unknownAlg[name] = true
-		s.checkFields(key, fs)
+		s.checkFields(fs)
+		if f, has := fs["capacity"]; has {
+			s.capacityValue(f.val)
+		}
 		return
 	}
 	l.algs[name] = origin{alg: alg, file: file, line: algLine}
 	lim, okLimit := s.readLimit(key, fs, alg)
 	syncRate, okSync := s.syncRate(fs, alg)
-	if okName && okLimit && okSync {
-		lim.SyncRate = syncRate
+	capacity, okCapacity := s.capacity(fs, alg)
+	if okName && okLimit && okSync && okCapacity {
+		lim.SyncRate, lim.Capacity = syncRate, capacity
 		l.defaults[info.Limit] = lim
 	}
 }

@@ -12,7 +12,8 @@ import (
 
 // FuzzParseConfig feeds arbitrary files to the loader: it never panics, a
 // failure is always an *Error with at least one problem, and a
-// configuration it accepts only holds limits their algorithm can use.
+// configuration it accepts only holds limits their algorithm can use, with
+// penalties and capacities in range.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("NewOrdersPerAccount:\n  burst: 5\n  count: 5\n  period: 1h\n"), []byte("[]"))
 	f.Add([]byte("L:\n  enum: 101\n  id: ip\n  burst: 2\n  count: 3\n  period: 1s\n"),
@@ -25,6 +26,10 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("CertificatesPerDomain:\n  algorithm: fixed-window\n  count: 284836\n  period: 8784h\n  sync_rate: -1e-12\n"),
 		[]byte("- CertificatesPerDomain:\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: example.com}]\n"))
 	f.Add([]byte("R:\n  enum: 306\n  id: ip\n  algorithm: rate-counter\n  window: 10s\n  rate: 10\n"), []byte(""))
+	f.Add([]byte("R:\n  enum: 306\n  id: ip\n  algorithm: rate-counter\n  window: 10s\n  rate: 100\n  penalty: 15m\n  capacity: 1000\n  sync_rate: 1\n"),
+		[]byte("- R:\n    window: 60s\n    rate: 70000000\n    penalty: 1h\n    ids: [{id: 2001:DB8::7}]\n"))
+	f.Add([]byte("L:\n  enum: 304\n  id: string\n  burst: 3\n  count: 3\n  period: 1m\n  penalty: 15m\nW:\n  enum: 305\n  id: string\n  algorithm: fixed-window\n  count: 2\n  period: 1m\n  penalty: 90s\n  capacity: 5\n"),
+		[]byte("- L:\n    burst: 1\n    count: 1\n    period: 1s\n    penalty: 24h\n    ids: [{id: a}]\n- NewOrdersPerAccount:\n    burst: 1\n    count: 1\n    period: 1s\n    penalty: 1s\n    ids: [{id: 1}]\n"))
 	f.Fuzz(func(t *testing.T, defaults, overrides []byte) {
 		cfg, err := configfile.Parse("defaults.yaml", defaults, "overrides.yaml", overrides)
 		if err != nil {
@@ -45,17 +50,32 @@ func FuzzParseConfig(f *testing.F) {
 			if !usable(l) {
 				t.Fatalf("accepted an unusable default for %s: %+v", n.Limit, l)
 			}
+			if l.HasBox() && !cfg.HasBox(n.Name) || cfg.Capacity(n.Name) <= 0 {
+				t.Fatalf("%s: box %v, capacity %d for the default %+v", n.Limit, cfg.HasBox(n.Name), cfg.Capacity(n.Name), l)
+			}
 		}
 	})
 }
 
-// usable reports whether l is a limit its algorithm's arithmetic can use.
+// usable reports whether l is a limit its algorithm's arithmetic can use,
+// with a penalty and a capacity in range.
 func usable(l ratelimits.Limit) bool {
-	if !l.Algorithm.Windowed() {
+	syncRateOK := l.SyncRate <= 0 || l.SyncRate >= ratelimits.MinSyncRate
+	switch {
+	case l.Algorithm == ratelimits.RateCounter:
+		w := int64(l.Period / time.Second)
+		return (w == 1 || w == 10 || w == 60) && l.Period%time.Second == 0 &&
+			l.Rate >= ratelimits.MinRate && l.Rate <= ratelimits.MaxRate && l.Burst == l.Rate*w && l.Count == l.Burst &&
+			l.Penalty >= ratelimits.MinTTL && l.Penalty <= ratelimits.MaxTTL && l.Capacity >= 0 && syncRateOK
+	case l.Penalty != 0 && (l.Penalty < ratelimits.MinPenalty || l.Penalty > ratelimits.MaxPenalty):
+		return false
+	case l.Capacity < 0 || l.Capacity > 0 && l.Penalty == 0:
+		return false
+	case !l.Algorithm.Windowed():
 		return l.SyncRate == 0 && l.EmissionInterval() > 0 && l.BurstOffset() >= l.EmissionInterval()
 	}
 	ms := l.Period.Milliseconds()
 	return l.Count >= 1 && l.Burst == l.Count && l.Period%time.Second == 0 &&
 		l.Period >= ratelimits.MinWindowPeriod && l.Period <= ratelimits.MaxWindowPeriod &&
-		l.Count <= window.MaxProduct/ms && (l.SyncRate <= 0 || l.SyncRate >= ratelimits.MinSyncRate)
+		l.Count <= window.MaxProduct/ms && syncRateOK
 }

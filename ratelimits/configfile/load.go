@@ -5,10 +5,14 @@
 // at its FILE:LINE, so that an operator fixes it in one round.
 //
 // A defaults entry is a GCRA limit (burst, count, period) unless its
-// algorithm says sliding-window or fixed-window: a window limit has count
-// and period, and may have sync_rate. The algorithm and sync_rate belong to
-// the name, so overrides give only the numbers. LoadReload also refuses
-// files that would change the algorithm of a name in use.
+// algorithm says sliding-window or fixed-window (count and period) or
+// rate-counter (window, rate and penalty); the fields of another algorithm
+// are refused. A GCRA or window limit may add a penalty, which gives it a
+// penalty box; a window or rate-counter limit may have sync_rate, and a
+// limit with a box a capacity. The algorithm, sync_rate and capacity belong
+// to the name, so overrides give only the numbers (and a penalty).
+// LoadReload also refuses files that would change the algorithm of a name
+// in use.
 package configfile
 
 import (
@@ -368,12 +372,17 @@ func (s scope) positiveInt(key *yaml.Node, fs map[string]field, name string) (in
 		s.add(key.Line, "missing %s", name)
 		return 0, false
 	}
-	v, ok := s.int64Value(f.val, name)
+	return s.positiveValue(f.val, name)
+}
+
+// positiveValue reads the value of field name, an integer > 0.
+func (s scope) positiveValue(n *yaml.Node, name string) (int64, bool) {
+	v, ok := s.int64Value(n, name)
 	if !ok {
 		return 0, false
 	}
 	if v <= 0 {
-		s.add(f.val.Line, "%s must be greater than 0, got %d", name, v)
+		s.add(n.Line, "%s must be greater than 0, got %d", name, v)
 		return 0, false
 	}
 	return v, true
@@ -409,7 +418,11 @@ func (s scope) period(key *yaml.Node, fs map[string]field) (time.Duration, bool)
 		s.add(key.Line, "missing period")
 		return 0, false
 	}
-	n := f.val
+	return s.periodValue(f.val)
+}
+
+// periodValue reads a period's value: a Go duration string greater than 0.
+func (s scope) periodValue(n *yaml.Node) (time.Duration, bool) {
 	if !isString(n) {
 		s.add(n.Line, "period must be a duration such as 1s, 15m or 3h, got %s", describe(n))
 		return 0, false

@@ -294,6 +294,8 @@ func TestConfigBundledFiles(t *testing.T) {
 		{"APIRequestsPerKey", 102, ratelimits.KindString},
 		{"PasswordResetsPerIP", 103, ratelimits.KindIP},
 		{"APIRequestsPerConsumer", 104, ratelimits.KindString},
+		{"LoginAttemptsPerAccount", 105, ratelimits.KindAccount},
+		{"RequestsPerClientIP", 106, ratelimits.KindIP},
 	} {
 		info, ok := c.Lookup(d.name)
 		if !ok || info.Name != d.enum || info.Kind != d.kind || !info.Declared {
@@ -325,6 +327,17 @@ func TestConfigBundledFiles(t *testing.T) {
 	}
 	if l, ok := c.Limit(104, "consumer-reporting"); !ok || l != sliding(1000, true) {
 		t.Errorf("APIRequestsPerConsumer override = %+v, %v", l, ok)
+	}
+	lockout := set(withPenalty(t, mustLimit(t, 5, 5, 15*time.Minute, false), 15*time.Minute), false, 0, 0)
+	if l, ok := c.Limit(105, "42"); !ok || l != lockout || !c.HasBox(105) {
+		t.Errorf("LoginAttemptsPerAccount default = %+v, %v", l, ok)
+	}
+	perIP := set(mustRateCounter(t, 10*time.Second, 100, 15*time.Minute), false, 0, 200_000)
+	if l, ok := c.Limit(106, "192.0.2.1"); !ok || l != perIP || !c.HasBox(106) || c.Algorithm(106) != ratelimits.RateCounter {
+		t.Errorf("RequestsPerClientIP default = %+v, %v", l, ok)
+	}
+	if l, ok := c.Limit(106, "198.51.100.20"); !ok || l != set(mustRateCounter(t, 10*time.Second, 1000, time.Minute), true, 0, 200_000) {
+		t.Errorf("RequestsPerClientIP override = %+v, %v", l, ok)
 	}
 }
 
@@ -403,7 +416,7 @@ func TestConfigBadDefaults(t *testing.T) {
 		{"missing fields", "NewOrdersPerAccount:\n  burst: 20\n",
 			[]wantProblem{{dfile, 1, orders, "missing count"}, {dfile, 1, orders, "missing period"}}},
 		{"unknown field", "NewOrdersPerAccount:\n  burst: 20\n  burts: 20\n  count: 20\n  period: 1s\n",
-			[]wantProblem{{dfile, 3, orders, `unknown field "burts" (allowed: burst, count, period, enum, id, algorithm, sync_rate)`}}},
+			[]wantProblem{{dfile, 3, orders, `unknown field "burts" (allowed: burst, count, period, window, rate, penalty, enum, id, algorithm, sync_rate, capacity)`}}},
 		{"duplicate field", "NewOrdersPerAccount:\n  burst: 20\n  count: 20\n  burst: 30\n  period: 1s\n",
 			[]wantProblem{{dfile, 4, orders, `duplicate field "burst" (first at line 2)`}}},
 		{"duplicate name", testDefaults + "NewOrdersPerAccount:\n  burst: 1\n  count: 1\n  period: 1s\n",
@@ -437,7 +450,7 @@ func TestConfigBadDefaults(t *testing.T) {
 		{"built-in id kind changed", "NewOrdersPerAccount:\n  id: string\n  burst: 20\n  count: 20\n  period: 1s\n",
 			[]wantProblem{{dfile, 2, orders, "a built-in limit's id kind cannot be changed: it is account"}}},
 		{"limit not a mapping", "NewOrdersPerAccount: 20\n",
-			[]wantProblem{{dfile, 1, orders, "a limit must be a mapping with burst, count and period (or algorithm, count and period for a window), got the integer 20"}}},
+			[]wantProblem{{dfile, 1, orders, "a limit must be a mapping with burst, count and period (or algorithm, count and period for a window; algorithm, window, rate and penalty for a rate counter), got the integer 20"}}},
 		{"alias", "NewOrdersPerAccount:\n  burst: &b 20\n  count: *b\n  period: 1s\n",
 			[]wantProblem{{dfile, 3, orders, "count must be an integer, got an alias (YAML aliases are not supported)"}}},
 		{"empty file", "", []wantProblem{{dfile, 0, "", "the defaults file is empty"}}},
@@ -485,7 +498,7 @@ func TestConfigBadOverrides(t *testing.T) {
 		{"unknown name", "- NewOrdersPerAcount:\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: 1}]\n",
 			[]wantProblem{{ofile, 1, "NewOrdersPerAcount", "unknown limit name"}}},
 		{"unknown field", "- NewOrdersPerAccount:\n    burst: 1\n    count: 1\n    period: 1s\n    brust: 3\n    ids: [{id: 1}]\n",
-			[]wantProblem{{ofile, 5, "NewOrdersPerAccount", `unknown field "brust" (allowed: burst, count, period, ids)`}}},
+			[]wantProblem{{ofile, 5, "NewOrdersPerAccount", `unknown field "brust" (allowed: burst, count, period, window, rate, penalty, ids)`}}},
 		{"enum of the name", "- NewOrdersPerAccount:\n    burst: 1\n    count: 1\n    period: 1s\n    enum: 3\n    ids: [{id: 1}]\n",
 			[]wantProblem{{ofile, 5, "NewOrdersPerAccount", "an override cannot set enum: it belongs to the limit name"}}},
 		{"algorithm of a gcra name", "- NewOrdersPerAccount:\n    algorithm: gcra\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: 1}]\n",

@@ -11,20 +11,21 @@ import (
 
 // The fields of an override, and of one of its ids.
 var (
-	overrideFields = []string{"burst", "count", "period", "ids"}
+	overrideFields = []string{"burst", "count", "period", "window", "rate", "penalty", "ids"}
 	idFields       = []string{"id", "comment"}
 	// nameFields are the fields of a limit name that an override, which
 	// gives one subscriber other numbers, cannot change.
 	nameFields = map[string]string{
 		"algorithm": "an override cannot set algorithm: it belongs to the limit name, so it is set in the defaults file",
 		"sync_rate": "an override cannot set sync_rate: it belongs to the limit name, so it is set in the defaults file",
+		"capacity":  "an override cannot set capacity: it belongs to the limit name (its counters and box are shared by all its ids), so it is set in the defaults file",
 		"enum":      "an override cannot set enum: it belongs to the limit name, so it is set in the defaults file",
 		"id":        "an override cannot set the id kind: it belongs to the limit name, so it is set in the defaults file; the subscribers go in ids",
 	}
 )
 
 // overrideShape reminds the operator of the overrides file's format.
-const overrideShape = `"- LimitName: {burst, count, period, ids: [{id, comment}]}" (no burst for a window limit)`
+const overrideShape = `"- LimitName: {burst, count, period, ids: [{id, comment}]}" (no burst for a window limit; window, rate and penalty instead for a rate counter)`
 
 // loadOverrides parses the overrides file: a list of single-key maps, each
 // from a limit name to an override. Nothing at all, null or [] means no
@@ -87,7 +88,7 @@ func (l *loader) override(file string, key, val *yaml.Node) {
 		s.add(key.Line, "%s", l.unknownName(name))
 	}
 	if val.Kind != yaml.MappingNode {
-		s.add(val.Line, "an override must be a mapping with burst, count, period and ids, got %s", describe(val))
+		s.add(val.Line, "an override must be a mapping with burst, count, period and ids (window, rate, penalty and ids for a rate counter), got %s", describe(val))
 		return
 	}
 	fs := s.fields(val, nameFields, overrideFields...)
@@ -99,7 +100,7 @@ func (l *loader) override(file string, key, val *yaml.Node) {
 	} else {
 		// The name's defaults entry is unknown or broken: only what every
 		// algorithm requires of the fields is checked.
-		s.checkFields(key, fs)
+		s.checkFields(fs)
 	}
 	if !known {
 		return

@@ -59,6 +59,7 @@ func Run(t *testing.T, newSource Factory) {
 	t.Run("NoOvershootBatch", func(t *testing.T) { testNoOvershoot(t, newSource, 3) })
 	runOnce(t, newSource)
 	runWindows(t, newSource)
+	RunERL(t, newSource)
 }
 
 func open(t *testing.T, newSource Factory) ratelimits.Source {
