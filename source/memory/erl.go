@@ -27,7 +27,7 @@ func (s *Source) Call(_ context.Context, now int64, call *bucket.Call, res *buck
 	}
 	// A call has a box entry when it acts on one; a Box given with
 	// BoxNone is read, as the bucket package's callers may expect.
-	hasBox := call.Action != bucket.BoxNone || call.Box != ""
+	hasBox := call.Box != ""
 	var boxH uint64
 	var boxGroup *group
 	if hasBox {
