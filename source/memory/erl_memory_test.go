@@ -47,19 +47,27 @@ func erlKey(i int) string {
 	return fmt.Sprintf("306:10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
 }
 
+// erlKeyV6 is the i-th of keys of IPv6 addresses, 23 or 24 bytes, held
+// in the arena.
+func erlKeyV6(i int) string {
+	return fmt.Sprintf("306:2001:db8:%x::%x", 0x1000+i>>16, 0x1000+i&0xffff)
+}
+
 // BenchmarkMemoryPerRateCounter measures the heap a rate counter entry
 // takes, keys included, at 200,000 entries of one limit: in a counter at
 // its capacity (240,000 ids offered, so it evicted), and in one of twice
-// that capacity. Each entry has hits in three seconds, as an id that keeps
-// sending would.
+// that capacity, and at capacity with keys of 23 or 24 bytes. Each entry
+// has hits in three seconds, as an id that keeps sending would.
 func BenchmarkMemoryPerRateCounter(b *testing.B) {
 	const entries = 200_000
 	for _, c := range []struct {
 		name             string
 		capacity, offers int
+		key              func(int) string
 	}{
-		{"full", entries, entries + entries/5},
-		{"half-full", 2 * entries, entries},
+		{"full", entries, entries + entries/5, erlKey},
+		{"half-full", 2 * entries, entries, erlKey},
+		{"full,ipv6-keys", entries, entries + entries/5, erlKeyV6},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
@@ -69,7 +77,7 @@ func BenchmarkMemoryPerRateCounter(b *testing.B) {
 							call(b, src, now+d*sec, increment(k, 1+d, c.capacity))
 						}
 					}
-				}, c.offers, func(st memory.ERLStats) int { return st.Counters }, min(c.capacity, c.offers))
+				}, c.offers, c.key, func(st memory.ERLStats) int { return st.Counters }, min(c.capacity, c.offers))
 				b.ReportMetric(perEntry, "bytes/counter")
 			}
 		})
@@ -83,9 +91,11 @@ func BenchmarkMemoryPerBoxEntry(b *testing.B) {
 	for _, c := range []struct {
 		name             string
 		capacity, offers int
+		key              func(int) string
 	}{
-		{"full", entries, entries + entries/5},
-		{"half-full", 2 * entries, entries},
+		{"full", entries, entries + entries/5, erlKey},
+		{"half-full", 2 * entries, entries, erlKey},
+		{"full,ipv6-keys", entries, entries + entries/5, erlKeyV6},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
@@ -93,7 +103,7 @@ func BenchmarkMemoryPerBoxEntry(b *testing.B) {
 					for i, k := range keys {
 						call(b, src, now, boxCall(k, bucket.BoxReplace, now+minute+int64(i)*sec, c.capacity))
 					}
-				}, c.offers, func(st memory.ERLStats) int { return st.Boxes }, min(c.capacity, c.offers))
+				}, c.offers, c.key, func(st memory.ERLStats) int { return st.Boxes }, min(c.capacity, c.offers))
 				b.ReportMetric(perEntry, "bytes/entry")
 			}
 		})
@@ -101,16 +111,16 @@ func BenchmarkMemoryPerBoxEntry(b *testing.B) {
 }
 
 // measure returns the heap bytes per entry that fill leaves in a new
-// source, given offers keys made before the first reading (so their bytes
-// count) and dropped before the second. held reads how many entries the
+// source, given offers keys (key(i)) made before the first reading (so
+// their bytes count) and dropped before the second. held reads how many entries the
 // source holds, which must be want.
-func measure(b *testing.B, fill func(*memory.Source, []string), offers int, held func(memory.ERLStats) int, want int) float64 {
+func measure(b *testing.B, fill func(*memory.Source, []string), offers int, key func(int) string, held func(memory.ERLStats) int, want int) float64 {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	keys := make([]string, offers)
 	for i := range keys {
-		keys[i] = erlKey(i)
+		keys[i] = key(i)
 	}
 	src := memory.New(0)
 	fill(src, keys)
