@@ -15,6 +15,7 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/window"
 	"github.com/limiter-dev/limiter/source/local"
 	"github.com/limiter-dev/limiter/source/memory"
+	"github.com/limiter-dev/limiter/source/sourcetest"
 )
 
 // countingSource counts the calls that reach a source, and the ops they
@@ -321,5 +322,143 @@ func TestConcurrentMixedBatches(t *testing.T) {
 		if got := m.remaining(t, limit, "b"); got != 0 {
 			t.Fatalf("%s remaining %d, want 0", limit, got)
 		}
+	}
+}
+
+// modelSource is a source that keeps rate counters and box entries:
+// sourcetest.Model behind a lock. It implements what these tests call.
+type modelSource struct {
+	ratelimits.Source
+	mu sync.Mutex
+	m  sourcetest.Model
+}
+
+func (s *modelSource) Spend(_ context.Context, now int64, ops []bucket.Op, out []bucket.Outcome) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	copy(out, s.m.Apply(now, ops, false))
+	return nil
+}
+
+func (s *modelSource) Call(_ context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m.Call(now, call, res)
+	return nil
+}
+
+// newRateMixedLimiter is a Limiter with a local layer in front of a
+// source that keeps rate counters: Orders a GCRA limit on the source (3
+// per hour), Local a sliding window of 3 per hour counted here only, Rate
+// a rate counter on the source and HereRate one counted here only (each
+// 10 hits a second over 10 seconds, a minute in the box).
+func newRateMixedLimiter(t *testing.T) (*ratelimits.Limiter, *countingSource, clock.FakeClock) {
+	t.Helper()
+	orders, err := ratelimits.NewLimit(3, 3, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	win, err := ratelimits.NewWindowLimit(ratelimits.SlidingWindow, 3, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	win.SyncRate = -time.Second
+	rate, err := ratelimits.NewRateCounterLimit(10*time.Second, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := rate
+	here.SyncRate = -time.Second
+	cfg, err := ratelimits.NewConfig([]ratelimits.NameInfo{
+		{Name: 200, Limit: "Orders", Kind: ratelimits.KindString},
+		{Name: 201, Limit: "Local", Kind: ratelimits.KindString},
+		{Name: 203, Limit: "Rate", Kind: ratelimits.KindString},
+		{Name: 204, Limit: "HereRate", Kind: ratelimits.KindString},
+	}, map[string]ratelimits.Limit{"Orders": orders, "Local": win, "Rate": rate, "HereRate": here}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake()
+	clk.Set(start)
+	layer, err := local.New(local.Options{Clock: clk, Timers: clock.NewFake()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = layer.Close(context.Background()) })
+	src := &countingSource{Source: &modelSource{m: sourcetest.Model{}}, calls: map[string]int{}}
+	l, err := ratelimits.NewLimiter(cfg, src, clk, ratelimits.WithLocal(layer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, src, clk
+}
+
+// hitsIn10s reads a rate counter's hits over the last 10 seconds.
+func hitsIn10s(t *testing.T, l *ratelimits.Limiter, counter string) int64 {
+	t.Helper()
+	r, err := l.RateCounter(context.Background(), counter, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Hits[1]
+}
+
+// A batch the local part denies still counts its rate-counter hits: the
+// local ones, and the source's, sent alone; nothing else reaches the
+// source.
+func TestMixedLocalDenialStillCountsRateHits(t *testing.T) {
+	l, src, _ := newRateMixedLimiter(t)
+	spendOK(t, l, txn("Local", 3))
+	bd := spendOK(t, l, txn("Orders", 1), txn("Rate", 5), txn("Local", 1), txn("HereRate", 7))
+	if bd.Allowed || bd.Deciding != 2 {
+		t.Fatalf("batch with a full local window: %+v", bd)
+	}
+	if d := bd.Decisions[0]; d.Allowed || d.Remaining != 0 {
+		t.Fatalf("the source's GCRA transaction, not sent: %+v", d)
+	}
+	if d := bd.Decisions[1]; !d.Allowed || d.Remaining != 95 {
+		t.Fatalf("the source's rate counter, sent alone: %+v", d)
+	}
+	if r, h := hitsIn10s(t, l, "Rate"), hitsIn10s(t, l, "HereRate"); r != 5 || h != 7 {
+		t.Fatalf("hits counted: Rate %d, HereRate %d; want 5 and 7", r, h)
+	}
+	if got := src.n("spend"); got != 1 {
+		t.Fatalf("%d spends reached the source, want 1 (the rate counter alone)", got)
+	}
+	if d, err := l.Inspect(context.Background(), "Orders", "a"); err != nil || d.Remaining != 3 {
+		t.Fatalf("Orders after the denied batch: %+v, %v", d, err)
+	}
+	// A check counts nothing and sends nothing.
+	spends := src.n("spend")
+	if _, err := l.Check(context.Background(), []ratelimits.Transaction{txn("Rate", 5), txn("Local", 1), txn("HereRate", 7)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, h := hitsIn10s(t, l, "Rate"), hitsIn10s(t, l, "HereRate"); r != 5 || h != 7 || src.n("spend") != spends {
+		t.Fatalf("after a check: Rate %d, HereRate %d, %d spends sent", r, h, src.n("spend")-spends)
+	}
+}
+
+// A batch the source part denies writes no local window cost, but its
+// local rate-counter hits.
+func TestMixedSourceDenialStillCountsLocalRateHits(t *testing.T) {
+	l, _, _ := newRateMixedLimiter(t)
+	spendOK(t, l, txn("Orders", 3), txn("HereRate", 60))
+	bd := spendOK(t, l, txn("Orders", 1), txn("Local", 1), txn("HereRate", 30))
+	if bd.Allowed || bd.Deciding != 0 || !bd.Decisions[1].Allowed || !bd.Decisions[2].Allowed {
+		t.Fatalf("batch with the source's bucket empty: %+v", bd)
+	}
+	if d, err := l.Inspect(context.Background(), "Local", "a"); err != nil || d.Remaining != 3 {
+		t.Fatalf("Local after the denied batch: %+v, %v", d, err)
+	}
+	if h := hitsIn10s(t, l, "HereRate"); h != 90 {
+		t.Fatalf("HereRate counts %d, want 90", h)
+	}
+	// Above the limit in a batch the local part denies: boxed.
+	bd = spendOK(t, l, txn("Orders", 1), txn("HereRate", 20))
+	if bd.Allowed || !bd.Decisions[1].Penalized {
+		t.Fatalf("110 hits of 100 here: %+v, want boxed", bd.Decisions[1])
+	}
+	if has, _, err := l.BoxHas(context.Background(), "HereRate", "a"); err != nil || !has {
+		t.Fatalf("HereRate's box: %v, %v; want the id boxed", has, err)
 	}
 }

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"runtime"
 	"strconv"
 	"testing"
@@ -76,4 +77,77 @@ func BenchmarkLocalMemoryPerCounter(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/counter")
 		runtime.KeepAlive(l)
 	}
+}
+
+// BenchmarkLocalRateSpend is one spend of a rate-counter limit above 0
+// decided locally, its counter and box entry held.
+func BenchmarkLocalRateSpend(b *testing.B) {
+	clk := fakeClock()
+	l, err := New(Options{Syncer: newStore(), Clock: clk, Timers: clock.NewFake()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := rop("330:42", 1, time.Second, 0)
+	o.Op.Mode = bucket.SpendOnly
+	ops := []ratelimits.LocalOp{o}
+	out := make([]bucket.Outcome, 1)
+	now := clk.Now().UnixNano()
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Spend(now, ops, out)
+	}
+}
+
+// BenchmarkLocalMemoryPerRateCounter reports the heap one rate counter of
+// a limit above 0 and its box entry take, with their key, at 100,000 ids,
+// before and after a sync (which reads their totals).
+func BenchmarkLocalMemoryPerRateCounter(b *testing.B) {
+	const n = 100_000
+	for b.Loop() {
+		clk := fakeClock()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		l, err := New(Options{Syncer: echo{}, Clock: clk, Timers: clock.NewFake()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := make([]bucket.Outcome, 1)
+		now := clk.Now().UnixNano()
+		for i := range n {
+			l.Spend(now, []ratelimits.LocalOp{rop("330:"+strconv.Itoa(100_000_000+i), 1, time.Second, n)}, out)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/unsynced")
+		if _, err := l.Sync(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if l.Counters() != n {
+			b.Fatalf("%d counters held, want %d", l.Counters(), n)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/synced")
+		runtime.KeepAlive(l)
+	}
+}
+
+// echo is a source that keeps nothing: every push reads back its own
+// hits, so that a benchmark measures the layer's memory alone.
+type echo struct{}
+
+func (echo) SyncWindows(_ context.Context, _ int64, pushes []ratelimits.WindowPush) error {
+	for i := range pushes {
+		pushes[i].Total, pushes[i].Applied = hitsOf(&pushes[i]), true
+	}
+	return nil
+}
+
+func (echo) SyncRates(_ context.Context, _ int64, pushes []ratelimits.RatePush) error {
+	for i := range pushes {
+		p := &pushes[i]
+		p.Total, p.TotalBox, p.Applied = p.Hits, p.BoxExpires, true
+	}
+	return nil
 }

@@ -1,36 +1,50 @@
-// Package local is the local layer of window limits whose sync_rate is not
-// 0: counters in this process's memory, in front of a source shared by
-// several processes (Redis), and the sync loops that keep them in step
-// with it. It implements ratelimits.Local.
+// Package local is the local layer of window and rate-counter limits
+// whose sync_rate is not 0, and of the penalty boxes of such limits:
+// counters and box entries in this process's memory, in front of a source
+// shared by several processes (Redis), and the sync loops that keep them
+// in step with it. It implements ratelimits.Local.
 //
-// A limit's sync_rate says where its hits are counted:
+// A limit's sync_rate says where its hits are counted and its ids boxed:
 //
-//   - below 0, here only: each process counts alone and the source never
-//     sees the limit;
+//   - below 0, here only: each process counts and boxes alone and the
+//     source never sees the limit;
 //   - above 0, here first: a decision reads the totals this process last
 //     read from the source plus the hits it counted since and has not
 //     pushed, with no round trip. Every sync_rate a loop pushes those hits
-//     (ratelimits.WindowSyncer adds them atomically on the source, so no
-//     process's hit is lost) and reads back the totals of every counter
-//     the process holds, current and previous window, all in one call.
+//     (ratelimits.WindowSyncer and ratelimits.RateSyncer add them
+//     atomically on the source, so no process's hit is lost) and reads
+//     back the totals of every counter the process holds. Box entries go
+//     the same way: an expiry set here is pushed at the next cycle (the
+//     source keeps the later of its own and the pushed one), and every
+//     entry held is read back, so an id boxed in one process is boxed in
+//     another within about two sync intervals (the first one's cycle,
+//     then the other's). A removal, and an add that shortens an entry,
+//     cannot be pushed that way: they are applied on the source at once
+//     (Layer.Call).
 //
-// The counters live in groups, one per sync_rate value (all values below
+// Rate counters and boxes follow bucket.SpendBatch: their hits and
+// boxings are written also in a denied batch.
+//
+// Everything lives in groups, one per sync_rate value (all values below
 // 0 share one group that never syncs), each with its own loop, so that a
 // limit is pushed on its own schedule and a cycle visits only its own
-// counters. A group's counters are spread over shards, each with its own
-// lock; a batch locks the shards of all its keys in one fixed order (group,
-// then shard), so two batches never deadlock.
+// counters. A group's window counters are spread over shards, each with
+// its own lock; its rate counters and box entries are kept per limit name
+// in tables, each with its own lock, where the limit's capacity can be
+// enforced exactly. A batch takes the locks of all its keys in one fixed
+// order (group, shards before tables, index), so two batches never
+// deadlock.
 //
 // Why not an in-process memory source as the store: the Limiter writes a
-// mixed batch's local part only after the source part was allowed, which
-// needs an add that does not decide again (Commit), and a counter that
-// syncs holds three things (totals read, hits in flight, hits not pushed)
-// where a source stores one state per key. The window arithmetic itself
-// is not repeated here: every decision goes through the bucket and window
-// packages, as on every source.
+// mixed batch's local window costs only after the source part was allowed,
+// which needs an add that does not decide again (Commit), and a counter
+// that syncs holds three things (totals read, hits in flight, hits not
+// pushed) where a source stores one state per key. The arithmetic itself
+// is not repeated here: every decision goes through the bucket, window and
+// ratecounter packages, as on every source.
 //
-// Memory is bounded: each group holds at most MaxCounters counters. A
-// cycle forgets counters that count nothing any more; a full shard makes
+// Memory is bounded. Window counters: each group holds at most MaxCounters.
+// A cycle forgets counters that count nothing any more; a full shard makes
 // room by evicting the counter with the least to lose. An evicted counter
 // of a limit above 0 leaves its unpushed hits behind as the key's orphan
 // (only its totals are forgotten): the next cycle pushes them, and a
@@ -38,8 +52,14 @@
 // decisions keep counting them. Orphans are bounded too, by as many keys
 // as counters per shard: beyond that, an eviction drops its hits. An
 // evicted counter of a limit below 0 takes its hits with it (the source
-// never sees them). Evictions counts the counters that lost hits either
-// way.
+// never sees them). Rate counters and box entries: each limit holds at
+// most its capacity of each; a new counter evicts the least recently
+// incremented one, a new box entry the one with the smallest remaining
+// time, with orphans as for windows (as many keys again). Counters and
+// entries that count or box nothing are forgotten first; above 0 only
+// once they were not looked up for a minute, so that the cycles go on
+// reading what the others do to an id in use here. Evictions counts the
+// counters that lost hits either way.
 package local
 
 import (
@@ -56,7 +76,6 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
@@ -125,7 +144,11 @@ type Cycle struct {
 // Options configure a Layer.
 type Options struct {
 	// Syncer is the shared source's side of a sync. Nil makes every cycle
-	// fail with ErrNoSyncer (hits above 0 stay here, unpushed).
+	// fail with ErrNoSyncer (hits above 0 stay here, unpushed). When it is
+	// also a ratelimits.RateSyncer, rate counters and box entries of
+	// limits above 0 sync too (else their cycles fail with
+	// ErrNoRateSyncer); when it also has the ERL Call of a
+	// ratelimits.Source, a box removal above 0 is applied with it.
 	Syncer ratelimits.WindowSyncer
 	// Clock gives now for decisions and syncs: the Limiter's clock.
 	// Required.
@@ -153,6 +176,11 @@ type Layer struct {
 	opts    Options
 	seed    maphash.Seed
 	nShards int // per group
+	// rates and caller are the Syncer's other sides, when it has them:
+	// the sync of rate counters and box entries, and the ERL call that
+	// removes or shortens a box entry on the source at once.
+	rates  ratelimits.RateSyncer
+	caller caller
 
 	// groups maps a sync_rate to its group (all rates below 0 to -1's). The
 	// map is never changed once stored: a new group stores a copy with it
@@ -189,6 +217,10 @@ func New(opts Options) (*Layer, error) {
 		opts.ShutdownRetry = DefaultShutdownRetry
 	}
 	l := &Layer{opts: opts, seed: maphash.MakeSeed(), nShards: shardsPerGroup}
+	if opts.Syncer != nil {
+		l.rates, _ = opts.Syncer.(ratelimits.RateSyncer)
+		l.caller, _ = opts.Syncer.(caller)
+	}
 	l.groups.Store(&map[time.Duration]*group{})
 	if opts.MaxCounters/shardsPerGroup < minPerShard {
 		l.nShards = 1 // a small bound is one shard's
@@ -202,11 +234,17 @@ type group struct {
 	id     int
 	rate   time.Duration // < 0: local only, never synced
 	shards []shard
-	// cycle is held (a token in it) for a whole cycle, and by Reset: one
-	// cycle at a time per group, and no push in flight while a reset
-	// deletes. A channel rather than a mutex, so that waiting for it ends
-	// with the waiter's context.
+	// cycle is held (a token in it) for a whole cycle, and by Reset and
+	// the box calls made on the source at once: one cycle at a time per
+	// group, and no push in flight while a reset or a removal deletes. A
+	// channel rather than a mutex, so that waiting for it ends with the
+	// waiter's context.
 	cycle chan struct{}
+	// tables maps a limit name ("<enum>:") to its rate counters and box
+	// entries; like groups, the map is replaced, never changed, under
+	// tablesMu.
+	tables   atomic.Pointer[map[string]*table]
+	tablesMu sync.Mutex
 }
 
 // lock takes g's cycle token, or fails when ctx ends first. A free token
@@ -323,7 +361,7 @@ func msOf(now int64) int64 {
 // groupOf returns the group of a sync_rate, made (and its loop started)
 // on first use.
 func (l *Layer) groupOf(rate time.Duration) *group {
-	if rate < 0 {
+	if rate <= 0 {
 		rate = -1
 	}
 	if g := (*l.groups.Load())[rate]; g != nil {
@@ -336,6 +374,7 @@ func (l *Layer) groupOf(rate time.Duration) *group {
 		return g
 	}
 	g := &group{id: l.nextID, rate: rate, shards: make([]shard, l.nShards), cycle: make(chan struct{}, 1)}
+	g.tables.Store(&map[string]*table{})
 	l.nextID++
 	for i := range g.shards {
 		// The remainder spread, so the capacities add up to MaxCounters.
@@ -384,195 +423,6 @@ func (l *Layer) allGroups() []*group {
 
 func (g *group) shardIndex(l *Layer, key string) int {
 	return int(maphash.String(l.seed, key) % uint64(len(g.shards)))
-}
-
-// lockRef orders the shards of a batch: by group id, then shard index.
-type lockRef struct {
-	group, index int
-	sh           *shard
-}
-
-// lockBatch finds the shard of every op (appended to shards, in op order)
-// and locks each shard once, in the one order every batch uses (appended
-// to order, which unlock takes). The slices are passed in and returned so
-// that a small batch's stay on its caller's stack.
-func (l *Layer) lockBatch(ops []ratelimits.LocalOp, shards []*shard, order []lockRef) ([]*shard, []lockRef) {
-	for i := range ops {
-		g := l.groupOf(ops[i].SyncRate)
-		idx := g.shardIndex(l, ops[i].Op.Key)
-		sh := &g.shards[idx]
-		shards = append(shards, sh)
-		order = append(order, lockRef{group: g.id, index: idx, sh: sh})
-	}
-	slices.SortFunc(order, func(a, b lockRef) int {
-		if a.group != b.group {
-			return a.group - b.group
-		}
-		return a.index - b.index
-	})
-	order = slices.CompactFunc(order, func(a, b lockRef) bool { return a.sh == b.sh })
-	for _, r := range order {
-		r.sh.mu.Lock()
-	}
-	return shards, order
-}
-
-// unlock releases what lockBatch locked, in reverse order.
-func unlock(order []lockRef) {
-	for i := len(order) - 1; i >= 0; i-- {
-		order[i].sh.mu.Unlock()
-	}
-}
-
-// Decide implements ratelimits.Local.
-func (l *Layer) Decide(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) bool {
-	return l.spend(now, ops, outcomes, false)
-}
-
-// Spend implements ratelimits.Local.
-func (l *Layer) Spend(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) bool {
-	return l.spend(now, ops, outcomes, true)
-}
-
-// spend decides ops under their shards' locks and, when write is set and
-// the batch is allowed, commits it under the same locks.
-func (l *Layer) spend(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, write bool) bool {
-	var shardsBuf [smallBatch]*shard
-	var orderBuf [smallBatch]lockRef
-	var statesBuf [smallBatch]bucket.State
-	var opsBuf [smallBatch]bucket.Op
-	states, bops := statesBuf[:0], opsBuf[:0]
-	if len(ops) > smallBatch {
-		states, bops = make([]bucket.State, 0, len(ops)), make([]bucket.Op, 0, len(ops))
-	}
-	shards, order := l.lockBatch(ops, shardsBuf[:0], orderBuf[:0])
-	defer unlock(order)
-	nowMs := msOf(now)
-	for i := range ops {
-		op := &ops[i].Op
-		sh := shards[i]
-		c := sh.counters[op.Key]
-		if c == nil && ops[i].SyncRate > 0 {
-			// Held from now on, so the next cycle reads its totals.
-			c = sh.insert(l, op.Key, op.Window.Period, nowMs, ops, ops[i].SyncRate)
-		}
-		states = append(states, bucket.State{Window: c.state(nowMs, op.Window.Period)})
-		bops = append(bops, *op)
-	}
-	allowed := bucket.SpendBatch(now, bops, states, outcomes)
-	if allowed && write {
-		l.commit(nowMs, ops, outcomes, shards)
-	}
-	return allowed
-}
-
-// Commit implements ratelimits.Local.
-func (l *Layer) Commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
-	var shardsBuf [smallBatch]*shard
-	var orderBuf [smallBatch]lockRef
-	shards, order := l.lockBatch(ops, shardsBuf[:0], orderBuf[:0])
-	defer unlock(order)
-	l.commit(msOf(now), ops, outcomes, shards)
-}
-
-// commit adds the cost of each op whose outcome says Write to its
-// counter's unpushed hits, with the shards locked.
-func (l *Layer) commit(nowMs int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, shards []*shard) {
-	for i := range ops {
-		if !outcomes[i].Write {
-			continue
-		}
-		op := &ops[i].Op
-		sh := shards[i]
-		c := sh.counters[op.Key]
-		if c == nil || c.period != op.Window.Period {
-			c = sh.insert(l, op.Key, op.Window.Period, nowMs, ops, ops[i].SyncRate)
-		}
-		c.pending = add(c.pending, nowMs, c.period, op.Cost)
-	}
-}
-
-// Refund implements ratelimits.Local: each op gives back at most the hits
-// its counter has not pushed (bucket.RefundBatch rules otherwise: check-only
-// ops give back nothing, a refund never creates a counter).
-func (l *Layer) Refund(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
-	var shardsBuf [smallBatch]*shard
-	var orderBuf [smallBatch]lockRef
-	shards, order := l.lockBatch(ops, shardsBuf[:0], orderBuf[:0])
-	defer unlock(order)
-	nowMs := msOf(now)
-	for i := range ops {
-		op := ops[i].Op
-		c := shards[i].counters[op.Key]
-		var given int64
-		if c != nil && c.period == op.Window.Period && op.Mode != bucket.CheckOnly {
-			c.pending = at(c.pending, nowMs, c.period)
-			given = min(op.Cost, c.pending.Cur)
-		}
-		// The refund's arithmetic, on what a decision reads, for what is
-		// actually given back.
-		op.Cost, op.Mode = given, bucket.CheckAndSpend
-		one, states := [1]bucket.Op{op}, [1]bucket.State{{Window: c.state(nowMs, op.Window.Period)}}
-		bucket.RefundBatch(now, one[:], states[:], outcomes[i:i+1])
-		if given > 0 {
-			c.pending.Cur -= given
-		}
-	}
-}
-
-// Reset implements ratelimits.Local.
-func (l *Layer) Reset(ctx context.Context, now int64, ops []ratelimits.LocalOp, source func(context.Context) (int, error)) (int, error) {
-	// No cycle of these groups runs while the source resets: a push in
-	// flight could otherwise land after the reset and bring hits back.
-	var synced []*group
-	for i := range ops {
-		if g := l.groupOf(ops[i].SyncRate); g.rate > 0 && !slices.Contains(synced, g) {
-			synced = append(synced, g)
-		}
-	}
-	slices.SortFunc(synced, func(a, b *group) int { return a.id - b.id })
-	locked := 0
-	defer func() {
-		for i := locked - 1; i >= 0; i-- {
-			synced[i].unlock()
-		}
-	}()
-	for _, g := range synced {
-		if err := g.lock(ctx); err != nil {
-			return 0, err
-		}
-		locked++
-	}
-	n, err := source(ctx)
-	if err != nil {
-		return 0, err
-	}
-	shards, order := l.lockBatch(ops, nil, nil)
-	defer unlock(order)
-	nowMs := msOf(now)
-	for i := range ops {
-		op := &ops[i].Op
-		sh := shards[i]
-		if c := sh.counters[op.Key]; c != nil {
-			s := c.state(nowMs, op.Window.Period)
-			busy := bucket.Busy(now, op, bucket.State{Window: s})
-			if ops[i].SyncRate > 0 {
-				// The source counted what it holds; what it could not
-				// know of is the hits not pushed yet, when the totals
-				// read count nothing.
-				mine := at(c.pending, nowMs, c.period)
-				synced := at(c.synced, nowMs, c.period)
-				busy = c.period == op.Window.Period &&
-					bucket.Busy(now, op, bucket.State{Window: mine}) && !bucket.Busy(now, op, bucket.State{Window: synced})
-			}
-			if busy {
-				n++
-			}
-			delete(sh.counters, op.Key)
-		}
-		delete(sh.orphans, op.Key)
-	}
-	return n, nil
 }
 
 // insert makes a counter for key, with the shard locked, making room
@@ -742,14 +592,26 @@ func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (rateli
 	return res, err
 }
 
-// cycle pushes every unpushed hit of g and reads back the totals of every
-// counter it holds, in one SyncWindows call, with g's cycle token held.
+// cycle runs g's cycle, with its cycle token held: its window counters'
+// part, then its rate counters' and box entries' part. Each part keeps
+// what it could not push whatever became of the other.
+func (l *Layer) cycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
+	wres, werr := l.windowCycle(ctx, g)
+	rres, rerr := l.rateCycle(ctx, g)
+	if err := errors.Join(werr, rerr); err != nil {
+		return ratelimits.SyncResult{}, err
+	}
+	return ratelimits.SyncResult{Pushed: wres.Pushed + rres.Pushed, Fetched: wres.Fetched + rres.Fetched}, nil
+}
+
+// windowCycle pushes every unpushed hit of g's window counters and reads
+// back the totals of every one it holds, in one SyncWindows call.
 // The pushes the source did not certainly apply (all of them when the
 // call failed as a whole) put their hits back with the unpushed ones, for
 // the next cycle; those it applied are done, even when others failed, and
 // their counters take the totals read. Each key is pushed once: a key has
 // a counter or an orphan, never both.
-func (l *Layer) cycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
+func (l *Layer) windowCycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
 	nowMs := msOf(now)
 	var pushes []ratelimits.WindowPush
@@ -841,16 +703,20 @@ func (l *Layer) syncWindows(ctx context.Context, g *group, now int64, pushes []r
 	if l.opts.Syncer == nil {
 		return ErrNoSyncer
 	}
-	timeout := l.opts.SyncTimeout
-	if timeout <= 0 {
-		timeout = min(max(g.rate, minSyncTimeout), maxSyncTimeout)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, l.syncTimeout(g))
 	defer cancel()
 	if err := l.opts.Syncer.SyncWindows(ctx, now, pushes); err != nil {
 		return fmt.Errorf("local: pushing %d counters of sync_rate %s: %w", len(pushes), g.rate, err)
 	}
 	return nil
+}
+
+// syncTimeout is the time one call of g's cycles to the source is given.
+func (l *Layer) syncTimeout(g *group) time.Duration {
+	if l.opts.SyncTimeout > 0 {
+		return l.opts.SyncTimeout
+	}
+	return min(max(g.rate, minSyncTimeout), maxSyncTimeout)
 }
 
 // Sync implements ratelimits.Local: one cycle of every group above 0, one
@@ -915,10 +781,15 @@ func (l *Layer) finalPush(ctx context.Context, g *group) error {
 	}
 }
 
-// pending counts g's keys with unpushed hits, counters and orphans.
+// pending counts g's keys with unpushed hits or box expiries, counters,
+// box entries and orphans.
 func (g *group) pending(l *Layer) int {
-	nowMs := msOf(l.opts.Clock.Now().UnixNano())
+	now := l.opts.Clock.Now().UnixNano()
+	nowMs := msOf(now)
 	n := 0
+	for _, t := range g.tableList() {
+		n += t.pending(now)
+	}
 	for i := range g.shards {
 		sh := &g.shards[i]
 		sh.mu.Lock()
@@ -937,8 +808,9 @@ func (g *group) pending(l *Layer) int {
 	return n
 }
 
-// Pending returns how many counters of limits above 0 hold hits not
-// pushed to the source yet (counted when asked: it visits every counter).
+// Pending returns how many counters and box entries of limits above 0
+// hold hits or expiries not pushed to the source yet (counted when asked:
+// it visits every one).
 func (l *Layer) Pending() int {
 	n := 0
 	for _, g := range l.syncedGroups() {
@@ -947,7 +819,8 @@ func (l *Layer) Pending() int {
 	return n
 }
 
-// Counters returns how many counters the layer holds, in every group.
+// Counters returns how many counters the layer holds, window and rate
+// counters, in every group.
 func (l *Layer) Counters() int {
 	n := 0
 	for _, g := range l.allGroups() {
@@ -957,15 +830,36 @@ func (l *Layer) Counters() int {
 			n += len(sh.counters)
 			sh.mu.Unlock()
 		}
+		for _, t := range g.tableList() {
+			t.mu.Lock()
+			n += len(t.counters)
+			t.mu.Unlock()
+		}
 	}
 	return n
 }
 
-// Evictions returns how many counters were evicted to stay within
-// MaxCounters, and how many counters lost hits to stay within the bounds:
-// evicted ones of limits below 0 that still counted, and, above 0, those
-// whose unpushed hits found the shard's orphans full (at an eviction, or
-// when a failed push put back the hits of a counter evicted meanwhile).
+// Boxes returns how many penalty box entries the layer holds, in every
+// group.
+func (l *Layer) Boxes() int {
+	n := 0
+	for _, g := range l.allGroups() {
+		for _, t := range g.tableList() {
+			t.mu.Lock()
+			n += len(t.boxes)
+			t.mu.Unlock()
+		}
+	}
+	return n
+}
+
+// Evictions returns how many counters and box entries were evicted to
+// stay within the bounds (MaxCounters for window counters, a limit's
+// capacity for its rate counters and box), and how many counters lost hits
+// to stay within them: evicted ones of limits below 0 that still counted,
+// and, above 0, those whose unpushed hits found the orphans full (at an
+// eviction, or when a failed push put back the hits of a counter evicted
+// meanwhile).
 func (l *Layer) Evictions() (evicted, lost uint64) {
 	for _, g := range l.allGroups() {
 		for i := range g.shards {
@@ -975,6 +869,12 @@ func (l *Layer) Evictions() (evicted, lost uint64) {
 			lost += sh.lost
 			sh.mu.Unlock()
 		}
+		for _, t := range g.tableList() {
+			t.mu.Lock()
+			evicted += t.evictions
+			lost += t.lost
+			t.mu.Unlock()
+		}
 	}
 	return evicted, lost
 }
@@ -982,8 +882,3 @@ func (l *Layer) Evictions() (evicted, lost uint64) {
 // Layer is the ratelimits.Local the service wires in front of a shared
 // source.
 var _ ratelimits.Local = (*Layer)(nil)
-
-// Call is not implemented yet.
-func (l *Layer) Call(context.Context, int64, ratelimits.LocalCall, *bucket.CallResult) error {
-	return errors.New("local: Call: not implemented yet")
-}

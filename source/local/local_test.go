@@ -14,6 +14,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
@@ -37,9 +38,17 @@ type store struct {
 	// hold, when set, keeps every call waiting until it is closed, after
 	// announcing the call on entered.
 	hold, entered chan struct{}
+	// rates and boxes are the rate counters and box entries (expiries)
+	// SyncRates and Call keep; rn and cn count those calls.
+	rates      map[string]ratecounter.Counter
+	boxes      map[string]int64
+	rn, cn     int
+	ratePushes [][]ratelimits.RatePush
 }
 
-func newStore() *store { return &store{counters: map[string]window.Counter{}} }
+func newStore() *store {
+	return &store{counters: map[string]window.Counter{}, rates: map[string]ratecounter.Counter{}, boxes: map[string]int64{}}
+}
 
 func (s *store) SyncWindows(_ context.Context, now int64, pushes []ratelimits.WindowPush) error {
 	if s.hold != nil {

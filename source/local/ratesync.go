@@ -1,0 +1,252 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
+)
+
+// ErrNoRateSyncer is the error of a cycle with rate-counter hits or box
+// entries to push when the source offers no ratelimits.RateSyncer: they
+// stay here, unpushed.
+var ErrNoRateSyncer = errors.New("local: the source offers no rate counter and box sync")
+
+// rateChunk is the most pushes one SyncRates call carries. A push holds
+// two per-second counters (about half a kilobyte): a cycle of a large
+// table goes in several calls, so that it never holds all of them at
+// once.
+const rateChunk = 4096
+
+// held is one push of a cycle: a counter (or an orphan's hits), a box
+// entry (or a box orphan), or a counter and the box entry of the same key.
+type held struct {
+	t   *table
+	key string
+	r   *rate
+	b   *box
+}
+
+// push is h's RatePush, as the snapshot left it.
+func (h *held) push() ratelimits.RatePush {
+	var p ratelimits.RatePush
+	if h.r != nil {
+		p.Key = h.key
+		if h.r.inflight != nil {
+			p.Hits = *h.r.inflight
+		}
+	}
+	if h.b != nil {
+		p.Box, p.BoxExpires = h.key, h.b.inflight
+	}
+	return p
+}
+
+// carries reports whether h pushes anything (hits or an expiry), rather
+// than only reading.
+func (h *held) carries() bool {
+	return (h.r != nil && h.r.inflight != nil) || (h.b != nil && h.b.inflight != 0)
+}
+
+// snapshot appends to hs one push per key t holds, with t locked: every
+// counter and box entry (those with nothing to push are in it too, to
+// read what the source holds) and every orphan. Unpushed hits and box
+// expiries become the cycle's in-flight ones. Counters and entries that
+// count or box nothing any more are forgotten instead.
+func (t *table) snapshot(now int64, hs []held) []held {
+	s := ratecounter.Second(now)
+	t.stamp++
+	for key, r := range t.counters {
+		b := t.boxes[key]
+		if b != nil && b.idle(now) {
+			t.removeBox(b)
+			b = nil
+		}
+		if r.idle(now) {
+			t.removeRate(r)
+			if b == nil {
+				continue
+			}
+			r = nil
+		} else {
+			if !emptyRate(r.pending, s) {
+				r.inflight = r.pending
+			}
+			r.pending = nil
+		}
+		if b != nil {
+			b.stamp = t.stamp
+			t.takeBox(b, now)
+		}
+		hs = append(hs, held{t: t, key: key, r: r, b: b})
+	}
+	for key, b := range t.boxes {
+		if b.stamp == t.stamp {
+			continue
+		}
+		if b.idle(now) {
+			t.removeBox(b)
+			continue
+		}
+		t.takeBox(b, now)
+		hs = append(hs, held{t: t, key: key, b: b})
+	}
+	for key, o := range t.orphans {
+		if !emptyRate(o.pending, s) {
+			o.inflight, o.pending = o.pending, nil
+			hs = append(hs, held{t: t, key: key, r: o})
+		}
+	}
+	clear(t.orphans)
+	for key, o := range t.boxOrphans {
+		if o.pending > now {
+			o.inflight, o.pending = o.pending, 0
+			hs = append(hs, held{t: t, key: key, b: o})
+		}
+	}
+	clear(t.boxOrphans)
+	return hs
+}
+
+// takeBox makes b's expiry set here, if it still boxes, the cycle's
+// in-flight one.
+func (t *table) takeBox(b *box, now int64) {
+	if b.pending > now {
+		b.inflight = b.pending
+	}
+	if b.pending != 0 {
+		b.pending = 0
+		t.fix(b)
+	}
+}
+
+// rateCycle is the part of g's cycle for rate counters and box entries:
+// it pushes their unpushed hits and expiries and reads back what the
+// source holds, in SyncRates calls of at most rateChunk pushes, with g's
+// cycle token held. After a failed call, the calls left are not made (a
+// source that fails once in a cycle would likely fail them all, each
+// after its timeout): their pushes are put back, as are those of the
+// failed call that were not applied.
+func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
+	now := l.opts.Clock.Now().UnixNano()
+	var hs []held
+	for _, t := range g.tableList() {
+		t.mu.Lock()
+		hs = t.snapshot(now, hs)
+		t.mu.Unlock()
+	}
+	var res ratelimits.SyncResult
+	if len(hs) == 0 {
+		return res, nil
+	}
+	if l.rates == nil {
+		// Nothing can be read either: the pushes go back, and only those
+		// carrying something are an error.
+		carried := false
+		for i := range hs {
+			carried = carried || hs[i].carries()
+		}
+		l.settle(hs, make([]ratelimits.RatePush, len(hs)), ErrNoRateSyncer)
+		if carried {
+			return ratelimits.SyncResult{}, ErrNoRateSyncer
+		}
+		return res, nil
+	}
+	pushes := make([]ratelimits.RatePush, 0, min(len(hs), rateChunk))
+	var err error
+	for start := 0; start < len(hs); start += rateChunk {
+		part := hs[start:min(start+rateChunk, len(hs))]
+		pushes = pushes[:0]
+		for i := range part {
+			pushes = append(pushes, part[i].push())
+		}
+		if err == nil {
+			err = l.syncRates(ctx, g, now, pushes)
+		}
+		r := l.settle(part, pushes, err)
+		res.Pushed += r.Pushed
+		res.Fetched += r.Fetched
+	}
+	if err != nil {
+		return ratelimits.SyncResult{}, err
+	}
+	return res, nil
+}
+
+// syncRates makes one SyncRates call, within the cycle's timeout.
+func (l *Layer) syncRates(ctx context.Context, g *group, now int64, pushes []ratelimits.RatePush) error {
+	ctx, cancel := context.WithTimeout(ctx, l.syncTimeout(g))
+	defer cancel()
+	if err := l.rates.SyncRates(ctx, now, pushes); err != nil {
+		return fmt.Errorf("local: pushing %d rate counters and box entries of sync_rate %s: %w", len(pushes), g.rate, err)
+	}
+	return nil
+}
+
+// settle takes back, under the tables' locks, what hs pushed: a push the
+// source certainly applied (all of them when err is nil) gives its
+// counter the totals read and its box entry the expiry read; any other
+// puts its hits and expiry back with the key's counter and entry (or as
+// orphans), for the next cycle. It reads the clock's now: hits that waited
+// for a failed push are read as of when they are put back.
+func (l *Layer) settle(hs []held, pushes []ratelimits.RatePush, err error) ratelimits.SyncResult {
+	now := l.opts.Clock.Now().UnixNano()
+	s := ratecounter.Second(now)
+	var res ratelimits.SyncResult
+	var t *table
+	for i := range hs {
+		h, p := &hs[i], &pushes[i]
+		if h.t != t {
+			if t != nil {
+				t.mu.Unlock()
+			}
+			t = h.t
+			t.mu.Lock()
+		}
+		failed := err != nil && !p.Applied
+		carried, fetched := h.carries(), false
+		if h.r != nil {
+			hits := h.r.inflight
+			h.r.inflight = nil
+			switch {
+			case failed:
+				t.keepRate(h.key, hits, h.r, s)
+			case t.counters[h.key] == h.r:
+				h.r.read(&p.Total, s)
+				fetched = true
+			}
+		}
+		if h.b != nil {
+			expires := h.b.inflight
+			h.b.inflight = 0
+			live := t.boxes[h.key] == h.b
+			switch {
+			case failed:
+				t.keepBox(h.key, expires, now)
+			case live:
+				h.b.read, h.b.fetched = p.TotalBox, true
+				if h.b.read <= now {
+					h.b.read = 0
+				}
+				fetched = true
+			}
+			if live {
+				t.fix(h.b)
+			}
+		}
+		if !failed {
+			if carried {
+				res.Pushed++
+			}
+			if fetched {
+				res.Fetched++
+			}
+		}
+	}
+	if t != nil {
+		t.mu.Unlock()
+	}
+	return res
+}
