@@ -144,7 +144,7 @@ func (f *serveFlags) settings() []setting {
 		{name: "source", bind: stringVar(&f.source, "memory"),
 			usage: "bucket source: memory, redis://host:port[/db] (rediss:// for TLS), or redis-cluster://host:port[,host:port...] (rediss-cluster:// for TLS)"},
 		{name: "max-buckets", bind: intVar(&f.maxBuckets, 1_000_000), check: positive(&f.maxBuckets), scope: memoryOnly,
-			usage: "most buckets and window counters the memory source holds together; beyond it, a new one evicts one that no longer counts anything or, failing that, the one with least time left, and limiter_memory_evictions_not_full_total counts those that still counted"},
+			usage: "most buckets and window counters the memory source holds together; beyond it, a new one evicts one that no longer counts anything or, failing that, the one with least time left, and limiter_memory_evictions_not_full_total counts those that still counted (rate counters and penalty boxes are bounded by their limit's capacity instead)"},
 		{name: "max-body-bytes", bind: int64Var(&f.maxBodyBytes, httpapi.DefaultMaxBodyBytes), check: positive(&f.maxBodyBytes),
 			usage: "largest request body accepted"},
 		{name: "max-batch", bind: intVar(&f.maxBatch, httpapi.DefaultMaxBatch), check: positive(&f.maxBatch),

@@ -26,7 +26,7 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 		Source: src,
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "limiter_source_operation_duration_seconds",
-			Help:    "Duration of bucket source calls by operation (spend, refund, reset, ping), errors included.",
+			Help:    "Duration of bucket source calls by operation (spend, refund, reset, call: an ERL call, ping), errors included.",
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 		}, []string{"op"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -35,7 +35,7 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 		}, []string{"op"}),
 	}
 	reg.MustRegister(o.duration, o.errors)
-	for _, op := range []string{"spend", "refund", "reset", "ping"} {
+	for _, op := range []string{"spend", "refund", "reset", "call", "ping"} {
 		o.errors.WithLabelValues(op) // present at 0 from the start, so alerts can rate() it
 	}
 	if mem, ok := src.(*memory.Source); ok {
@@ -56,6 +56,22 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 				Name: "limiter_memory_evictions_not_full_total",
 				Help: "Buckets and window counters the memory source evicted while they still counted: their subscribers got back tokens or hits they had spent.",
 			}, func() float64 { return float64(mem.EvictionsNotFull()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "limiter_memory_rate_counter_entries",
+				Help: "Rate-counter entries held by the memory source, all counters together (each counter is bounded by its limit's capacity, not by --max-buckets).",
+			}, func() float64 { return float64(mem.ERLStats().Counters) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "limiter_memory_penalty_box_entries",
+				Help: "Penalty box entries held by the memory source, all boxes together (each box is bounded by its limit's capacity).",
+			}, func() float64 { return float64(mem.ERLStats().Boxes) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "limiter_memory_rate_counter_evictions_total",
+				Help: "Rate-counter entries the memory source evicted, to stay within their limit's capacity, while they still had hits in the last minute.",
+			}, func() float64 { return float64(mem.ERLStats().CounterEvictions) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "limiter_memory_penalty_box_evictions_total",
+				Help: "Penalty box entries the memory source evicted, to stay within their limit's capacity, while still in the box: those ids were let out early.",
+			}, func() float64 { return float64(mem.ERLStats().BoxEvictions) }),
 		)
 	}
 	return o
@@ -110,6 +126,13 @@ func (o *observedSource) Reset(ctx context.Context, now int64, ops []bucket.Op) 
 	n, err := o.Source.Reset(ctx, now, ops)
 	o.record(ctx, "reset", start, err)
 	return n, err
+}
+
+func (o *observedSource) Call(ctx context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error {
+	start := time.Now()
+	err := o.Source.Call(ctx, now, call, res)
+	o.record(ctx, "call", start, err)
+	return err
 }
 
 func (o *observedSource) Ping(ctx context.Context) error {

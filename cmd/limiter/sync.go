@@ -12,8 +12,8 @@ import (
 	"github.com/limiter-dev/limiter/source/local"
 )
 
-// syncMetrics are the series of the local layer (window limits whose
-// sync_rate is not 0). They are registered whatever the source, so that
+// syncMetrics are the series of the local layer (window and rate-counter
+// limits, and penalty boxes, whose sync_rate is not 0). They are registered whatever the source, so that
 // dashboards and alerts find them at 0 where nothing syncs. Labels carry
 // the cycle's trigger only, never a limit or an id.
 type syncMetrics struct {
@@ -32,7 +32,7 @@ func newSyncMetrics(reg prometheus.Registerer) *syncMetrics {
 	m := &syncMetrics{
 		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "limiter_sync_cycles_total",
-			Help: "Sync cycles of window limits with a sync_rate above 0 (one source call each), by trigger (timer, admin, shutdown), failed ones included.",
+			Help: "Sync cycles of window and rate-counter limits with a sync_rate above 0 (one source call each), by trigger (timer, admin, shutdown), failed ones included.",
 		}, []string{"trigger"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "limiter_sync_failures_total",
@@ -75,11 +75,11 @@ func registerLayerGauges(reg prometheus.Registerer, layer *local.Layer) {
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "limiter_sync_pending_counters",
-			Help: "Counters of window limits with a sync_rate above 0 holding hits not pushed to the source yet.",
+			Help: "Counters and box entries of limits with a sync_rate above 0 holding hits or expiries not pushed to the source yet.",
 		}, read(func(l *local.Layer) float64 { return float64(l.Pending()) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "limiter_local_counters",
-			Help: "Counters of window limits with a sync_rate other than 0 held in this process's memory.",
+			Help: "Counters of window and rate-counter limits with a sync_rate other than 0 held in this process's memory.",
 		}, read(func(l *local.Layer) float64 { return float64(l.Counters()) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "limiter_local_evictions_lost_total",

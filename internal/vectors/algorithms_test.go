@@ -1,7 +1,6 @@
 package vectors
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
@@ -171,23 +169,8 @@ func TestAlgorithmsOnMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := memory.New(0)
-	skipWithoutCall(t, src)
 	l, clk := newAlgorithmsLimiter(t, f, src)
 	Run(t, f, &LimiterDriver{Limiter: l, Clock: clk}, time.Nanosecond)
-}
-
-// skipWithoutCall skips a test on a source whose Call says it is not
-// implemented yet, and fails on any other error of an empty call.
-func skipWithoutCall(t *testing.T, src ratelimits.Source) {
-	t.Helper()
-	var res bucket.CallResult
-	err := src.Call(context.Background(), 0, &bucket.Call{}, &res)
-	if err != nil && strings.Contains(err.Error(), "not implemented yet") {
-		t.Skipf("the source has no Call yet: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("an empty call: %v", err)
-	}
 }
 
 // The file's configuration built in code is the one the configuration
@@ -204,7 +187,7 @@ func TestAlgorithmsConfigMatchesLoader(t *testing.T) {
 	}
 	loaded, err := configfile.Parse("defaults.yaml", f.Defaults, "overrides.yaml", f.Overrides)
 	if err != nil {
-		t.Skipf("the configuration loader does not take the file yet: %v", err)
+		t.Fatalf("the configuration loader refuses the file: %v", err)
 	}
 	for _, n := range built.Names() {
 		ln, ok := loaded.Lookup(n.Limit)

@@ -1,6 +1,7 @@
 // Package memory is the embedded bucket source: GCRA buckets and window
 // counters in this process's memory, in shards with a lock each, bounded
-// in number.
+// in number; and rate counters and penalty boxes, per limit name, each
+// bounded by its limit's capacity.
 //
 // A batch locks the shards of all its keys in ascending shard order (so two
 // batches can never deadlock), reads every key's state, decides with the
@@ -31,17 +32,36 @@
 // a table is at most three quarters full and is never shrunk.
 // BenchmarkMemoryPerBucket and BenchmarkMemoryPerWindowCounter measure the
 // cost per entry.
+//
+// Rate counters and penalty boxes live apart from the shards, one group
+// per limit name (the enum part of a key "<enum>:<id>"), each with a lock
+// of its own, a table of rate counters (table.Rates) and one of box
+// entries (table.Boxes). A limit's capacity bounds each of them exactly,
+// which shares per shard could not: a counter at its capacity evicts its
+// least recently incremented entry, a box the entry with the least time
+// left. Counter entries with no hit in the last minute and box entries
+// past their expiry are forgotten, when read and by every insert. These
+// entries do not count against the bound given to New: each name holds
+// at most its capacity of each kind (default DefaultCapacity), about 223
+// bytes per counter entry and 68 per box entry with keys of up to 16
+// bytes (BenchmarkMemoryPerRateCounter, BenchmarkMemoryPerBoxEntry).
+//
+// Every call takes its locks in one order: an idempotency record's stripe
+// first, then the shards of its GCRA buckets and window counters in
+// ascending order, then the groups of its rate counters and box entries
+// in the order they were first used. A batch that mixes them, or an ERL
+// call on counters and a box of several names, is so one atomic step, and
+// no two calls can deadlock.
 package memory
 
 import (
 	"context"
-	"errors"
 	"hash/maphash"
-	"slices"
 	"sync/atomic"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
 
 // DefaultMaxBuckets is the bound on entries (GCRA buckets and window
@@ -84,6 +104,9 @@ type Source struct {
 	warned            atomic.Bool
 	// records are the idempotency records of SpendOnce and RefundOnce.
 	records *records
+	// groups hold the rate counters and penalty boxes, one group per
+	// limit name.
+	groups groups
 }
 
 // Option configures a Source.
@@ -154,21 +177,34 @@ func (s *Source) notFullEvicted() {
 	}
 }
 
-// Reset implements ratelimits.Source.
+// Reset implements ratelimits.Source. It deletes each op's bucket (or rate
+// counter) and, for an op with a box, its box entry, and counts the ops
+// for which that gave anything back (bucket.Busy).
 func (s *Source) Reset(_ context.Context, now int64, ops []bucket.Op) (int, error) {
-	var hashesBuf [smallBatch]uint64
+	var refsBuf [smallBatch]opRef
 	var shardsBuf [smallBatch]uint32
-	hashes := hashesBuf[:0]
-	for _, op := range ops {
-		hashes = append(hashes, s.hash(op.Key))
-	}
-	idx := s.shardIndexes(hashes, shardsBuf[:0])
-	s.lock(idx)
-	defer s.unlock(idx)
+	var groupsBuf [2 * smallBatch]*group
+	refs, held := s.lockBatch(ops, refsBuf[:0], shardsBuf[:0], groupsBuf[:0])
+	defer s.unlockBatch(held)
+	sec := ratecounter.Second(now)
 	n := 0
+	var c ratecounter.Counter
 	for i := range ops {
-		op := &ops[i]
-		st := s.shardOf(hashes[i]).entries.Take(op.Key, hashes[i], op.Algorithm.Windowed(), now)
+		op, r := &ops[i], &refs[i]
+		var st bucket.State
+		if op.Algorithm == bucket.RateCounter {
+			st = bucket.State{TAT: gcra.Missing}
+			if r.group.rates.Get(op.Key, r.h, sec, &c) {
+				st.Rate = &c
+				r.group.rates.Delete(op.Key, r.h)
+			}
+		} else {
+			st = s.shardOf(r.h).entries.Take(op.Key, r.h, op.Algorithm.Windowed(), now)
+		}
+		if op.Box != "" {
+			st.BoxExpires = r.boxGroup.boxes.Get(op.Box, r.boxH, now)
+			r.boxGroup.boxes.Delete(op.Box, r.boxH)
+		}
 		if bucket.Busy(now, op, st) {
 			n++
 		}
@@ -223,172 +259,4 @@ func (s *Source) sumShards(counter func(*shard) uint64) uint64 {
 		sh.mu.Unlock()
 	}
 	return n
-}
-
-// action is what a batch does to its entries.
-type action int
-
-const (
-	spend action = iota
-	refund
-)
-
-// decide computes a batch's outcomes from the states it read.
-func (a action) decide(now int64, ops []bucket.Op, states []bucket.State, outcomes []bucket.Outcome) {
-	if a == refund {
-		bucket.RefundBatch(now, ops, states, outcomes)
-	} else {
-		bucket.SpendBatch(now, ops, states, outcomes)
-	}
-}
-
-// apply decides and writes one batch under the locks of all its shards,
-// and reports whether a write evicted an entry that had not expired.
-func (s *Source) apply(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) (evictedNotFull bool) {
-	if len(ops) == 1 {
-		return s.applyOne(now, ops, outcomes, act)
-	}
-	var statesBuf [smallBatch]bucket.State
-	states := statesBuf[:0]
-	if len(ops) > smallBatch {
-		states = make([]bucket.State, 0, len(ops))
-	}
-	return s.applyBatch(now, ops, states, outcomes, act)
-}
-
-// applyOne is apply for a batch of one op: one lock, nothing sorted, and
-// nothing pinned (the one entry it may insert is not in the table yet).
-func (s *Source) applyOne(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) bool {
-	if ops[0].Algorithm.Windowed() {
-		return s.applyOneWindow(now, ops, outcomes, act)
-	}
-	key := ops[0].Key
-	h := s.hash(key)
-	sh := s.shardOf(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	pos, tat := sh.entries.GetTAT(key, h, now)
-	states := [1]bucket.State{{TAT: tat}}
-	// act.decide written out: a call through it is not inlined, and this
-	// is every single-key spend.
-	if act == refund {
-		bucket.RefundBatch(now, ops, states[:], outcomes)
-	} else {
-		bucket.SpendBatch(now, ops, states[:], outcomes)
-	}
-	return outcomes[0].Write && sh.entries.PutTAT(key, h, pos, outcomes[0].New.TAT, now, false)
-}
-
-// applyOneWindow is applyOne for a window op. It is a function of its own
-// so that the GCRA path, the most common, has no window code in it.
-func (s *Source) applyOneWindow(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) bool {
-	key := ops[0].Key
-	h := s.hash(key)
-	sh := s.shardOf(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	pos, c := sh.entries.GetWindow(key, h, now)
-	states := [1]bucket.State{{TAT: gcra.Missing, Window: c}}
-	if act == refund {
-		bucket.RefundBatch(now, ops, states[:], outcomes)
-	} else {
-		bucket.SpendBatch(now, ops, states[:], outcomes)
-	}
-	return outcomes[0].Write && sh.entries.PutWindow(key, h, pos, &outcomes[0].New.Window, now, false)
-}
-
-// applyBatch is apply for any batch: it appends the states it read (the
-// bucket package's input) to states, whose capacity must hold them all.
-func (s *Source) applyBatch(now int64, ops []bucket.Op, states []bucket.State, outcomes []bucket.Outcome, act action) (evictedNotFull bool) {
-	var hashesBuf [smallBatch]uint64
-	var shardsBuf [smallBatch]uint32
-	hashes := hashesBuf[:0]
-	if len(ops) > smallBatch {
-		hashes = make([]uint64, 0, len(ops))
-	}
-	for i := range ops {
-		hashes = append(hashes, s.hash(ops[i].Key))
-	}
-	idx := s.shardIndexes(hashes, shardsBuf[:0])
-	s.lock(idx)
-	defer s.unlock(idx)
-	// Every entry of the batch is pinned until the batch is written, so
-	// that making room for one of its new entries never evicts another.
-	for i := range ops {
-		entries := &s.shardOf(hashes[i]).entries
-		windowed := ops[i].Algorithm.Windowed()
-		st := bucket.State{TAT: gcra.Missing}
-		var pos int
-		if windowed {
-			pos, st.Window = entries.GetWindow(ops[i].Key, hashes[i], now)
-		} else {
-			pos, st.TAT = entries.GetTAT(ops[i].Key, hashes[i], now)
-		}
-		entries.Pin(windowed, pos)
-		states = append(states, st)
-	}
-	act.decide(now, ops, states, outcomes)
-	for i := range ops {
-		if !outcomes[i].Write {
-			continue
-		}
-		// Found again by key: a read above that dropped an expired entry,
-		// or an eviction, may have moved others of the same shard.
-		key, h := ops[i].Key, hashes[i]
-		entries := &s.shardOf(h).entries
-		var lost bool
-		if ops[i].Algorithm.Windowed() {
-			lost = entries.PutWindow(key, h, entries.FindWindow(key, h), &outcomes[i].New.Window, now, true)
-		} else {
-			lost = entries.PutTAT(key, h, entries.FindTAT(key, h), outcomes[i].New.TAT, now, true)
-		}
-		evictedNotFull = evictedNotFull || lost
-	}
-	for i := range ops {
-		key, h := ops[i].Key, hashes[i]
-		entries := &s.shardOf(h).entries
-		if ops[i].Algorithm.Windowed() {
-			entries.Unpin(true, entries.FindWindow(key, h))
-		} else {
-			entries.Unpin(false, entries.FindTAT(key, h))
-		}
-	}
-	return evictedNotFull
-}
-
-// hash is a key's hash: its low bits choose the shard, its high bits the
-// place in the shard's table.
-func (s *Source) hash(key string) uint64 {
-	return maphash.String(s.seed, key)
-}
-
-func (s *Source) shardOf(h uint64) *shard {
-	return &s.shards[h&s.mask]
-}
-
-// shardIndexes returns the distinct shard indexes of the keys whose hashes
-// are given, in ascending order: the one lock order every batch follows.
-func (s *Source) shardIndexes(hashes []uint64, buf []uint32) []uint32 {
-	for _, h := range hashes {
-		buf = append(buf, uint32(h&s.mask))
-	}
-	slices.Sort(buf)
-	return slices.Compact(buf)
-}
-
-func (s *Source) lock(idx []uint32) {
-	for _, i := range idx {
-		s.shards[i].mu.Lock()
-	}
-}
-
-func (s *Source) unlock(idx []uint32) {
-	for j := len(idx) - 1; j >= 0; j-- {
-		s.shards[idx[j]].mu.Unlock()
-	}
-}
-
-// Call is not implemented yet.
-func (s *Source) Call(context.Context, int64, *bucket.Call, *bucket.CallResult) error {
-	return errors.New("memory: Call: not implemented yet")
 }

@@ -38,13 +38,7 @@ func (s *Source) applyOnce(now int64, rec once.Record, ops []bucket.Op, outcomes
 		act.decide(r.now, ops, r.unpackStates(ops, statesBuf[:0]), outcomes)
 		return true, nil
 	}
-	var statesBuf [smallBatch]bucket.State
-	states := statesBuf[:0]
-	if len(ops) > smallBatch {
-		states = make([]bucket.State, 0, len(ops))
-	}
-	evictedNotFull := s.applyBatch(now, ops, states, outcomes, act)
-	words, windowed := packStates(ops, states[:len(ops)])
+	evictedNotFull, words, windowed := s.applyBatch(now, ops, outcomes, act, true)
 	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, words: words, n: int32(len(ops)), windowed: windowed}, now)
 	if evictedNotFull {
 		// Called with the record lock held; the callback must not make

@@ -21,6 +21,7 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // Factory returns a new, empty source for one test. The suite closes it.
@@ -345,15 +346,43 @@ func (m Model) read(now int64, op *bucket.Op) bucket.State {
 	if !ok || (op.Algorithm == bucket.GCRA && st.TAT <= now) {
 		st = bucket.Empty
 	}
+	if op.Algorithm.Windowed() && st.Window.Expires() <= floorDiv(now, int64(time.Millisecond)) {
+		// A counter that counts nothing any more: a source may have
+		// forgotten it, and a decision that echoes the state read (a
+		// boxed one) must not tell.
+		st.Window = window.Counter{}
+	}
 	st.BoxExpires = 0
 	if st.Rate != nil {
 		c := *st.Rate
 		st.Rate = &c
+		if c.Empty(ratecounter.Second(now)) {
+			st.Rate = nil
+		}
 	}
 	if op.Box != "" {
-		st.BoxExpires = m[boxPrefix+op.Box].BoxExpires
+		st.BoxExpires = m.box(now, op.Box)
 	}
 	return st
+}
+
+// floorDiv is a / b rounded down, also below 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// box returns the expiry of box entry key, 0 when it is not in the box at
+// now: an entry past its expiry is as good as missing, and a source may
+// have forgotten it.
+func (m Model) box(now int64, key string) int64 {
+	if e := m[boxPrefix+key].BoxExpires; e > now {
+		return e
+	}
+	return 0
 }
 
 // Apply decides a batch as a source must, and stores what it writes.
@@ -402,13 +431,15 @@ func (m Model) Apply(now int64, ops []bucket.Op, isRefund bool) []bucket.Outcome
 func (m Model) Call(now int64, call *bucket.Call, res *bucket.CallResult) {
 	counters := make([]ratecounter.Counter, len(call.Counters))
 	for i, cc := range call.Counters {
-		if st, ok := m[cc.Key]; ok && st.Rate != nil {
+		// A counter with no hit in its last minute is as good as missing,
+		// and a source may have forgotten it.
+		if st, ok := m[cc.Key]; ok && st.Rate != nil && !st.Rate.Empty(ratecounter.Second(now)) {
 			counters[i] = *st.Rate
 		}
 	}
 	box := int64(0)
 	if call.Box != "" {
-		box = m[boxPrefix+call.Box].BoxExpires
+		box = m.box(now, call.Box)
 	}
 	newBox, writeBox := bucket.ApplyCall(now, call, counters, box, res)
 	for i, cc := range call.Counters {

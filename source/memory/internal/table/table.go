@@ -20,6 +20,13 @@
 // that each insert moves on. A Store at its capacity evicts, from a sample
 // of each table, an expired entry if any, else the one closest to expiring
 // (see Store.evict).
+//
+// Rates and Boxes hold one limit name's rate counters and penalty box
+// entries, bounded per name. Their entries live in dense slices indexed by
+// a keySet (a key's position), linked by int32 positions into a recency
+// list or a heap, so that eviction takes exactly the entry the rules name
+// (the least recently incremented counter, the box entry with the least
+// time left) in O(1) or O(log n), without pointers.
 package table
 
 // None is the position of a key a table does not hold.

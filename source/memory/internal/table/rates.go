@@ -1,0 +1,279 @@
+package table
+
+import (
+	"math"
+
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
+)
+
+// Rates is one rate counter of the memory source: the per-second hits of
+// each of its entries (ratecounter.Counter), bounded in number. It does no
+// locking; its owner holds the lock that guards it.
+//
+// A counter is stored compactly and exactly: its newest second, and each
+// second's hits as a uint16, or, for an entry with a second above 65,535
+// hits, all of them as uint32 in a slab of widened rings beside the
+// entries (an entry goes back to the narrow form when its seconds all fit
+// again). An entry, its key and its place in the recency list take 168
+// bytes in dense slices, plus its word in the key index.
+//
+// An entry whose counter is Empty (no hit in its last Seconds seconds)
+// counts nothing, which is also what a missing one means: reading it
+// forgets it, a write that leaves it empty removes it, and every insert
+// first drops the empty entries at the least recently incremented end of
+// the list. At its capacity, an insert evicts the least recently
+// incremented entry. Recency is the order in which increments reach the
+// table: an increment moves its entry to the front.
+type Rates struct {
+	keys keySet
+	ents []rateEntry
+	// wide holds the widened rings, by rateEntry.wide − 1; free lists
+	// the places in it no entry uses.
+	wide [][ratecounter.Seconds]uint32
+	free []int32
+	// head is the most recently incremented entry, tail the least (0 when
+	// the table is empty; see link).
+	head, tail link
+	evicted    uint64
+}
+
+// rateEntry is one counter, beside its key at the same position of the
+// keySet. prev and next link it in the recency list: prev toward head.
+type rateEntry struct {
+	last       int64
+	prev, next link
+	// wide is 1 + the place of its ring in Rates.wide, 0 when hits holds
+	// its seconds.
+	wide int32
+	hits [ratecounter.Seconds]uint16
+}
+
+// Len returns how many entries r holds, some of which may have become
+// empty since they were last touched.
+func (r *Rates) Len() int { return r.keys.Len() }
+
+// Evicted returns how many entries were removed to stay within capacity.
+func (r *Rates) Evicted() uint64 { return r.evicted }
+
+// Get loads key's counter, whose hash is h, into c and reports whether r
+// held one that counts something at second s. An empty entry is forgotten
+// on the spot; c is then the zero Counter.
+func (r *Rates) Get(key string, h uint64, s int64, c *ratecounter.Counter) bool {
+	p := r.keys.find(key, h)
+	if p == None {
+		*c = ratecounter.Counter{}
+		return false
+	}
+	r.load(p, c)
+	if c.Empty(s) {
+		r.remove(p)
+		*c = ratecounter.Counter{}
+		return false
+	}
+	return true
+}
+
+// Put stores c as key's counter at second s. A counter that is empty at s
+// is removed instead. incremented says hits were added to it, which makes
+// it the most recently incremented entry (a new entry is, whatever it
+// says). A new entry is inserted within capacity (at least 1): see Rates.
+// Put reports whether it evicted an entry that was not empty.
+func (r *Rates) Put(key string, h uint64, c *ratecounter.Counter, s int64, capacity int, incremented bool) (evicted bool) {
+	p := r.keys.find(key, h)
+	if c.Empty(s) {
+		if p != None {
+			r.remove(p)
+		}
+		return false
+	}
+	if p == None {
+		evicted = r.makeRoom(s, max(capacity, 1))
+		p = r.keys.add(key, h)
+		r.ents = append(r.ents, rateEntry{})
+		r.pushFront(p)
+	} else if incremented {
+		r.unlink(p)
+		r.pushFront(p)
+	}
+	r.store(p, c)
+	return evicted
+}
+
+// Delete removes key's counter, if r holds one.
+func (r *Rates) Delete(key string, h uint64) {
+	if p := r.keys.find(key, h); p != None {
+		r.remove(p)
+	}
+}
+
+// makeRoom drops the empty entries at the tail of the recency list, then
+// evicts from the tail while r holds capacity entries or more (more when
+// the capacity was lowered since they were inserted).
+func (r *Rates) makeRoom(s int64, capacity int) (evicted bool) {
+	for r.tail != 0 && r.emptyAt(r.tail.pos(), s) {
+		r.remove(r.tail.pos())
+	}
+	for r.keys.Len() >= capacity {
+		r.remove(r.tail.pos())
+		r.evicted++
+		evicted = true
+	}
+	return evicted
+}
+
+// hitsAt returns the hits held in slot i of entry p.
+func (r *Rates) hitsAt(p, i int) uint32 {
+	e := &r.ents[p]
+	if e.wide != 0 {
+		return r.wide[e.wide-1][i]
+	}
+	return uint32(e.hits[i])
+}
+
+// emptyAt is ratecounter.Counter.Empty on entry p, without loading it.
+func (r *Rates) emptyAt(p int, s int64) bool {
+	last := r.ents[p].last
+	for t := last; t > last-ratecounter.Seconds && t > s-ratecounter.Seconds; t-- {
+		if r.hitsAt(p, slotOf(t)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// load copies entry p into c.
+func (r *Rates) load(p int, c *ratecounter.Counter) {
+	e := &r.ents[p]
+	c.Last = e.last
+	if e.wide != 0 {
+		c.Hits = r.wide[e.wide-1]
+		return
+	}
+	for i, n := range e.hits {
+		c.Hits[i] = uint32(n)
+	}
+}
+
+// store copies c into entry p, in the narrow form when every second fits.
+func (r *Rates) store(p int, c *ratecounter.Counter) {
+	e := &r.ents[p]
+	e.last = c.Last
+	narrow := true
+	for _, n := range c.Hits {
+		if n > math.MaxUint16 {
+			narrow = false
+			break
+		}
+	}
+	if !narrow {
+		if e.wide == 0 {
+			e.wide = r.allocWide()
+		}
+		r.wide[e.wide-1] = c.Hits
+		return
+	}
+	if e.wide != 0 {
+		r.freeWide(e.wide)
+		e.wide = 0
+	}
+	for i, n := range c.Hits {
+		e.hits[i] = uint16(n)
+	}
+}
+
+// allocWide returns 1 + a free place in r.wide.
+func (r *Rates) allocWide() int32 {
+	if n := len(r.free); n > 0 {
+		w := r.free[n-1]
+		r.free = r.free[:n-1]
+		return w
+	}
+	r.wide = append(r.wide, [ratecounter.Seconds]uint32{})
+	return int32(len(r.wide))
+}
+
+// freeWide gives back the place of ring w (1 + its index); the slab is
+// released once no entry uses it.
+func (r *Rates) freeWide(w int32) {
+	r.free = append(r.free, w)
+	if len(r.free) == len(r.wide) {
+		r.wide, r.free = nil, nil
+	}
+}
+
+// remove drops entry p, moving the last entry into its position.
+func (r *Rates) remove(p int) {
+	r.unlink(p)
+	if w := r.ents[p].wide; w != 0 {
+		r.freeWide(w)
+	}
+	last := r.keys.removeAt(p)
+	if last != p {
+		r.ents[p] = r.ents[last]
+		r.relink(last, p)
+	}
+	r.ents[last] = rateEntry{}
+	r.ents = shrink(r.ents[:last])
+}
+
+// The recency list links entries by link: 1 + an entry's position, 0 for
+// none, so that the zero Rates and a zero rateEntry are an empty list and
+// an entry out of it.
+type link int32
+
+func linkTo(p int) link { return link(p + 1) }
+
+func (l link) pos() int { return int(l) - 1 }
+
+// relink points the neighbours of the entry moved from position from to
+// position to.
+func (r *Rates) relink(from, to int) {
+	e := &r.ents[to]
+	if e.prev != 0 {
+		r.ents[e.prev.pos()].next = linkTo(to)
+	} else if r.head == linkTo(from) {
+		r.head = linkTo(to)
+	}
+	if e.next != 0 {
+		r.ents[e.next.pos()].prev = linkTo(to)
+	} else if r.tail == linkTo(from) {
+		r.tail = linkTo(to)
+	}
+}
+
+// unlink takes entry p out of the recency list.
+func (r *Rates) unlink(p int) {
+	e := &r.ents[p]
+	if e.prev != 0 {
+		r.ents[e.prev.pos()].next = e.next
+	} else {
+		r.head = e.next
+	}
+	if e.next != 0 {
+		r.ents[e.next.pos()].prev = e.prev
+	} else {
+		r.tail = e.prev
+	}
+	e.prev, e.next = 0, 0
+}
+
+// pushFront makes entry p, out of the list, its head.
+func (r *Rates) pushFront(p int) {
+	e := &r.ents[p]
+	e.prev, e.next = 0, r.head
+	if r.head != 0 {
+		r.ents[r.head.pos()].prev = linkTo(p)
+	} else {
+		r.tail = linkTo(p)
+	}
+	r.head = linkTo(p)
+}
+
+// slotOf is the ring slot of second t, as ratecounter keeps it.
+func slotOf(t int64) int {
+	m := t % ratecounter.Seconds
+	if m < 0 {
+		m += ratecounter.Seconds
+	}
+	return int(m)
+}
