@@ -704,9 +704,9 @@ ext_make = function()
   end
 
   -- bread reads a box entry: its value ('' when none) and its expiry as
-  -- limbs, (0, 0) when the entry is missing. An expiry not after now
-  -- (Redis deletes the entry a margin later) is read as it is, as
-  -- bucket.State.BoxExpires may hold it: the id is out of the box.
+  -- limbs, (0, 0) when the entry is missing or its expiry is not after
+  -- now (the id is out of the box; Redis deletes the entry a margin
+  -- later).
   local function bread(name)
     local v = get(name)
     if not v then
@@ -715,7 +715,11 @@ ext_make = function()
     if #v > 20 or not string.find(v, '^%-?%d+$') then
       error('limiter: ' .. name .. ' does not hold a box entry')
     end
-    return v, split(v)
+    local h, l = split(v)
+    if lt(now_hi, now_lo, h, l) then
+      return v, h, l
+    end
+    return v, 0, 0
   end
 
   -- bwrite stores a box entry's expiry (h, l), expiring margin

@@ -26,8 +26,9 @@ type scriptReply struct {
 	// states holds, per key, the state read before the call: a GCRA
 	// bucket's TAT (gcra.Missing for a missing bucket or one full at
 	// decidedAt), a window counter as stored (the zero Counter for none),
-	// or a rate counter (nil for none), and the box entry's expiry as
-	// stored (0 for none). It is the slice passed to decode.
+	// or a rate counter (nil for none, or one with no hit in the last
+	// minute), and the box entry's expiry (0 when the id is not in the box
+	// at decidedAt). It is the slice passed to decode.
 	states []bucket.State
 	// decidedAt is the now the batch was decided at: the call's own, or,
 	// for a call answered from its idempotency record, the first call's.
@@ -39,8 +40,9 @@ type scriptReply struct {
 	// claim is the live claim an opClaim found, or nil when it made one.
 	claim *claimed
 	// counters and box are what an opCall read: its counters (the zero
-	// Counter for none) and its box entry's expiry (0 for none); boxAfter
-	// is the box entry's expiry as the call left it.
+	// Counter for none) and its box entry's expiry (0 when the entry is
+	// not in the box at now); boxAfter is the box entry's expiry as the
+	// call left it, read the same way.
 	counters      [bucket.MaxCallCounters]ratecounter.Counter
 	box, boxAfter int64
 }
@@ -121,7 +123,7 @@ func (r *scriptReply) setState(i int, s string) error {
 	if !ok {
 		return fmt.Errorf("%w: a boxed op's values %q", ErrBadReply, s)
 	}
-	box, err := parseBox(b)
+	box, err := parseBox(b, r.decidedAt)
 	if err != nil {
 		return err
 	}
@@ -133,7 +135,10 @@ func (r *scriptReply) setState(i int, s string) error {
 // setBucket stores the state the script read for bucket i, its box
 // aside. Each algorithm reads the values of the others as empty, as the
 // script does: a rate op a TAT or a window counter, a GCRA or window op a
-// rate counter.
+// rate counter. A state that counts nothing at decidedAt is read as none
+// (a TAT not after it, a window counter past its windows, a rate counter
+// with no hit in the last minute): Redis may have forgotten it already,
+// and nothing may tell.
 func (r *scriptReply) setBucket(i int, s string) error {
 	if r.ops[i].Algorithm == bucket.RateCounter {
 		r.states[i] = bucket.State{TAT: gcra.Missing}
@@ -141,7 +146,9 @@ func (r *scriptReply) setBucket(i int, s string) error {
 			return nil
 		}
 		c, err := parseRate(s)
-		r.states[i].Rate = &c
+		if err == nil && !c.Empty(ratecounter.Second(r.decidedAt)) {
+			r.states[i].Rate = &c
+		}
 		return err
 	}
 	if r.ops[i].Algorithm.Windowed() {
@@ -149,6 +156,9 @@ func (r *scriptReply) setBucket(i int, s string) error {
 			s = ""
 		}
 		c, err := parseCounter(s)
+		if c.Expires() <= floorMs(r.decidedAt) {
+			c = window.Counter{} // counts nothing any more
+		}
 		r.states[i] = bucket.State{TAT: gcra.Missing, Window: c}
 		return err
 	}
@@ -249,10 +259,10 @@ func (r *scriptReply) decodeCall(c *scriptCall, items []any) error {
 		}
 	}
 	var err error
-	if r.box, err = parseBox(text[n]); err != nil {
+	if r.box, err = parseBox(text[n], c.now); err != nil {
 		return err
 	}
-	r.boxAfter, err = parseBox(text[n+1])
+	r.boxAfter, err = parseBox(text[n+1], c.now)
 	return err
 }
 
@@ -274,7 +284,7 @@ func decodeSyncRates(c *scriptCall, items []any) error {
 		if p.Total, err = parseRate(ctr); err != nil {
 			return err
 		}
-		if p.TotalBox, err = parseBox(box); err != nil {
+		if p.TotalBox, err = parseBox(box, c.now); err != nil {
 			return err
 		}
 	}

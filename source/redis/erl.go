@@ -54,10 +54,11 @@ func (s *Source) callOnce(ctx context.Context, now int64, call *bucket.Call, key
 	n := len(call.Counters)
 	newBox, write := bucket.ApplyCall(now, call, r.counters[:n], r.box, res)
 	left := r.box
-	if write && newBox > now {
+	if write {
 		left = newBox
-	} else if write {
-		left = 0 // deleted
+	}
+	if left <= now {
+		left = 0
 	}
 	if left != r.boxAfter {
 		return fmt.Errorf("%w: the script left box entry %q expiring at %d, bucket.ApplyCall at %d",

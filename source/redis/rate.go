@@ -83,17 +83,20 @@ func slotOf(t int64) int {
 	return int(m)
 }
 
-// parseBox reads a box entry's stored expiry (unix ns, "" when none, read
-// as 0). An expiry not after now is read as it is, as bucket.State's
-// BoxExpires may hold it: the id is out of the box, and Redis deletes the
-// entry a margin later.
-func parseBox(s string) (int64, error) {
+// parseBox reads a box entry's stored expiry (unix ns, "" when none) as
+// bucket.State.BoxExpires holds it at now: 0 when the entry is missing or
+// its expiry is not after now (the id is out of the box, and Redis
+// deletes the entry a margin later).
+func parseBox(s string, now int64) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
 	e, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%w: box entry %q", ErrBadReply, s)
+	}
+	if e <= now {
+		return 0, nil
 	}
 	return e, nil
 }

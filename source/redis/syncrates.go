@@ -17,8 +17,9 @@ var _ ratelimits.RateSyncer = (*Source)(nil)
 // stops at ratecounter.MaxHitsPerSecond), the box entry becomes the later
 // of its stored expiry and the pushed one (an expiry not after now is not
 // stored), and both are read back into Total and TotalBox as stored after
-// that (the zero Counter, and 0, for none). Hits pushed by any number of
-// processes add up; a box entry is never shortened.
+// that (the zero Counter for none; 0 when the id is not in the box at
+// now). Hits pushed by any number of processes add up; a box entry is
+// never shortened.
 //
 // The calls, Applied and the errors are as for SyncWindows: one script
 // call on one Redis (per maxSyncKeys pushes), one per hash slot on a
