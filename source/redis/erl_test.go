@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,6 +18,17 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/source/redis"
 )
+
+// packed is a rate counter as the source stores it (docs/redis.md): its
+// last second in 5 bytes, then the hits of that second and of each one
+// before it in 4 bytes each, big-endian.
+func packed(last int64, hits ...uint32) string {
+	b := binary.BigEndian.AppendUint64(nil, uint64(last))[3:]
+	for _, h := range hits {
+		b = binary.BigEndian.AppendUint32(b, h)
+	}
+	return string(b)
+}
 
 // rawGet returns what Redis holds under key (and field, in format v2).
 func rawGet(t testing.TB, c goredis.UniversalClient, key, field string) (string, bool) {
@@ -229,8 +241,8 @@ func TestRateCounterAndBoxStorage(t *testing.T) {
 			} else if bkey != key || field != "130:alice" || bfield != "!130:alice" || key != src.Key("alice") {
 				t.Fatalf("v2: field %q of %q, box field %q of %q; want the hash of the id's group", field, key, bfield, bkey)
 			}
-			if v, ok := rawGet(t, c, key, field); !ok || v != fmt.Sprintf("%d,2,0,0,5", s) {
-				t.Fatalf("stored counter %q (%v), want %q", v, ok, fmt.Sprintf("%d,2,0,0,5", s))
+			if v, ok := rawGet(t, c, key, field); !ok || v != packed(s, 2, 0, 0, 5) {
+				t.Fatalf("stored counter %q (%v), want %q", v, ok, packed(s, 2, 0, 0, 5))
 			}
 			if v, ok := rawGet(t, c, bkey, bfield); !ok || v != strconv.FormatInt(until, 10) {
 				t.Fatalf("stored box entry %q (%v), want %d", v, ok, until)
@@ -263,7 +275,7 @@ func TestRateCounterAndBoxStorage(t *testing.T) {
 			if !o.Allowed || !o.Penalized || o.RetryIn != until-now {
 				t.Fatalf("refund of a boxed id: %+v", o)
 			}
-			if v, _ := rawGet(t, c, key, field); v != fmt.Sprintf("%d,0,0,0,5", s) {
+			if v, _ := rawGet(t, c, key, field); v != packed(s, 0, 0, 0, 5) {
 				t.Fatalf("counter after a refund %q", v)
 			}
 			// A hit 70 s later moves the counter on, its old seconds gone; a
@@ -271,13 +283,13 @@ func TestRateCounterAndBoxStorage(t *testing.T) {
 			// ratecounter.Counter does) until it expires.
 			later := now + secs(70)
 			spend(t, src, later, rateOp("130:alice", 10, 100, 1, until))
-			if v, _ := rawGet(t, c, key, field); v != fmt.Sprintf("%d,1", s+70) {
+			if v, _ := rawGet(t, c, key, field); v != packed(s+70, 1) {
 				t.Fatalf("counter moved on: %q", v)
 			}
 			if o := refund(t, src, later, rateOp("130:alice", 10, 100, 1, until))[0]; !o.Allowed {
 				t.Fatalf("refund of the only hit: %+v", o)
 			}
-			if v, _ := rawGet(t, c, key, field); v != fmt.Sprintf("%d,0", s+70) {
+			if v, _ := rawGet(t, c, key, field); v != packed(s+70, 0) {
 				t.Fatalf("a counter with no hit left: %q", v)
 			}
 			if n, err := src.Reset(ctx, later, []bucket.Op{rateOp("130:alice", 10, 100, 0, until)}); err != nil || n != 1 {

@@ -1,33 +1,50 @@
 package redis
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
 
-// A rate counter is stored as one string of decimal integers separated by
-// commas: the newest second counted into (ratecounter.Counter.Last, unix
-// seconds), then the hits of that second and of each second before it, up
-// to the oldest second of the last ratecounter.Seconds that holds a hit:
+// A rate counter is stored packed: the newest second counted into
+// (ratecounter.Counter.Last, unix seconds) as a 5-byte signed big-endian
+// integer, then the hits of that second and of each second before it as
+// 4-byte unsigned big-endian integers, up to the oldest second of the
+// last ratecounter.Seconds that holds a hit (the first count may be 0: a
+// refund took that second's hits back):
 //
-//	1790000000,3          3 hits in second 1790000000
-//	1790000007,2,0,0,5    2 hits in second 1790000007, 5 in 1790000004
+//	00 6a b3 f4 80  00 00 00 03                 3 hits in second 1790000000
+//	00 6a b3 f4 87  00 00 00 02  00 00 00 00  00 00 00 05
+//	                2 hits in second 1790000007, 5 in 1790000005
 //
-// The first count may be 0 (a refund took that second's hits back); the
-// others end with a hit. A window counter ("<period>:<index>:<cur>:<prev>")
-// has colons and no comma, and a TAT or a box entry's expiry is one
-// integer, so the three never read as one another. bucket.lua reads and
-// writes the same form (rparse, rformat).
+// 9 bytes for one second, 245 at most. The first byte of any second an
+// int64 of nanoseconds holds (|second| < 2^34) is 0x00 to 0x02 or 0xfd to
+// 0xff, never a digit nor '-', which every TAT, window counter and box
+// entry starts with, so no value reads as another's. bucket.lua reads and
+// writes the same form (rparse, rwrite) with Redis's struct library, in
+// one call for the whole counter.
 
-// isRate reports whether a stored value is a rate counter: the only
-// values with a comma.
-func isRate(s string) bool { return strings.IndexByte(s, ',') >= 0 }
+// rateHeader and rateSlot are the sizes of a packed counter's second and
+// of each count.
+const (
+	rateHeader = 5
+	rateSlot   = 4
+)
 
-// formatRate returns c as stored, or "" when it holds no hit (how a push
-// that only reads says so).
+// isRate reports whether a stored value is a rate counter.
+func isRate(s string) bool {
+	n := len(s)
+	if n < rateHeader+rateSlot || n > rateHeader+rateSlot*ratecounter.Seconds || (n-rateHeader)%rateSlot != 0 {
+		return false
+	}
+	b := s[0]
+	return b != '-' && (b < '0' || b > '9')
+}
+
+// formatRate returns c packed as stored, or "" when it holds no hit (how
+// a push that only reads says so).
 func formatRate(c *ratecounter.Counter) string {
 	top := -1
 	for j := range ratecounter.Seconds {
@@ -38,11 +55,12 @@ func formatRate(c *ratecounter.Counter) string {
 	if top < 0 {
 		return ""
 	}
-	b := make([]byte, 0, 16+4*(top+1))
-	b = strconv.AppendInt(b, c.Last, 10)
+	b := make([]byte, rateHeader+rateSlot*(top+1))
+	var last [8]byte
+	binary.BigEndian.PutUint64(last[:], uint64(c.Last))
+	copy(b, last[8-rateHeader:])
 	for j := 0; j <= top; j++ {
-		b = append(b, ',')
-		b = strconv.AppendInt(b, c.At(c.Last-int64(j)), 10)
+		binary.BigEndian.PutUint32(b[rateHeader+rateSlot*j:], uint32(c.At(c.Last-int64(j))))
 	}
 	return string(b)
 }
@@ -54,22 +72,17 @@ func parseRate(s string) (ratecounter.Counter, error) {
 	if s == "" {
 		return c, nil
 	}
-	last, rest, ok := strings.Cut(s, ",")
-	l, err := strconv.ParseInt(last, 10, 64)
-	if !ok || err != nil {
+	if !isRate(s) {
 		return c, fmt.Errorf("%w: rate counter %q", ErrBadReply, s)
 	}
-	c.Last = l
-	parts := strings.Split(rest, ",")
-	if len(parts) > ratecounter.Seconds {
-		return ratecounter.Counter{}, fmt.Errorf("%w: rate counter %q", ErrBadReply, s)
+	var last [8]byte
+	if s[0]&0x80 != 0 {
+		last = [8]byte{0xff, 0xff, 0xff}
 	}
-	for j, part := range parts {
-		n, err := strconv.ParseUint(part, 10, 32)
-		if err != nil {
-			return ratecounter.Counter{}, fmt.Errorf("%w: rate counter %q", ErrBadReply, s)
-		}
-		c.Hits[slotOf(l-int64(j))] = uint32(n)
+	copy(last[8-rateHeader:], s[:rateHeader])
+	c.Last = int64(binary.BigEndian.Uint64(last[:]))
+	for j := 0; rateHeader+rateSlot*j < len(s); j++ {
+		c.Hits[slotOf(c.Last-int64(j))] = binary.BigEndian.Uint32([]byte(s[rateHeader+rateSlot*j : rateHeader+rateSlot*(j+1)]))
 	}
 	return c, nil
 }

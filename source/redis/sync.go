@@ -59,7 +59,7 @@ func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []ratelimits
 		keys[i] = s.format.name(pushes[i].Key)
 	}
 	jobs := make([]syncJob, 0, 1)
-	for _, idx := range s.syncGroups(keys) {
+	for _, idx := range s.syncGroups(keys, maxSyncKeys) {
 		c := &scriptCall{op: opSync, now: now, keys: make([]string, len(idx)), pushes: make([]ratelimits.WindowPush, len(idx))}
 		for j, i := range idx {
 			c.keys[j], c.pushes[j] = keys[i], pushes[i]
@@ -87,8 +87,8 @@ type syncJob struct {
 
 // syncGroups returns the indexes of a sync's keys grouped into its script
 // calls: one per hash slot on a cluster, all in one on one Redis, cut into
-// calls of at most maxSyncKeys.
-func (s *Source) syncGroups(keys []string) [][]int {
+// calls of at most limit keys.
+func (s *Source) syncGroups(keys []string, limit int) [][]int {
 	var groups [][]int
 	if s.cluster {
 		groups = slotGroups(keys)
@@ -102,7 +102,7 @@ func (s *Source) syncGroups(keys []string) [][]int {
 	var out [][]int
 	for _, g := range groups {
 		for len(g) > 0 {
-			n := min(len(g), maxSyncKeys)
+			n := min(len(g), limit)
 			out = append(out, g[:n:n])
 			g = g[n:]
 		}

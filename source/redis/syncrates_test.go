@@ -63,12 +63,24 @@ func TestSyncRatesMerge(t *testing.T) {
 				{Box: "135:alice", BoxExpires: now - 1}, // an expiry already past: nothing to store
 			}
 			syncRates(t, src, now, pushes)
+			// A push whose last second lost its hits to a refund moves the
+			// stored counter on only to its newest hit.
+			refunded := hitsAt(s+2, 3)
+			refunded.Add(s+5, 1)
+			refunded.Remove(s+5, 1)
+			wantRefunded := hitsAt(s, 1)
+			wantRefunded.Merge(&refunded)
+			spend(t, src, now, rateOp("132:alice", 10, 3, 1, until))
 			pushes = []ratelimits.RatePush{
 				{Key: "130:alice", Hits: pushed, Box: "130:alice"},
 				{Key: "131:alice", Box: "131:alice", BoxExpires: until - 1}, // never shortens
 				{Box: "135:alice"},
+				{Key: "132:alice", Hits: refunded},
 			}
 			syncRates(t, src, now, pushes)
+			if pushes[3].Total != wantRefunded || wantRefunded.Last != s+2 {
+				t.Fatalf("merged a refunded push: %+v, want %+v", pushes[3].Total, wantRefunded)
+			}
 			if pushes[0].Total != want || pushes[0].TotalBox != 0 {
 				t.Fatalf("merged counter %+v, box %d; want %+v, 0", pushes[0].Total, pushes[0].TotalBox, want)
 			}
