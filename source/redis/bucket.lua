@@ -424,12 +424,13 @@ ext_make = function()
     return nil
   end
 
-  -- israte reports whether v has a rate counter's form (see rparse): 5 +
-  -- 4n bytes (n from 1 to 60) whose first is not a digit nor '-', as the
-  -- first of every TAT, window counter and box entry is.
+  -- israte reports whether v has a rate counter's form (see rparse): a
+  -- first byte that is not a digit nor '-', as the first of every TAT,
+  -- window counter and box entry is, a width of 1, 2 or 4 at its sixth,
+  -- and 1 to 60 counts of that width after it.
   local function israte(v)
-    local b, n = string.byte(v, 1), #v
-    return n >= 9 and n <= 245 and (n - 5) % 4 == 0 and b ~= 45 and (b < 48 or b > 57)
+    local b, w, n = string.byte(v, 1), string.byte(v, 6), #v - 6
+    return n > 0 and b ~= 45 and (b < 48 or b > 57) and (w == 1 or w == 2 or w == 4) and n % w == 0 and n <= 60 * w
   end
 
   -- wsplit reads the value v of a window op's key: the counter's period,
@@ -573,21 +574,33 @@ ext_make = function()
   -- Rate counters and penalty boxes. A rate counter is stored packed
   -- (Redis's struct library): the newest second counted into (unix
   -- seconds, ratecounter.Counter.Last) as a 5-byte signed big-endian
-  -- integer, then the hits of that second and of each second before it as
-  -- 4-byte unsigned big-endian integers, up to the oldest of the last
-  -- SECONDS seconds that holds a hit (the first count may be 0, after a
-  -- refund): 9 bytes for a counter of one second, 245 at most. One
-  -- struct.unpack reads it all, several times faster than decimal text.
-  -- In Lua it is a table c: c.last, and c[j] the hits of second c.last - j
-  -- (nil for 0), j from 0 to SECONDS - 1. A box entry holds its expiry
-  -- (unix ns) as a decimal integer, as a TAT is held. Seconds are below
-  -- 2^34 in magnitude, hits per second at most MAXH, and a window's sum at
-  -- most SECONDS * MAXH < 2^38: every number here is an exact integer.
+  -- integer, the width w of its counts (1, 2 or 4 bytes: the fewest that
+  -- hold the largest), then the hits of that second and of each second
+  -- before it as w-byte unsigned big-endian integers, up to the oldest of
+  -- the last SECONDS seconds that holds a hit (the first count may be 0,
+  -- after a refund): 7 bytes for a counter of one second of under 256
+  -- hits, 246 at most. One struct.unpack reads it all, several times
+  -- faster than decimal text. In Lua it is a table c: c.last, and c[j] the
+  -- hits of second c.last - j (nil for 0), j from 0 to SECONDS - 1. A box
+  -- entry holds its expiry (unix ns) as a decimal integer, as a TAT is
+  -- held. Seconds are below 2^34 in magnitude, hits per second at most
+  -- MAXH, and a window's sum at most SECONDS * MAXH < 2^38: every number
+  -- here is an exact integer.
   local SECONDS = 60
   local MAXH = 4294967295 -- ratecounter.MaxHitsPerSecond
 
-  -- RFMT[n] is the struct format of a counter of n seconds.
-  local RFMT = {}
+  -- RFMT[w][n] is the struct format of a counter of n seconds whose
+  -- counts are w bytes wide.
+  local RFMT = { [1] = {}, [2] = {}, [4] = {} }
+  local RCOUNT = { [1] = 'B', [2] = 'H', [4] = 'I4' }
+  local function rfmt(w, n)
+    local f = RFMT[w][n]
+    if not f then
+      f = '>i5B' .. string.rep(RCOUNT[w], n)
+      RFMT[w][n] = f
+    end
+    return f
+  end
 
   -- rparse reads the value v of a rate counter's key: '' (none), and a
   -- TAT or a window counter (another algorithm's value), read as the
@@ -601,16 +614,12 @@ ext_make = function()
     if not israte(v) then
       error('limiter: ' .. key .. ' does not hold a rate counter')
     end
-    local n = (#v - 5) / 4
-    local f = RFMT[n]
-    if not f then
-      f = '>i5' .. string.rep('I4', n)
-      RFMT[n] = f
-    end
-    local t = { struct.unpack(f, v) }
+    local w = string.byte(v, 6)
+    local n = (#v - 6) / w
+    local t = { struct.unpack(rfmt(w, n), v) }
     c.last = t[1]
     for j = 0, n - 1 do
-      local x = t[j + 2]
+      local x = t[j + 3]
       if x > 0 then
         c[j] = x
       end
@@ -724,16 +733,20 @@ ext_make = function()
         break
       end
     end
-    local w = { c.last }
+    local w, most = { c.last, 1 }, 0
     for j = 0, top do
-      w[j + 2] = c[j] or 0
+      local x = c[j] or 0
+      w[j + 3] = x
+      if x > most then
+        most = x
+      end
     end
-    local f = RFMT[top + 1]
-    if not f then
-      f = '>i5' .. string.rep('I4', top + 1)
-      RFMT[top + 1] = f
+    if most > 65535 then
+      w[2] = 4
+    elseif most > 255 then
+      w[2] = 2
     end
-    local v = struct.pack(f, unpack(w))
+    local v = struct.pack(rfmt(w[2], top + 1), unpack(w))
     local ms = string.format('%d', (c.last + SECONDS) * 1000 - nowms() + margin)
     if GROUPED then
       put(key, ms, v)

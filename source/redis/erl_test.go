@@ -20,14 +20,11 @@ import (
 )
 
 // packed is a rate counter as the source stores it (docs/redis.md): its
-// last second in 5 bytes, then the hits of that second and of each one
-// before it in 4 bytes each, big-endian.
-func packed(last int64, hits ...uint32) string {
+// last second in 5 bytes, the width of its counts (here 1), then the hits
+// of that second and of each one before it, big-endian.
+func packed(last int64, hits ...uint8) string {
 	b := binary.BigEndian.AppendUint64(nil, uint64(last))[3:]
-	for _, h := range hits {
-		b = binary.BigEndian.AppendUint32(b, h)
-	}
-	return string(b)
+	return string(append(append(b, 1), hits...))
 }
 
 // rawGet returns what Redis holds under key (and field, in format v2).
@@ -358,6 +355,48 @@ func TestConcurrentCallsCountExactly(t *testing.T) {
 			got := lookup(t, first, now, "130:crowd", "130:crowd")
 			if h := windowHits(got.Counters[0], now, 60); h != 600 || above.Load() != 100 || boxed.Load() != 100 || got.Expires != until {
 				t.Fatalf("%d hits, %d calls above, %d boxed, expires %d; want 600, 100, 100, %d", h, above.Load(), boxed.Load(), got.Expires, until)
+			}
+		})
+	}
+}
+
+// Counts are stored in the fewest bytes that hold the largest (1, 2 or 4),
+// read back exactly, and stop at ratecounter.MaxHitsPerSecond.
+func TestRateCounterWidths(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			opts := b.opts(t)
+			src := newSource(t, opts)
+			c := rawClient(t, opts)
+			s := ratecounter.Second(now)
+			key, field := src.EntryKey("130:wide")
+			op := func(at, cost int64) bucket.Op { return rateOp("130:wide", 60, 1<<40, cost, at+secs(60)) }
+			var want ratecounter.Counter
+			steps := []struct {
+				at, cost int64
+				width    byte
+			}{
+				{now - secs(2), 300, 2},
+				{now, 7, 2},
+				{now, 70_000, 4},
+				{now, ratecounter.MaxHitsPerSecond, 4},
+				{now + secs(59), 1, 4},
+				{now + secs(61), 1, 1}, // s and s-2 have left: narrow again
+			}
+			for i, st := range steps {
+				spend(t, src, st.at, op(st.at, st.cost))
+				want.Add(ratecounter.Second(st.at), st.cost)
+				v, _ := rawGet(t, c, key, field)
+				if len(v) < 6 || v[5] != st.width {
+					t.Fatalf("step %d: stored %q, want counts %d bytes wide", i, v, st.width)
+				}
+				got := lookup(t, src, st.at, "130:wide", "130:wide")
+				if got.Counters[0] != want {
+					t.Fatalf("step %d: counter %+v, want %+v", i, got.Counters[0], want)
+				}
+				if i == 3 && got.Counters[0].At(s) != ratecounter.MaxHitsPerSecond {
+					t.Fatalf("a second of %d hits, want it to stop at %d", got.Counters[0].At(s), ratecounter.MaxHitsPerSecond)
+				}
 			}
 		})
 	}

@@ -10,57 +10,66 @@ import (
 
 // A rate counter is stored packed: the newest second counted into
 // (ratecounter.Counter.Last, unix seconds) as a 5-byte signed big-endian
-// integer, then the hits of that second and of each second before it as
-// 4-byte unsigned big-endian integers, up to the oldest second of the
-// last ratecounter.Seconds that holds a hit (the first count may be 0: a
-// refund took that second's hits back):
+// integer, the width w of its counts (1, 2 or 4 bytes: the fewest that
+// hold the largest), then the hits of that second and of each second
+// before it as w-byte unsigned big-endian integers, up to the oldest
+// second of the last ratecounter.Seconds that holds a hit (the first
+// count may be 0: a refund took that second's hits back):
 //
-//	00 6a b3 f4 80  00 00 00 03                 3 hits in second 1790000000
-//	00 6a b3 f4 87  00 00 00 02  00 00 00 00  00 00 00 05
-//	                2 hits in second 1790000007, 5 in 1790000005
+//	00 6a b3 f4 80  01  03                  3 hits in second 1790000000
+//	00 6a b3 f4 87  02  00 02  00 00  01 2c
+//	                    2 hits in second 1790000007, 300 in 1790000005
 //
-// 9 bytes for one second, 245 at most. The first byte of any second an
-// int64 of nanoseconds holds (|second| < 2^34) is 0x00 to 0x02 or 0xfd to
-// 0xff, never a digit nor '-', which every TAT, window counter and box
-// entry starts with, so no value reads as another's. bucket.lua reads and
-// writes the same form (rparse, rwrite) with Redis's struct library, in
-// one call for the whole counter.
+// 7 bytes for a second of fewer than 256 hits, 246 at most. The first
+// byte of any second an int64 of nanoseconds holds (|second| < 2^34) is
+// 0x00 to 0x02 or 0xfd to 0xff, never a digit nor '-', which every TAT,
+// window counter and box entry starts with, so no value reads as
+// another's. bucket.lua reads and writes the same form (rparse, rwrite)
+// with Redis's struct library, in one call for the whole counter.
 
-// rateHeader and rateSlot are the sizes of a packed counter's second and
-// of each count.
-const (
-	rateHeader = 5
-	rateSlot   = 4
-)
+// rateHeader is the size of a packed counter's second and width.
+const rateHeader = 6
 
 // isRate reports whether a stored value is a rate counter.
 func isRate(s string) bool {
-	n := len(s)
-	if n < rateHeader+rateSlot || n > rateHeader+rateSlot*ratecounter.Seconds || (n-rateHeader)%rateSlot != 0 {
+	if len(s) <= rateHeader {
 		return false
 	}
-	b := s[0]
-	return b != '-' && (b < '0' || b > '9')
+	b, w, n := s[0], int(s[5]), len(s)-rateHeader
+	return b != '-' && (b < '0' || b > '9') && (w == 1 || w == 2 || w == 4) && n%w == 0 && n <= w*ratecounter.Seconds
 }
 
 // formatRate returns c packed as stored, or "" when it holds no hit (how
 // a push that only reads says so).
 func formatRate(c *ratecounter.Counter) string {
-	top := -1
+	top, most := -1, int64(0)
 	for j := range ratecounter.Seconds {
-		if c.At(c.Last-int64(j)) > 0 {
-			top = j
+		if h := c.At(c.Last - int64(j)); h > 0 {
+			top, most = j, max(most, h)
 		}
 	}
 	if top < 0 {
 		return ""
 	}
-	b := make([]byte, rateHeader+rateSlot*(top+1))
-	var last [8]byte
-	binary.BigEndian.PutUint64(last[:], uint64(c.Last))
-	copy(b, last[8-rateHeader:])
+	w := 1
+	switch {
+	case most > 0xffff:
+		w = 4
+	case most > 0xff:
+		w = 2
+	}
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+w*(top+1)), uint64(c.Last))[8-5:]
+	b = append(b, byte(w))
 	for j := 0; j <= top; j++ {
-		binary.BigEndian.PutUint32(b[rateHeader+rateSlot*j:], uint32(c.At(c.Last-int64(j))))
+		h := uint32(c.At(c.Last - int64(j)))
+		switch w {
+		case 1:
+			b = append(b, byte(h))
+		case 2:
+			b = binary.BigEndian.AppendUint16(b, uint16(h))
+		default:
+			b = binary.BigEndian.AppendUint32(b, h)
+		}
 	}
 	return string(b)
 }
@@ -79,10 +88,15 @@ func parseRate(s string) (ratecounter.Counter, error) {
 	if s[0]&0x80 != 0 {
 		last = [8]byte{0xff, 0xff, 0xff}
 	}
-	copy(last[8-rateHeader:], s[:rateHeader])
+	copy(last[3:], s[:5])
 	c.Last = int64(binary.BigEndian.Uint64(last[:]))
-	for j := 0; rateHeader+rateSlot*j < len(s); j++ {
-		c.Hits[slotOf(c.Last-int64(j))] = binary.BigEndian.Uint32([]byte(s[rateHeader+rateSlot*j : rateHeader+rateSlot*(j+1)]))
+	w := int(s[5])
+	for j, at := 0, rateHeader; at < len(s); j, at = j+1, at+w {
+		var h uint32
+		for _, b := range []byte(s[at : at+w]) {
+			h = h<<8 | uint32(b)
+		}
+		c.Hits[slotOf(c.Last-int64(j))] = h
 	}
 	return c, nil
 }

