@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -84,7 +85,10 @@ func benchEntryMemory(b *testing.B, unit string, store func(src *redis.Source, i
 	for _, groups := range erlGroups {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
 			srv := redistest.NewStandalone(b)
-			src := benchSource(b, redis.Options{Addrs: []string{srv.Addr()}, Groups: groups})
+			// Generous timeouts: this measures memory, on a machine that may
+			// be busy.
+			src := benchSource(b, redis.Options{Addrs: []string{srv.Addr()}, Groups: groups,
+				DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second})
 			for b.Loop() {
 				srv.Flush(b)
 				before := usedMemory(b, srv.Addr())

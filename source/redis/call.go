@@ -3,6 +3,7 @@ package redis
 import (
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
 
 // operation is what one run of the bucket script does.
@@ -79,6 +80,19 @@ type scriptCall struct {
 	// "" for a key without one; nil when no key has one. A box entry is in
 	// its key's slot, named in ARGV: the script reads it beside its key.
 	boxes []string
+	// extra holds what a sync or an ERL call carries beyond keys; nil
+	// for the other operations (a pointer, so that a call of the hot path
+	// stays small).
+	extra *extraArgs
+	// record, on an opSpend or opRefund, makes the call idempotent: the
+	// script answers it from the record when there is one, and otherwise
+	// decides it and writes the record in the same run. On an opClaim it
+	// describes the claim.
+	record *recordArgs
+}
+
+// extraArgs is what a sync or an ERL call carries beyond its keys.
+type extraArgs struct {
 	// pushes holds an opSync's counters, one per key; decode fills their
 	// Total.
 	pushes []ratelimits.WindowPush
@@ -89,11 +103,12 @@ type scriptCall struct {
 	// call is an opCall's call: its keys are its counters' names and then,
 	// when it has a box action, its box entry's name.
 	call *bucket.Call
-	// record, on an opSpend or opRefund, makes the call idempotent: the
-	// script answers it from the record when there is one, and otherwise
-	// decides it and writes the record in the same run. On an opClaim it
-	// describes the claim.
-	record *recordArgs
+	// counters and box are what an opCall read, filled by decode: its
+	// counters (the zero Counter for none) and its box entry's expiry (0
+	// when the entry is not in the box at now); boxAfter is the box
+	// entry's expiry as the call left it, read the same way.
+	counters      [bucket.MaxCallCounters]ratecounter.Counter
+	box, boxAfter int64
 }
 
 // recordArgs is what the script needs of an idempotency record.

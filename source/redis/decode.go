@@ -39,12 +39,6 @@ type scriptReply struct {
 	busy int
 	// claim is the live claim an opClaim found, or nil when it made one.
 	claim *claimed
-	// counters and box are what an opCall read: its counters (the zero
-	// Counter for none) and its box entry's expiry (0 when the entry is
-	// not in the box at now); boxAfter is the box entry's expiry as the
-	// call left it, read the same way.
-	counters      [bucket.MaxCallCounters]ratecounter.Counter
-	box, boxAfter int64
 }
 
 // claimed is a live claim of an idempotency key on a cluster: its
@@ -56,7 +50,7 @@ type claimed struct {
 
 // decode reads the script's reply to c. states must hold one slot per
 // op of c (nil for a reset, a claim or a sync); a claim's reply is nil
-// when Redis answered nil. A sync's counters go into c.pushes.
+// when Redis answered nil. A sync's counters go into c.extra.pushes.
 func decode(c *scriptCall, reply any, states []bucket.State) (scriptReply, error) {
 	r := scriptReply{decidedAt: c.now, ops: c.ops, boxes: c.boxes, states: states}
 	switch {
@@ -80,7 +74,7 @@ func decode(c *scriptCall, reply any, states []bucket.State) (scriptReply, error
 	case opSync:
 		return r, decodeSync(c, items)
 	case opCall:
-		return r, r.decodeCall(c, items)
+		return r, decodeCall(c, items)
 	case opSyncRates:
 		return r, decodeSyncRates(c, items)
 	}
@@ -216,8 +210,8 @@ func parseCounter(s string) (window.Counter, error) {
 // counter as stored after the add, as window.Counter.At reads it at the
 // call's now.
 func decodeSync(c *scriptCall, items []any) error {
-	if len(items) != len(c.pushes)+1 || items[0] != int64(1) {
-		return fmt.Errorf("%w: %d items for %d counters", ErrBadReply, len(items), len(c.pushes))
+	if len(items) != len(c.extra.pushes)+1 || items[0] != int64(1) {
+		return fmt.Errorf("%w: %d items for %d counters", ErrBadReply, len(items), len(c.extra.pushes))
 	}
 	nowMs := floorMs(c.now)
 	for i, item := range items[1:] {
@@ -229,18 +223,19 @@ func decodeSync(c *scriptCall, items []any) error {
 		if err != nil {
 			return err
 		}
-		p := &c.pushes[i]
+		p := &c.extra.pushes[i]
 		start, cur, prev := stored.At(nowMs, p.Period)
 		p.Total = window.Counter{Period: p.Period, Start: start, Cur: cur, Prev: prev}
 	}
 	return nil
 }
 
-// decodeCall reads an ERL call's {1, c_1..c_n, box, box after}: the
-// counters and the box entry as read, and the box entry as left ("" for
-// none).
-func (r *scriptReply) decodeCall(c *scriptCall, items []any) error {
-	n := len(c.call.Counters)
+// decodeCall reads an ERL call's {1, c_1..c_n, box, box after} into
+// c.extra: the counters and the box entry as read, and the box entry as
+// left ("" for none).
+func decodeCall(c *scriptCall, items []any) error {
+	x := c.extra
+	n := len(x.call.Counters)
 	if len(items) != n+3 || items[0] != int64(1) {
 		return fmt.Errorf("%w: %d items for a call of %d counters", ErrBadReply, len(items), n)
 	}
@@ -254,15 +249,15 @@ func (r *scriptReply) decodeCall(c *scriptCall, items []any) error {
 	}
 	for i := range n {
 		var err error
-		if r.counters[i], err = parseRate(text[i]); err != nil {
+		if x.counters[i], err = parseRate(text[i]); err != nil {
 			return err
 		}
 	}
 	var err error
-	if r.box, err = parseBox(text[n], c.now); err != nil {
+	if x.box, err = parseBox(text[n], c.now); err != nil {
 		return err
 	}
-	r.boxAfter, err = parseBox(text[n+1], c.now)
+	x.boxAfter, err = parseBox(text[n+1], c.now)
 	return err
 }
 
@@ -270,16 +265,16 @@ func (r *scriptReply) decodeCall(c *scriptCall, items []any) error {
 // its pushes' Total and TotalBox: each counter ("" for none) and box
 // entry as stored after the push.
 func decodeSyncRates(c *scriptCall, items []any) error {
-	if len(items) != 1+2*len(c.ratePushes) || items[0] != int64(1) {
-		return fmt.Errorf("%w: %d items for %d rate pushes", ErrBadReply, len(items), len(c.ratePushes))
+	if len(items) != 1+2*len(c.extra.ratePushes) || items[0] != int64(1) {
+		return fmt.Errorf("%w: %d items for %d rate pushes", ErrBadReply, len(items), len(c.extra.ratePushes))
 	}
-	for i := range c.ratePushes {
+	for i := range c.extra.ratePushes {
 		ctr, ok1 := items[1+2*i].(string)
 		box, ok2 := items[2+2*i].(string)
 		if !ok1 || !ok2 {
 			return fmt.Errorf("%w: a rate push's values %v, %v", ErrBadReply, items[1+2*i], items[2+2*i])
 		}
-		p := &c.ratePushes[i]
+		p := &c.extra.ratePushes[i]
 		var err error
 		if p.Total, err = parseRate(ctr); err != nil {
 			return err
@@ -380,7 +375,7 @@ func replyWidth(c *scriptCall) int {
 	case opSyncRates:
 		return 1 + 2*len(c.keys)
 	case opCall:
-		return 3 + len(c.call.Counters)
+		return 3 + len(c.extra.call.Counters)
 	}
 	return 1 + len(c.keys)
 }

@@ -293,19 +293,19 @@ func (c *scriptCall) appendValues(args []any) []any {
 			}
 		}
 	case opSync:
-		for i := range c.pushes {
-			p := &c.pushes[i]
+		for i := range c.extra.pushes {
+			p := &c.extra.pushes[i]
 			args = append(args, p.Period, p.Start/p.Period, p.Hits, p.PrevHits)
 		}
 	case opCall:
-		args = append(args, len(c.call.Counters))
-		for _, cc := range c.call.Counters {
+		args = append(args, len(c.extra.call.Counters))
+		for _, cc := range c.extra.call.Counters {
 			args = append(args, cc.Delta, cc.Limit.Window, cc.Limit.Rate)
 		}
-		args = append(args, callAction(c.call.Action), c.call.Until)
+		args = append(args, callAction(c.extra.call.Action), c.extra.call.Until)
 	case opSyncRates:
-		for i := range c.ratePushes {
-			p := &c.ratePushes[i]
+		for i := range c.extra.ratePushes {
+			p := &c.extra.ratePushes[i]
 			hits := "-"
 			if p.Key != "" {
 				hits = formatRate(&p.Hits)

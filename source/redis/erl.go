@@ -47,22 +47,22 @@ func (s *Source) Call(ctx context.Context, now int64, call *bucket.Call, res *bu
 
 // callOnce runs call, whose names are keys, as one script call.
 func (s *Source) callOnce(ctx context.Context, now int64, call *bucket.Call, keys []string, res *bucket.CallResult) error {
-	r, err := s.run(ctx, &scriptCall{op: opCall, now: now, keys: keys, call: call}, nil)
-	if err != nil {
+	x := &extraArgs{call: call}
+	if _, err := s.run(ctx, &scriptCall{op: opCall, now: now, keys: keys, extra: x}, nil); err != nil {
 		return err
 	}
 	n := len(call.Counters)
-	newBox, write := bucket.ApplyCall(now, call, r.counters[:n], r.box, res)
-	left := r.box
+	newBox, write := bucket.ApplyCall(now, call, x.counters[:n], x.box, res)
+	left := x.box
 	if write {
 		left = newBox
 	}
 	if left <= now {
 		left = 0
 	}
-	if left != r.boxAfter {
+	if left != x.boxAfter {
 		return fmt.Errorf("%w: the script left box entry %q expiring at %d, bucket.ApplyCall at %d",
-			ErrVerdictMismatch, call.Box, r.boxAfter, left)
+			ErrVerdictMismatch, call.Box, x.boxAfter, left)
 	}
 	return nil
 }

@@ -60,9 +60,9 @@ func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []ratelimits
 	}
 	jobs := make([]syncJob, 0, 1)
 	for _, idx := range s.syncGroups(keys, maxSyncKeys) {
-		c := &scriptCall{op: opSync, now: now, keys: make([]string, len(idx)), pushes: make([]ratelimits.WindowPush, len(idx))}
+		c := &scriptCall{op: opSync, now: now, keys: make([]string, len(idx)), extra: &extraArgs{pushes: make([]ratelimits.WindowPush, len(idx))}}
 		for j, i := range idx {
-			c.keys[j], c.pushes[j] = keys[i], pushes[i]
+			c.keys[j], c.extra.pushes[j] = keys[i], pushes[i]
 		}
 		jobs = append(jobs, syncJob{idx: idx, call: c})
 	}
@@ -72,7 +72,7 @@ func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []ratelimits
 			continue
 		}
 		for k, p := range j.idx {
-			pushes[p].Total, pushes[p].Applied = j.call.pushes[k].Total, true
+			pushes[p].Total, pushes[p].Applied = j.call.extra.pushes[k].Total, true
 		}
 	}
 	return syncError(errs)

@@ -60,9 +60,9 @@ func (s *Source) SyncRates(ctx context.Context, now int64, pushes []ratelimits.R
 	jobs := make([]syncJob, 0, 1)
 	for _, idx := range s.syncGroups(keys, maxRateSyncKeys) {
 		c := &scriptCall{op: opSyncRates, now: now, keys: make([]string, len(idx)), boxes: make([]string, len(idx)),
-			ratePushes: make([]ratelimits.RatePush, len(idx))}
+			extra: &extraArgs{ratePushes: make([]ratelimits.RatePush, len(idx))}}
 		for j, i := range idx {
-			c.keys[j], c.boxes[j], c.ratePushes[j] = keys[i], boxes[i], pushes[i]
+			c.keys[j], c.boxes[j], c.extra.ratePushes[j] = keys[i], boxes[i], pushes[i]
 		}
 		jobs = append(jobs, syncJob{idx: idx, call: c})
 	}
@@ -72,7 +72,7 @@ func (s *Source) SyncRates(ctx context.Context, now int64, pushes []ratelimits.R
 			continue
 		}
 		for k, p := range j.idx {
-			got := &j.call.ratePushes[k]
+			got := &j.call.extra.ratePushes[k]
 			pushes[p].Total, pushes[p].TotalBox, pushes[p].Applied = got.Total, got.TotalBox, true
 		}
 	}
