@@ -18,7 +18,12 @@
 //
 // Buckets are keys of their own (key format v1), or, with Options.Groups,
 // fields of a fixed number of hashes (format v2), which takes less Redis
-// memory once hashes hold several buckets each.
+// memory once hashes hold several buckets each. Rate counters, penalty
+// box entries and the buckets of limits with a box are named by their id
+// (keys.go), so that an Edge Rate Limiting call (erl.go) and a batch of
+// one id reach all of theirs in one script call, also on a cluster; their
+// own decisions and writes are those of bucket.SpendBatch and
+// bucket.ApplyCall, made in the same script.
 //
 // docs/redis.md describes the key layout, expiry, failure behaviour and
 // the guarantees on a cluster, where a batch whose keys fall into several

@@ -24,12 +24,16 @@ var (
 	// would be a bug in the script; the batch's answer is not trusted.
 	ErrVerdictMismatch = errors.New("redis source: the bucket script and the bucket functions disagree on a batch")
 
-	// ErrInvalidOp means an op or a sync push broke the Source contract (a
-	// GCRA op's non-positive emission interval, negative cost or burst
-	// offset, or a cost whose increment overflows int64; a window op's
-	// count, period or cost out of range; a push's period, window start or
-	// hits out of range), or, in key format v2, its bucket key is empty:
-	// nothing is sent to Redis.
+	// ErrInvalidOp means an op, an ERL call or a sync push broke the
+	// Source contract (a GCRA op's non-positive emission interval,
+	// negative cost or burst offset, or a cost whose increment overflows
+	// int64; a window op's count, period or cost out of range; a rate op
+	// without a box, or with a window, rate or cost out of range; a call
+	// of more than two counters, or of a counter twice; a push's period,
+	// window start or hits out of range), or, in key format v2, its bucket
+	// key is empty; or, on a cluster, an op's box entry is of another id,
+	// in another slot; or an idempotent batch has a box: nothing is sent
+	// to Redis.
 	ErrInvalidOp = errors.New("redis source: invalid op")
 )
 
