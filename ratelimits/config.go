@@ -178,6 +178,11 @@ func (c *Config) addOverride(o Override) error {
 	}
 	o.Effective.Override = true
 	o.Effective.SyncRate = nl.syncRate
+	if nl.hasDefault && nl.def.Penalty == 0 && o.Effective.Penalty > 0 {
+		// The box belongs to the name: ids without an override would
+		// otherwise be judged without the box that ERL calls can fill.
+		return configError("%s: the override of %q has a penalty but the default has none: a penalty box belongs to the name, so set penalty on the default (an override may change its length)", o.Limit, o.ID)
+	}
 	if o.Effective.Penalty == 0 && nl.hasDefault {
 		// A GCRA or window override keeps the name's penalty box.
 		o.Effective.Penalty = nl.def.Penalty

@@ -106,6 +106,12 @@ func (l *loader) override(file string, key, val *yaml.Node) {
 		return
 	}
 	ids, okIDs := l.overrideIDs(s, info, key, fs)
+	if f, has := fs["penalty"]; has && okLimit && alg != ratelimits.RateCounter {
+		if def, ok := l.defaults[info.Limit]; ok && def.Penalty == 0 {
+			s.add(f.val.Line, "penalty on an override of a limit whose default has none: a penalty box belongs to the name, so set penalty on the default (an override may change its length)")
+			okLimit = false
+		}
+	}
 	if okLimit && okIDs {
 		if _, set := l.algs[info.Limit]; !set {
 			l.algs[info.Limit] = origin{alg: alg, file: file, line: key.Line}

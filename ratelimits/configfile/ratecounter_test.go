@@ -82,7 +82,6 @@ const erlOverrides = `- RequestsPerClientIP:
     burst: 50
     count: 50
     period: 1s
-    penalty: 10m
     ids: [{id: 7}]
 - CertificatesPerDomainPerAccount:
     burst: 3
@@ -142,7 +141,7 @@ func TestConfigRateCountersAndPenalties(t *testing.T) {
 		{uploads, "anyone", withPenalty(t, mustWindow(t, ratelimits.FixedWindow, 2, time.Minute, 0, false), 90*time.Second)},
 		{uploads, "gold", withPenalty(t, mustWindow(t, ratelimits.FixedWindow, 5, time.Minute, 0, true), time.Second)},
 		{ratelimits.NewOrdersPerAccount, "1", gcra(5, 5, time.Second)},
-		{ratelimits.NewOrdersPerAccount, "7", set(withPenalty(t, gcra(50, 50, time.Second), 10*time.Minute), true, 0, 0)},
+		{ratelimits.NewOrdersPerAccount, "7", set(gcra(50, 50, time.Second), true, 0, 0)},
 		{ratelimits.CertificatesPerDomainPerAccount, "9", set(withPenalty(t, gcra(3, 3, time.Hour), 2*time.Hour), true, 0, 0)},
 	}
 	for _, tc := range cases {
@@ -160,8 +159,7 @@ func TestConfigRateCountersAndPenalties(t *testing.T) {
 		{burst, ratelimits.RateCounter, true, ratelimits.DefaultCapacity},
 		{logins, ratelimits.GCRA, true, 1000},
 		{uploads, ratelimits.FixedWindow, true, ratelimits.DefaultCapacity},
-		// A default without a penalty, but an override with one.
-		{ratelimits.NewOrdersPerAccount, ratelimits.GCRA, true, ratelimits.DefaultCapacity},
+		{ratelimits.NewOrdersPerAccount, ratelimits.GCRA, false, ratelimits.DefaultCapacity},
 		{ratelimits.CertificatesPerDomainPerAccount, ratelimits.GCRA, true, ratelimits.DefaultCapacity},
 		{ratelimits.CertificatesPerDomain, ratelimits.GCRA, false, ratelimits.DefaultCapacity},
 	} {
@@ -330,9 +328,14 @@ func TestConfigBadPenalties(t *testing.T) {
 		})
 	}
 
+	// A box belongs to the name: an override may change the penalty's
+	// length, not give one to a name whose default has none.
+	_, err := Parse(dfile, []byte(gcra), ofile, []byte("- L:\n    burst: 5\n    count: 5\n    period: 1m\n    penalty: 1m\n    ids: [{id: a}]\n"))
+	checkProblems(t, err, []wantProblem{{ofile, 5, l, "penalty on an override of a limit whose default has none"}})
+
 	// With an unknown algorithm, no field is missing: a rate counter
 	// without burst, count and period may be what was meant.
-	_, err := Parse(dfile, []byte("L:\n  enum: 130\n  id: ip\n  algorithm: rate_counter\n  window: 10s\n  rate: 10\n  penalty: 59s\n"), ofile, nil)
+	_, err = Parse(dfile, []byte("L:\n  enum: 130\n  id: ip\n  algorithm: rate_counter\n  window: 10s\n  rate: 10\n  penalty: 59s\n"), ofile, nil)
 	checkProblems(t, err, []wantProblem{{dfile, 4, l, `unknown algorithm "rate_counter"`}})
 }
 

@@ -99,8 +99,13 @@ func (c *Counter) Newest(s, w int64) (int64, bool) {
 }
 
 // Empty reports whether no second from s − Seconds + 1 on holds a hit:
-// then c counts nothing at s or later, and a source may forget it.
+// then c counts nothing at s or later, and a source may forget it. A
+// counter whose newest second is a minute or more after s (the clock went
+// back) is empty too: the next Add starts it afresh.
 func (c *Counter) Empty(s int64) bool {
+	if s <= c.Last-Seconds {
+		return true
+	}
 	for t := c.Last; t > c.Last-Seconds && t > s-Seconds; t-- {
 		if c.Hits[slot(t)] > 0 {
 			return false
@@ -113,12 +118,26 @@ func (c *Counter) Empty(s int64) bool {
 // after its newest counted second. A source may forget the counter then.
 func (c *Counter) Expires() int64 { return c.Last + Seconds }
 
-// Add adds delta hits to second s. A second before the window c keeps
-// (s <= Last − Seconds) is not counted; a later one moves the window on,
-// clearing the slots of the seconds it skips. A second's hits stop at
+// Add adds delta hits to second s, the current second. A later second
+// than Last moves the window on, clearing the slots of the seconds it
+// skips; one a minute or more before Last means the clock went back that
+// far, and starts the counter afresh at s, since the hits it holds are
+// all in a future that the clock no longer shows. A second's hits stop at
 // MaxHitsPerSecond. It returns the hits actually added.
 func (c *Counter) Add(s, delta int64) int64 {
-	if delta <= 0 || s <= c.Last-Seconds {
+	if delta <= 0 {
+		return 0
+	}
+	if s <= c.Last-Seconds {
+		*c = Counter{Last: s}
+	}
+	return c.add(s, delta)
+}
+
+// add adds delta (> 0) hits to second s, which is dropped when it is a
+// minute or more before Last.
+func (c *Counter) add(s, delta int64) int64 {
+	if s <= c.Last-Seconds {
 		return 0
 	}
 	if s > c.Last {
@@ -144,11 +163,13 @@ func (c *Counter) Remove(s, delta int64) int64 {
 
 // Merge adds every hit of o that c's window, after moving on to o's newest
 // second when that is later, still keeps: how a shared store adds up the
-// hits pushed by several processes.
+// hits pushed by several processes. Unlike Add, hits a minute or more
+// older than c's newest second are dropped: they come from a process whose
+// clock is behind, not from a clock that went back.
 func (c *Counter) Merge(o *Counter) {
 	for t := o.Last - Seconds + 1; t <= o.Last; t++ {
 		if n := o.Hits[slot(t)]; n > 0 {
-			c.Add(t, int64(n))
+			c.add(t, int64(n))
 		}
 	}
 }

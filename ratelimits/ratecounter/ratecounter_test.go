@@ -68,6 +68,11 @@ func TestMatchesPlainSums(t *testing.T) {
 		case 0:
 			n := rng.Int64N(1000)
 			newest := at >= c.Last
+			if n > 0 && at <= c.Last-Seconds {
+				// The clock went back a minute or more: afresh.
+				clear(all)
+				newest = true
+			}
 			added := c.Add(at, n)
 			if newest && added != n {
 				t.Fatalf("Add(%d, %d) at the newest second added %d", at, n, added)
@@ -91,6 +96,34 @@ func TestMatchesPlainSums(t *testing.T) {
 }
 
 // TestSaturates keeps a second's hits at MaxHitsPerSecond.
+// TestClockBackAMinuteStartsAfresh: a hit a minute or more before the
+// newest one means the clock went back; the counter starts again from it
+// rather than ignoring every hit until the clock catches up. Merge, which
+// adds another process's hits, drops such old hits instead.
+func TestClockBackAMinuteStartsAfresh(t *testing.T) {
+	var c Counter
+	c.Add(1000, 5)
+	if c.Empty(1000) || !c.Empty(940) {
+		t.Fatal("want the counter in use at 1000 and empty a minute before")
+	}
+	c.Add(941, 3) // 59 s back: counted beside the later hits
+	if c.At(941) != 3 || c.At(1000) != 5 {
+		t.Fatalf("59 s back: holds %d and %d, want 3 and 5", c.At(941), c.At(1000))
+	}
+	c.Add(940, 7)
+	if c.Last != 940 || c.Window(940, 60) != 7 || c.At(1000) != 0 {
+		t.Fatalf("60 s back: %+v, want a fresh counter holding the 7 hits", c)
+	}
+	var d Counter
+	d.Add(1000, 5)
+	old := Counter{}
+	old.Add(940, 9)
+	d.Merge(&old)
+	if d.Last != 1000 || d.Window(1000, 60) != 5 {
+		t.Fatalf("merging hits a minute old: %+v, want them dropped", d)
+	}
+}
+
 func TestSaturates(t *testing.T) {
 	var c Counter
 	c.Add(5, MaxHitsPerSecond-1)

@@ -47,6 +47,7 @@ func RunERL(t *testing.T, newSource Factory) {
 	t.Run("CallExpiry", func(t *testing.T) { testCallExpiry(t, newSource) })
 	t.Run("ERLMatchesModel", func(t *testing.T) { testERLMatchesModel(t, newSource) })
 	t.Run("NoOvershootCall", func(t *testing.T) { testNoOvershootCall(t, newSource) })
+	t.Run("ClockBack", func(t *testing.T) { testClockBack(t, newSource) })
 }
 
 func testRateCounterLimit(t *testing.T, newSource Factory) {
@@ -406,5 +407,18 @@ func testNoOvershootCall(t *testing.T, newSource Factory) {
 	}
 	if n := res.Counters[0].Window(ratecounter.Second(now), 60); n != 601 || !res.Above[0] || res.Expires != now+60*sec {
 		t.Fatalf("the 601st hit: %d hits, %+v; want 601, above and boxed", n, res)
+	}
+}
+
+// testClockBack moves the clock back more than a minute, as a test's fake
+// clock may: the entry's later hits no longer count, and its new ones do,
+// on every source alike.
+func testClockBack(t *testing.T, newSource Factory) {
+	p := newPair(t, newSource)
+	c, b := key(t, "c"), key(t, "b")
+	later := erlBase + 120*sec
+	p.call(later, checkRate(c, b, 5, 60, 10, later+60*sec))
+	if r := p.call(erlBase, checkRate(c, b, 700, 10, 10, erlBase+60*sec)); !r.Above[0] || r.Counters[0].Window(ratecounter.Second(erlBase), 10) != 700 {
+		t.Fatalf("700 hits two minutes back: %+v, want them counted, above", r)
 	}
 }

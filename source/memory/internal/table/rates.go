@@ -133,6 +133,9 @@ func (r *Rates) hitsAt(p, i int) uint32 {
 // emptyAt is ratecounter.Counter.Empty on entry p, without loading it.
 func (r *Rates) emptyAt(p int, s int64) bool {
 	last := r.ents[p].last
+	if s <= last-ratecounter.Seconds {
+		return true // the clock went back a minute: the next add starts afresh
+	}
 	for t := last; t > last-ratecounter.Seconds && t > s-ratecounter.Seconds; t-- {
 		if r.hitsAt(p, slotOf(t)) > 0 {
 			return false
