@@ -652,14 +652,20 @@ ext_make = function()
     return sum
   end
 
-  -- radd adds d hits to second s, as ratecounter.Counter.Add: a second
-  -- the counter no longer keeps is not counted, a later one moves the
-  -- counter on, and a second stops at MAXH hits.
+  -- radd adds d hits to second s, the current second, as
+  -- ratecounter.Counter.Add: a later second than the last moves the
+  -- counter on; one a minute or more before it (the clock went back that
+  -- far) starts the counter afresh at s; a second stops at MAXH hits.
   local function radd(c, s, d)
-    if d <= 0 or s <= c.last - SECONDS then
+    if d <= 0 then
       return
     end
-    if s > c.last then
+    if s <= c.last - SECONDS then
+      for j = 0, SECONDS - 1 do
+        c[j] = nil
+      end
+      c.last = s
+    elseif s > c.last then
       rshift(c, s)
     end
     local j = c.last - s
@@ -1022,8 +1028,11 @@ ext_make = function()
   -- before.
   local function busy(key, v, spec)
     if spec == 'T' then
-      local t = rnewest(rparse(key, v))
-      return t ~= nil and t + SECONDS > now_hi
+      -- Not ratecounter.Counter.Empty: a hit in the last minute, and a
+      -- clock not a minute or more behind the counter's last second.
+      local c = rparse(key, v)
+      local t = rnewest(c)
+      return t ~= nil and t + SECONDS > now_hi and now_hi > c.last - SECONDS
     end
     local W = tonumber(string.sub(spec, 2))
     local cur, prev = wcounts(W, math.floor(nowms() / W), wsplit(key, v))
