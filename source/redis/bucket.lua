@@ -554,9 +554,10 @@ ext_make = function()
 
   -- wrefund gives back to a window op of refund ('W' or 'F' in t), whose
   -- hits and period are at ARGV[b+1], ARGV[b+2], and returns the value
-  -- read. It gives back only to the current window, when it holds hits
-  -- (window.Refund): it never creates a counter nor touches the previous
-  -- window.
+  -- read and, when something is given back, the counter to store
+  -- (period, index, cur, prev). It gives back only to the current window,
+  -- when it holds hits (window.Refund): it never creates a counter nor
+  -- touches the previous window.
   local function wrefund(key, b, t)
     local hits, W = count(ARGV[b + 1]), count(ARGV[b + 2])
     local v, p, wi, c, q = wread(key)
@@ -566,7 +567,7 @@ ext_make = function()
       prev = 0
     end
     if cur > 0 and hits > 0 then
-      wstore(key, W, x, math.max(cur - hits, 0), prev)
+      return v, W, x, math.max(cur - hits, 0), prev
     end
     return v
   end
@@ -914,12 +915,13 @@ ext_make = function()
 
   -- rrefund gives back to a rate counter, whose hits are at ARGV[b + 1]:
   -- up to that many come off the second of now, never below 0
-  -- (ratecounter.Counter.Remove). It returns the value read.
+  -- (ratecounter.Counter.Remove). It returns the value read and, when
+  -- something was taken, the counter to store (rwrite).
   local function rrefund(key, b)
     local v = get(key) or ''
     local c = rparse(key, v)
     if rremove(c, now_hi, count(ARGV[b + 1])) > 0 then
-      rwrite(key, c)
+      return v, c
     end
     return v
   end
@@ -1142,7 +1144,7 @@ ext_make = function()
   ext = {
     counter = counter, spend = wspend, store = wstore, refund = wrefund,
     busy = busy, stale = stale, sync = sync, span = span,
-    boxed = boxed, settle = settle, bread = bread, rrefund = rrefund,
+    boxed = boxed, settle = settle, bread = bread, rrefund = rrefund, rwrite = rwrite,
     call = call, rsync = rsync, israte = israte,
   }
   return ext
@@ -1290,9 +1292,11 @@ end
 -- back by ext.refund (wrefund), rate counters by ext.rrefund. An op with a
 -- box ('BOX' and its entry's name before its values) reads its entry,
 -- never writes it, and its reply item is the entry's value, a space, and
--- its bucket's.
+-- its bucket's. Every value is read before anything is written, so a
+-- batch that fails on a value it cannot read writes nothing.
 local function refund(K, k, n, a)
   local out = { 1 }
+  local pw -- what to write, per op: {h, l} a TAT (or a deletion), {W, x, c, q} a window, {c} a rate counter
   local b = a
   for i = 1, n do
     local key = K[k + i]
@@ -1304,10 +1308,20 @@ local function refund(K, k, n, a)
       t = ARGV[b]
     end
     if t == 'W' or t == 'F' then
-      out[i + 1] = (ext or ext_make()).refund(key, b, t)
+      local v, W, x, c, q = (ext or ext_make()).refund(key, b, t)
+      out[i + 1] = v
+      if W then
+        pw = pw or {}
+        pw[i] = { W, x, c, q }
+      end
       b = b + 3
     elseif t == 'T' then
-      out[i + 1] = (ext or ext_make()).rrefund(key, b)
+      local v, c = (ext or ext_make()).rrefund(key, b)
+      out[i + 1] = v
+      if c then
+        pw = pw or {}
+        pw[i] = { c }
+      end
       b = b + 2
     else
       local dh, dl = num(t)
@@ -1321,11 +1335,8 @@ local function refund(K, k, n, a)
           wh, wl = now_hi, now_lo
         end
         if lt(wh, wl, th, tl) then
-          if lt(now_hi, now_lo, wh, wl) then
-            store(key, wh, wl)
-          else
-            drop(key)
-          end
+          pw = pw or {}
+          pw[i] = { wh, wl }
         end
       else
         out[i + 1] = ''
@@ -1333,6 +1344,22 @@ local function refund(K, k, n, a)
     end
     if bv then
       out[i + 1] = bv .. ' ' .. out[i + 1]
+    end
+  end
+  if pw then
+    for i = 1, n do
+      local w = pw[i]
+      if w and w[4] then
+        ext.store(K[k + i], w[1], w[2], w[3], w[4])
+      elseif w and w[2] then
+        if lt(now_hi, now_lo, w[1], w[2]) then
+          store(K[k + i], w[1], w[2])
+        else
+          drop(K[k + i])
+        end
+      elseif w then
+        ext.rwrite(K[k + i], w[1])
+      end
     end
   end
   return out, b - a
@@ -1344,28 +1371,29 @@ end
 -- window, in the previous one, a rate counter with hits in the last
 -- minute, or a key whose id was in its box. Their values start at
 -- ARGV[a], one each, after 'BOX' and the box entry's name for a key with
--- a box, whose entry is deleted too. It returns the count and how many
--- values the batch took.
+-- a box, whose entry is deleted too. Everything is read before anything
+-- is deleted. It returns the count and how many values the batch took.
 local function reset(K, k, n, a)
   local busy = 0
+  local gone, m = {}, 0
   local b = a
   for i = 1, n do
     local key = K[k + i]
     local spec = ARGV[b]
-    local inbox = false
+    local counts = false
     if spec == 'BOX' then
       local name = ARGV[b + 1]
       local bv, eh, el = (ext or ext_make()).bread(name)
-      inbox = lt(now_hi, now_lo, eh, el)
+      counts = lt(now_hi, now_lo, eh, el)
       if bv ~= '' then
-        drop(name)
+        m = m + 1
+        gone[m] = name
       end
       b = b + 2
       spec = ARGV[b]
     end
     b = b + 1
     local v = get(key)
-    local counts = inbox
     if v then
       if spec == 'G' then
         local h, l = parse(key, v)
@@ -1375,11 +1403,15 @@ local function reset(K, k, n, a)
       elseif (ext or ext_make()).busy(key, v, spec) then
         counts = true
       end
-      drop(key)
+      m = m + 1
+      gone[m] = key
     end
     if counts then
       busy = busy + 1
     end
+  end
+  for i = 1, m do
+    drop(gone[i])
   end
   return busy, b - a
 end
