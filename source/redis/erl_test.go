@@ -401,3 +401,57 @@ func TestRateCounterWidths(t *testing.T) {
 		})
 	}
 }
+
+// Concurrent spends from three sources (packed into shared script calls
+// under load) count exactly: 600 hits on a rate counter of 600 a minute
+// are all allowed and the 601st boxes the id; 200 spends on a GCRA bucket
+// of burst 100 with a box allow exactly 100, and the denials box the id.
+func TestConcurrentBoxedSpendsCountExactly(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			opts := b.opts(t)
+			opts.Namespace = fmt.Sprintf("t%x:", rand.Uint64())
+			srcs := []*redis.Source{openSource(t, opts), openSource(t, opts), openSource(t, opts)}
+			until := now + secs(600)
+			rate := rateOp("130:crowd", 60, 10, 1, until)
+			gcra := withBox(hourly("140:crowd", 1), until)
+			var rateAllowed, gcraAllowed atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, 40)
+			for w := range 40 {
+				wg.Go(func() {
+					src := srcs[w%len(srcs)]
+					out := make([]bucket.Outcome, 1)
+					for i := range 20 {
+						op, n := rate, &rateAllowed
+						if (i+w)%4 == 3 {
+							op, n = gcra, &gcraAllowed
+						}
+						if err := src.Spend(context.Background(), now, []bucket.Op{op}, out); err != nil {
+							errs <- err
+							return
+						}
+						if out[0].Allowed {
+							n.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			// 40 workers × 20 spends: 600 on the rate counter, 200 on the bucket.
+			if rateAllowed.Load() != 600 || gcraAllowed.Load() != 100 {
+				t.Fatalf("allowed %d rate spends of 600 and %d GCRA spends of 200; want 600 and 100", rateAllowed.Load(), gcraAllowed.Load())
+			}
+			if o := spend(t, srcs[0], now, rate)[0]; o.Allowed || !o.Penalized || o.RetryIn != until-now {
+				t.Fatalf("the 601st hit: %+v, want boxed", o)
+			}
+			if o := spend(t, srcs[1], until-secs(1), checkOnly(withBox(hourly("140:crowd", 1), until)))[0]; o.Allowed || !o.Penalized || o.RetryIn != secs(1) {
+				t.Fatalf("the bucket a second before the box's expiry, with tokens again: %+v, want its id still boxed", o)
+			}
+		})
+	}
+}
