@@ -37,8 +37,11 @@ func baselineServers(root, dir, rev string, servers []*server) ([]*server, error
 		}
 		env := make([]string, 0, len(s.env))
 		for _, e := range s.env {
-			if strings.HasPrefix(e, "LIMITER_DEFAULTS=") {
+			switch {
+			case strings.HasPrefix(e, "LIMITER_DEFAULTS="):
 				e = "LIMITER_DEFAULTS=" + filepath.Join(src, "config/defaults.yaml")
+			case strings.HasPrefix(e, "LIMITER_OVERRIDES="):
+				e = "LIMITER_OVERRIDES=" + filepath.Join(src, "config/overrides.yaml")
 			}
 			env = append(env, e)
 		}
