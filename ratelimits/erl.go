@@ -96,6 +96,9 @@ func (l *Limiter) CheckRate(ctx context.Context, entry string, checks []RateChec
 	if err := c.setBox(cfg, l.local != nil, box, entry, bucket.BoxWhenAbove, BoxUntil(now, ttl)); err != nil {
 		return nil, err
 	}
+	if out, ok, err := l.checkRateAsSpend(ctx, now, &c, checks); ok {
+		return out, err
+	}
 	var res bucket.CallResult
 	if err := l.call(ctx, now, &c, &res); err != nil {
 		return nil, err
@@ -108,6 +111,36 @@ func (l *Limiter) CheckRate(ctx context.Context, entry string, checks []RateChec
 	}
 	out.Penalized, out.PenaltyExpiresIn = res.Expires > now, expiresIn(res.Expires, now)
 	return out, nil
+}
+
+// checkRateAsSpend answers the most common check_rate, one counter boxing
+// into its own limit's box for the same entry on the source, as the spend
+// of one rate-counter op with the call's window, limit and TTL: the same
+// rules (bucket.SpendBatch on such an op is bucket.ApplyCall on such a
+// call), through the source's spend path, which shares its calls among
+// concurrent requests (on Redis, one script run for many). ok is false
+// when the call has another shape; it then goes through Source.Call.
+func (l *Limiter) checkRateAsSpend(ctx context.Context, now int64, c *erlCall, checks []RateCheck) (*CheckRateResult, bool, error) {
+	if len(checks) != 1 || c.local[0] || c.boxLocal || c.call.Box != c.call.Counters[0].Key {
+		return nil, false, nil
+	}
+	cc := &c.call.Counters[0]
+	ops := [1]bucket.Op{{
+		Key: cc.Key, Algorithm: RateCounter, Rate: cc.Limit, Cost: cc.Delta, Mode: CheckAndSpend,
+		Box: c.call.Box, BoxUntil: c.call.Until, Capacity: cc.Capacity,
+	}}
+	var outcomes [1]bucket.Outcome
+	sctx, cancel := l.sourceContext(ctx)
+	defer cancel()
+	if err := l.source.Spend(sctx, now, ops[:], outcomes[:]); err != nil {
+		return nil, true, sourceFailure(err)
+	}
+	d := outcomes[0].Decision
+	out := &CheckRateResult{Hits: []int64{d.Hits}, Exceeded: []bool{cc.Limit.Above(d.Hits)}, Penalized: d.Penalized}
+	if d.Penalized {
+		out.PenaltyExpiresIn = time.Duration(d.RetryIn)
+	}
+	return out, true, nil
 }
 
 // checkRateArgs checks one check's ranges.

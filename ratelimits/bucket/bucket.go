@@ -154,12 +154,16 @@ var Empty = State{TAT: gcra.Missing}
 
 // Decision is one op's answer, durations in nanoseconds. Penalized says
 // the id is in the op's box (after the op): the decision is then the box's.
+// Hits is a rate-counter op's hits over its window, the op's own cost
+// included (after a spend, as if counted; after a refund, what is left);
+// check_rate answers its rate from them. It is 0 for other ops.
 type Decision struct {
 	Allowed   bool
 	Remaining int64
 	RetryIn   int64
 	ResetIn   int64
 	Penalized bool
+	Hits      int64
 }
 
 // Outcome is one op's decision in a batch, the state it leaves, and what
@@ -276,9 +280,9 @@ func rateDecision(now int64, l ratecounter.Limit, hits, newest int64, any bool, 
 	}
 	if boxExpires > now {
 		retry := boxExpires - now
-		return Decision{Allowed: false, RetryIn: retry, ResetIn: max(retry, resetIn), Penalized: true}
+		return Decision{Allowed: false, RetryIn: retry, ResetIn: max(retry, resetIn), Penalized: true, Hits: hits}
 	}
-	return Decision{Allowed: true, Remaining: max(0, l.Capacity()-hits), ResetIn: resetIn}
+	return Decision{Allowed: true, Remaining: max(0, l.Capacity()-hits), ResetIn: resetIn, Hits: hits}
 }
 
 // counterOf returns the rate counter of st, or an empty one.

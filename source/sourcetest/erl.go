@@ -59,7 +59,7 @@ func testRateCounterLimit(t *testing.T, newSource Factory) {
 	// newest second leaves the window (9.9 s).
 	p.spend(now, op(50, bucket.CheckAndSpend))
 	got := p.spend(now, op(40, bucket.CheckAndSpend))[0]
-	if want := (bucket.Decision{Allowed: true, Remaining: 10, ResetIn: 9_900_000_000}); got.Decision != want {
+	if want := (bucket.Decision{Allowed: true, Remaining: 10, ResetIn: 9_900_000_000, Hits: 90}); got.Decision != want {
 		t.Fatalf("spend 40 after 50: %+v, want %+v", got.Decision, want)
 	}
 	// A check of 11 would go above: it answers boxed but boxes nobody.
