@@ -56,14 +56,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // printERLTargets states the check_rate rows against bare, and each GCRA
 // row against the same row of the baseline build, when they ran.
 func printERLTargets(w io.Writer, servers []*server, results [][]result, baseline string) {
-	rps := map[string]float64{}
-	for i, s := range servers {
-		xs := make([]float64, len(results[i]))
-		for j, r := range results[i] {
-			xs[j] = r.rps
-		}
-		rps[s.name] = median(xs)
-	}
+	rps := medianRPS(servers, results)
 	bare := servers[0].name
 	line := func(row, ref, target string) {
 		if rps[row] > 0 && rps[ref] > 0 {

@@ -516,11 +516,8 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 	}
 }
 
-// printWindowTargets states the window rows as the ratios their targets
-// are written in: the memory sliding window and the locally counted one
-// (sync_rate 1) against bare, the one counted on Redis (sync_rate 0)
-// against the GCRA limit on Redis of the same run.
-func printWindowTargets(w io.Writer, servers []*server, results [][]result) {
+// medianRPS is each server's median closed-loop req/s, by name.
+func medianRPS(servers []*server, results [][]result) map[string]float64 {
 	rps := map[string]float64{}
 	for i, s := range servers {
 		xs := make([]float64, len(results[i]))
@@ -529,6 +526,15 @@ func printWindowTargets(w io.Writer, servers []*server, results [][]result) {
 		}
 		rps[s.name] = median(xs)
 	}
+	return rps
+}
+
+// printWindowTargets states the window rows as the ratios their targets
+// are written in: the memory sliding window and the locally counted one
+// (sync_rate 1) against bare, the one counted on Redis (sync_rate 0)
+// against the GCRA limit on Redis of the same run.
+func printWindowTargets(w io.Writer, servers []*server, results [][]result) {
+	rps := medianRPS(servers, results)
 	bare := rps[servers[0].name]
 	ratio := func(row, ref string, target float64) {
 		if rps[row] > 0 && rps[ref] > 0 {
