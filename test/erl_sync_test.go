@@ -1,0 +1,106 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/limiter-dev/limiter/httpapi/wire"
+)
+
+// erlSyncDefaults declares a rate counter synced through the shared
+// source (sync_rate of an hour, 3600: the tests sync with POST /v1/admin/sync
+// only) and one counted in each process alone.
+const erlSyncDefaults = `
+SyncedHits:
+  enum: 331
+  id: ip
+  algorithm: rate-counter
+  window: 60s
+  rate: 10
+  penalty: 5m
+  sync_rate: 3600
+LocalHits:
+  enum: 332
+  id: ip
+  algorithm: rate-counter
+  window: 60s
+  rate: 10
+  penalty: 5m
+  sync_rate: -1
+`
+
+// Rate counters with sync_rate through two processes on one Redis and on a
+// cluster: above 0, each counts alone until it syncs, then reads back what
+// both counted, and an entry boxed in one process reaches the other at
+// their syncs; below 0, nothing is shared.
+func TestSyncRateRateCountersOverHTTP(t *testing.T) {
+	for _, b := range syncBackends {
+		t.Run(b.name, func(t *testing.T) {
+			url, _ := b.start(t)
+			procs := startSyncProcs(t, 2, url, erlSyncDefaults)
+			checkRate := func(p *limiterProc, counter string, delta int) wire.CheckRateResponse {
+				t.Helper()
+				r := p.post("/v1/erl/check_rate", fmt.Sprintf(`{"entry":"198.51.100.9","ratecounter":%q,"delta":%d,"window":60,"limit":10,"penaltybox":%q,"ttl":"5m"}`, counter, delta, counter))
+				var a wire.CheckRateResponse
+				if r.Status != 200 || json.Unmarshal(r.Body, &a) != nil {
+					t.Fatalf("check_rate: %d %s", r.Status, r.Body)
+				}
+				return a
+			}
+			bucket60 := func(p *limiterProc, counter string) int64 {
+				t.Helper()
+				var rc wire.RateCounterResponse
+				getJSON(t, p, "/v1/erl/ratecounters/"+counter+"/198.51.100.9", &rc)
+				return rc.Buckets.S60
+			}
+			syncAll := func() {
+				t.Helper()
+				// Both push, then the first reads back the second's push.
+				for _, p := range []*limiterProc{procs[0], procs[1], procs[0]} {
+					if status, _ := adminSync(t, p); status != 200 {
+						t.Fatalf("sync answered %d", status)
+					}
+				}
+			}
+
+			// 300 hits in each process: neither alone goes above 600 a minute.
+			for _, p := range procs {
+				if a := checkRate(p, "SyncedHits", 300); a.Penalized {
+					t.Fatalf("300 hits in one process: %+v, want not penalized", a)
+				}
+				checkRate(p, "LocalHits", 300)
+			}
+			if n := bucket60(procs[0], "SyncedHits"); n != 300 {
+				t.Fatalf("before a sync, process 0 counts %d, want its own 300", n)
+			}
+			syncAll()
+			for i, p := range procs {
+				if n := bucket60(p, "SyncedHits"); n != 600 {
+					t.Errorf("after syncing, process %d counts %d, want both processes' 600", i, n)
+				}
+				if n := bucket60(p, "LocalHits"); n != 300 {
+					t.Errorf("sync_rate -1: process %d counts %d, want its own 300 only", i, n)
+				}
+			}
+			// The 601st hit, in process 1, boxes the entry there; process 0
+			// learns it at the syncs.
+			if a := checkRate(procs[1], "SyncedHits", 1); !a.Penalized || a.PenaltyExpiresInMS == 0 {
+				t.Fatalf("the 601st hit: %+v, want penalized", a)
+			}
+			var has wire.BoxHasResponse
+			getJSON(t, procs[0], "/v1/erl/penaltyboxes/SyncedHits/198.51.100.9", &has)
+			if has.Has {
+				t.Fatalf("process 0 before a sync: %+v, want not boxed yet", has)
+			}
+			syncAll()
+			getJSON(t, procs[0], "/v1/erl/penaltyboxes/SyncedHits/198.51.100.9", &has)
+			if !has.Has {
+				t.Fatalf("process 0 after the syncs: %+v, want boxed", has)
+			}
+			if a := checkRate(procs[0], "SyncedHits", 0); !a.Penalized {
+				t.Fatalf("check_rate in process 0 after the syncs: %+v, want penalized", a)
+			}
+		})
+	}
+}
