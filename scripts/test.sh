@@ -57,7 +57,7 @@ go test -race -count=1 -timeout 12m ./...
 # canonicalisation (a fixed point), and the memory source's table against
 # a map. Their seed corpora
 # already ran above as ordinary tests. The budgets are counts of inputs,
-# about 5 s each or less on a 2-core machine, not
+# a few seconds each on a 2-core machine, not
 # durations: Go 1.26's fuzzing coordinator can fail a run with a bare
 # "context deadline exceeded" when a -fuzztime duration ends while a worker
 # is busy (golang/go#75804, fixed in Go 1.27), and a count has no deadline.
@@ -70,10 +70,10 @@ fuzz() {
   fi
   go test -run '^$' -fuzz "^$1\$" -fuzztime "$2x" "$3"
 }
-fuzz FuzzHandler 40000 ./httpapi/
-fuzz FuzzFastDecode 50000 ./httpapi/
-fuzz FuzzERLFastDecode 50000 ./httpapi/
-fuzz FuzzEncode 15000 ./httpapi/
-fuzz FuzzParseConfig 30000 ./ratelimits/configfile/
-fuzz FuzzCanonicalize 75000 ./ratelimits/
-fuzz FuzzStoreAgainstModel 25000 ./source/memory/internal/table/
+fuzz FuzzHandler 20000 ./httpapi/
+fuzz FuzzFastDecode 25000 ./httpapi/
+fuzz FuzzERLFastDecode 25000 ./httpapi/
+fuzz FuzzEncode 10000 ./httpapi/
+fuzz FuzzParseConfig 15000 ./ratelimits/configfile/
+fuzz FuzzCanonicalize 40000 ./ratelimits/
+fuzz FuzzStoreAgainstModel 12000 ./source/memory/internal/table/
