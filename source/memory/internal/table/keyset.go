@@ -182,20 +182,12 @@ func (k *keySet) rebuild(size int) {
 // with only the keys still held once the bytes of keys no longer held are
 // the majority (and worth a rebuild), as Table.compactArena does.
 func (k *keySet) compactArena(extra int) {
-	if k.deadBytes < 4096 || k.deadBytes*2 < len(k.arena) {
-		return
-	}
-	live := len(k.arena) - k.deadBytes
-	arena := make([]byte, 0, live+live/4+extra)
-	for p := range k.ids {
-		id := &k.ids[p]
-		if isLong(id.meta) {
-			off := uint64(len(arena))
-			arena = append(arena, k.arena[id.k0:id.k0+id.k1]...)
-			id.k0 = off
+	k.arena, k.deadBytes = rebuildArena(k.arena, k.deadBytes, extra, func(keep func(meta uint64, k0 *uint64, k1 uint64)) {
+		for p := range k.ids {
+			id := &k.ids[p]
+			keep(id.meta, &id.k0, id.k1)
 		}
-	}
-	k.arena, k.deadBytes = arena, 0
+	})
 }
 
 // shrink returns s, or a copy of it in a smaller array once it uses less

@@ -72,18 +72,32 @@ func (t *Table[V]) grow() {
 // twice the bytes of the long keys held, and each rebuild is paid for by
 // as many bytes of removed keys as it copies.
 func (t *Table[V]) compactArena(extra int) {
-	if t.deadBytes < 4096 || t.deadBytes*2 < len(t.arena) {
-		return
-	}
-	live := len(t.arena) - t.deadBytes
-	arena := make([]byte, 0, live+live/4+extra)
-	for i := range t.table {
-		sl := &t.table[i]
-		if isLong(sl.meta) {
-			off := uint64(len(arena))
-			arena = append(arena, t.arena[sl.k0:sl.k0+sl.k1]...)
-			sl.k0 = off
+	t.arena, t.deadBytes = rebuildArena(t.arena, t.deadBytes, extra, func(keep func(meta uint64, k0 *uint64, k1 uint64)) {
+		for i := range t.table {
+			sl := &t.table[i]
+			keep(sl.meta, &sl.k0, sl.k1)
 		}
+	})
+}
+
+// rebuildArena is the arena rebuild of a Table and of a keySet: when the
+// bytes of keys no longer held (dead) are at least 4 KiB and half of
+// arena, it returns a new arena holding only the long keys that held
+// visits (each entry's meta, the offset k0 of its key, which it moves, and
+// the key's length k1), with room for extra more bytes, and 0 dead bytes;
+// otherwise arena and dead as they are.
+func rebuildArena(arena []byte, dead, extra int, held func(keep func(meta uint64, k0 *uint64, k1 uint64))) ([]byte, int) {
+	if dead < 4096 || dead*2 < len(arena) {
+		return arena, dead
 	}
-	t.arena, t.deadBytes = arena, 0
+	live := len(arena) - dead
+	fresh := make([]byte, 0, live+live/4+extra)
+	held(func(meta uint64, k0 *uint64, k1 uint64) {
+		if isLong(meta) {
+			off := uint64(len(fresh))
+			fresh = append(fresh, arena[*k0:*k0+k1]...)
+			*k0 = off
+		}
+	})
+	return fresh, 0
 }
