@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/source/memory"
 )
@@ -28,7 +29,7 @@ func newAuthServerClock(t *testing.T, api, admin []string, reload func() error, 
 		}
 		return out
 	}
-	tokens := httpapi.NewTokens(toBytes(api), toBytes(admin))
+	tokens := bearer.NewTokens(toBytes(api), toBytes(admin))
 	h := httpapi.New(httpapi.Options{Limiter: l, Tokens: tokens, Reload: reload})
 	if clk != nil {
 		h = httpapi.WithDebugClock(h, clk, tokens)

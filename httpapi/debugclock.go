@@ -7,6 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 )
 
@@ -21,7 +22,7 @@ const debugClockPath = "/debug/clock"
 // Moving the clock changes every bucket's state, so the route needs what
 // reset needs: an admin token of tokens when admin tokens are set, else an
 // API token when those are, else nothing.
-func WithDebugClock(api http.Handler, fake clock.FakeClock, tokens *Tokens) http.Handler {
+func WithDebugClock(api http.Handler, fake clock.FakeClock, tokens *bearer.Tokens) http.Handler {
 	d := debugClock{clock: fake}
 	r := chi.NewRouter()
 	r.NotFound(notFound)

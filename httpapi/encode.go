@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/limiter-dev/limiter/httpapi/headers"
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
@@ -27,38 +28,21 @@ func millisUp(d time.Duration) int64 { return ceilDiv(d, time.Millisecond) }
 
 // setRateLimitHeaders writes RateLimit-Policy, RateLimit and, when the
 // batch is denied, Retry-After, all from the deciding transaction. A batch
-// that no transaction decides (all spend-only or unlimited) gets none.
+// that no transaction decides (all spend-only, shadow or unlimited) gets
+// none.
 func setRateLimitHeaders(h http.Header, bd *ratelimits.BatchDecision) {
-	if bd.Deciding < 0 {
+	v, ok := headers.For(bd)
+	if !ok {
 		return
 	}
-	d := &bd.Decisions[bd.Deciding]
-	// All three values are built in one buffer and become one string, and
-	// the header slices share one array: two allocations per answer.
-	var scratch [192]byte
-	buf := strconv.AppendQuote(scratch[:0], d.Limit)
-	buf = append(buf, ";q="...)
-	buf = strconv.AppendInt(buf, d.Effective.Count, 10)
-	buf = append(buf, ";w="...)
-	// The window is whole seconds, truncated, and never 0.
-	buf = strconv.AppendInt(buf, max(int64(d.Effective.Period/time.Second), 1), 10)
-	policyEnd := len(buf)
-	buf = strconv.AppendQuote(buf, d.Limit)
-	buf = append(buf, ";r="...)
-	buf = strconv.AppendInt(buf, d.Remaining, 10)
-	buf = append(buf, ";t="...)
-	buf = strconv.AppendInt(buf, ceilDiv(d.ResetIn, time.Second), 10)
-	limitEnd := len(buf)
-	if !bd.Allowed {
-		buf = strconv.AppendInt(buf, max(ceilDiv(bd.RetryIn, time.Second), 1), 10)
-	}
-	s := string(buf)
+	// The header slices share one array: one allocation beside the
+	// values' string.
 	values := new([3]string)
-	values[0], values[1], values[2] = s[:policyEnd], s[policyEnd:limitEnd], s[limitEnd:]
-	h["Ratelimit-Policy"] = values[0:1:1]
-	h["Ratelimit"] = values[1:2:2]
+	values[0], values[1], values[2] = v.Policy, v.RateLimit, v.RetryAfter
+	h[headers.Policy] = values[0:1:1]
+	h[headers.RateLimit] = values[1:2:2]
 	if !bd.Allowed {
-		h["Retry-After"] = values[2:3:3]
+		h[headers.RetryAfter] = values[2:3:3]
 	}
 }
 
@@ -108,6 +92,9 @@ func appendDecision(buf []byte, d *ratelimits.Decision, withSyncRate bool) []byt
 	if d.Effective.HasBox() {
 		buf = append(buf, `,"penalized":`...)
 		buf = strconv.AppendBool(buf, d.Penalized)
+	}
+	if d.Shadow {
+		buf = append(buf, `,"shadow":true`...)
 	}
 	if withSyncRate && showsSyncRate(d) {
 		buf = append(buf, `,"sync_rate":`...)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/internal/vectors"
@@ -63,7 +64,7 @@ func newERLHandler(t testing.TB, src ratelimits.Source) http.Handler {
 
 // newERLServer serves erlConfig from src on a fake clock at start, with
 // /debug/clock, and tokens when given.
-func newERLServer(t *testing.T, src ratelimits.Source, tokens *httpapi.Tokens) *server {
+func newERLServer(t *testing.T, src ratelimits.Source, tokens *bearer.Tokens) *server {
 	t.Helper()
 	clk := clock.NewFake()
 	clk.Set(start)
@@ -72,7 +73,7 @@ func newERLServer(t *testing.T, src ratelimits.Source, tokens *httpapi.Tokens) *
 		t.Fatal(err)
 	}
 	if tokens == nil {
-		tokens = httpapi.NewTokens(nil, nil)
+		tokens = bearer.NewTokens(nil, nil)
 	}
 	h := httpapi.WithDebugClock(httpapi.New(httpapi.Options{Limiter: l, Tokens: tokens}), clk, tokens)
 	return &server{t: t, h: h, clock: clk}
@@ -396,7 +397,7 @@ func TestERLBadInput(t *testing.T) {
 // remove takes an admin token when admin tokens are set, as reset does;
 // every other ERL call an API token.
 func TestERLTokens(t *testing.T) {
-	s := newERLServer(t, vectors.NewModelSource(), httpapi.NewTokens([][]byte{[]byte("api")}, [][]byte{[]byte("boss")}))
+	s := newERLServer(t, vectors.NewModelSource(), bearer.NewTokens([][]byte{[]byte("api")}, [][]byte{[]byte("boss")}))
 	for _, c := range []struct {
 		method, path, body, token string
 		want                      int

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/limiter-dev/limiter/bearer"
+	"github.com/limiter-dev/limiter/decisionmetrics"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 )
@@ -40,6 +42,9 @@ type Options struct {
 	// Registry receives the handler's metrics and the Go runtime
 	// collectors, and is served at /metrics. Nil makes a new one.
 	Registry *prometheus.Registry
+	// Decisions, when set, are the decision series shared with the other
+	// front ends, already registered; nil makes and registers them.
+	Decisions *decisionmetrics.Metrics
 	// OmitMetrics leaves /metrics off this handler, for when metrics are
 	// served on a listener of their own.
 	OmitMetrics bool
@@ -51,7 +56,7 @@ type Options struct {
 	AdminTokens [][]byte
 	// Tokens, when set, is used instead of APITokens and AdminTokens: the
 	// same two sets, replaceable while the handler serves (a reload).
-	Tokens *Tokens
+	Tokens *bearer.Tokens
 	// Reload, when set, is called by POST /v1/admin/reload to load the
 	// configuration files again. Its error is shown to the caller.
 	Reload func() error
@@ -69,7 +74,7 @@ type handler struct {
 	maxBatch  int
 	metrics   *metrics
 	bufs      sync.Pool
-	tokens    *Tokens
+	tokens    *bearer.Tokens
 	reload    func() error
 	accessLog bool
 	// routes are the registered patterns, the only route label values
@@ -97,13 +102,13 @@ func New(opts Options) http.Handler {
 		log:       opts.Logger,
 		maxBody:   opts.MaxBodyBytes,
 		maxBatch:  opts.MaxBatch,
-		metrics:   newMetrics(opts.Registry),
+		metrics:   newMetrics(opts.Registry, opts.Decisions),
 		tokens:    opts.Tokens,
 		reload:    opts.Reload,
 		accessLog: opts.AccessLog,
 	}
 	if h.tokens == nil {
-		h.tokens = NewTokens(opts.APITokens, opts.AdminTokens)
+		h.tokens = bearer.NewTokens(opts.APITokens, opts.AdminTokens)
 	}
 	h.bufs.New = func() any { b := make([]byte, 0, 1024); return &b }
 
@@ -215,11 +220,11 @@ func (h *handler) settle(w http.ResponseWriter, r *http.Request, op string, bd *
 		w.Header().Set(replayedHeader, "true")
 	}
 	if bd.Degraded {
-		h.metrics.degraded.Inc()
+		h.metrics.Degraded()
 		h.log.Warn("source failed; answering allowed (fail-open)", "route", h.routes.label(r), "err", bd.Cause)
 	}
 	if !bd.Replayed {
-		h.metrics.countDecisions(op, bd)
+		h.metrics.CountDecisions(op, bd)
 	}
 	return true
 }
@@ -255,7 +260,7 @@ func (h *handler) limiterFailure(w http.ResponseWriter, r *http.Request, err err
 	}
 	e := limiterError(err)
 	if e.status == http.StatusServiceUnavailable {
-		h.metrics.sourceErrors.Inc()
+		h.metrics.SourceError()
 		h.log.Error("source failed", "route", h.routes.label(r), "err", err)
 	}
 	writeError(w, e)
@@ -279,7 +284,7 @@ func clientGone(r *http.Request, err error) bool {
 // not fail, so it is neither a source error nor worth more than a debug
 // line.
 func (h *handler) clientCancelled(w http.ResponseWriter, r *http.Request, err error) {
-	h.metrics.clientCancelled.Inc()
+	h.metrics.ClientCancelled()
 	h.log.Debug("client went away before the answer", "route", h.routes.label(r), "err", err)
 	w.WriteHeader(statusClientClosedRequest)
 }
@@ -335,6 +340,7 @@ func (h *handler) limits(w http.ResponseWriter, _ *http.Request) {
 			Declared:  n.Declared,
 			Algorithm: alg.String(),
 			Overrides: cfg.OverrideCount(n.Name),
+			Shadow:    cfg.Shadow(n.Name),
 		}
 		if hasSyncRate(alg) {
 			syncRate := cfg.SyncRate(n.Name).Seconds()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -76,7 +77,7 @@ func newServer(t *testing.T, src ratelimits.Source, withFakeClock bool, opts ...
 	l, clk := newLimiter(t, src, opts...)
 	h := httpapi.New(httpapi.Options{Limiter: l, MaxBatch: 10})
 	if withFakeClock {
-		h = httpapi.WithDebugClock(h, clk, httpapi.NewTokens(nil, nil))
+		h = httpapi.WithDebugClock(h, clk, bearer.NewTokens(nil, nil))
 	}
 	return &server{t: t, h: h, clock: clk}
 }

@@ -41,8 +41,8 @@ func (h *handler) idempotencyKey(r *http.Request) (string, *apiError) {
 		}
 	}
 	scope := "-"
-	if h.tokens.configured() {
-		if tok, ok := bearer(r); ok {
+	if h.tokens.Configured() {
+		if tok, ok := bearerToken(r); ok {
 			sum := sha256.Sum256(tok)
 			scope = hex.EncodeToString(sum[:12])
 		}

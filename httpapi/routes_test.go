@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/source/memory"
@@ -25,7 +26,7 @@ func newRegistryServer(t *testing.T, reg *prometheus.Registry, logs *bytes.Buffe
 		Limiter: l, Registry: reg, AccessLog: true,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 	})
-	return httpapi.WithDebugClock(h, clk, httpapi.NewTokens(nil, nil))
+	return httpapi.WithDebugClock(h, clk, bearer.NewTokens(nil, nil))
 }
 
 // series counts the time series in reg, by label name and value.

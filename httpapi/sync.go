@@ -20,7 +20,7 @@ func (h *handler) syncNow(w http.ResponseWriter, r *http.Request) {
 			h.clientCancelled(w, r, err)
 			return
 		}
-		h.metrics.sourceErrors.Inc()
+		h.metrics.SourceError()
 		h.log.Error("sync failed", "route", h.routes.label(r), "err", err)
 		writeError(w, &apiError{status: http.StatusServiceUnavailable, code: codeSyncFailed, transaction: -1,
 			message: "the sync with the source failed: " + err.Error() +

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -74,7 +75,7 @@ func newSyncHandler(t *testing.T, syncer ratelimits.WindowSyncer, admin ...strin
 	for _, a := range admin {
 		tokens = append(tokens, []byte(a))
 	}
-	return httpapi.New(httpapi.Options{Limiter: l, Tokens: httpapi.NewTokens(nil, tokens)})
+	return httpapi.New(httpapi.Options{Limiter: l, Tokens: bearer.NewTokens(nil, tokens)})
 }
 
 func syncAnswer(t *testing.T, h http.Handler, token string) wire.SyncResponse {

@@ -42,6 +42,8 @@ type nameLimits struct {
 	// process memory (0: DefaultCapacity).
 	box      bool
 	capacity int
+	// shadow says the name's limits never deny (Limit.Shadow).
+	shadow bool
 }
 
 // Override is the limit of one subscriber of a name, instead of the
@@ -54,7 +56,8 @@ type Override struct {
 	ID string
 	// Effective is the limit for that subscriber, made with NewLimit or
 	// NewWindowLimit, with the algorithm of the name's default. Its
-	// SyncRate is ignored: the name's (the default's) applies.
+	// SyncRate, Capacity and Shadow are ignored: the name's (the
+	// default's) apply.
 	Effective Limit
 }
 
@@ -143,7 +146,7 @@ func (c *Config) setDefault(limit string, l Limit) error {
 	nl := c.limits[info.Name]
 	nl.def, nl.hasDefault = l, true
 	nl.algorithm, nl.syncRate, nl.set = l.Algorithm, l.SyncRate, true
-	nl.box, nl.capacity = l.HasBox(), l.Capacity
+	nl.box, nl.capacity, nl.shadow = l.HasBox(), l.Capacity, l.Shadow
 	c.limits[info.Name] = nl
 	return nil
 }
@@ -188,6 +191,7 @@ func (c *Config) addOverride(o Override) error {
 		o.Effective.Penalty = nl.def.Penalty
 	}
 	o.Effective.Capacity = nl.capacity
+	o.Effective.Shadow = nl.shadow
 	nl.box = nl.box || o.Effective.HasBox()
 	nl.overrides[id] = o.Effective
 	c.limits[info.Name] = nl
@@ -250,6 +254,12 @@ func (c *Config) Capacity(name Name) int {
 		return n
 	}
 	return DefaultCapacity
+}
+
+// Shadow reports whether name's limits are shadow limits (Limit.Shadow):
+// decided and counted, never denying.
+func (c *Config) Shadow(name Name) bool {
+	return c.limits[name].shadow
 }
 
 // Default returns the default limit of name, false when it has none.

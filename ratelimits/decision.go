@@ -39,6 +39,10 @@ type Decision struct {
 	// transaction): the decision is then the box's. It is meaningful only
 	// when Effective.HasBox(); front ends show it for those limits alone.
 	Penalized bool
+	// Shadow says the limit is a shadow limit (Limit.Shadow): Allowed is
+	// what it would have decided, but it never denies nor decides the
+	// batch.
+	Shadow bool
 }
 
 // BatchDecision is the answer for a batch: the strictest of its counting
@@ -74,7 +78,7 @@ func degradedDecision(prepared []preparedTxn, cause error) *BatchDecision {
 			bd.Decisions[i] = unlimitedDecision(p)
 			continue
 		}
-		bd.Decisions[i] = Decision{Limit: p.info.Limit, ID: p.bucketID, Allowed: true, Effective: p.limit, Algorithm: p.limit.Algorithm}
+		bd.Decisions[i] = Decision{Limit: p.info.Limit, ID: p.bucketID, Allowed: true, Effective: p.limit, Algorithm: p.limit.Algorithm, Shadow: p.limit.Shadow}
 	}
 	return bd
 }
@@ -103,6 +107,7 @@ func limitedDecision(p preparedTxn, d bucket.Decision) Decision {
 		Effective: p.limit,
 		Algorithm: p.limit.Algorithm,
 		Penalized: d.Penalized,
+		Shadow:    p.limit.Shadow,
 	}
 }
 
@@ -126,7 +131,7 @@ func combine(bd *BatchDecision, prepared []preparedTxn) {
 	bd.Deciding = -1
 	for i := range bd.Decisions {
 		d := &bd.Decisions[i]
-		if d.Unlimited || !prepared[i].mode.Counts() {
+		if d.Unlimited || d.Shadow || !prepared[i].mode.Counts() {
 			continue
 		}
 		if bd.Deciding < 0 || stricter(d, &bd.Decisions[bd.Deciding]) {

@@ -91,6 +91,10 @@ func (l *Limiter) once(ctx context.Context, key string, op byte, txns []Transact
 	if i, ok := b.hasBox(); ok {
 		return nil, nil, &TransactionError{Index: i, Err: ErrBoxIdempotency}
 	}
+	if b.hasShadowCheck() {
+		i, _ := b.firstShadowCheck()
+		return nil, nil, &TransactionError{Index: i, Err: ErrShadowCheckIdempotency}
+	}
 	replayed := false
 	now := l.now()
 	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
@@ -183,6 +187,12 @@ func boolByte(b bool) byte {
 	}
 	return 0
 }
+
+// ErrShadowCheckIdempotency refuses SpendOnce and RefundOnce of a batch
+// in which a check-only transaction of a shadow limit sits beside
+// transactions that write: such a batch is decided in two source calls
+// (see Limiter.spend), which one idempotency record cannot cover.
+var ErrShadowCheckIdempotency = fmt.Errorf("%w: a check-only transaction of a shadow limit beside transactions that write is decided apart from them, which no idempotency record replays; send the batch without an idempotency key", ErrInvalidIdempotencyKey)
 
 // ErrBoxIdempotency refuses SpendOnce and RefundOnce of a batch with a
 // rate-counter limit or a limit with a penalty box. Such a batch writes

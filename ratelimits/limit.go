@@ -78,6 +78,12 @@ type Limit struct {
 	// its box where the state lives in process memory (0: the default,
 	// DefaultCapacity). It belongs to the name, like SyncRate.
 	Capacity int
+	// Shadow makes the limit watch without enforcing: it is decided and
+	// its state kept as for a spend-only transaction, but it never denies
+	// a batch nor decides one, so a new limit can be rolled out and its
+	// would-be denials counted first. It belongs to the name, like
+	// SyncRate.
+	Shadow bool
 
 	emissionInterval int64
 	burstOffset      int64

@@ -183,6 +183,9 @@ func (l *Limiter) Ready(ctx context.Context) error {
 // Spend in one call and decides the batch. Unlimited transactions never
 // reach the source; a batch with a local part goes through spendMixed.
 func (l *Limiter) spend(ctx context.Context, b *batch) (*BatchDecision, error) {
+	if b.hasShadowCheck() {
+		return l.spendShadowChecksApart(ctx, b)
+	}
 	if _, ok := b.hasLocal(); ok {
 		return l.spendMixed(ctx, b)
 	}

@@ -107,6 +107,12 @@ func resolve(cfg *Config, txn Transaction) (preparedTxn, error) {
 	p.limit, ok = cfg.Limit(info.Name, overrideID)
 	p.unlimited = !ok
 	p.algorithm = cfg.Algorithm(info.Name)
+	if p.limit.Shadow && p.mode == CheckAndSpend {
+		// A shadow limit must never deny the batch: it takes part as a
+		// spend-only transaction does, decided and written only when
+		// itself allowed and the batch is.
+		p.mode = SpendOnly
+	}
 	return p, nil
 }
 

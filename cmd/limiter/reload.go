@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
@@ -34,7 +34,7 @@ type reloader struct {
 	// apiTokenFile and adminTokenFile are read into tokens on every
 	// reload, so that a leaked token is revoked without a restart.
 	apiTokenFile, adminTokenFile string
-	tokens                       *httpapi.Tokens
+	tokens                       *bearer.Tokens
 
 	mu        sync.Mutex // one reload at a time, so swaps happen in order
 	seen      string     // the files' signature at the last load attempt
@@ -45,7 +45,7 @@ type reloader struct {
 	overridesByLimit *prometheus.GaugeVec
 }
 
-func newReloader(f *serveFlags, limiter *ratelimits.Limiter, tokens *httpapi.Tokens, log *slog.Logger, reg prometheus.Registerer) *reloader {
+func newReloader(f *serveFlags, limiter *ratelimits.Limiter, tokens *bearer.Tokens, log *slog.Logger, reg prometheus.Registerer) *reloader {
 	r := &reloader{
 		defaults:       f.defaults,
 		overrides:      f.overrides,

@@ -11,7 +11,7 @@ import (
 	"github.com/jmhodges/clock"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
@@ -43,7 +43,7 @@ func TestReloadRefusesAlgorithmChange(t *testing.T) {
 	var logs bytes.Buffer
 	f := &serveFlags{configFlags: configFlags{defaults: defaults}}
 	reg := prometheus.NewRegistry()
-	r := newReloader(f, limiter, httpapi.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	r := newReloader(f, limiter, bearer.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), reg)
 
 	write("API:\n  enum: 120\n  id: string\n  algorithm: fixed-window\n  count: 100\n  period: 1m\n")
 	err = r.Reload("test")

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
@@ -220,7 +221,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	tokens := httpapi.NewTokens(apiTokens, adminTokens)
+	tokens := bearer.NewTokens(apiTokens, adminTokens)
 	reload := newReloader(f, limiter, tokens, log, reg)
 	handler := httpapi.New(httpapi.Options{
 		Limiter:      limiter,

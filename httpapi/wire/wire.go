@@ -42,7 +42,9 @@ type BatchResponse struct {
 // window and Period is the window. Algorithm is how the limit counts:
 // "gcra", "sliding-window", "fixed-window" or "rate-counter". Penalized is
 // there exactly when the limit has a penalty box: whether the id is in it
-// after this transaction. SyncRate, in seconds, is only in the answer of
+// after this transaction. Shadow is there, true, for a shadow limit: it
+// never denies the batch, and Allowed is what it would have decided.
+// SyncRate, in seconds, is only in the answer of
 // GET /v1/limits/{limit}/{id}, for a window or rate-counter limit.
 type DecisionResponse struct {
 	Limit     string   `json:"limit"`
@@ -58,6 +60,7 @@ type DecisionResponse struct {
 	Override  bool     `json:"override"`
 	Algorithm string   `json:"algorithm"`
 	Penalized *bool    `json:"penalized,omitempty"`
+	Shadow    bool     `json:"shadow,omitempty"`
 	SyncRate  *float64 `json:"sync_rate,omitempty"`
 }
 
@@ -78,6 +81,7 @@ type LimitsResponse struct {
 // many ids have their own limit. Capacity is there when the name has a
 // penalty box (a rate counter, or a limit with a penalty): how many
 // entries each of its counters and its box hold in process memory.
+// Shadow is there, true, for a shadow limit, which never denies.
 type LimitResponse struct {
 	Limit     string         `json:"limit"`
 	Enum      int            `json:"enum"`
@@ -86,6 +90,7 @@ type LimitResponse struct {
 	Algorithm string         `json:"algorithm"`
 	SyncRate  *float64       `json:"sync_rate,omitempty"`
 	Capacity  int            `json:"capacity,omitempty"`
+	Shadow    bool           `json:"shadow,omitempty"`
 	Default   *LimitSettings `json:"default"`
 	Overrides int            `json:"overrides"`
 }

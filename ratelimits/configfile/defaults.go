@@ -8,7 +8,7 @@ import (
 
 // The fields of a limit in the defaults file. enum and id declare a name
 // that is not built in.
-var defaultFields = []string{"burst", "count", "period", "window", "rate", "penalty", "enum", "id", "algorithm", "sync_rate", "capacity"}
+var defaultFields = []string{"burst", "count", "period", "window", "rate", "penalty", "enum", "id", "algorithm", "sync_rate", "capacity", "shadow"}
 
 // loadDefaults parses the defaults file: a mapping from limit name to limit.
 func (l *loader) loadDefaults(file string, data []byte) {
@@ -69,8 +69,9 @@ func (l *loader) loadDefault(file string, key, val *yaml.Node, seen map[string]i
 	lim, okLimit := s.readLimit(key, fs, alg)
 	syncRate, okSync := s.syncRate(fs, alg)
 	capacity, okCapacity := s.capacity(fs, alg)
-	if okName && okLimit && okSync && okCapacity {
-		lim.SyncRate, lim.Capacity = syncRate, capacity
+	shadow, okShadow := s.shadow(fs)
+	if okName && okLimit && okSync && okCapacity && okShadow {
+		lim.SyncRate, lim.Capacity, lim.Shadow = syncRate, capacity, shadow
 		l.defaults[info.Limit] = lim
 	}
 }
@@ -199,4 +200,19 @@ func (s scope) declaredKind(key *yaml.Node, fs map[string]field) (ratelimits.IDK
 		return 0, false
 	}
 	return k, true
+}
+
+// shadow reads a limit's shadow field: true makes it a shadow limit,
+// decided and counted but never denying (ratelimits.Limit.Shadow).
+func (s scope) shadow(fs map[string]field) (bool, bool) {
+	f, has := fs["shadow"]
+	if !has {
+		return false, true
+	}
+	var v bool
+	if f.val.Kind != yaml.ScalarNode || f.val.ShortTag() != "!!bool" || f.val.Decode(&v) != nil {
+		s.add(f.val.Line, "shadow must be true or false, got %s", describe(f.val))
+		return false, false
+	}
+	return v, true
 }

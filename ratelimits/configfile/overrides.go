@@ -19,6 +19,7 @@ var (
 		"algorithm": "an override cannot set algorithm: it belongs to the limit name, so it is set in the defaults file",
 		"sync_rate": "an override cannot set sync_rate: it belongs to the limit name, so it is set in the defaults file",
 		"capacity":  "an override cannot set capacity: it belongs to the limit name (its counters and box are shared by all its ids), so it is set in the defaults file",
+		"shadow":    "an override cannot set shadow: it belongs to the limit name, so it is set in the defaults file",
 		"enum":      "an override cannot set enum: it belongs to the limit name, so it is set in the defaults file",
 		"id":        "an override cannot set the id kind: it belongs to the limit name, so it is set in the defaults file; the subscribers go in ids",
 	}
