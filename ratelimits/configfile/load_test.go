@@ -416,7 +416,7 @@ func TestConfigBadDefaults(t *testing.T) {
 		{"missing fields", "NewOrdersPerAccount:\n  burst: 20\n",
 			[]wantProblem{{dfile, 1, orders, "missing count"}, {dfile, 1, orders, "missing period"}}},
 		{"unknown field", "NewOrdersPerAccount:\n  burst: 20\n  burts: 20\n  count: 20\n  period: 1s\n",
-			[]wantProblem{{dfile, 3, orders, `unknown field "burts" (allowed: burst, count, period, window, rate, penalty, enum, id, algorithm, sync_rate, capacity)`}}},
+			[]wantProblem{{dfile, 3, orders, `unknown field "burts" (allowed: burst, count, period, window, rate, penalty, enum, id, algorithm, sync_rate, capacity, shadow)`}}},
 		{"duplicate field", "NewOrdersPerAccount:\n  burst: 20\n  count: 20\n  burst: 30\n  period: 1s\n",
 			[]wantProblem{{dfile, 4, orders, `duplicate field "burst" (first at line 2)`}}},
 		{"duplicate name", testDefaults + "NewOrdersPerAccount:\n  burst: 1\n  count: 1\n  period: 1s\n",
