@@ -32,8 +32,8 @@ func baselineServers(root, dir, rev string, servers []*server) ([]*server, error
 	}
 	var rows []*server
 	for _, s := range servers {
-		if s.limit != "" || !strings.HasPrefix(s.name, "limiter, ") {
-			continue // only the GCRA rows of the limiter
+		if s.limit != "" || s.grpc || !strings.HasPrefix(s.name, "limiter, ") {
+			continue // only the GCRA rows of the limiter over HTTP
 		}
 		env := make([]string, 0, len(s.env))
 		for _, e := range s.env {

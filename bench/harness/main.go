@@ -11,6 +11,7 @@
 //	go run ./bench/harness -rounds 5 -duration 20s
 //	go run ./bench/harness -sources memory,redis,redisrate   # with the redis_rate peer
 //	go run ./bench/harness -sources memory,redis,erl -baseline ebd7b57   # check_rate, and GCRA against an older build
+//	go run ./bench/harness -sources memory,redis,grpc   # Envoy's ShouldRateLimit over gRPC next to /v1/spend
 package main
 
 import (
@@ -43,6 +44,10 @@ type options struct {
 	env         string
 	url         string
 	baseline    string
+	// The gRPC rows' closed loop: calls in flight, and the HTTP/2
+	// connections they share.
+	grpcInFlight int
+	grpcConns    int
 }
 
 func main() {
@@ -54,7 +59,9 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
-	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), redisrate (go-redis/redis_rate behind net/http); redis ones are skipped without redis-server")
+	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http); redis ones are skipped without redis-server")
+	flag.IntVar(&o.grpcInFlight, "grpc-inflight", 50, "gRPC rows: calls in flight")
+	flag.IntVar(&o.grpcConns, "grpc-conns", 2, "gRPC rows: HTTP/2 connections the calls share")
 	flag.StringVar(&o.env, "env", "", "extra environment for the limiter processes, comma-separated (e.g. GOGC=400)")
 	flag.StringVar(&o.baseline, "baseline", "", "a git revision whose limiter also runs the GCRA rows (memory, and redis when measured), built from a copy of that revision: to tell whether a change slowed them")
 	flag.StringVar(&o.url, "url", "", "measure only this running server (e.g. http://127.0.0.1:8080), building and starting nothing")
@@ -76,6 +83,10 @@ type server struct {
 	// or, with checkRate, the rate counter and box every check_rate names.
 	limit     string
 	checkRate bool
+	// grpc rows call ShouldRateLimit on grpcAddr instead of spending over
+	// HTTP.
+	grpc     bool
+	grpcAddr string
 }
 
 // script is the wrk script of s's requests.
@@ -211,6 +222,18 @@ func run(o options) error {
 				continue
 			}
 			servers = append(servers, &server{name: "limiter, redis, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, limit: benchRateCounter, checkRate: true})
+		case "grpc":
+			env, err := grpcEnv(dir, limiterEnv)
+			if err != nil {
+				return err
+			}
+			servers = append(servers, &server{name: grpcMemoryRow, cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: env, grpc: true})
+			addr, err := redis()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "harness: skipping the Redis gRPC row:", err)
+				continue
+			}
+			servers = append(servers, &server{name: grpcRedisRow, cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: env, grpc: true})
 		case "redisrate":
 			addr, err := redis()
 			if err != nil {
@@ -227,7 +250,7 @@ func run(o options) error {
 			}
 			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}})
 		default:
-			return fmt.Errorf("unknown source %q in -sources (memory, redis, windows, erl, redisrate)", src)
+			return fmt.Errorf("unknown source %q in -sources (memory, redis, windows, erl, grpc, redisrate)", src)
 		}
 	}
 	if o.baseline != "" {
@@ -257,6 +280,7 @@ func run(o options) error {
 	printTable(os.Stdout, servers, results, o)
 	printWindowTargets(os.Stdout, servers, results)
 	printERLTargets(os.Stdout, servers, results, o.baseline)
+	printGRPCTargets(os.Stdout, servers, results, o)
 	return nil
 }
 
@@ -313,7 +337,10 @@ func repoRoot() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
+var (
+	listening     = regexp.MustCompile(`msg=listening addr=(\S+)`)
+	grpcListening = regexp.MustCompile(`msg=listening server=grpc addr=(\S+)`)
+)
 
 func (s *server) start() error {
 	s.proc = exec.Command(s.cmd[0], s.cmd[1:]...)
@@ -327,7 +354,14 @@ func (s *server) start() error {
 	}
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
+		// The gRPC listener is announced before the HTTP one.
+		if m := grpcListening.FindStringSubmatch(sc.Text()); m != nil {
+			s.grpcAddr = m[1]
+		}
 		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+			if s.grpc && s.grpcAddr == "" {
+				return fmt.Errorf("%s listens without announcing a gRPC listener", s.name)
+			}
 			s.url = "http://" + m[1]
 			go func() { _, _ = io.Copy(io.Discard, stderr) }()
 			return nil
@@ -385,6 +419,9 @@ func cpuSeconds(pid int) (float64, error) {
 }
 
 func measure(s *server, script string, o options) (result, error) {
+	if s.grpc {
+		return measureGRPC(s, o)
+	}
 	var r result
 	if o.duration == 0 { // open loop only
 		var err error
@@ -507,12 +544,16 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 		if bare > 0 {
 			ratio = fmt.Sprintf("%.2f", rps/bare)
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %.2f | %.1f | %.2f | %.2f | %.2f | %.2f | %.0f | %d |\n", s.name, rps, ratio,
+		open := "- | - | - | - | -" // the gRPC rows have no open loop
+		if !s.grpc {
+			open = fmt.Sprintf("%.2f | %.2f | %.2f | %.2f | %.0f",
+				col(rs, func(r result) float64 { return r.open.p50 }), col(rs, func(r result) float64 { return r.open.p99 }),
+				col(rs, func(r result) float64 { return r.open.sentP99 }), col(rs, func(r result) float64 { return r.open.lateP99 }),
+				col(rs, func(r result) float64 { return r.open.achieved }))
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %.2f | %.1f | %s | %d |\n", s.name, rps, ratio,
 			col(rs, func(r result) float64 { return r.p50 }), col(rs, func(r result) float64 { return r.p99 }),
-			col(rs, func(r result) float64 { return r.cpuPerReq }),
-			col(rs, func(r result) float64 { return r.open.p50 }), col(rs, func(r result) float64 { return r.open.p99 }),
-			col(rs, func(r result) float64 { return r.open.sentP99 }), col(rs, func(r result) float64 { return r.open.lateP99 }),
-			col(rs, func(r result) float64 { return r.open.achieved }), errs)
+			col(rs, func(r result) float64 { return r.cpuPerReq }), open, errs)
 	}
 }
 

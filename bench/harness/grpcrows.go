@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// The gRPC rows: limiter serve's Envoy rate-limit service, called with
+// ShouldRateLimit by the harness's own closed loop, on the limit and the
+// 10,000 ids the HTTP GCRA rows spend.
+const (
+	grpcMemoryRow = "limiter, memory, gRPC ShouldRateLimit"
+	grpcRedisRow  = "limiter, redis, gRPC ShouldRateLimit"
+
+	// envoyRatelimitRedisRPS is twice envoyproxy/ratelimit's own measured
+	// figure on Redis (13,400 req/s): what the Redis row is held to.
+	envoyRatelimitRedisRPS = 26800
+)
+
+// grpcRules is the rules file of the gRPC rows: a descriptor of one
+// api_key entry in domain "bench" spends the GCRA limit of the HTTP rows,
+// its value being the id.
+const grpcRules = `- domain: ` + grpcBenchDomain + `
+  descriptors:
+    - keys: [` + grpcBenchKey + `]
+      limit: ` + defaultLimit + `
+`
+
+// grpcEnv writes the rules file into dir and returns env with what makes
+// a limiter serve gRPC on a free loopback port with those rules.
+func grpcEnv(dir string, env []string) ([]string, error) {
+	path := filepath.Join(dir, "descriptors.yaml")
+	if err := os.WriteFile(path, []byte(grpcRules), 0o644); err != nil {
+		return nil, err
+	}
+	out := append([]string(nil), env...)
+	return append(out, "LIMITER_GRPC_LISTEN=127.0.0.1:0", "LIMITER_DESCRIPTORS="+path), nil
+}
+
+// measureGRPC is measure for a gRPC row: a warm-up, then the measured run
+// with the server's CPU time read around it, on the same connections.
+func measureGRPC(s *server, o options) (result, error) {
+	var r result
+	if o.duration == 0 {
+		return r, nil // the open loop speaks HTTP/1.1 only
+	}
+	requests, err := encodeRequests(grpcBenchDomain, grpcBenchKey, 10000)
+	if err != nil {
+		return r, err
+	}
+	load, err := newGRPCLoad(s.grpcAddr, o.grpcConns, requests)
+	if err != nil {
+		return r, err
+	}
+	defer load.close()
+	ctx := context.Background()
+	if err := load.preflight(ctx, s.limitName()); err != nil {
+		return r, err
+	}
+	if _, err := load.run(ctx, o.grpcInFlight, o.warmup); err != nil {
+		return r, err
+	}
+	before, err := cpuSeconds(s.proc.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	st, err := load.run(ctx, o.grpcInFlight, o.duration)
+	if err != nil {
+		return r, err
+	}
+	after, err := cpuSeconds(s.proc.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	if st.calls == 0 {
+		return r, fmt.Errorf("no call answered in %s", o.duration)
+	}
+	if st.firstErr != nil {
+		fmt.Fprintf(os.Stderr, "harness: %s: %d failed calls, %d bad answers; first: %v\n", s.name, st.errors, st.badAnswer, st.firstErr)
+	}
+	r.rps = float64(st.calls) / st.elapsed.Seconds()
+	r.p50 = float64(percentile(st.latencies, 0.50)) / 1e6
+	r.p99 = float64(percentile(st.latencies, 0.99)) / 1e6
+	r.errors = st.errors + st.badAnswer
+	r.cpuPerReq = (after - before) / float64(st.calls) * 1e6
+	return r, nil
+}
+
+// printGRPCTargets states the gRPC rows as their targets are written: the
+// memory row against the HTTP memory row of the same run, the Redis row
+// against twice envoyproxy/ratelimit's figure.
+func printGRPCTargets(w io.Writer, servers []*server, results [][]result, o options) {
+	rps := medianRPS(servers, results)
+	if rps[grpcMemoryRow] == 0 && rps[grpcRedisRow] == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ngRPC rows: the harness's closed loop, %d calls in flight over %d HTTP/2 connections, ShouldRateLimit of one descriptor for one of 10,000 ids; no open loop.\n",
+		o.grpcInFlight, o.grpcConns)
+	if rps[grpcMemoryRow] > 0 {
+		if http := rps["limiter, memory"]; http > 0 {
+			fmt.Fprintf(w, "- %s: %.2f × limiter, memory over HTTP (target ≥ 1.0)\n", grpcMemoryRow, rps[grpcMemoryRow]/http)
+		} else {
+			fmt.Fprintf(w, "- %s: no HTTP memory row in this run to compare with (add memory to -sources)\n", grpcMemoryRow)
+		}
+	}
+	if rps[grpcRedisRow] > 0 {
+		fmt.Fprintf(w, "- %s: %.2f × %d req/s, twice envoyproxy/ratelimit's measured figure (target ≥ 1.0)\n",
+			grpcRedisRow, rps[grpcRedisRow]/envoyRatelimitRedisRPS, envoyRatelimitRedisRPS)
+	}
+}
