@@ -265,3 +265,38 @@ func TestDescriptorsWithoutConfig(t *testing.T) {
 		t.Errorf("names unchecked: %v, %v; want one rule", rules, err)
 	}
 }
+
+// The bundled descriptors file loads against the bundled limits, and each
+// rule can produce valid ids: a rule of an ip limit has one key (the
+// address), and the shadow limit it shows is one.
+func TestDescriptorsBundledFile(t *testing.T) {
+	cfg, err := Load("../../config/defaults.yaml", "../../config/overrides.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := LoadDescriptors("../../config/descriptors.yaml", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rules.Domains(); !slices.Equal(got, []string{"edge", "mesh"}) || rules.Count() < 4 {
+		t.Fatalf("Domains() = %q, Count() = %d", got, rules.Count())
+	}
+	for _, d := range rules.Domains() {
+		for _, r := range rules.Rules(d) {
+			info, ok := cfg.Lookup(r.Limit)
+			if !ok {
+				t.Fatalf("%s: %s is not a limit", d, r.Limit)
+			}
+			if _, has := cfg.Default(info.Name); !has {
+				t.Errorf("%s: %s has no default: every descriptor it matches would be unlimited", d, r.Limit)
+			}
+			if (info.Kind == ratelimits.KindIP || info.Kind == ratelimits.KindAccount) && len(r.Keys) != 1 {
+				t.Errorf("%s: %s (id kind %s) joins %d values: the ids could never be valid", d, r.Limit, info.Kind, len(r.Keys))
+			}
+		}
+	}
+	info, _ := cfg.Lookup("SearchRequestsPerKey")
+	if limit, ok := rules.Match("edge", 2, func(i int) string { return []string{"api_key", "endpoint"}[i] }); !ok || limit != info.Limit || !cfg.Shadow(info.Name) {
+		t.Errorf("edge [api_key endpoint] = %q, %v; want the shadow limit SearchRequestsPerKey (shadow %v)", limit, ok, cfg.Shadow(info.Name))
+	}
+}
