@@ -278,7 +278,7 @@ func TestDescriptorsBundledFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rules.Domains(); !slices.Equal(got, []string{"edge", "mesh"}) || rules.Count() < 4 {
+	if got := rules.Domains(); !slices.Equal(got, []string{"edge", "mesh", "signup"}) || rules.Count() < 5 {
 		t.Fatalf("Domains() = %q, Count() = %d", got, rules.Count())
 	}
 	for _, d := range rules.Domains() {
