@@ -22,13 +22,14 @@ import (
 // reloader loads the three configuration files and both token files again
 // and swaps the results into the Limiter, the descriptor rules' user and
 // the API's tokens. Everything is loaded and validated before anything is
-// swapped, so no request ever sees half a configuration, and a reload with
-// any file that fails to load (a broken limit, a rule naming a limit the
-// new files no longer have, an unreadable or empty token file) leaves
-// everything in use untouched. Buckets are not touched: a changed limit applies from the
-// next decision. For that reason a reload may not change the algorithm of
-// a name whose enum it keeps (configfile.LoadReload): the buckets under
-// that enum hold the old algorithm's state.
+// swapped, so a reload with any file that fails to load (a broken limit, a
+// rule naming a limit the new files no longer have, an unreadable or empty
+// token file) leaves everything in use untouched; the limits are swapped
+// in one step, so no request ever sees half of them. Buckets are not
+// touched: a changed limit applies from the next decision. For that reason
+// a reload may not change the algorithm of a name whose enum it keeps
+// (configfile.LoadReload): the buckets under that enum hold the old
+// algorithm's state.
 type reloader struct {
 	defaults, overrides string
 	limiter             *ratelimits.Limiter
