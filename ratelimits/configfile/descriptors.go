@@ -49,14 +49,15 @@ func LoadDescriptors(path string, cfg *ratelimits.Config) (*descriptors.Rules, e
 // domain name and its rules, each rule the exact keys of a descriptor and
 // the limit that counts it:
 //
-//   - domain: edge
-//     descriptors:
-//   - keys: [remote_address]
-//     limit: RequestsPerClientIP
+//	# descriptors.yaml
+//	- domain: edge
+//	  descriptors:
+//	    - keys: [remote_address]
+//	      limit: RequestsPerClientIP
 //
 // An empty file (or comments only, null, or []) means no rules. Every rule's
-// limit must be a name cfg knows, since a rule naming no limit could only
-// fail every request it matches. A nil cfg checks everything else, for a
+// limit must be a name cfg knows: a rule naming an unknown limit could
+// never count what it matches. A nil cfg checks everything else, for a
 // caller whose limit files did not load and who still wants this file's
 // own problems; the rules returned then name limits no one checked.
 func ParseDescriptors(file string, data []byte, cfg *ratelimits.Config) (*descriptors.Rules, error) {
