@@ -45,6 +45,7 @@ func decisionResponse(d *ratelimits.Decision, withSyncRate bool) wire.DecisionRe
 		Period:    d.Effective.Period.String(),
 		Override:  d.Effective.Override,
 		Algorithm: d.Algorithm.String(),
+		Shadow:    d.Shadow,
 	}
 	if d.Effective.Penalty > 0 {
 		penalized := d.Penalized
@@ -143,6 +144,7 @@ func randomDecision(r *rand.Rand) ratelimits.Decision {
 		},
 		Algorithm: randomAlgorithm(r),
 		Penalized: r.IntN(2) == 0,
+		Shadow:    r.IntN(2) == 0,
 	}
 }
 
@@ -204,6 +206,7 @@ func FuzzEncode(f *testing.F) {
 				SyncRate: time.Duration(retryIn - resetIn), Penalty: time.Duration(flags&32) * time.Second},
 			Algorithm: alg,
 			Penalized: flags&1 != 0,
+			Shadow:    flags&2 != 0 && flags&1 == 0,
 		}
 		swapped := d
 		swapped.Limit, swapped.ID = id, limit

@@ -99,6 +99,7 @@ func TestReloadOnFileChange(t *testing.T) {
 	overrides := writeFile(t, dir, "overrides.yaml", overridesWithBurst(200))
 	p := startLimiter(t, procOptions{Env: map[string]string{
 		"LIMITER_DEFAULTS": defaults, "LIMITER_OVERRIDES": overrides, "LIMITER_FAKECLOCK": fakeClockStart,
+		"LIMITER_DESCRIPTORS": filepath.Join(dir, "descriptors.yaml"), // none: the bundled rules name limits these files lack
 	}})
 	if b := burstOf(p); b != 200 {
 		t.Fatalf("burst %d at start, want 200", b)
@@ -151,6 +152,7 @@ func TestReloadOnSymlinkSwap(t *testing.T) {
 	}
 	p := startLimiter(t, procOptions{Env: map[string]string{
 		"LIMITER_DEFAULTS": filepath.Join(dir, "defaults.yaml"), "LIMITER_OVERRIDES": filepath.Join(dir, "overrides.yaml"),
+		"LIMITER_DESCRIPTORS": filepath.Join(dir, "descriptors.yaml"),
 	}})
 	if b := burstOf(p); b != 200 {
 		t.Fatalf("burst %d at start, want 200", b)
@@ -174,6 +176,7 @@ func TestReloadOnSIGHUPAndAdminEndpoint(t *testing.T) {
 	p := startLimiter(t, procOptions{Env: map[string]string{
 		"LIMITER_DEFAULTS": defaults, "LIMITER_OVERRIDES": overrides,
 		"LIMITER_RELOAD_INTERVAL": "0", "LIMITER_ADMIN_TOKEN_FILE": adminTokens,
+		"LIMITER_DESCRIPTORS": filepath.Join(dir, "descriptors.yaml"),
 	}})
 	replaceFile(t, overrides, overridesWithBurst(250))
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {

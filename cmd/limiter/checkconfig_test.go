@@ -76,3 +76,87 @@ func TestCheckConfigWindows(t *testing.T) {
 		t.Errorf("fixed files: exit %d, output:\n%s", code, stdout.String())
 	}
 }
+
+// check-config checks the descriptors file against the limits the other
+// two files load: its problems are printed at their FILE:LINE after the
+// limit files' own, and counted with them; the ok line names the file and
+// its rules, or says that it is missing.
+func TestCheckConfigDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const goodDefaults = "APIRequestsPerKey:\n  enum: 102\n  id: string\n  burst: 100\n  count: 100\n  period: 1s\n"
+	const badDefaults = "APIRequestsPerKey:\n  enum: 102\n  id: string\n  burst: 0\n  count: 100\n  period: 1s\n"
+	defaults := write("defaults.yaml", goodDefaults)
+	overrides := filepath.Join(dir, "no-overrides.yaml")
+	const goodRules = "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestsPerKey\n    - keys: [remote_address]\n      limit: NewRegistrationsPerIPAddress\n"
+	const badRules = "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestPerKey\n    - keys: []\n      limit: APIRequestsPerKey\n"
+	tests := []struct {
+		name     string
+		defaults string // empty: the good defaults
+		rules    string // written to descriptors.yaml unless missing
+		missing  bool
+		code     int
+		want     []string // the output's lines, each a prefix
+	}{
+		{"good", "", goodRules, false, 0, []string{
+			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (2 descriptor rules)"}},
+		{"missing", "", "", true, 0, []string{
+			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (no such file: no descriptor rules)"}},
+		{"empty", "", "# rules come later\n", false, 0, []string{
+			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (0 descriptor rules)"}},
+		{"bad rules", "", badRules, false, 1, []string{
+			filepath.Join(dir, "descriptors.yaml") + ":4: APIRequestPerKey: unknown limit name",
+			filepath.Join(dir, "descriptors.yaml") + ":5: keys is empty",
+			"2 problem(s) found"}},
+		{"bad limits and bad rules", badDefaults, badRules, false, 1, []string{
+			filepath.Join(dir, "bad-defaults.yaml") + ":4: APIRequestsPerKey: burst must be greater than 0",
+			filepath.Join(dir, "descriptors.yaml") + ":5: keys is empty",
+			"2 problem(s) found"}},
+		{"bad limits, rules whose names cannot be checked", badDefaults, goodRules, false, 1, []string{
+			filepath.Join(dir, "bad-defaults.yaml") + ":4: APIRequestsPerKey: burst must be greater than 0",
+			filepath.Join(dir, "descriptors.yaml") + ": the limit names of its rules were not checked",
+			"1 problem(s) found"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rules := filepath.Join(dir, "descriptors.yaml")
+			os.Remove(rules)
+			if !tt.missing {
+				write("descriptors.yaml", tt.rules)
+			}
+			d := defaults
+			if tt.defaults != "" {
+				d = write("bad-defaults.yaml", tt.defaults)
+			}
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"check-config", "--defaults", d, "--overrides", overrides, "--descriptors", rules}, &stdout, &stderr)
+			lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+			if code != tt.code || len(lines) != len(tt.want) {
+				t.Fatalf("exit %d (want %d), output:\n%s%s", code, tt.code, stdout.String(), stderr.String())
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("line %d = %q; want it to start %q", i, lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+// The bundled files check: the descriptors file's rules all name limits of
+// the bundled defaults.
+func TestCheckConfigBundledFiles(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"check-config", "--defaults", "../../config/defaults.yaml", "--overrides", "../../config/overrides.yaml",
+		"--descriptors", "../../config/descriptors.yaml"}, &stdout, &stderr)
+	if code != 0 || !strings.HasPrefix(stdout.String(), "ok: ") || strings.Contains(stdout.String(), "(0 descriptor rules)") ||
+		strings.Contains(stdout.String(), "no such file") {
+		t.Fatalf("exit %d, output:\n%s%s", code, stdout.String(), stderr.String())
+	}
+}

@@ -122,16 +122,19 @@ func notNegative[T int | int64 | time.Duration](p *T) check {
 	return check{func() bool { return *p >= 0 }, wantNotNegative}
 }
 
-// configFlags are the two file flags serve and check-config share.
+// configFlags are the file flags serve and check-config share.
 type configFlags struct {
-	defaults  string
-	overrides string
+	defaults    string
+	overrides   string
+	descriptors string
 }
 
 func (c *configFlags) settings() []setting {
 	return []setting{
 		{name: "defaults", bind: stringVar(&c.defaults, "config/defaults.yaml"), usage: "defaults file"},
 		{name: "overrides", bind: stringVar(&c.overrides, "config/overrides.yaml"), usage: "overrides file; a missing file means no overrides"},
+		{name: "descriptors", bind: stringVar(&c.descriptors, "config/descriptors.yaml"),
+			usage: "descriptors file: the rules that map the descriptors of Envoy's rate-limit requests (--grpc-listen) to limits; a missing file means no rules"},
 	}
 }
 
@@ -141,6 +144,8 @@ func (f *serveFlags) settings() []setting {
 	rows := append(f.configFlags.settings(), f.redisFlags.settings()...)
 	return append(rows, []setting{
 		{name: "listen", bind: stringVar(&f.listen, "127.0.0.1:8080"), usage: "address to serve HTTP on"},
+		{name: "grpc-listen", bind: stringVar(&f.grpcListen, ""),
+			usage: "serve Envoy's rate-limit service (gRPC, envoy.service.ratelimit.v3), with gRPC health and reflection, on this address; off when empty"},
 		{name: "source", bind: stringVar(&f.source, "memory"),
 			usage: "bucket source: memory, redis://host:port[/db] (rediss:// for TLS), or redis-cluster://host:port[,host:port...] (rediss-cluster:// for TLS)"},
 		{name: "max-buckets", bind: intVar(&f.maxBuckets, 1_000_000), check: positive(&f.maxBuckets), scope: memoryOnly,

@@ -1,6 +1,7 @@
 // Command limiter is the rate-limit service: `limiter serve` answers the
-// HTTP API, `limiter check-config` validates configuration files, and
-// `limiter version` says which build this is.
+// HTTP API (and, with --grpc-listen, Envoy's rate-limit service), `limiter
+// check-config` validates configuration files, and `limiter version` says
+// which build this is.
 package main
 
 import (
@@ -39,8 +40,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: limiter <command> [flags]
 
 commands:
-  serve          run the HTTP service (limiter serve --help for flags)
-  check-config   validate the defaults and overrides files, print every problem
+  serve          run the HTTP service, and Envoy's rate-limit service with --grpc-listen (limiter serve --help for flags)
+  check-config   validate the defaults, overrides and descriptors files, print every problem
   version        print the version
 `)
 }

@@ -14,23 +14,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/bearer"
+	"github.com/limiter-dev/limiter/envoyapi/descriptors"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
-// reloader loads both configuration files and both token files again and
-// swaps the results into the Limiter and the API's tokens. Everything is
-// loaded and validated before anything is swapped, so no request ever sees
-// half a configuration, and a reload with any file that fails to load (a
-// broken limit, an unreadable or empty token file) leaves everything in
-// use untouched. Buckets are not touched: a changed limit applies from the
-// next decision. For that reason a reload may not change the algorithm of
-// a name whose enum it keeps (configfile.LoadReload): the buckets under
-// that enum hold the old algorithm's state.
+// reloader loads the three configuration files and both token files again
+// and swaps the results into the Limiter, the descriptor rules' user and
+// the API's tokens. Everything is loaded and validated before anything is
+// swapped, so a reload with any file that fails to load (a broken limit, a
+// rule naming a limit the new files no longer have, an unreadable or empty
+// token file) leaves everything in use untouched; the limits are swapped
+// in one step, so no request ever sees half of them. Buckets are not
+// touched: a changed limit applies from the next decision. For that reason
+// a reload may not change the algorithm of a name whose enum it keeps
+// (configfile.LoadReload): the buckets under that enum hold the old
+// algorithm's state.
 type reloader struct {
 	defaults, overrides string
 	limiter             *ratelimits.Limiter
 	log                 *slog.Logger
+	// descriptors is the descriptors file, loaded against the new limits;
+	// setRules puts its rules in use. A nil setRules (no gRPC service to
+	// hand them to) still has the file checked, so that a bad file is
+	// found on the reload that brings it, not when the service starts.
+	descriptors string
+	setRules    func(*descriptors.Rules)
 	// apiTokenFile and adminTokenFile are read into tokens on every
 	// reload, so that a leaked token is revoked without a restart.
 	apiTokenFile, adminTokenFile string
@@ -49,6 +58,7 @@ func newReloader(f *serveFlags, limiter *ratelimits.Limiter, tokens *bearer.Toke
 	r := &reloader{
 		defaults:       f.defaults,
 		overrides:      f.overrides,
+		descriptors:    f.descriptors,
 		apiTokenFile:   f.apiTokenFile,
 		adminTokenFile: f.adminTokenFile,
 		tokens:         tokens,
@@ -93,45 +103,56 @@ func (r *reloader) Reload(trigger string) error {
 	defer r.mu.Unlock()
 	r.seen = r.signature()
 	cfg, err := configfile.LoadReload(r.limiter.Config(), r.defaults, r.overrides)
+	// The rules must name limits of the new files; if those did not load,
+	// the rules are still checked for the rest (cfg is nil).
+	rules, rulesErr := loadDescriptorRules(r.descriptors, cfg)
 	api, apiErr := readTokenFile(r.apiTokenFile)
 	admin, adminErr := readTokenFile(r.adminTokenFile)
-	if err == nil && apiErr == nil && adminErr == nil {
+	if err == nil && rulesErr == nil && apiErr == nil && adminErr == nil {
 		// Both token files were read when serving started, and a token
 		// file read without error holds a token, so neither set changes
 		// from empty to not or back: Replace cannot refuse.
 		err = r.tokens.Replace(api, admin)
 	}
-	if err != nil || apiErr != nil || adminErr != nil {
+	if err != nil || rulesErr != nil || apiErr != nil || adminErr != nil {
 		r.failures.Inc()
 		const msg = "reload failed; keeping the running configuration and tokens"
-		var ce *configfile.Error
-		switch {
-		case errors.As(err, &ce):
-			for _, p := range ce.Problems {
-				r.log.Error(msg, "trigger", trigger, "problem", p.String())
+		for _, e := range []error{err, rulesErr} {
+			var ce *configfile.Error
+			switch {
+			case errors.As(e, &ce):
+				for _, p := range ce.Problems {
+					r.log.Error(msg, "trigger", trigger, "problem", p.String())
+				}
+			case e != nil:
+				r.log.Error(msg, "trigger", trigger, "err", e)
 			}
-		case err != nil:
-			r.log.Error(msg, "trigger", trigger, "err", err)
 		}
 		for _, e := range []error{apiErr, adminErr} {
 			if e != nil {
 				r.log.Error(msg, "trigger", trigger, "err", e)
 			}
 		}
-		return errors.Join(err, apiErr, adminErr)
+		return errors.Join(err, rulesErr, apiErr, adminErr)
+	}
+	// The rules are handed over before the limits they name: the two swaps
+	// are not one, so a request between them meets the new rules with the
+	// old limits.
+	if r.setRules != nil {
+		r.setRules(rules)
 	}
 	r.limiter.SetConfig(cfg)
 	r.successes.Inc()
 	r.loaded(cfg)
 	r.log.Info("configuration reloaded", "trigger", trigger, "defaults", r.defaults, "overrides", r.overrides,
-		"api_tokens", len(api), "admin_tokens", len(admin))
+		"descriptors", r.descriptors, "descriptor_rules", rules.Count(), "api_tokens", len(api), "admin_tokens", len(admin))
 	return nil
 }
 
 // adminReload is Reload for the admin endpoint.
 func (r *reloader) adminReload() error { return r.Reload("admin endpoint") }
 
-// watch reloads whenever either file's signature changes, checking every
+// watch reloads whenever a file's signature changes, checking every
 // interval until ctx ends. Polling the paths (following symlinks) sees every
 // way a file is replaced: an edit in place, a write-then-rename, and the
 // symlink swap Kubernetes does for ConfigMaps, without a dependency on
@@ -156,7 +177,7 @@ func (r *reloader) watch(ctx context.Context, interval time.Duration) {
 
 // signature identifies the current contents of every file a reload reads.
 func (r *reloader) signature() string {
-	return signature(r.defaults, r.overrides, r.apiTokenFile, r.adminTokenFile)
+	return signature(r.defaults, r.overrides, r.descriptors, r.apiTokenFile, r.adminTokenFile)
 }
 
 // signature identifies the current contents of the files without reading

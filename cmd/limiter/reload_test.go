@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/bearer"
+	"github.com/limiter-dev/limiter/envoyapi/descriptors"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
@@ -87,4 +88,162 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no counter %s", name)
 	return 0
+}
+
+// The descriptors file is reloaded with the limit files, and checked
+// against the new ones: a rule naming an unknown limit fails the reload
+// (nothing swapped, the failure counted and logged at its line), a rule
+// naming a limit the same reload declares loads and is handed over, and
+// limit files that drop a limit a rule still names fail too, though they
+// alone would load.
+func TestReloadDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const keyLimit = "APIRequestsPerKey:\n  enum: 102\n  id: string\n  burst: 100\n  count: 100\n  period: 1s\n"
+	const pathLimit = "RequestsPerPath:\n  enum: 130\n  id: string\n  burst: 10\n  count: 10\n  period: 1s\n"
+	const keyRule = "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestsPerKey\n"
+	const pathRule = "    - keys: [path]\n      limit: RequestsPerPath\n"
+	defaults := write("defaults.yaml", keyLimit)
+	rulesFile := write("descriptors.yaml", keyRule)
+	cfg, err := configfile.Load(defaults, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	reg := prometheus.NewRegistry()
+	f := &serveFlags{configFlags: configFlags{defaults: defaults, descriptors: rulesFile}}
+	r := newReloader(f, limiter, bearer.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	var handed []*descriptors.Rules
+	r.setRules = func(rules *descriptors.Rules) { handed = append(handed, rules) }
+	ruleOf := func(rules *descriptors.Rules, key string) string {
+		limit, _ := rules.Match("edge", 1, func(int) string { return key })
+		return limit
+	}
+
+	// A rule naming a limit no file declares.
+	write("descriptors.yaml", keyRule+pathRule)
+	err = r.Reload("test")
+	if err == nil || !strings.Contains(err.Error(), rulesFile+":6: RequestsPerPath: unknown limit name") {
+		t.Fatalf("Reload = %v; want the unknown limit at %s:6", err, rulesFile)
+	}
+	if len(handed) != 0 || limiter.Config() != cfg {
+		t.Fatalf("a failed reload swapped something: %d rule sets handed over", len(handed))
+	}
+	if n := counter(t, reg, "limiter_config_reload_failures_total"); n != 1 {
+		t.Errorf("limiter_config_reload_failures_total = %v; want 1", n)
+	}
+	if !strings.Contains(logs.String(), "reload failed") || !strings.Contains(logs.String(), rulesFile+":6") {
+		t.Errorf("the log lacks the problem:\n%s", logs.String())
+	}
+
+	// The same reload declares it: the new rules are handed over, with the
+	// new limits in use.
+	write("defaults.yaml", keyLimit+pathLimit)
+	if err := r.Reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	if len(handed) != 1 || ruleOf(handed[0], "path") != "RequestsPerPath" || ruleOf(handed[0], "api_key") != "APIRequestsPerKey" {
+		t.Fatalf("handed over %d rule sets; want one with both rules", len(handed))
+	}
+	if _, ok := limiter.Config().Lookup("RequestsPerPath"); !ok {
+		t.Error("the new limit is not in use")
+	}
+	if n := counter(t, reg, "limiter_config_reloads_total"); n != 1 {
+		t.Errorf("limiter_config_reloads_total = %v; want 1", n)
+	}
+	running := limiter.Config()
+
+	// Limit files that drop the limit a rule names.
+	write("defaults.yaml", keyLimit)
+	if err := r.Reload("test"); err == nil || !strings.Contains(err.Error(), rulesFile+":6: RequestsPerPath: unknown limit name") {
+		t.Fatalf("Reload = %v; want the rule's limit refused", err)
+	}
+	if len(handed) != 1 || limiter.Config() != running {
+		t.Error("limit files that break a rule were put in use")
+	}
+
+	// Broken limit files and a broken rules file: every problem is told.
+	write("defaults.yaml", "APIRequestsPerKey:\n  enum: 102\n  id: string\n  burst: 0\n  count: 100\n  period: 1s\n")
+	write("descriptors.yaml", "- domain: edge\n  descriptors: []\n")
+	logs.Reset()
+	err = r.Reload("test")
+	for _, want := range []string{defaults + ":4: APIRequestsPerKey: burst must be greater than 0", rulesFile + ":2: descriptors is empty"} {
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(logs.String(), want) {
+			t.Errorf("Reload = %v; want %q in it and in the log:\n%s", err, want, logs.String())
+		}
+	}
+	if n := counter(t, reg, "limiter_config_reload_failures_total"); n != 3 {
+		t.Errorf("limiter_config_reload_failures_total = %v; want 3", n)
+	}
+}
+
+// Without a user for the rules, the descriptors file is still checked: a
+// bad one fails the reload, a good one reloads.
+func TestReloadDescriptorsWithoutService(t *testing.T) {
+	dir := t.TempDir()
+	defaults := filepath.Join(dir, "defaults.yaml")
+	rulesFile := filepath.Join(dir, "descriptors.yaml")
+	if err := os.WriteFile(defaults, []byte("NewOrdersPerAccount:\n  burst: 5\n  count: 5\n  period: 1h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configfile.Load(defaults, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &serveFlags{configFlags: configFlags{defaults: defaults, descriptors: rulesFile}}
+	r := newReloader(f, limiter, bearer.NewTokens(nil, nil), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err := r.Reload("test"); err != nil {
+		t.Fatalf("a missing descriptors file: %v", err)
+	}
+	if err := os.WriteFile(rulesFile, []byte("- domain: edge\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload("test"); err == nil || !strings.Contains(err.Error(), rulesFile+":1: missing descriptors") {
+		t.Fatalf("Reload = %v; want the bad file refused", err)
+	}
+	if err := os.WriteFile(rulesFile, []byte("- domain: edge\n  descriptors: [{keys: [account], limit: NewOrdersPerAccount}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload("test"); err != nil {
+		t.Fatalf("a good file: %v", err)
+	}
+}
+
+// The watch sees a change of the descriptors file, as of the others.
+func TestReloadSignatureHasDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	r := &reloader{
+		defaults:    filepath.Join(dir, "defaults.yaml"),
+		overrides:   filepath.Join(dir, "overrides.yaml"),
+		descriptors: filepath.Join(dir, "descriptors.yaml"),
+	}
+	before := r.signature()
+	if err := os.WriteFile(r.descriptors, []byte("[]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	created := r.signature()
+	if created == before {
+		t.Fatal("creating the descriptors file left the signature as it was")
+	}
+	if err := os.WriteFile(r.descriptors, []byte("# none yet\n[]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r.signature() == created {
+		t.Error("rewriting the descriptors file left the signature as it was")
+	}
 }

@@ -36,6 +36,7 @@ type serveFlags struct {
 	configFlags
 	redisFlags
 	listen          string
+	grpcListen      string
 	source          string
 	maxBuckets      int
 	maxBodyBytes    int64

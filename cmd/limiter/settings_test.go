@@ -170,3 +170,37 @@ func TestSettingScopes(t *testing.T) {
 		}
 	}
 }
+
+// The flags of Envoy's rate-limit service: the gRPC listener is off unless
+// given, the descriptors file is the bundled one unless given; the
+// environment gives either, and a flag beats the environment.
+func TestServeFlagsForEnvoy(t *testing.T) {
+	tests := []struct {
+		name            string
+		args            []string
+		env             map[string]string
+		wantGRPC        string
+		wantDescriptors string
+	}{
+		{"defaults", nil, nil, "", "config/descriptors.yaml"},
+		{"flags", []string{"--grpc-listen=127.0.0.1:8081", "--descriptors=/etc/limiter/descriptors.yaml"}, nil,
+			"127.0.0.1:8081", "/etc/limiter/descriptors.yaml"},
+		{"environment", nil, map[string]string{"LIMITER_GRPC_LISTEN": ":8081", "LIMITER_DESCRIPTORS": "rules.yaml"}, ":8081", "rules.yaml"},
+		{"a flag beats the environment", []string{"--grpc-listen=:9000", "--descriptors="},
+			map[string]string{"LIMITER_GRPC_LISTEN": ":8081", "LIMITER_DESCRIPTORS": "rules.yaml"}, ":9000", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			f, err := parseServeFlags(tt.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.grpcListen != tt.wantGRPC || f.descriptors != tt.wantDescriptors {
+				t.Errorf("grpcListen %q, descriptors %q; want %q, %q", f.grpcListen, f.descriptors, tt.wantGRPC, tt.wantDescriptors)
+			}
+		})
+	}
+}

@@ -13,6 +13,9 @@
 // to the name, so overrides give only the numbers (and a penalty).
 // LoadReload also refuses files that would change the algorithm of a name
 // in use.
+//
+// LoadDescriptors loads a third file, as strictly: the rules that map the
+// descriptors of Envoy's rate-limit requests to the limits of a Config.
 package configfile
 
 import (

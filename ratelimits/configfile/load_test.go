@@ -296,6 +296,7 @@ func TestConfigBundledFiles(t *testing.T) {
 		{"APIRequestsPerConsumer", 104, ratelimits.KindString},
 		{"LoginAttemptsPerAccount", 105, ratelimits.KindAccount},
 		{"RequestsPerClientIP", 106, ratelimits.KindIP},
+		{"SearchRequestsPerKey", 107, ratelimits.KindString},
 	} {
 		info, ok := c.Lookup(d.name)
 		if !ok || info.Name != d.enum || info.Kind != d.kind || !info.Declared {
@@ -307,6 +308,9 @@ func TestConfigBundledFiles(t *testing.T) {
 	}
 	if l, ok := c.Default(ratelimits.NewRegistrationsPerIPAddress); !ok || l != mustLimit(t, 10, 10, 3*time.Hour, false) {
 		t.Errorf("NewRegistrationsPerIPAddress default = %+v, %v", l, ok)
+	}
+	if l, ok := c.Limit(107, "key-1:search"); !ok || !l.Shadow || !c.Shadow(107) || c.Shadow(102) {
+		t.Errorf("SearchRequestsPerKey default = %+v, %v; want the only shadow limit", l, ok)
 	}
 	if _, ok := c.Default(ratelimits.CertificatesPerDomainPerAccount); ok {
 		t.Error("CertificatesPerDomainPerAccount has a default; it is meant to be override only")
