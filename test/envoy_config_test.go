@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bufio"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -107,15 +108,13 @@ func TestEnvoyBadRulesFile(t *testing.T) {
 	} {
 		t.Run(bad.name, func(t *testing.T) {
 			rules := writeFile(t, t.TempDir(), "descriptors.yaml", bad.rules)
-			serve := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
+			out, err := refusesToServe(t, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
 				"--defaults", defaults, "--overrides", overrides, "--descriptors", rules)
-			serve.Env = []string{"PATH=/usr/bin:/bin"}
-			out, err := runWithin(t, serve, 30*time.Second)
 			if err == nil || !strings.Contains(out, bad.where) || !strings.Contains(out, bad.what) || strings.Contains(out, "msg=listening") {
 				t.Errorf("serve with a broken rules file: %v\n%s\nwant a refusal naming %s and %s before listening", err, out, bad.where, bad.what)
 			}
-			check := exec.Command(binary, "check-config", "--defaults", defaults, "--overrides", overrides, "--descriptors", rules)
-			out, err = runWithin(t, check, 30*time.Second)
+			checked, err := exec.Command(binary, "check-config", "--defaults", defaults, "--overrides", overrides, "--descriptors", rules).CombinedOutput()
+			out = string(checked)
 			exit, ok := err.(*exec.ExitError)
 			if !ok || exit.ExitCode() != 1 || !strings.Contains(out, bad.where) || !strings.Contains(out, bad.what) {
 				t.Errorf("check-config: %v\n%s\nwant exit 1 naming %s and %s", err, out, bad.where, bad.what)
@@ -129,24 +128,30 @@ func TestEnvoyBadRulesFile(t *testing.T) {
 	}
 }
 
-// runWithin runs cmd, killing it if it has not exited within d (a serve
-// that wrongly started would otherwise never end), and returns its output.
-func runWithin(t *testing.T, cmd *exec.Cmd, d time.Duration) (string, error) {
+// refusesToServe runs `limiter serve` with args and returns its output
+// and exit. A serve that starts listening instead is stopped at once,
+// its output ending in the listening line, and the error is nil.
+func refusesToServe(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd := exec.Command(binary, append([]string{"serve"}, args...)...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = cmd.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.String(), err
-	case <-time.After(d):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Errorf("%v still running after %v", cmd.Args, d)
-		return out.String(), nil
+	var out strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if listeningLine.MatchString(sc.Text()) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return out.String(), nil
+		}
 	}
+	return out.String(), cmd.Wait()
 }
