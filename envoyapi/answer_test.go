@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 // A limit is spent down, denied with Retry-After, and refilled as the
@@ -56,7 +56,7 @@ func TestCurrentLimitAndResetInAnswers(t *testing.T) {
 	))
 	checkStatuses(t, resp, ok,
 		limited(ok, "Daily", 100, day, 99, 864*time.Second),
-		limited(ok, "Odd", 80, hour, 1, 45*time.Second),          // 2 per 90s: 80 an hour
+		limited(ok, "Odd", 80, hour, 1, 45*time.Second),           // 2 per 90s: 80 an hour
 		limited(ok, "Thirds", 3, second, 2, 334*time.Millisecond), // 333.333333ms, rounded up
 		limited(ok, "Clients", 5, second, 4, 200*time.Millisecond),
 	)
