@@ -239,16 +239,17 @@ func (h *harness) remaining(limit, id string) int64 {
 	return d.Remaining
 }
 
-// failingSource is a source whose decisions fail, as a source that cannot
-// reach its store does; the rest is the wrapped source's.
+// failingSource is a source whose spends fail with err, as a source that
+// cannot reach its store does; the rest is the wrapped source's.
 type failingSource struct {
 	ratelimits.Source
+	err error
 }
 
 var errStoreDown = errors.New("store down")
 
-func (failingSource) Spend(context.Context, int64, []bucket.Op, []bucket.Outcome) error {
-	return errStoreDown
+func (s failingSource) Spend(context.Context, int64, []bucket.Op, []bucket.Outcome) error {
+	return s.err
 }
 
 const (
