@@ -160,7 +160,7 @@ func start(t testing.TB, configure ...func(*setup)) *harness {
 		su.opts.Registry = reg
 	}
 	srv := envoyapi.New(su.opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := netListen()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,3 +298,6 @@ func checkStatuses(t testing.TB, got *rlsv3.RateLimitResponse, overall rlsv3.Rat
 	checkResponse(t, &rlsv3.RateLimitResponse{OverallCode: got.GetOverallCode(), Statuses: got.GetStatuses()},
 		&rlsv3.RateLimitResponse{OverallCode: overall, Statuses: want})
 }
+
+// netListen listens on a free loopback port.
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
