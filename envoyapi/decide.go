@@ -14,8 +14,10 @@ import (
 // whole batch of the limited ones (a spend, or a refund when they all have
 // is_negative_hits) and answers.
 func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	var p plan
-	if err := p.build(req, s.rules.Load(), s.maxDescriptors); err != nil {
+	var txn1 [1]ratelimits.Transaction
+	var txnOf1 [1]int
+	p, err := buildPlan(req, s.rules.Load(), s.maxDescriptors, &txn1, &txnOf1)
+	if err != nil {
 		return nil, err
 	}
 	n := len(req.GetDescriptors())
@@ -24,7 +26,6 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	op := "spend"
 	var bd *ratelimits.BatchDecision
-	var err error
 	if p.refund {
 		op = "refund"
 		bd, err = s.limiter.Refund(ctx, p.txns)

@@ -30,11 +30,6 @@ type plan struct {
 	// refund says the matched descriptors give their hits back
 	// (is_negative_hits) instead of spending them.
 	refund bool
-
-	// Storage for the common request of one descriptor, so that it needs
-	// no slices of its own.
-	txn1   [1]ratelimits.Transaction
-	txnOf1 [1]int
 }
 
 // invalid is a refusal of bad input.
@@ -42,21 +37,25 @@ func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, format, args...)
 }
 
-// build turns req into p, matching its descriptors against rules. A
-// request that is not well formed is refused with INVALID_ARGUMENT before
-// the Limiter is asked anything.
-func (p *plan) build(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxDescriptors int) error {
+// buildPlan turns req into a plan, matching its descriptors against
+// rules. A request of one descriptor, the common one, keeps its plan in
+// txn1 and txnOf1, which the caller can keep on its stack. A request that
+// is not well formed is refused with INVALID_ARGUMENT before the Limiter
+// is asked anything.
+func buildPlan(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxDescriptors int,
+	txn1 *[1]ratelimits.Transaction, txnOf1 *[1]int) (plan, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
 	switch {
 	case domain == "":
-		return invalid("the domain is empty")
+		return plan{}, invalid("the domain is empty")
 	case len(ds) == 0:
-		return invalid("the request has no descriptors")
+		return plan{}, invalid("the request has no descriptors")
 	case len(ds) > maxDescriptors:
-		return invalid("the request has %d descriptors; at most %d are allowed", len(ds), maxDescriptors)
+		return plan{}, invalid("the request has %d descriptors; at most %d are allowed", len(ds), maxDescriptors)
 	}
+	var p plan
 	if len(ds) == 1 {
-		p.txns, p.txnOf = p.txn1[:0], p.txnOf1[:]
+		p.txns, p.txnOf = txn1[:0], txnOf1[:]
 	} else {
 		p.txns, p.txnOf = make([]ratelimits.Transaction, 0, len(ds)), make([]int, len(ds))
 	}
@@ -66,7 +65,7 @@ func (p *plan) build(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxD
 		p.txnOf[i] = -1
 		entries := d.GetEntries()
 		if err := checkEntries(i, entries); err != nil {
-			return err
+			return plan{}, err
 		}
 		if !hasRules || len(entries) == 0 {
 			continue
@@ -77,7 +76,7 @@ func (p *plan) build(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxD
 		}
 		cost, err := costOf(i, d, req.GetHitsAddend())
 		if err != nil {
-			return err
+			return plan{}, err
 		}
 		if d.GetIsNegativeHits() {
 			negative = true
@@ -85,13 +84,13 @@ func (p *plan) build(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxD
 			positive = true
 		}
 		if negative && positive {
-			return invalid("descriptor %d: is_negative_hits differs from the request's other limited descriptors; a request either spends or gives back, not both", i)
+			return plan{}, invalid("descriptor %d: is_negative_hits differs from the request's other limited descriptors; a request either spends or gives back, not both", i)
 		}
 		p.txnOf[i] = len(p.txns)
 		p.txns = append(p.txns, ratelimits.Transaction{Limit: limit, ID: subscriberID(entries), Cost: cost})
 	}
 	p.refund = negative
-	return nil
+	return p, nil
 }
 
 // checkEntries refuses an entry with an empty key, and a key or value too
