@@ -13,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/limiter-dev/limiter/envoyapi/descriptors"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
@@ -180,4 +181,21 @@ type panickingSource struct{ ratelimits.Source }
 
 func (panickingSource) Spend(context.Context, int64, []bucket.Op, []bucket.Outcome) error {
 	panic("a bug")
+}
+
+// Rules that name a limit the limit files do not have are the operator's
+// mistake, not the client's: INTERNAL, and an error line.
+func TestRuleOfAnUnknownLimitIsInternal(t *testing.T) {
+	logs := make(logLines, 16)
+	h := start(t, func(s *setup) {
+		s.opts.Rules = mustRules(t, []descriptors.Domain{{Name: "edge", Rules: []descriptors.Rule{{Keys: []string{"user"}, Limit: "Nope"}}}})
+		s.opts.Logger = slog.New(logs)
+	})
+	logs.next(t) // the health line
+	if msg := h.refused(request("edge", desc("user", "bob")), codes.Internal); msg != "internal error" {
+		t.Errorf("message %q", msg)
+	}
+	if line := logs.next(t); line != "ERROR a descriptor rule names a limit the configuration does not have" {
+		t.Errorf("log line %q", line)
+	}
 }

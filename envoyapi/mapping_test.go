@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 
 	"github.com/limiter-dev/limiter/envoyapi/descriptors"
@@ -216,4 +218,39 @@ func TestSetRulesSwapsTheRules(t *testing.T) {
 			t.Errorf("%s %q: %d remaining, want %d", b.limit, b.id, got, b.remaining)
 		}
 	}
+}
+
+// The limit override a descriptor may carry is ignored: limits come from
+// the limit files alone.
+func TestDescriptorLimitOverrideIsIgnored(t *testing.T) {
+	h := start(t)
+	d := desc("user", "bob")
+	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1000, Unit: typev3.RateLimitUnit_SECOND}
+	checkStatuses(t, h.call(request("edge", d)), ok, limited(ok, "Logins", 3, minute, 2, 20*time.Second))
+}
+
+// Rules can be swapped while calls are decided; each call decides with
+// one set or the other (the race detector watches the swap).
+func TestSetRulesWhileServing(t *testing.T) {
+	h := start(t)
+	other := mustRules(t, []descriptors.Domain{{Name: "edge", Rules: []descriptors.Rule{{Keys: []string{"user"}, Limit: "Keys"}}}})
+	original := mustRules(t, testDomains)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			if i%2 == 0 {
+				h.server.SetRules(other)
+			} else {
+				h.server.SetRules(original)
+			}
+		}
+	}()
+	for range 20 {
+		resp := h.call(request("edge", desc("user", "carol")))
+		if name := resp.GetStatuses()[0].GetCurrentLimit().GetName(); name != "Logins" && name != "Keys" {
+			t.Errorf("limit %q, want Logins or Keys", name)
+		}
+	}
+	<-done
 }
