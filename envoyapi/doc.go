@@ -46,11 +46,17 @@
 //
 // # The answer
 //
-// overall_code is OVER_LIMIT when the batch is denied. Each status carries
-// its own decision (OK for a shadow limit, which never denies), the limit
-// as Envoy can show it (see currentLimit), the tokens left and the time
-// until the bucket is full, in whole milliseconds rounded up. The headers
-// Envoy is asked to add to the client's response are the HTTP API's
-// RateLimit-Policy, RateLimit and, when denied, Retry-After, all from the
-// deciding descriptor.
+// overall_code is OVER_LIMIT when the batch is denied. There is one status
+// per descriptor, in request order: its own decision (OK for a shadow
+// limit, which never denies), the limit's name and rate, the tokens left
+// (saturated to uint32) and the time until the bucket is full, in whole
+// milliseconds rounded up. Envoy knows rates per second, minute, hour and
+// day only: a period of exactly one of those is shown as count per that
+// unit; any other period in the smallest of those units at least as long
+// (a day for longer periods), with the count scaled to it and rounded
+// down, but at least 1 (2 per 90s is 80 per hour, 300 per week 42 per
+// day). The headers Envoy is asked to add to the client's response are
+// the HTTP API's RateLimit-Policy, RateLimit and, when denied,
+// Retry-After, all from the deciding descriptor; refunds and fail-open
+// answers carry none.
 package envoyapi

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/limiter-dev/limiter/bearer"
+	"github.com/limiter-dev/limiter/envoyapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/source/memory"
 )
@@ -151,5 +152,22 @@ func TestReflection(t *testing.T) {
 	}
 	if resp, err = stream.Recv(); err != nil || len(resp.GetFileDescriptorResponse().GetFileDescriptorProto()) == 0 {
 		t.Errorf("describing %s: %v, %v", rlsService, resp, err)
+	}
+}
+
+// A server shut down before it serves serves nothing, and Serve returns
+// nil at once.
+func TestShutdownBeforeServe(t *testing.T) {
+	l, _ := newLimiter(t, defaults, memory.New(0))
+	srv := envoyapi.New(envoyapi.Options{Limiter: l})
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	ln, err := netListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(ln); err != nil {
+		t.Errorf("Serve after Shutdown: %v, want nil", err)
 	}
 }
