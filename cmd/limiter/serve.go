@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -24,6 +25,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/bearer"
+	"github.com/limiter-dev/limiter/decisionmetrics"
+	"github.com/limiter-dev/limiter/envoyapi"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
@@ -223,18 +226,45 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		return err
 	}
 	tokens := bearer.NewTokens(apiTokens, adminTokens)
+	if f.grpcListen == "" {
+		// The descriptors file is Envoy's service's alone: without it, a
+		// file that names limits this configuration lacks (the bundled
+		// one, beside other limit files) must not stop serving or reloads.
+		f.descriptors = ""
+	}
+	rules, err := loadDescriptorRules(f.descriptors, cfg)
+	if err != nil {
+		logConfigProblems(log, err)
+		return errors.New("descriptor rules did not load")
+	}
 	reload := newReloader(f, limiter, tokens, log, reg)
+	decisions := decisionmetrics.New(reg)
 	handler := httpapi.New(httpapi.Options{
 		Limiter:      limiter,
 		Logger:       log,
 		MaxBodyBytes: f.maxBodyBytes,
 		MaxBatch:     f.maxBatch,
 		Registry:     reg,
+		Decisions:    decisions,
 		OmitMetrics:  f.metricsListen != "",
 		Tokens:       tokens,
 		Reload:       reload.adminReload,
 		AccessLog:    f.accessLog,
 	})
+	var envoy *envoyServer
+	if f.grpcListen != "" {
+		envoy = &envoyServer{addr: f.grpcListen, srv: envoyapi.New(envoyapi.Options{
+			Limiter:         limiter,
+			Rules:           rules,
+			Tokens:          tokens,
+			Logger:          log,
+			Registry:        reg,
+			Decisions:       decisions,
+			MaxDescriptors:  f.maxBatch,
+			MaxMessageBytes: int(min(f.maxBodyBytes, math.MaxInt32)),
+		})}
+		reload.setRules = envoy.srv.SetRules
+	}
 	if fake != nil {
 		// LIMITER_FAKECLOCK: tests step time through /debug/clock.
 		handler = httpapi.WithDebugClock(handler, fake, tokens)
@@ -261,10 +291,17 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		servers = append(servers, &namedServer{name: "pprof", addr: f.pprofListen, handler: mux})
 	}
-	served := make(chan error, len(servers))
+	served := make(chan error, len(servers)+1)
+	if envoy != nil {
+		// Started first, so that its address is logged before the API's
+		// "listening" line, which says the process is ready.
+		if err := envoy.start(log, served); err != nil {
+			return err
+		}
+	}
 	for _, s := range servers {
 		if err := s.start(log, served); err != nil {
-			shutdownAll(servers, f.shutdownTimeout, log)
+			shutdownAll(servers, envoy, f.shutdownTimeout, log)
 			return err
 		}
 	}
@@ -283,12 +320,12 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 
 	select {
 	case err := <-served:
-		shutdownAll(servers, f.shutdownTimeout, log)
+		shutdownAll(servers, envoy, f.shutdownTimeout, log)
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing in-flight requests", "timeout", f.shutdownTimeout)
-	if err := shutdownAll(servers, f.shutdownTimeout, log); err != nil {
+	if err := shutdownAll(servers, envoy, f.shutdownTimeout, log); err != nil {
 		return err
 	}
 	closeLayer()
@@ -346,22 +383,66 @@ func (n *namedServer) start(log *slog.Logger, served chan<- error) error {
 	return nil
 }
 
-// shutdownAll stops every started server, letting in-flight requests
-// finish within timeout.
-func shutdownAll(servers []*namedServer, timeout time.Duration, log *slog.Logger) error {
+// shutdownAll stops every started server, the HTTP ones and Envoy's
+// service (nil when off) at once, letting in-flight requests finish
+// within timeout.
+func shutdownAll(servers []*namedServer, envoy *envoyServer, timeout time.Duration, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var errs []error
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	failed := func(name string, err error) {
+		log.Warn("shutdown", "server", name, "err", err)
+		mu.Lock()
+		errs = append(errs, fmt.Errorf("%s shutdown: %w", name, err))
+		mu.Unlock()
+	}
+	if envoy != nil && envoy.started {
+		wg.Go(func() {
+			if err := envoy.srv.Shutdown(ctx); err != nil {
+				failed("grpc", err)
+			}
+		})
+	}
 	for _, s := range servers {
 		if s.srv == nil {
 			continue
 		}
-		if err := s.srv.Shutdown(ctx); err != nil {
-			log.Warn("shutdown", "server", s.name, "err", err)
-			errs = append(errs, fmt.Errorf("%s shutdown: %w", s.name, err))
-		}
+		wg.Go(func() {
+			if err := s.srv.Shutdown(ctx); err != nil {
+				failed(s.name, err)
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// envoyServer is Envoy's rate-limit service (gRPC) on its own listener.
+type envoyServer struct {
+	addr    string
+	srv     *envoyapi.Server
+	started bool
+}
+
+// start listens (so a taken port fails the start at once) and serves in
+// the background; the end of serving is reported on served.
+func (e *envoyServer) start(log *slog.Logger, served chan<- error) error {
+	ln, err := net.Listen("tcp", e.addr)
+	if err != nil {
+		return fmt.Errorf("grpc listener: %w", err)
+	}
+	e.started = true
+	log.Info("listening", "server", "grpc", "addr", ln.Addr().String())
+	go func() {
+		if err := e.srv.Serve(ln); err != nil {
+			served <- fmt.Errorf("grpc server: %w", err)
+		}
+	}()
+	return nil
 }
 
 // logConfigProblems logs every problem of a failed load, one line each.

@@ -109,6 +109,12 @@ var rules = []rule{
 		forbid: []target{internal("source"), external("github.com/redis")},
 		why:    "handlers call the Limiter; which source it uses is cmd/limiter's choice",
 	},
+	{
+		layer:  "Envoy's rate-limit service (envoyapi/...)",
+		from:   func(rel string) bool { return under(rel, "envoyapi") },
+		forbid: []target{internal("source"), external("github.com/redis"), configLoader},
+		why:    "the gRPC front end calls the Limiter with rules it is given; which source and which files are cmd/limiter's choice",
+	},
 }
 
 // allowRule is an edge given as what a layer may import directly, rather

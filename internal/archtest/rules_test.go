@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -63,6 +63,14 @@ func TestRulesCatchForbiddenImports(t *testing.T) {
 		{"a handler talks to Redis", map[string][]string{"m/httpapi/debug": {"github.com/redis/go-redis/v9"}},
 			[]string{"httpapi/debug imports github.com/redis"}},
 		{"a handler uses HTTP and chi", map[string][]string{"m/httpapi": {"net/http", "github.com/go-chi/chi/v5", "m/ratelimits"}}, nil},
+		{"Envoy's service uses a source", map[string][]string{"m/envoyapi": {"m/ratelimits", "m/source/memory"}},
+			[]string{"envoyapi imports source/..."}},
+		{"Envoy's service loads the limit files", map[string][]string{"m/envoyapi": {"m/ratelimits/configfile"}},
+			[]string{"envoyapi imports the config loader"}},
+		{"Envoy's rules talk to Redis", map[string][]string{"m/envoyapi/descriptors": {"github.com/redis/go-redis/v9"}},
+			[]string{"envoyapi/descriptors imports github.com/redis"}},
+		{"Envoy's service uses gRPC, the rules and the HTTP API's headers", map[string][]string{
+			"m/envoyapi": {"google.golang.org/grpc", "m/envoyapi/descriptors", "m/httpapi/headers", "m/ratelimits"}}, nil},
 		{"cmd wires everything", map[string][]string{"m/cmd/limiter": {"m/httpapi", "m/source/redis", "m/ratelimits/config", "net/http"}}, nil},
 	}
 	for _, tt := range tests {

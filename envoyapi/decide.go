@@ -1,0 +1,48 @@
+package envoyapi
+
+import (
+	"context"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// shouldRateLimit matches req's descriptors, asks the Limiter once for the
+// whole batch of the limited ones (a spend, or a refund when they all have
+// is_negative_hits) and answers.
+func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	var txn1 [1]ratelimits.Transaction
+	var txnOf1 [1]int
+	p, err := buildPlan(req, s.rules.Load(), s.maxDescriptors, &txn1, &txnOf1)
+	if err != nil {
+		return nil, err
+	}
+	n := len(req.GetDescriptors())
+	if len(p.txns) == 0 {
+		return answer(&p, n, nil), nil // nothing is limited
+	}
+	op := "spend"
+	var bd *ratelimits.BatchDecision
+	if p.refund {
+		op = "refund"
+		bd, err = s.limiter.Refund(ctx, p.txns)
+	} else {
+		bd, err = s.limiter.Spend(ctx, p.txns)
+	}
+	if err != nil {
+		return nil, s.failure(ctx, &p, err)
+	}
+	if bd.Degraded {
+		if clientGone(ctx, bd.Cause) {
+			s.clientCancelled(bd.Cause)
+			return nil, status.Error(codes.Canceled, msgCancelled)
+		}
+		s.decisions.Degraded()
+		s.log.Warn("source failed; answering OK (fail-open)", "method", methodShouldRateLimit, "err", bd.Cause)
+	}
+	s.decisions.CountDecisions(op, bd)
+	return answer(&p, n, bd), nil
+}

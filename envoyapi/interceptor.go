@@ -1,0 +1,82 @@
+package envoyapi
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/limiter-dev/limiter/bearer"
+)
+
+// msgUnauthenticated is the refusal of a call without a valid token.
+const msgUnauthenticated = "a valid bearer token is required (authorization: Bearer <token> metadata)"
+
+// unary wraps every unary call: it times it by method and code, turns a
+// panic into INTERNAL and a log line (one bad call must never take the
+// process down), and checks the token of ShouldRateLimit, the one call
+// that needs one. It is one interceptor rather than a chain, since a chain
+// costs a closure per link on every call.
+func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	start := time.Now()
+	defer func() {
+		if v := recover(); v != nil {
+			s.panicked(info.FullMethod, v)
+			resp, err = nil, status.Error(codes.Internal, msgInternal)
+		}
+		s.requests.observe(info.FullMethod, status.Code(err), time.Since(start))
+	}()
+	if info.FullMethod == methodShouldRateLimit {
+		if err := s.authenticate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return handler(ctx, req)
+}
+
+// stream wraps every streaming call (health watches, reflection, and
+// calls to methods the server does not have) as unary does, without the
+// token check: none of them needs one.
+func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	start := time.Now()
+	defer func() {
+		if v := recover(); v != nil {
+			s.panicked(info.FullMethod, v)
+			err = status.Error(codes.Internal, msgInternal)
+		}
+		s.requests.observe(info.FullMethod, status.Code(err), time.Since(start))
+	}()
+	return handler(srv, ss)
+}
+
+// panicked logs a recovered panic with its stack, without which nothing
+// says where it came from.
+func (s *Server) panicked(fullMethod string, v any) {
+	s.log.Error("panic in handler", "method", s.requests.label(fullMethod), "panic", v, "stack", string(debug.Stack()))
+}
+
+// authenticate checks the call's "authorization: Bearer <token>" metadata
+// when API tokens are configured: an API token or an admin token passes.
+// Only the first authorization value counts, as in the HTTP API.
+func (s *Server) authenticate(ctx context.Context) error {
+	if s.tokens == nil || !s.tokens.Required(bearer.API) {
+		return nil
+	}
+	if vs := metadata.ValueFromIncomingContext(ctx, "authorization"); len(vs) > 0 {
+		if tok, ok := bearer.FromAuthorization(vs[0]); ok && s.tokens.Allows(bearer.API, tok) {
+			return nil
+		}
+	}
+	return status.Error(codes.Unauthenticated, msgUnauthenticated)
+}
+
+// unknownMethod answers a call to a method the server does not have, as
+// gRPC would, but through the interceptors, so that such calls are
+// counted (under the method label "unknown").
+func unknownMethod(any, grpc.ServerStream) error {
+	return status.Error(codes.Unimplemented, "unknown service or method")
+}

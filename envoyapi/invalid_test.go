@@ -1,0 +1,83 @@
+package envoyapi_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+
+	"github.com/limiter-dev/limiter/envoyapi"
+)
+
+// Every request that is not well formed, or that a limit refuses, is
+// INVALID_ARGUMENT with a message naming what is wrong (and which
+// descriptor), and spends nothing: the valid descriptor 0 of each request
+// finds its bucket full afterwards.
+func TestInvalidRequestsSpendNothing(t *testing.T) {
+	h := start(t, func(s *setup) { s.opts.MaxDescriptors = 4 })
+	valid := func() *ratelimitv3.RateLimitDescriptor { return desc("remote_address", "192.0.2.1") }
+	long := strings.Repeat("x", 1025)
+	for _, tc := range []struct {
+		name string
+		req  *rlsv3.RateLimitRequest
+		want string // the start of the message
+	}{
+		{"an empty domain", request("", valid()), "the domain is empty"},
+		{"no descriptors", request("edge"), "the request has no descriptors"},
+		{"more descriptors than allowed", request("edge", valid(), desc("user", "a"), desc("user", "b"), desc("user", "c"), desc("user", "d")),
+			"the request has 5 descriptors; at most 4 are allowed"},
+		{"an empty key", request("edge", valid(), desc("user", "a", "", "b")), "descriptor 1, entry 1: the key is empty"},
+		{"an empty key in a descriptor no rule matches", request("edge", valid(), desc("", "b")), "descriptor 1, entry 0: the key is empty"},
+		{"a key over 1024 bytes", request("edge", valid(), desc(long, "a")), "descriptor 1, entry 0: the key is 1025 bytes; at most 1024"},
+		{"a value over 1024 bytes", request("edge", valid(), desc("unknown", long)), "descriptor 1, entry 0: the value is 1025 bytes; at most 1024"},
+		{"an id its kind refuses", request("edge", valid(), desc("remote_address", "300.0.0.1")), "descriptor 1: invalid id"},
+		{"a cost above the burst", request("edge", valid(), withHits(desc("user", "a"), 4)), "descriptor 1: cost out of range: 4 exceeds the burst of 3"},
+		{"the request's hits above a burst", func() *rlsv3.RateLimitRequest {
+			r := request("edge", valid(), desc("user", "a"))
+			r.HitsAddend = 4
+			return r
+		}(), "descriptor 1: cost out of range: 4 exceeds the burst of 3"},
+		{"hits_addend beyond int64", request("edge", valid(), withHits(desc("user", "a"), math.MaxUint64)), "descriptor 1: hits_addend 18446744073709551615 is out of range"},
+		{"two descriptors on one bucket", request("edge", valid(), desc("user", "a"), desc("user", "a")), "descriptor 2: duplicate bucket in batch"},
+		{"two spellings of one bucket", request("edge", valid(), desc("remote_address", "2001:DB8::1"), desc("remote_address", "2001:db8::1")),
+			"descriptor 2: duplicate bucket in batch"},
+		{"negative and positive hits together", request("edge", valid(), negative(desc("user", "a"))),
+			"descriptor 1: is_negative_hits differs from the request's other limited descriptors"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := h.refused(tc.req, codes.InvalidArgument)
+			if !strings.HasPrefix(msg, tc.want) {
+				t.Errorf("message %q, want it to start with %q", msg, tc.want)
+			}
+			for _, b := range []bucketState{{"Clients", "192.0.2.1", 5}, {"Logins", "a", 3}} {
+				if got := h.remaining(b.limit, b.id); got != b.remaining {
+					t.Errorf("%s %q: %d remaining after a refused request, want %d", b.limit, b.id, got, b.remaining)
+				}
+			}
+		})
+	}
+	// The largest request allowed still works.
+	h.call(request("edge", valid(), desc("user", "a"), desc("user", "b"), desc("user", "c")))
+}
+
+// By default a request may carry DefaultMaxDescriptors descriptors and
+// DefaultMaxMessageBytes bytes; a larger message is refused by gRPC
+// before it is decoded.
+func TestRequestSizeBounds(t *testing.T) {
+	h := start(t)
+	many := make([]*ratelimitv3.RateLimitDescriptor, envoyapi.DefaultMaxDescriptors+1)
+	for i := range many {
+		many[i] = desc("unknown", "x")
+	}
+	h.call(request("edge", many[1:]...))
+	if msg := h.refused(request("edge", many...), codes.InvalidArgument); msg != "the request has 101 descriptors; at most 100 are allowed" {
+		t.Errorf("message %q", msg)
+	}
+
+	small := start(t, func(s *setup) { s.opts.MaxMessageBytes = 512 })
+	small.call(request("edge", desc("unknown", strings.Repeat("x", 400))))
+	small.refused(request("edge", desc("unknown", strings.Repeat("x", 600))), codes.ResourceExhausted)
+}

@@ -1,0 +1,215 @@
+package envoyapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/limiter-dev/limiter/bearer"
+	"github.com/limiter-dev/limiter/decisionmetrics"
+	"github.com/limiter-dev/limiter/envoyapi/descriptors"
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// DefaultMaxDescriptors is the most descriptors one request may carry by
+// default: Envoy sends one per rate-limit action, a handful at most.
+const DefaultMaxDescriptors = 100
+
+// DefaultMaxMessageBytes is the largest request accepted by default.
+const DefaultMaxMessageBytes = 1 << 20
+
+// methodShouldRateLimit is the full name of the one call that decides.
+const methodShouldRateLimit = rlsv3.RateLimitService_ShouldRateLimit_FullMethodName
+
+// serviceName is the rate-limit service's name, as health checks ask for it.
+var serviceName = rlsv3.RateLimitService_ServiceDesc.ServiceName
+
+// Options configures a Server.
+type Options struct {
+	// Limiter decides; required.
+	Limiter *ratelimits.Limiter
+	// Rules maps descriptors to limits at start (SetRules replaces them);
+	// nil has no rules, so every descriptor is unlimited.
+	Rules *descriptors.Rules
+	// Tokens, when set and holding API tokens, are required on
+	// ShouldRateLimit; nil requires none. The HTTP API's set can be
+	// shared, so that a reload revokes a token on both.
+	Tokens *bearer.Tokens
+	// Logger receives a line per source failure, panic and health change;
+	// nil discards.
+	Logger *slog.Logger
+	// Registry receives the service's own metrics; nil makes a private
+	// one.
+	Registry prometheus.Registerer
+	// Decisions are the decision series shared with the other front ends,
+	// already registered; nil makes and registers them on Registry.
+	Decisions *decisionmetrics.Metrics
+	// MaxDescriptors bounds the descriptors of one request
+	// (DefaultMaxDescriptors when <= 0).
+	MaxDescriptors int
+	// MaxMessageBytes bounds the size of one request
+	// (DefaultMaxMessageBytes when <= 0).
+	MaxMessageBytes int
+}
+
+// Server is Envoy's rate-limit service with its health and reflection
+// services. Make it with New, run it with Serve, stop it with Shutdown.
+type Server struct {
+	limiter        *ratelimits.Limiter
+	rules          atomic.Pointer[descriptors.Rules]
+	tokens         *bearer.Tokens
+	log            *slog.Logger
+	decisions      *decisionmetrics.Metrics
+	requests       *requestMetrics
+	maxDescriptors int
+
+	grpc   *grpc.Server
+	health *health.Server
+
+	// probeCtx ends when Shutdown begins, and with it the health probe.
+	probeCtx  context.Context
+	stopProbe context.CancelFunc
+
+	mu        sync.Mutex
+	closing   bool          // Shutdown has begun
+	probing   bool          // the probe runs (the first Serve started it)
+	probeDone chan struct{} // closed when the probe has stopped
+}
+
+// New returns a Server deciding with opts.Limiter. Nothing listens until
+// Serve.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.Decisions == nil {
+		opts.Decisions = decisionmetrics.New(opts.Registry)
+	}
+	if opts.MaxDescriptors <= 0 {
+		opts.MaxDescriptors = DefaultMaxDescriptors
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	s := &Server{
+		limiter:        opts.Limiter,
+		tokens:         opts.Tokens,
+		log:            opts.Logger,
+		decisions:      opts.Decisions,
+		maxDescriptors: opts.MaxDescriptors,
+		health:         health.NewServer(),
+		probeDone:      make(chan struct{}),
+	}
+	s.rules.Store(opts.Rules)
+	s.probeCtx, s.stopProbe = context.WithCancel(context.Background())
+	s.grpc = grpc.NewServer(s.serverOptions(opts.MaxMessageBytes)...)
+	rlsv3.RegisterRateLimitServiceServer(s.grpc, rateLimitService{s: s})
+	healthgrpc.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	s.requests = newRequestMetrics(opts.Registry, s.grpc)
+	// Not serving until the first probe has seen the source answer.
+	s.setHealth(false)
+	return s
+}
+
+// serverOptions are the gRPC server's options: the interceptors, the
+// request size bound, and keepalive pings as Envoy may send them. No
+// option of gRPC's transport (stream workers, buffer and window sizes,
+// shared write buffers) made BenchmarkShouldRateLimit measurably faster,
+// so none is set.
+func (s *Server) serverOptions(maxMessageBytes int) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.UnaryInterceptor(s.unary),
+		grpc.StreamInterceptor(s.stream),
+		grpc.UnknownServiceHandler(unknownMethod),
+		grpc.MaxRecvMsgSize(maxMessageBytes),
+		// Envoy keeps its connection to the service open and may ping it
+		// (http2_protocol_options.connection_keepalive) every few seconds,
+		// also while no call is under way. gRPC's default policy answers
+		// pings more often than every 5 minutes by closing the connection
+		// ("too_many_pings"); allow them down to every 5 seconds.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+}
+
+// SetRules puts r in use from the next request on, as a reload does; nil
+// removes every rule. It is safe while the server serves.
+func (s *Server) SetRules(r *descriptors.Rules) { s.rules.Store(r) }
+
+// Serve accepts connections on ln and serves them until Shutdown, then
+// returns nil; any other end is an error. The first Serve probes the
+// source once before it serves, so health answers SERVING from the first
+// call when the source answers, and then every probeInterval.
+func (s *Server) Serve(ln net.Listener) error {
+	s.startProbe()
+	err := s.grpc.Serve(ln)
+	if err != nil && errors.Is(err, grpc.ErrServerStopped) && s.isClosing() {
+		return nil // Shutdown came first
+	}
+	return err
+}
+
+// Shutdown stops the server: health answers NOT_SERVING from the start,
+// so that Envoy stops sending, no new call is accepted, and the calls
+// under way are let finish. When ctx ends first, the remaining calls and
+// connections are closed at once and ctx's error returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	probing := s.probing
+	s.mu.Unlock()
+	s.health.Shutdown() // every status NOT_SERVING, and stays so
+	s.stopProbe()
+	if probing {
+		select {
+		case <-s.probeDone:
+		case <-ctx.Done():
+		}
+	}
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-stopped
+		return ctx.Err()
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// rateLimitService is the generated service interface's implementation,
+// kept apart so that Server's own methods stay the package's API.
+type rateLimitService struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	s *Server
+}
+
+// ShouldRateLimit decides one request of Envoy's.
+func (r rateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return r.s.shouldRateLimit(ctx, req)
+}
