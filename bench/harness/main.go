@@ -120,6 +120,7 @@ type result struct {
 	rps, p50, p99, cpuPerReq float64 // req/s, ms, ms, µs
 	open                     openLoopResult
 	errors                   int64
+	clientCPUPerReq          float64 // µs, the gRPC rows' load generator's own
 }
 
 func run(o options) error {
