@@ -46,15 +46,22 @@ func grpcEnv(dir string, env []string) ([]string, error) {
 // measureGRPC is measure for a gRPC row: a warm-up, then the measured run
 // with the server's CPU time read around it, on the same connections.
 func measureGRPC(s *server, o options) (result, error) {
-	var r result
 	if o.duration == 0 {
-		return r, nil // the open loop speaks HTTP/1.1 only
+		return result{}, nil // the open loop speaks HTTP/1.1 only
 	}
+	return grpcClosedLoop(s.grpcAddr, s.proc.Process.Pid, s.limitName(), o)
+}
+
+// grpcClosedLoop measures the ShouldRateLimit service on addr, reading
+// the CPU time of the process pid around the measured run (none when pid
+// is 0), and checking first that the answers are limit's.
+func grpcClosedLoop(addr string, pid int, limit string, o options) (result, error) {
+	var r result
 	requests, err := encodeRequests(grpcBenchDomain, grpcBenchKey, 10000)
 	if err != nil {
 		return r, err
 	}
-	load, err := newGRPCLoad(s.grpcAddr, o.grpcConns, requests)
+	load, err := newGRPCLoad(addr, o.grpcConns, requests)
 	if err != nil {
 		return r, err
 	}
@@ -65,13 +72,19 @@ func measureGRPC(s *server, o options) (result, error) {
 	// collections take less of the cores it shares with them.
 	defer debug.SetGCPercent(debug.SetGCPercent(1600))
 	ctx := context.Background()
-	if err := load.preflight(ctx, s.limitName()); err != nil {
+	if err := load.preflight(ctx, limit); err != nil {
 		return r, err
 	}
 	if _, err := load.run(ctx, o.grpcInFlight, o.warmup); err != nil {
 		return r, err
 	}
-	before, err := cpuSeconds(s.proc.Process.Pid)
+	serverCPU := func() (float64, error) {
+		if pid == 0 {
+			return 0, nil
+		}
+		return cpuSeconds(pid)
+	}
+	before, err := serverCPU()
 	if err != nil {
 		return r, err
 	}
@@ -83,7 +96,7 @@ func measureGRPC(s *server, o options) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	after, err := cpuSeconds(s.proc.Process.Pid)
+	after, err := serverCPU()
 	if err != nil {
 		return r, err
 	}
@@ -95,7 +108,7 @@ func measureGRPC(s *server, o options) (result, error) {
 		return r, fmt.Errorf("no call answered in %s", o.duration)
 	}
 	if st.firstErr != nil {
-		fmt.Fprintf(os.Stderr, "harness: %s: %d failed calls, %d bad answers; first: %v\n", s.name, st.errors, st.badAnswer, st.firstErr)
+		fmt.Fprintf(os.Stderr, "harness: %s: %d failed calls, %d bad answers; first: %v\n", addr, st.errors, st.badAnswer, st.firstErr)
 	}
 	r.rps = float64(st.calls) / st.elapsed.Seconds()
 	r.p50 = float64(percentile(st.latencies, 0.50)) / 1e6
@@ -104,6 +117,19 @@ func measureGRPC(s *server, o options) (result, error) {
 	r.cpuPerReq = (after - before) / float64(st.calls) * 1e6
 	r.clientCPUPerReq = (ownAfter - ownBefore) / float64(st.calls) * 1e6
 	return r, nil
+}
+
+// measureGRPCAddr is -grpc-addr: the closed loop against a running
+// server, whose rules must map the harness's descriptors to the GCRA
+// limit.
+func measureGRPCAddr(o options) error {
+	r, err := grpcClosedLoop(o.grpcAddr, 0, defaultLimit, o)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ShouldRateLimit, %d calls in flight over %d connections for %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms, %d errors, the load generator's CPU %.1f µs per call\n",
+		o.grpcInFlight, o.grpcConns, o.duration, r.rps, r.p50, r.p99, r.errors, r.clientCPUPerReq)
+	return nil
 }
 
 // ownCPUSeconds is the user+system CPU time the harness itself has used:

@@ -12,6 +12,7 @@
 //	go run ./bench/harness -sources memory,redis,redisrate   # with the redis_rate peer
 //	go run ./bench/harness -sources memory,redis,erl -baseline ebd7b57   # check_rate, and GCRA against an older build
 //	go run ./bench/harness -sources memory,redis,grpc   # Envoy's ShouldRateLimit over gRPC next to /v1/spend
+//	go run ./bench/harness -grpc-addr 127.0.0.1:8081 -duration 30s   # ShouldRateLimit of a running server
 package main
 
 import (
@@ -48,6 +49,7 @@ type options struct {
 	// connections they share.
 	grpcInFlight int
 	grpcConns    int
+	grpcAddr     string
 }
 
 func main() {
@@ -62,6 +64,7 @@ func main() {
 	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http); redis ones are skipped without redis-server")
 	flag.IntVar(&o.grpcInFlight, "grpc-inflight", 50, "gRPC rows: calls in flight")
 	flag.IntVar(&o.grpcConns, "grpc-conns", 2, "gRPC rows: HTTP/2 connections the calls share")
+	flag.StringVar(&o.grpcAddr, "grpc-addr", "", "measure only this running server's ShouldRateLimit (host:port) with the gRPC rows' closed loop, building and starting nothing; its rules must map domain \"bench\", key api_key to "+defaultLimit)
 	flag.StringVar(&o.env, "env", "", "extra environment for the limiter processes, comma-separated (e.g. GOGC=400)")
 	flag.StringVar(&o.baseline, "baseline", "", "a git revision whose limiter also runs the GCRA rows (memory, and redis when measured), built from a copy of that revision: to tell whether a change slowed them")
 	flag.StringVar(&o.url, "url", "", "measure only this running server (e.g. http://127.0.0.1:8080), building and starting nothing")
@@ -124,6 +127,9 @@ type result struct {
 }
 
 func run(o options) error {
+	if o.grpcAddr != "" {
+		return measureGRPCAddr(o)
+	}
 	if o.url != "" && o.duration == 0 {
 		r, err := openLoop(o.url, spendCall(defaultLimit), o.rate, o.openFor)
 		if err != nil {
