@@ -32,7 +32,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"op", "limit", "outcome"}),
 		shadowDenials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "limiter_shadow_denials_total",
-			Help: "Decisions of shadow limits that would have denied, by operation and limit name; the requests were not denied for them.",
+			Help: "Decisions of shadow limits that would have denied, by operation (spend or check) and limit name; the requests were not denied for them.",
 		}, []string{"op", "limit"}),
 		sourceErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "limiter_source_errors_total",
@@ -51,8 +51,12 @@ func New(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Outcome names how one decision went, as the outcome label says it.
-func Outcome(bd *ratelimits.BatchDecision, d *ratelimits.Decision) string {
+// outcome names how one decision of operation op went, as the outcome
+// label says it. A shadow limit's denial in a spend or check is
+// "shadow_denied": the request was not denied for it. A refund denies
+// nobody (a refund not allowed gave nothing back), so its outcomes are the
+// same for shadow limits as for others.
+func outcome(op string, bd *ratelimits.BatchDecision, d *ratelimits.Decision) string {
 	switch {
 	case bd.Degraded && !d.Unlimited:
 		return "degraded" // allowed without a decision (fail-open)
@@ -60,8 +64,8 @@ func Outcome(bd *ratelimits.BatchDecision, d *ratelimits.Decision) string {
 		return "unlimited"
 	case d.Allowed:
 		return "allowed"
-	case d.Shadow:
-		return "shadow_denied" // the request was not denied for it
+	case d.Shadow && op != "refund":
+		return "shadow_denied"
 	}
 	return "denied"
 }
@@ -71,9 +75,9 @@ func Outcome(bd *ratelimits.BatchDecision, d *ratelimits.Decision) string {
 func (m *Metrics) CountDecisions(op string, bd *ratelimits.BatchDecision) {
 	for i := range bd.Decisions {
 		d := &bd.Decisions[i]
-		outcome := Outcome(bd, d)
-		m.decisions.WithLabelValues(op, d.Limit, outcome).Inc()
-		if outcome == "shadow_denied" {
+		o := outcome(op, bd, d)
+		m.decisions.WithLabelValues(op, d.Limit, o).Inc()
+		if o == "shadow_denied" {
 			m.shadowDenials.WithLabelValues(op, d.Limit).Inc()
 		}
 	}

@@ -2,6 +2,7 @@ package envoyapi
 
 import (
 	"context"
+	"errors"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,8 @@ import (
 func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	var txn1 [1]ratelimits.Transaction
 	var txnOf1 [1]int
+	retried := false
+again:
 	p, err := buildPlan(req, s.rules.Load(), s.maxDescriptors, &txn1, &txnOf1)
 	if err != nil {
 		return nil, err
@@ -31,6 +34,14 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		bd, err = s.limiter.Refund(ctx, p.txns)
 	} else {
 		bd, err = s.limiter.Spend(ctx, p.txns)
+	}
+	if errors.Is(err, ratelimits.ErrUnknownLimit) && !retried {
+		// A reload swaps the rules and the limits one after the other;
+		// a call between the two can meet a rule naming a limit the
+		// configuration it read does not have yet (or any more). Once
+		// more, on what is in use now, before calling it an error.
+		retried = true
+		goto again
 	}
 	if err != nil {
 		return nil, s.failure(ctx, &p, err)

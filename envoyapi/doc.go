@@ -32,7 +32,7 @@
 //
 // Bad input is INVALID_ARGUMENT and spends nothing: an empty domain, no
 // descriptors or more than Options.MaxDescriptors, an entry with an empty
-// key, a key or value over 1024 bytes, an id its limit's kind refuses, a
+// key, in a descriptor a rule counts a key or value over 1024 bytes, an id its limit's kind refuses, a
 // cost above the limit's burst, two descriptors on one bucket, and a mix of
 // negative and positive hits. The message names the descriptor by its
 // index in the request, from 0.

@@ -31,8 +31,7 @@ func TestInvalidRequestsSpendNothing(t *testing.T) {
 			"the request has 5 descriptors; at most 4 are allowed"},
 		{"an empty key", request("edge", valid(), desc("user", "a", "", "b")), "descriptor 1, entry 1: the key is empty"},
 		{"an empty key in a descriptor no rule matches", request("edge", valid(), desc("", "b")), "descriptor 1, entry 0: the key is empty"},
-		{"a key over 1024 bytes", request("edge", valid(), desc(long, "a")), "descriptor 1, entry 0: the key is 1025 bytes; at most 1024"},
-		{"a value over 1024 bytes", request("edge", valid(), desc("unknown", long)), "descriptor 1, entry 0: the value is 1025 bytes; at most 1024"},
+		{"a value over 1024 bytes", request("edge", valid(), desc("user", long)), "descriptor 1, entry 0: the value is 1025 bytes; at most 1024"},
 		{"an id its kind refuses", request("edge", valid(), desc("remote_address", "300.0.0.1")), "descriptor 1: invalid id"},
 		{"a cost above the burst", request("edge", valid(), withHits(desc("user", "a"), 4)), "descriptor 1: cost out of range: 4 exceeds the burst of 3"},
 		{"the request's hits above a burst", func() *rlsv3.RateLimitRequest {
@@ -61,6 +60,26 @@ func TestInvalidRequestsSpendNothing(t *testing.T) {
 	}
 	// The largest request allowed still works.
 	h.call(request("edge", valid(), desc("user", "a"), desc("user", "b"), desc("user", "c")))
+}
+
+// Sizes bound the keys and values of descriptors a rule counts only: a
+// long key or value in a descriptor no rule matches is unlimited, like any
+// other, and the request's other descriptors are decided as usual.
+func TestLongEntriesOfUnlimitedDescriptors(t *testing.T) {
+	h := start(t)
+	long := strings.Repeat("x", 2000)
+	resp := h.call(request("edge", desc("remote_address", "192.0.2.9"), desc(long, "a"), desc("unknown", long)))
+	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || len(resp.GetStatuses()) != 3 {
+		t.Fatalf("answer %v", resp)
+	}
+	for i, st := range resp.GetStatuses()[1:] {
+		if st.GetCode() != rlsv3.RateLimitResponse_OK || st.GetCurrentLimit() != nil {
+			t.Errorf("status %d: %v, want OK and unlimited", i+1, st)
+		}
+	}
+	if got := h.remaining("Clients", "192.0.2.9"); got != 4 {
+		t.Errorf("Clients: %d remaining, want 4: the matched descriptor was spent", got)
+	}
 }
 
 // By default a request may carry DefaultMaxDescriptors descriptors and

@@ -64,7 +64,7 @@ func buildPlan(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxDescrip
 	for i, d := range ds {
 		p.txnOf[i] = -1
 		entries := d.GetEntries()
-		if err := checkEntries(i, entries); err != nil {
+		if err := checkKeys(i, entries); err != nil {
 			return plan{}, err
 		}
 		if !hasRules || len(entries) == 0 {
@@ -72,7 +72,13 @@ func buildPlan(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxDescrip
 		}
 		limit, ok := rules.Match(domain, len(entries), func(j int) string { return entries[j].GetKey() })
 		if !ok {
+			// Unlimited, whatever its values: a long value in a
+			// descriptor no rule counts must not fail the request, and
+			// with it the limits of its other descriptors.
 			continue
+		}
+		if err := checkSizes(i, entries); err != nil {
+			return plan{}, err
 		}
 		cost, err := costOf(i, d, req.GetHitsAddend())
 		if err != nil {
@@ -93,14 +99,22 @@ func buildPlan(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxDescrip
 	return p, nil
 }
 
-// checkEntries refuses an entry with an empty key, and a key or value too
+// checkKeys refuses an entry with an empty key, in any descriptor.
+func checkKeys(i int, entries []*ratelimitv3.RateLimitDescriptor_Entry) error {
+	for j, e := range entries {
+		if e.GetKey() == "" {
+			return invalid("descriptor %d, entry %d: the key is empty", i, j)
+		}
+	}
+	return nil
+}
+
+// checkSizes refuses, in a descriptor a rule counts, a key or value too
 // long to be part of any id.
-func checkEntries(i int, entries []*ratelimitv3.RateLimitDescriptor_Entry) error {
+func checkSizes(i int, entries []*ratelimitv3.RateLimitDescriptor_Entry) error {
 	for j, e := range entries {
 		key, value := e.GetKey(), e.GetValue()
 		switch {
-		case key == "":
-			return invalid("descriptor %d, entry %d: the key is empty", i, j)
 		case len(key) > maxEntryBytes:
 			return invalid("descriptor %d, entry %d: the key is %d bytes; at most %d are allowed", i, j, len(key), maxEntryBytes)
 		case len(value) > maxEntryBytes:

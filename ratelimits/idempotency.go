@@ -91,7 +91,7 @@ func (l *Limiter) once(ctx context.Context, key string, op byte, txns []Transact
 	if i, ok := b.hasBox(); ok {
 		return nil, nil, &TransactionError{Index: i, Err: ErrBoxIdempotency}
 	}
-	if b.hasShadowCheck() {
+	if op == opSpend && b.hasShadowCheck() {
 		i, _ := b.firstShadowCheck()
 		return nil, nil, &TransactionError{Index: i, Err: ErrShadowCheckIdempotency}
 	}
@@ -188,7 +188,7 @@ func boolByte(b bool) byte {
 	return 0
 }
 
-// ErrShadowCheckIdempotency refuses SpendOnce and RefundOnce of a batch
+// ErrShadowCheckIdempotency refuses SpendOnce of a batch
 // in which a check-only transaction of a shadow limit sits beside
 // transactions that write: such a batch is decided in two source calls
 // (see Limiter.spend), which one idempotency record cannot cover.

@@ -144,10 +144,11 @@ func (l *Limiter) Sync(ctx context.Context) (SyncResult, error) {
 // time is never 0, decides it. The source part's rate-counter ops that
 // write (check-and-spend, spend-only) are still sent, alone, so that the
 // source counts their hits and boxes their ids as in any denied batch
-// (observeSource). Its GCRA and window ops are not sent, since a source
-// writes those whenever their own batch is allowed: their outcomes stay
-// zero (denied, nothing remaining, no durations), and an id such an op
-// would have boxed is not boxed.
+// (observeSource). Its GCRA and window ops are not sent to be written,
+// since a source writes those whenever their own batch is allowed:
+// spend-only ones are read (as check-only ones) for their answers, the
+// others' outcomes stay zero (denied, nothing remaining, no durations),
+// and an id such an op would have boxed is not boxed.
 func (l *Limiter) spendMixed(ctx context.Context, b *batch) (*BatchDecision, error) {
 	now := l.now()
 	ops, outcomes := b.sourceOps(now)
@@ -183,13 +184,20 @@ func (l *Limiter) spendMixed(ctx context.Context, b *batch) (*BatchDecision, err
 // observeSource sends the rate-counter ops of a source part that a local
 // denial left undecided, in a batch of their own, and fills their
 // outcomes: their hits are counted and their ids boxed as in any denied
-// batch. The batch is denied whatever they say, so a failure of the
-// source changes nothing in the answer: their hits are then not counted,
-// as no hit is while the source is down.
+// batch. Spend-only GCRA and window ops (shadow limits' among them), which
+// do not take part in the batch decision, go in that batch as check-only
+// ones, so that their answers are their own decisions while nothing of
+// theirs is written, as the denied batch requires. The batch is denied
+// whatever they say, so a failure of the source changes nothing in the
+// answer: their hits are then not counted, as no hit is while the source
+// is down.
 func (l *Limiter) observeSource(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
 	var idx []int
 	for i := range ops {
-		if ops[i].Algorithm == RateCounter && ops[i].Mode != CheckOnly {
+		switch {
+		case ops[i].Algorithm == RateCounter && ops[i].Mode != CheckOnly:
+			idx = append(idx, i)
+		case ops[i].Algorithm != RateCounter && ops[i].Mode == SpendOnly:
 			idx = append(idx, i)
 		}
 	}
@@ -199,6 +207,9 @@ func (l *Limiter) observeSource(ctx context.Context, now int64, ops []bucket.Op,
 	part, partOut := make([]bucket.Op, len(idx)), make([]bucket.Outcome, len(idx))
 	for j, i := range idx {
 		part[j] = ops[i]
+		if part[j].Algorithm != RateCounter {
+			part[j].Mode = CheckOnly
+		}
 	}
 	ctx, cancel := l.sourceContext(ctx)
 	defer cancel()

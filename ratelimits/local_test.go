@@ -165,6 +165,25 @@ func TestMixedBatchLocalDenialSendsNothing(t *testing.T) {
 	}
 }
 
+// A spend-only transaction of the source part (a shadow limit's are) in a
+// batch the local part denies answers its own decision, read as a
+// check-only one, and is not written.
+func TestMixedLocalDenialReadsSpendOnly(t *testing.T) {
+	m := newMixedLimiter(t)
+	spendOK(t, m.Limiter, txn("Local", 3))
+	spendOnly := ratelimits.Transaction{Limit: "Orders", ID: "a", Cost: 1, Mode: ratelimits.SpendOnly}
+	bd := spendOK(t, m.Limiter, spendOnly, txn("Local", 1))
+	if bd.Allowed || bd.Deciding != 1 {
+		t.Fatalf("batch with a full local window: %+v", bd)
+	}
+	if d := bd.Decisions[0]; !d.Allowed || d.Remaining != 2 || d.ResetIn <= 0 {
+		t.Fatalf("the source's spend-only transaction: %+v, want its own decision (allowed, 2 left after it)", d)
+	}
+	if got := m.remaining(t, "Orders", "a"); got != 3 {
+		t.Fatalf("Orders remaining %d, want 3: nothing written in a denied batch", got)
+	}
+}
+
 // A source denial writes nothing locally.
 func TestMixedBatchSourceDenialWritesNothingLocally(t *testing.T) {
 	m := newMixedLimiter(t)

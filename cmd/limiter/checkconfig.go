@@ -21,7 +21,8 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("limiter check-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bad []string // no file flag can be bad: any text is a path
-	register(fs, c.settings(), &bad)
+	table := c.settings()
+	register(fs, table, &bad)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -32,6 +33,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "limiter check-config: unexpected arguments:", fs.Args())
 		return 2
 	}
+	c.pairDescriptors(newSettings(fs, table))
 	cfg, err := configfile.Load(c.defaults, c.overrides)
 	rules, rulesErr := loadDescriptorRules(c.descriptors, cfg)
 	if err != nil || rulesErr != nil {
@@ -79,7 +81,7 @@ func printProblems(w io.Writer, err error) int {
 // an error.
 func describeRulesFile(path string, count int) string {
 	if path == "" {
-		return "no descriptors file (no descriptor rules)"
+		return "no descriptors file (no descriptor rules: give --descriptors with limit files other than the bundled ones)"
 	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return path + " (no such file: no descriptor rules)"

@@ -160,3 +160,36 @@ func TestCheckConfigBundledFiles(t *testing.T) {
 		t.Fatalf("exit %d, output:\n%s%s", code, stdout.String(), stderr.String())
 	}
 }
+
+// The bundled descriptors file goes with the bundled limit files: run from
+// the repository root with other limit files and no --descriptors, it is
+// not read (its rules name limits those files need not have), and
+// check-config says so; named by flag or environment, it is checked.
+func TestCheckConfigDescriptorsPairWithTheLimitFiles(t *testing.T) {
+	dir := t.TempDir()
+	defaults := filepath.Join(dir, "defaults.yaml")
+	if err := os.WriteFile(defaults, []byte("NewOrdersPerAccount:\n  burst: 1\n  count: 1\n  period: 1h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir("../..") // the repository root, where config/descriptors.yaml is
+	check := func(args ...string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"check-config"}, args...), &stdout, &stderr)
+		return code, stdout.String() + stderr.String()
+	}
+	none := filepath.Join(dir, "no-overrides.yaml")
+	if code, out := check("--defaults", defaults, "--overrides", none); code != 0 || !strings.Contains(out, "no descriptors file") {
+		t.Errorf("other defaults, no --descriptors: exit %d, output:\n%s", code, out)
+	}
+	if code, out := check("--defaults", defaults, "--overrides", none, "--descriptors", "config/descriptors.yaml"); code != 1 || !strings.Contains(out, "config/descriptors.yaml:") {
+		t.Errorf("other defaults with the bundled descriptors named: exit %d, output:\n%s; want its unknown limits reported", code, out)
+	}
+	t.Setenv("LIMITER_DESCRIPTORS", "config/descriptors.yaml")
+	if code, out := check("--defaults", defaults, "--overrides", none); code != 1 || !strings.Contains(out, "unknown limit name") {
+		t.Errorf("LIMITER_DESCRIPTORS set: exit %d, output:\n%s; want it checked", code, out)
+	}
+	os.Unsetenv("LIMITER_DESCRIPTORS") // restored by t.Setenv's cleanup
+	if code, out := check(); code != 0 || !strings.Contains(out, "config/descriptors.yaml (") || strings.Contains(out, "no such file") {
+		t.Errorf("the bundled files: exit %d, output:\n%s", code, out)
+	}
+}

@@ -129,6 +129,17 @@ type configFlags struct {
 	descriptors string
 }
 
+// pairDescriptors drops the built-in descriptors file when the limit
+// files are not the built-in ones: the bundled config/descriptors.yaml
+// names the bundled limits, and checked against other limit files it
+// would refuse them. Other limit files get descriptor rules only from a
+// descriptors file named with them (--descriptors or its variable).
+func (c *configFlags) pairDescriptors(set settings) {
+	if !set.given("descriptors") && (set.given("defaults") || set.given("overrides")) {
+		c.descriptors = ""
+	}
+}
+
 func (c *configFlags) settings() []setting {
 	return []setting{
 		{name: "defaults", bind: stringVar(&c.defaults, "config/defaults.yaml"), usage: "defaults file"},

@@ -137,7 +137,8 @@ func (r *reloader) Reload(trigger string) error {
 	}
 	// The rules are handed over before the limits they name: the two swaps
 	// are not one, so a request between them meets the new rules with the
-	// old limits.
+	// old limits. One whose rule names a limit those lack is decided once
+	// more by the gRPC service, on what is in use by then.
 	if r.setRules != nil {
 		r.setRules(rules)
 	}

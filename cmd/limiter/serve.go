@@ -80,6 +80,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil, fmt.Errorf("bad environment: %s", strings.Join(bad, "; "))
 	}
 	set := newSettings(fs, table)
+	f.pairDescriptors(set)
 	kind := sourceKind(f.source)
 	if err := set.check(kind); err != nil {
 		return nil, err

@@ -38,6 +38,12 @@ func (s settings) fromEnv(name string) bool {
 	return !s.explicit[name] && os.Getenv(envName(name)) != ""
 }
 
+// given reports whether a flag's value came from the command line or its
+// environment variable rather than its built-in default.
+func (s settings) given(name string) bool {
+	return s.explicit[name] || s.fromEnv(name)
+}
+
 // describe names a flag with its value as given: "--max-batch=0", or
 // "LIMITER_MAX_BATCH=0 (--max-batch)" when the environment gave it.
 func (s settings) describe(name string) string {

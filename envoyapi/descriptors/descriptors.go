@@ -34,8 +34,8 @@ type Rules struct {
 // ErrInvalidRules wraps every problem New finds.
 var ErrInvalidRules = errors.New("invalid descriptor rules")
 
-// New checks domains and returns their rules: every domain named once and
-// not empty, every rule with at least one key, no empty key, a limit name,
+// New checks domains and returns their rules: every domain named once,
+// every rule with at least one key, no empty key, a limit name,
 // and no key list twice in one domain (the second could never match).
 // Whether each limit exists is the loader's to check against the limits
 // in use.
