@@ -383,7 +383,8 @@ func envoyHealthAndReflection(t *testing.T, e *envoyProc) {
 }
 
 // Bad input is INVALID_ARGUMENT and spends nothing, not even the valid
-// descriptors beside it.
+// descriptors beside it; what no rule counts is never bad input for its
+// size.
 func envoyBadInput(t *testing.T, e *envoyProc) {
 	many := make([]*ratelimitv3.RateLimitDescriptor, 101)
 	for i := range many {
@@ -401,8 +402,7 @@ func envoyBadInput(t *testing.T, e *envoyProc) {
 		{"no descriptors", rlRequest("edge")},
 		{"101 descriptors", rlRequest("edge", many...)},
 		{"an empty key", rlRequest("edge", desc("api_key", "bad-2"), desc("", "x"))},
-		{"a value over 1024 bytes", rlRequest("edge", desc("api_key", "bad-3"), desc("unmatched", long))},
-		{"a key over 1024 bytes", rlRequest("edge", desc("api_key", "bad-3"), desc(long, "x"))},
+		{"a value over 1024 bytes in a descriptor a rule counts", rlRequest("edge", desc("api_key", "bad-3"), desc("remote_address", long))},
 		{"an id the limit's kind refuses", rlRequest("edge", desc("api_key", "bad-4"), desc("remote_address", "not-an-address"))},
 		{"an id too long for its kind", rlRequest("edge", desc("remote_address", "192.0.2.60"), desc("api_key", strings.Repeat("k", 300)))},
 		{"two descriptors on one bucket", rlRequest("edge", desc("api_key", "bad-5"), desc("api_key", "bad-5"))},
@@ -424,6 +424,18 @@ func envoyBadInput(t *testing.T, e *envoyProc) {
 	}
 	if d := bucket(t, e.limiterProc, "EnvoyByIP", "192.0.2.60"); d.Remaining != d.Burst {
 		t.Errorf("EnvoyByIP/192.0.2.60 spent by a refused request: remaining %d", d.Remaining)
+	}
+
+	// The size bound is on what a rule counts: a long key or value in a
+	// descriptor no rule counts leaves it unlimited, and the request's
+	// other descriptors are decided.
+	resp := e.mustShould(t, rlRequest("edge", desc("unmatched", long), desc(long, "x"), desc("api_key", "long-elsewhere")))
+	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || len(resp.GetStatuses()) != 3 ||
+		resp.GetStatuses()[0].GetCurrentLimit() != nil || resp.GetStatuses()[1].GetCurrentLimit() != nil {
+		t.Errorf("long keys and values no rule counts: %v, want OK, both unlimited", resp)
+	}
+	if got := bucket(t, e.limiterProc, "EnvoyByKey", "long-elsewhere").Remaining; got != 9 {
+		t.Errorf("the counted descriptor beside long unlimited ones: remaining %d, want 9", got)
 	}
 	if !e.alive() {
 		t.Fatalf("the process exited:\n%s", e.logs())
