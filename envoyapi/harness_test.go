@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
@@ -160,27 +159,7 @@ func start(t testing.TB, configure ...func(*setup)) *harness {
 		su.opts.Registry = reg
 	}
 	srv := envoyapi.New(su.opts)
-	ln, err := netListen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("Serve returned %v after Shutdown, want nil", err)
-		}
-	})
+	conn := serveConn(t, srv)
 	return &harness{t: t, limiter: l, clock: clk, server: srv, conn: conn, client: rlsv3.NewRateLimitServiceClient(conn), reg: reg}
 }
 

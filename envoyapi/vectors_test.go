@@ -93,6 +93,13 @@ func newReplay(t *testing.T, f *vectors.File) *replay {
 // returns a client of it.
 func serveForTest(t testing.TB, srv *envoyapi.Server) rlsv3.RateLimitServiceClient {
 	t.Helper()
+	return rlsv3.NewRateLimitServiceClient(serveConn(t, srv))
+}
+
+// serveConn serves srv on a loopback listener until the test ends, when
+// Shutdown must stop it cleanly, and returns a connection to it.
+func serveConn(t testing.TB, srv *envoyapi.Server) *grpc.ClientConn {
+	t.Helper()
 	ln, err := netListen()
 	if err != nil {
 		t.Fatal(err)
@@ -111,10 +118,10 @@ func serveForTest(t testing.TB, srv *envoyapi.Server) rlsv3.RateLimitServiceClie
 			t.Errorf("Shutdown: %v", err)
 		}
 		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
+			t.Errorf("Serve returned %v after Shutdown, want nil", err)
 		}
 	})
-	return rlsv3.NewRateLimitServiceClient(conn)
+	return conn
 }
 
 func (r *replay) run(f *vectors.File) {
