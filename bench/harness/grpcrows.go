@@ -57,11 +57,12 @@ func measureGRPC(s *server, o options) (result, error) {
 // is 0), and checking first that the answers are limit's.
 func grpcClosedLoop(addr string, pid int, limit string, o options) (result, error) {
 	var r result
+	ctx := context.Background()
 	requests, err := encodeRequests(grpcBenchDomain, grpcBenchKey, 10000)
 	if err != nil {
 		return r, err
 	}
-	load, err := newGRPCLoad(addr, o.grpcConns, requests)
+	load, err := newGRPCLoad(ctx, addr, o.grpcConns, recvWindow, requests)
 	if err != nil {
 		return r, err
 	}
@@ -71,7 +72,6 @@ func grpcClosedLoop(addr string, pid int, limit string, o options) (result, erro
 	// requests and latencies, gets the same policy while it runs, so its
 	// collections take less of the cores it shares with them.
 	defer debug.SetGCPercent(debug.SetGCPercent(1600))
-	ctx := context.Background()
 	if err := load.preflight(ctx, limit); err != nil {
 		return r, err
 	}
