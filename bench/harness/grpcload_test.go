@@ -19,7 +19,8 @@ import (
 // fakeRLS is a rate-limit service in the test process. It allows ids
 // ending in an even digit and denies the others; it answers the domain
 // "broken" with the code UNKNOWN, "down" with the gRPC status
-// UNAVAILABLE, "big" with bigAnswer bytes of response headers, and
+// UNAVAILABLE ("verbose" with a reason too long for one frame of
+// trailers), "big" with bigAnswer bytes of response headers, and
 // "hang" not at all, until the test ends. It counts the calls it served
 // and the most it served at once.
 type fakeRLS struct {
@@ -46,6 +47,8 @@ func (f *fakeRLS) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest
 		return nil, status.Error(codes.Canceled, "test over")
 	case req.GetDomain() == "down":
 		return nil, status.Error(codes.Unavailable, "source down")
+	case req.GetDomain() == "verbose":
+		return nil, status.Error(codes.Unavailable, "source down: "+strings.Repeat("why ", 10000))
 	case req.GetDomain() == "broken":
 		code = rlsv3.RateLimitResponse_UNKNOWN
 	case req.GetDomain() == "big":
@@ -153,6 +156,7 @@ func TestGRPCLoad(t *testing.T) {
 		{name: "answers larger than the initial window", addr: fakeAddr, domain: "big", served: &fake.calls, conns: 2, window: recvWindow},
 		{name: "answers larger than a small window: window updates", addr: fakeAddr, domain: "big", served: &fake.calls, conns: 1, window: 65535},
 		{name: "a failing service", addr: fakeAddr, domain: "down", served: &fake.calls, conns: 2, window: recvWindow, wantErrs: true},
+		{name: "failures told in trailers of several frames", addr: fakeAddr, domain: "verbose", served: &fake.calls, conns: 1, window: recvWindow, wantErrs: true},
 		{name: "a service answering the wrong kind", addr: fakeAddr, domain: "broken", served: &fake.calls, conns: 2, window: recvWindow, wantBad: true},
 		{name: "a service answering garbage", addr: garbageAddr, domain: "bench", served: garbageCalls, conns: 2, window: recvWindow, wantBad: true},
 	} {
@@ -188,6 +192,9 @@ func TestGRPCLoad(t *testing.T) {
 				}
 				if (st.firstErr != nil) != (tc.wantErrs || tc.wantBad) {
 					t.Errorf("run %d: first error %v", run, st.firstErr)
+				}
+				if tc.wantErrs && !strings.Contains(st.firstErr.Error(), "Unavailable: source down") {
+					t.Errorf("run %d: the first error, %v, does not tell the server's status", run, st.firstErr)
 				}
 			}
 		})

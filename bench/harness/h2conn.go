@@ -80,8 +80,10 @@ type h2Conn struct {
 	nextID uint32
 
 	// blk is the header block being decoded: HEADERS and its
-	// CONTINUATIONs, whose fields onField collects.
-	blk headerBlock
+	// CONTINUATIONs, whose fields onField collects, each read into
+	// headerBuf.
+	blk       headerBlock
+	headerBuf []byte
 
 	// resp is where sampled answers are decoded, reused.
 	resp rlsv3.RateLimitResponse

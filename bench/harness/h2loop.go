@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -108,17 +109,74 @@ func (c *h2Conn) loop(r *connRun) error {
 				return err
 			}
 		}
-		f, err := c.fr.ReadFrame()
-		if err != nil {
+		if err := c.next(r); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				return fmt.Errorf("%w: %d calls still unanswered when the run was over", errConnection, c.open)
 			}
-			return fmt.Errorf("%w: %w", errConnection, err)
-		}
-		if err := c.handle(f, r); err != nil {
+			if !errors.Is(err, errConnection) {
+				err = fmt.Errorf("%w: %w", errConnection, err)
+			}
 			return err
 		}
 	}
+}
+
+// next reads the next frame and acts on it. The Framer reads every
+// frame's header, checking that header blocks are not interleaved with
+// other frames, and the payload of every frame but HEADERS and
+// CONTINUATION, which next reads itself into the connection's buffer:
+// the Framer would allocate a frame for each, two a call.
+func (c *h2Conn) next(r *connRun) error {
+	fh, err := c.fr.ReadFrameHeader()
+	if err != nil {
+		return err
+	}
+	if fh.Type != http2.FrameHeaders && fh.Type != http2.FrameContinuation {
+		f, err := c.fr.ReadFrameForHeader(fh)
+		if err != nil {
+			return err
+		}
+		return c.handle(f, r)
+	}
+	if cap(c.headerBuf) < int(fh.Length) {
+		c.headerBuf = make([]byte, fh.Length)
+	}
+	p := c.headerBuf[:fh.Length]
+	if _, err := io.ReadFull(c.br, p); err != nil {
+		return err
+	}
+	if fh.Type == http2.FrameHeaders {
+		c.blk = headerBlock{stream: fh.StreamID, endStream: fh.Flags.Has(http2.FlagHeadersEndStream)}
+		if p, err = headersFragment(fh, p); err != nil {
+			return err
+		}
+	}
+	return c.headerFragment(p, fh.Flags.Has(http2.FlagHeadersEndHeaders), r)
+}
+
+// headersFragment is the header block fragment in the payload p of a
+// HEADERS frame: what is left without its padding and priority.
+func headersFragment(fh http2.FrameHeader, p []byte) ([]byte, error) {
+	if fh.StreamID == 0 {
+		return nil, errors.New("a HEADERS frame on stream 0")
+	}
+	pad := 0
+	if fh.Flags.Has(http2.FlagHeadersPadded) {
+		if len(p) < 1 {
+			return nil, errors.New("a padded HEADERS frame without its pad length")
+		}
+		pad, p = int(p[0]), p[1:]
+	}
+	if fh.Flags.Has(http2.FlagHeadersPriority) {
+		if len(p) < 5 {
+			return nil, errors.New("a HEADERS frame too short for its priority")
+		}
+		p = p[5:]
+	}
+	if pad > len(p) {
+		return nil, errors.New("a HEADERS frame's padding longer than the frame")
+	}
+	return p[:len(p)-pad], nil
 }
 
 // startWaiting opens a stream for each waiting call, oldest first, as
@@ -135,17 +193,12 @@ func (c *h2Conn) startWaiting(r *connRun) error {
 	return nil
 }
 
-// handle acts on one frame from the server.
+// handle acts on a frame from the server other than a header block's.
 func (c *h2Conn) handle(f http2.Frame, r *connRun) error {
 	var err error
 	switch f := f.(type) {
 	case *http2.DataFrame:
 		err = c.data(f, r)
-	case *http2.HeadersFrame:
-		c.blk = headerBlock{stream: f.StreamID, endStream: f.StreamEnded()}
-		err = c.headerFragment(f.HeaderBlockFragment(), f.HeadersEnded(), r)
-	case *http2.ContinuationFrame:
-		err = c.headerFragment(f.HeaderBlockFragment(), f.HeadersEnded(), r)
 	case *http2.SettingsFrame:
 		if !f.IsAck() {
 			err = c.settings(f)
@@ -166,12 +219,9 @@ func (c *h2Conn) handle(f http2.Frame, r *connRun) error {
 			c.end(s, r)
 		}
 	case *http2.GoAwayFrame:
-		return fmt.Errorf("%w: the server is going away: %v %q", errConnection, f.ErrCode, f.DebugData())
+		return fmt.Errorf("the server is going away: %v %q", f.ErrCode, f.DebugData())
 	case *http2.PushPromiseFrame:
-		return fmt.Errorf("%w: a server push, though push is disabled", errConnection)
-	}
-	if err != nil && !errors.Is(err, errConnection) {
-		err = fmt.Errorf("%w: %w", errConnection, err)
+		return errors.New("a server push, though push is disabled")
 	}
 	return err
 }
