@@ -9,278 +9,268 @@ import (
 	"testing"
 	"time"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 )
 
-// The codec sends exactly the bytes it is given and hands back exactly the
-// bytes received, reusing the caller's storage; it refuses anything but
-// *[]byte rather than sending something else.
-func TestRawCodec(t *testing.T) {
-	msg := []byte("\x0a\x05bench")
-	out, err := rawCodec{}.Marshal(&msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := out.Materialize(); string(got) != string(msg) {
-		t.Errorf("Marshal sent %q, want %q", got, msg)
-	}
-	into := make([]byte, 0, 64)
-	storage := &into[:1][0]
-	in := mem.BufferSlice{mem.SliceBuffer("\x08"), mem.SliceBuffer("\x01\x12\x00")}
-	if err := (rawCodec{}).Unmarshal(in, &into); err != nil {
-		t.Fatal(err)
-	}
-	if string(into) != "\x08\x01\x12\x00" {
-		t.Errorf("Unmarshal gave %q, want the four bytes in order", into)
-	}
-	if &into[0] != storage {
-		t.Error("Unmarshal allocated although the slice had room")
-	}
-	if _, err := (rawCodec{}).Marshal("text"); err == nil {
-		t.Error("Marshal accepted a string")
-	}
-	var notBytes rlsv3.RateLimitResponse
-	if err := (rawCodec{}).Unmarshal(in, &notBytes); err == nil {
-		t.Error("Unmarshal accepted a message")
-	}
-	if (rawCodec{}).Name() != "proto" {
-		t.Error("the codec must announce the protobuf content subtype the server expects")
-	}
-}
-
-// Every encoded request is a RateLimitRequest of the domain, one
-// descriptor of one entry with the id bench/spend.lua would spend, and a
-// cost of 1.
-func TestEncodeRequests(t *testing.T) {
-	reqs, err := encodeRequests("bench", "api_key", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(reqs) != 3 {
-		t.Fatalf("%d requests, want 3", len(reqs))
-	}
-	for i, b := range reqs {
-		var req rlsv3.RateLimitRequest
-		if err := proto.Unmarshal(b, &req); err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		want := &rlsv3.RateLimitRequest{
-			Domain: "bench",
-			Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-				Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "api_key", Value: []string{"key-1", "key-2", "key-3"}[i]}},
-			}},
-			HitsAddend: 1,
-		}
-		if !proto.Equal(&req, want) {
-			t.Errorf("request %d = %v, want %v", i, &req, want)
-		}
-	}
-}
-
-// The nearest rank: p of the values are at or below the answer, which is
-// always one of the values.
-func TestPercentile(t *testing.T) {
-	ms := func(xs ...int) []time.Duration {
-		out := make([]time.Duration, len(xs))
-		for i, x := range xs {
-			out[i] = time.Duration(x) * time.Millisecond
-		}
-		return out
-	}
-	hundred := make([]int, 100)
-	for i := range hundred {
-		hundred[i] = i + 1
-	}
-	for _, tc := range []struct {
-		name   string
-		sorted []time.Duration
-		p      float64
-		want   time.Duration
-	}{
-		{"none", nil, 0.5, 0},
-		{"one", ms(7), 0.99, 7 * time.Millisecond},
-		{"median of four is the second", ms(1, 2, 3, 4), 0.5, 2 * time.Millisecond},
-		{"median of five is the third", ms(1, 2, 3, 4, 5), 0.5, 3 * time.Millisecond},
-		{"p99 of 100", ms(hundred...), 0.99, 99 * time.Millisecond},
-		{"p50 of 100", ms(hundred...), 0.50, 50 * time.Millisecond},
-		{"p100 is the largest", ms(hundred...), 1, 100 * time.Millisecond},
-		{"a tiny p is the smallest", ms(hundred...), 0.001, time.Millisecond},
-	} {
-		if got := percentile(tc.sorted, tc.p); got != tc.want {
-			t.Errorf("%s: percentile(%v) = %v, want %v", tc.name, tc.p, got, tc.want)
-		}
-	}
-}
-
-// checkAnswer accepts what a rate-limit service answers and refuses what
-// would make a row measure something else.
-func TestCheckAnswer(t *testing.T) {
-	answer := func(code rlsv3.RateLimitResponse_Code, limits ...string) []byte {
-		r := &rlsv3.RateLimitResponse{OverallCode: code}
-		for _, l := range limits {
-			st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: code}
-			if l != "" {
-				st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: l}
-			}
-			r.Statuses = append(r.Statuses, st)
-		}
-		b, err := proto.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	for _, tc := range []struct {
-		name   string
-		answer []byte
-		limit  string
-		ok     bool
-	}{
-		{"allowed", answer(rlsv3.RateLimitResponse_OK, "L"), "L", true},
-		{"denied", answer(rlsv3.RateLimitResponse_OVER_LIMIT, "L"), "L", true},
-		{"any limit when none is asked for", answer(rlsv3.RateLimitResponse_OK, ""), "", true},
-		{"unknown code", answer(rlsv3.RateLimitResponse_UNKNOWN, "L"), "L", false},
-		{"no status", answer(rlsv3.RateLimitResponse_OK), "L", false},
-		{"two statuses", answer(rlsv3.RateLimitResponse_OK, "L", "L"), "L", false},
-		{"unlimited: the rules did not match", answer(rlsv3.RateLimitResponse_OK, ""), "L", false},
-		{"another limit", answer(rlsv3.RateLimitResponse_OK, "M"), "L", false},
-		{"not protobuf", []byte{0xff, 0xff, 0xff}, "", false},
-	} {
-		var into rlsv3.RateLimitResponse
-		err := checkAnswer(tc.answer, &into, tc.limit)
-		if (err == nil) != tc.ok {
-			t.Errorf("%s: checkAnswer = %v, want ok %v", tc.name, err, tc.ok)
-		}
-		if err != nil && !errors.Is(err, errBadAnswer) {
-			t.Errorf("%s: %v does not wrap errBadAnswer", tc.name, err)
-		}
-	}
-}
-
-// fakeRLS is a rate-limit service in the test process: it allows ids
-// ending in an even digit, denies the others, and answers the domains
-// "broken" with UNKNOWN and "down" with UNAVAILABLE.
+// fakeRLS is a rate-limit service in the test process. It allows ids
+// ending in an even digit and denies the others; it answers the domain
+// "broken" with the code UNKNOWN, "down" with the gRPC status
+// UNAVAILABLE ("verbose" with a reason too long for one frame of
+// trailers), "big" with bigAnswer bytes of response headers, and
+// "hang" not at all, until the test ends. It counts the calls it served
+// and the most it served at once.
 type fakeRLS struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	calls atomic.Int64
+	calls, inFlight, maxInFlight atomic.Int64
+	hang                         chan struct{}
 }
 
+// bigAnswer is the size of the "big" domain's answers: several times
+// the protocol's initial flow-control window of 64 KiB.
+const bigAnswer = 200 << 10
+
 func (f *fakeRLS) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	n := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	for m := f.maxInFlight.Load(); n > m && !f.maxInFlight.CompareAndSwap(m, n); m = f.maxInFlight.Load() {
+	}
 	f.calls.Add(1)
 	code := rlsv3.RateLimitResponse_OK
+	var headers []*corev3.HeaderValue
 	switch {
+	case req.GetDomain() == "hang":
+		<-f.hang
+		return nil, status.Error(codes.Canceled, "test over")
 	case req.GetDomain() == "down":
 		return nil, status.Error(codes.Unavailable, "source down")
+	case req.GetDomain() == "verbose":
+		return nil, status.Error(codes.Unavailable, "source down: "+strings.Repeat("why ", 10000))
 	case req.GetDomain() == "broken":
 		code = rlsv3.RateLimitResponse_UNKNOWN
+	case req.GetDomain() == "big":
+		for i := range 4 {
+			headers = append(headers, &corev3.HeaderValue{Key: "x-filler-" + string(rune('a'+i)), Value: strings.Repeat("x", bigAnswer/4)})
+		}
 	case strings.ContainsAny(lastByte(req.GetDescriptors()[0].GetEntries()[0].GetValue()), "13579"):
 		code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	return &rlsv3.RateLimitResponse{OverallCode: code, Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{
+	return &rlsv3.RateLimitResponse{OverallCode: code, ResponseHeadersToAdd: headers, Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{
 		Code: code, CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{Name: "L"},
 	}}}, nil
 }
 
 func lastByte(s string) string { return s[len(s)-1:] }
 
-// serveFake runs fakeRLS on a loopback port until the test ends.
-func serveFake(t *testing.T) (*fakeRLS, string) {
+// serve runs a gRPC server with opts on a loopback port until the test
+// ends, with register adding its services.
+func serve(t *testing.T, register func(*grpc.Server), opts ...grpc.ServerOption) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	fake := &fakeRLS{}
-	rlsv3.RegisterRateLimitServiceServer(srv, fake)
+	srv := grpc.NewServer(opts...)
+	register(srv)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
-	return fake, ln.Addr().String()
+	return ln.Addr().String()
 }
 
-// The closed loop against a real gRPC server: every call it counts was
-// served, allowed and denied answers alike are successes, and failures and
-// answers of the wrong kind are counted and reported.
+// serveFake runs fakeRLS with opts until the test ends.
+func serveFake(t *testing.T, opts ...grpc.ServerOption) (*fakeRLS, string) {
+	t.Helper()
+	fake := &fakeRLS{hang: make(chan struct{})}
+	t.Cleanup(func() { close(fake.hang) })
+	addr := serve(t, func(s *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(s, fake) }, opts...)
+	return fake, addr
+}
+
+// bytesCodec lets a test server answer bytes that are not a message.
+type bytesCodec struct{}
+
+func (bytesCodec) Name() string                  { return "proto" }
+func (bytesCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (bytesCodec) Unmarshal(b []byte, v any) error {
+	*v.(*[]byte) = append((*v.(*[]byte))[:0], b...)
+	return nil
+}
+
+// serveGarbage runs a server that answers every call with OK and bytes
+// that are no protobuf message, counting the calls.
+func serveGarbage(t *testing.T) (*atomic.Int64, string) {
+	t.Helper()
+	var calls atomic.Int64
+	addr := serve(t, func(*grpc.Server) {},
+		grpc.ForceServerCodec(bytesCodec{}),
+		grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+			var req []byte
+			if err := stream.RecvMsg(&req); err != nil {
+				return err
+			}
+			calls.Add(1)
+			garbage := []byte{0xff, 0xff, 0xff, 0xff}
+			return stream.SendMsg(&garbage)
+		}))
+	return &calls, addr
+}
+
+// loadFor opens a load of conns connections to addr for 100 requests of
+// domain.
+func loadFor(t *testing.T, addr, domain string, conns int, window uint32) *grpcLoad {
+	t.Helper()
+	reqs, err := encodeRequests(domain, "api_key", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load, err := newGRPCLoad(context.Background(), addr, conns, window, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(load.close)
+	return load
+}
+
+// The closed loop against real gRPC servers: every call it counts was
+// served, allowed and denied answers alike are successes, failures and
+// answers of the wrong kind are counted and reported, and a second run on
+// the same connections (the measured run after the warm-up) works as the
+// first did.
 func TestGRPCLoad(t *testing.T) {
-	fake, addr := serveFake(t)
+	fake, fakeAddr := serveFake(t)
+	garbageCalls, garbageAddr := serveGarbage(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name              string
-		domain            string
+		addr, domain      string
+		served            *atomic.Int64
+		conns             int
+		window            uint32
 		wantErrs, wantBad bool
 	}{
-		{name: "a working service", domain: "bench"},
-		{name: "a failing service", domain: "down", wantErrs: true},
-		{name: "a service answering nonsense", domain: "broken", wantBad: true},
+		{name: "a working service", addr: fakeAddr, domain: "bench", served: &fake.calls, conns: 2, window: recvWindow},
+		{name: "one connection", addr: fakeAddr, domain: "bench", served: &fake.calls, conns: 1, window: recvWindow},
+		{name: "answers larger than the initial window", addr: fakeAddr, domain: "big", served: &fake.calls, conns: 2, window: recvWindow},
+		{name: "answers larger than a small window: window updates", addr: fakeAddr, domain: "big", served: &fake.calls, conns: 1, window: 65535},
+		{name: "a failing service", addr: fakeAddr, domain: "down", served: &fake.calls, conns: 2, window: recvWindow, wantErrs: true},
+		{name: "failures told in trailers of several frames", addr: fakeAddr, domain: "verbose", served: &fake.calls, conns: 1, window: recvWindow, wantErrs: true},
+		{name: "a service answering the wrong kind", addr: fakeAddr, domain: "broken", served: &fake.calls, conns: 2, window: recvWindow, wantBad: true},
+		{name: "a service answering garbage", addr: garbageAddr, domain: "bench", served: garbageCalls, conns: 2, window: recvWindow, wantBad: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reqs, err := encodeRequests(tc.domain, "api_key", 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			load, err := newGRPCLoad(addr, 2, reqs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer load.close()
+			load := loadFor(t, tc.addr, tc.domain, tc.conns, tc.window)
 			if err := load.preflight(ctx, "L"); (err == nil) != (!tc.wantErrs && !tc.wantBad) {
 				t.Errorf("preflight = %v", err)
 			}
-			before := fake.calls.Load()
-			st, err := load.run(ctx, 8, 150*time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
-			}
-			served := fake.calls.Load() - before
-			if st.calls == 0 || st.calls != served {
-				t.Errorf("counted %d calls, the server served %d", st.calls, served)
-			}
-			if int64(len(st.latencies)) != st.calls {
-				t.Errorf("%d latencies for %d calls", len(st.latencies), st.calls)
-			}
-			if p50, p99 := percentile(st.latencies, 0.5), percentile(st.latencies, 0.99); p50 <= 0 || p99 < p50 {
-				t.Errorf("p50 %v, p99 %v", p50, p99)
-			}
-			if st.elapsed < 150*time.Millisecond {
-				t.Errorf("ran %v of 150ms", st.elapsed)
-			}
-			if got := st.errors > 0; got != tc.wantErrs || (tc.wantErrs && st.errors != st.calls) {
-				t.Errorf("%d errors in %d calls", st.errors, st.calls)
-			}
-			if got := st.badAnswer > 0; got != tc.wantBad {
-				t.Errorf("%d bad answers in %d calls", st.badAnswer, st.calls)
-			}
-			if (st.firstErr != nil) != (tc.wantErrs || tc.wantBad) {
-				t.Errorf("first error %v", st.firstErr)
+			for run := range 2 {
+				before := tc.served.Load()
+				st, err := load.run(ctx, 8, 100*time.Millisecond)
+				if err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				served := tc.served.Load() - before
+				if st.calls == 0 || st.calls != served {
+					t.Errorf("run %d: counted %d calls, the server served %d", run, st.calls, served)
+				}
+				if int64(len(st.latencies)) != st.calls {
+					t.Errorf("run %d: %d latencies for %d calls", run, len(st.latencies), st.calls)
+				}
+				if p50, p99 := percentile(st.latencies, 0.5), percentile(st.latencies, 0.99); p50 <= 0 || p99 < p50 {
+					t.Errorf("run %d: p50 %v, p99 %v", run, p50, p99)
+				}
+				if st.elapsed < 100*time.Millisecond {
+					t.Errorf("run %d: ran %v of 100ms", run, st.elapsed)
+				}
+				if got := st.errors > 0; got != tc.wantErrs || (tc.wantErrs && st.errors != st.calls) {
+					t.Errorf("run %d: %d errors in %d calls", run, st.errors, st.calls)
+				}
+				if got := st.badAnswer > 0; got != tc.wantBad {
+					t.Errorf("run %d: %d bad answers in %d calls", run, st.badAnswer, st.calls)
+				}
+				if (st.firstErr != nil) != (tc.wantErrs || tc.wantBad) {
+					t.Errorf("run %d: first error %v", run, st.firstErr)
+				}
+				if tc.wantErrs && !strings.Contains(st.firstErr.Error(), "Unavailable: source down") {
+					t.Errorf("run %d: the first error, %v, does not tell the server's status", run, st.firstErr)
+				}
 			}
 		})
 	}
 }
 
-// The load refuses settings that would measure nothing.
+// A server that allows two streams at a time is never sent a third: the
+// calls over the limit wait for a stream instead of being refused, so
+// none fails.
+func TestGRPCLoadKeepsToMaxConcurrentStreams(t *testing.T) {
+	fake, addr := serveFake(t, grpc.MaxConcurrentStreams(2))
+	load := loadFor(t, addr, "bench", 1, recvWindow)
+	if got := load.conns[0].maxStreams; got != 2 {
+		t.Fatalf("the connection allows %d streams, the server 2", got)
+	}
+	st, err := load.run(context.Background(), 16, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.calls == 0 || st.errors != 0 || st.badAnswer != 0 {
+		t.Errorf("%d calls, %d errors, %d bad answers; first: %v", st.calls, st.errors, st.badAnswer, st.firstErr)
+	}
+	if got := fake.maxInFlight.Load(); got > 2 {
+		t.Errorf("the server served %d calls at once, allowing 2", got)
+	}
+}
+
+// A run against a server that stops answering ends when its context
+// does, with the context's error, and the connections fail from then on.
+func TestGRPCLoadCancelled(t *testing.T) {
+	_, addr := serveFake(t)
+	load := loadFor(t, addr, "hang", 1, recvWindow)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := load.run(ctx, 4, time.Hour); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("run = %v, want the context's deadline", err)
+	}
+	if _, err := load.run(context.Background(), 4, time.Millisecond); !errors.Is(err, errConnection) {
+		t.Errorf("a run after the failure = %v, want errConnection", err)
+	}
+}
+
+// The load refuses settings that would measure nothing, and a server
+// that does not speak HTTP/2.
 func TestGRPCLoadRefuses(t *testing.T) {
+	_, addr := serveFake(t)
 	reqs, err := encodeRequests("bench", "api_key", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newGRPCLoad("127.0.0.1:1", 0, reqs); err == nil {
+	ctx := context.Background()
+	if _, err := newGRPCLoad(ctx, addr, 0, recvWindow, reqs); err == nil {
 		t.Error("accepted no connections")
 	}
-	if _, err := newGRPCLoad("127.0.0.1:1", 1, nil); err == nil {
+	if _, err := newGRPCLoad(ctx, addr, 1, recvWindow, nil); err == nil {
 		t.Error("accepted no requests")
 	}
-	load, err := newGRPCLoad("127.0.0.1:1", 1, reqs)
+	load := loadFor(t, addr, "bench", 1, recvWindow)
+	if _, err := load.run(ctx, 0, time.Millisecond); err == nil {
+		t.Error("accepted no calls in flight")
+	}
+	// An HTTP/1.1 server answers the preface with an error page.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer load.close()
-	if _, err := load.run(context.Background(), 0, time.Millisecond); err == nil {
-		t.Error("accepted no calls in flight")
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+	}()
+	if _, err := newGRPCLoad(ctx, ln.Addr().String(), 1, recvWindow, reqs); !errors.Is(err, errConnection) {
+		t.Errorf("an HTTP/1.1 server: %v, want errConnection", err)
 	}
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // The gRPC rows: limiter serve's Envoy rate-limit service, called with
-// ShouldRateLimit by the harness's own closed loop, on the limit and the
-// 10,000 ids the HTTP GCRA rows spend.
+// ShouldRateLimit in a closed loop by the harness's own HTTP/2 client
+// (grpcLoad), on the limit and the 10,000 ids the HTTP GCRA rows spend.
 const (
 	grpcMemoryRow = "limiter, memory, gRPC ShouldRateLimit"
 	grpcRedisRow  = "limiter, redis, gRPC ShouldRateLimit"
@@ -57,11 +57,12 @@ func measureGRPC(s *server, o options) (result, error) {
 // is 0), and checking first that the answers are limit's.
 func grpcClosedLoop(addr string, pid int, limit string, o options) (result, error) {
 	var r result
+	ctx := context.Background()
 	requests, err := encodeRequests(grpcBenchDomain, grpcBenchKey, 10000)
 	if err != nil {
 		return r, err
 	}
-	load, err := newGRPCLoad(addr, o.grpcConns, requests)
+	load, err := newGRPCLoad(ctx, addr, o.grpcConns, recvWindow, requests)
 	if err != nil {
 		return r, err
 	}
@@ -71,7 +72,6 @@ func grpcClosedLoop(addr string, pid int, limit string, o options) (result, erro
 	// requests and latencies, gets the same policy while it runs, so its
 	// collections take less of the cores it shares with them.
 	defer debug.SetGCPercent(debug.SetGCPercent(1600))
-	ctx := context.Background()
 	if err := load.preflight(ctx, limit); err != nil {
 		return r, err
 	}
@@ -151,7 +151,7 @@ func printGRPCTargets(w io.Writer, servers []*server, results [][]result, o opti
 	if rps[grpcMemoryRow] == 0 && rps[grpcRedisRow] == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\ngRPC rows: the harness's closed loop, %d calls in flight over %d HTTP/2 connections, ShouldRateLimit of one descriptor for one of 10,000 ids; no open loop.\n",
+	fmt.Fprintf(w, "\ngRPC rows: the harness's own HTTP/2 client, a closed loop of %d calls in flight over %d connections, ShouldRateLimit of one descriptor for one of 10,000 ids; no open loop.\n",
 		o.grpcInFlight, o.grpcConns)
 	for i, s := range servers {
 		if !s.grpc {
