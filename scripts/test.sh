@@ -44,8 +44,12 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 
+# vet with the race detector's build flags: it then compiles every
+# package as the race-detector tests below do, and they reuse that from the
+# build cache instead of compiling everything a second time (about 90 s on
+# a fresh 2-core machine).
 stage "go vet"
-go vet ./...
+go vet -race ./...
 
 # Packages are reported in order as they finish; the black-box tests in
 # test/ and the Redis source's take the longest.
