@@ -17,34 +17,33 @@ import (
 func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	var txn1 [1]ratelimits.Transaction
 	var txnOf1 [1]int
-	retried := false
-again:
-	p, err := buildPlan(req, s.rules.Load(), s.maxDescriptors, &txn1, &txnOf1)
-	if err != nil {
-		return nil, err
-	}
 	n := len(req.GetDescriptors())
-	if len(p.txns) == 0 {
-		return answer(&p, n, nil), nil // nothing is limited
-	}
-	op := "spend"
-	var bd *ratelimits.BatchDecision
-	if p.refund {
-		op = "refund"
-		bd, err = s.limiter.Refund(ctx, p.txns)
-	} else {
-		bd, err = s.limiter.Spend(ctx, p.txns)
-	}
-	if errors.Is(err, ratelimits.ErrUnknownLimit) && !retried {
-		// A reload swaps the rules and the limits one after the other;
-		// a call between the two can meet a rule naming a limit the
-		// configuration it read does not have yet (or any more). Once
-		// more, on what is in use now, before calling it an error.
-		retried = true
-		goto again
-	}
-	if err != nil {
-		return nil, s.failure(ctx, &p, err)
+	var (
+		p  plan
+		op string
+		bd *ratelimits.BatchDecision
+	)
+	for attempt := 0; ; attempt++ {
+		var err error
+		if p, err = buildPlan(req, s.rules.Load(), s.maxDescriptors, &txn1, &txnOf1); err != nil {
+			return nil, err
+		}
+		if len(p.txns) == 0 {
+			return answer(&p, n, nil), nil // nothing is limited
+		}
+		op, bd, err = s.ask(ctx, &p)
+		if errors.Is(err, ratelimits.ErrUnknownLimit) && attempt == 0 {
+			// A reload swaps the rules and the limits one after the
+			// other; a call between the two can meet a rule naming a
+			// limit the configuration it read does not have yet (or any
+			// more). Once more, on what is in use now, before calling it
+			// an error.
+			continue
+		}
+		if err != nil {
+			return nil, s.failure(ctx, &p, err)
+		}
+		break
 	}
 	if bd.Degraded {
 		if clientGone(ctx, bd.Cause) {
@@ -56,4 +55,15 @@ again:
 	}
 	s.decisions.CountDecisions(op, bd)
 	return answer(&p, n, bd), nil
+}
+
+// ask hands the plan's transactions to the Limiter: a refund when they
+// give their hits back, a spend otherwise. op names it for the metrics.
+func (s *Server) ask(ctx context.Context, p *plan) (op string, bd *ratelimits.BatchDecision, err error) {
+	if p.refund {
+		bd, err = s.limiter.Refund(ctx, p.txns)
+		return "refund", bd, err
+	}
+	bd, err = s.limiter.Spend(ctx, p.txns)
+	return "spend", bd, err
 }
