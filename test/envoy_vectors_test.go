@@ -26,7 +26,21 @@ const vectorsDomain = "vectors"
 // check-and-spend, refusals gRPC has no word for) goes through HTTP, in
 // order, on the same process and clock.
 func TestEnvoyVectorsOverGRPC(t *testing.T) {
-	f, env := vectorsConfig(t)
+	for _, tc := range []struct {
+		name string
+		load func() (*vectors.File, error)
+	}{{"gcra", vectors.Public}, {"algorithms", vectors.Algorithms}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, env := configOf(t, tc.load)
+			replayOverGRPC(t, f, env)
+		})
+	}
+}
+
+// replayOverGRPC replays f on a limiter started with env, as
+// TestEnvoyVectorsOverGRPC says.
+func replayOverGRPC(t *testing.T, f *vectors.File, env map[string]string) {
+	t.Helper()
 	limits, shadow := vectorLimits(t, f)
 	var rules strings.Builder
 	fmt.Fprintf(&rules, "- domain: %s\n  descriptors:\n", vectorsDomain)
