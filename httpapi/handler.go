@@ -135,6 +135,7 @@ func New(opts Options) http.Handler {
 	r.Post("/v1/admin/sync", h.authorize(accessAdmin, h.syncNow))
 	get("/healthz", h.healthz)
 	get("/readyz", h.readyz)
+	get(openAPIPath, serveOpenAPI)
 	if !opts.OmitMetrics {
 		get("/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}).ServeHTTP)
 	}
