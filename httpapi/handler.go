@@ -19,6 +19,7 @@ import (
 
 	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/decisionmetrics"
+	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 )
@@ -60,6 +61,10 @@ type Options struct {
 	// Reload, when set, is called by POST /v1/admin/reload to load the
 	// configuration files again. Its error is shown to the caller.
 	Reload func() error
+	// ForwardAuth, when set, returns the forward-auth rules in use, read
+	// on every call so that a reload can swap them; nil, or a nil answer,
+	// means no rules: every /v1/forward-auth/{rule} is a 404.
+	ForwardAuth func() *forwardauth.Rules
 	// AccessLog logs one line per request (method and route as the
 	// metrics label them, status, duration; never the raw path, which can
 	// carry ids, nor a method name outside the standard set).
@@ -77,6 +82,8 @@ type handler struct {
 	tokens    *bearer.Tokens
 	reload    func() error
 	accessLog bool
+	// forwardAuthSet returns the forward-auth rules; nil: none.
+	forwardAuthSet func() *forwardauth.Rules
 	// routes are the registered patterns, the only route label values
 	// besides routeUnmatched. Set once the router is built.
 	routes routeSet
@@ -106,6 +113,8 @@ func New(opts Options) http.Handler {
 		tokens:    opts.Tokens,
 		reload:    opts.Reload,
 		accessLog: opts.AccessLog,
+
+		forwardAuthSet: opts.ForwardAuth,
 	}
 	if h.tokens == nil {
 		h.tokens = bearer.NewTokens(opts.APITokens, opts.AdminTokens)
@@ -129,6 +138,8 @@ func New(opts Options) http.Handler {
 	get("/v1/limits", h.authorize(accessAPI, h.limits))
 	get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
 	h.routeERL(r, get)
+	// Any method: proxies send the original method, or GET.
+	r.HandleFunc("/v1/forward-auth/{rule}", h.authorize(accessAPI, h.forwardAuth))
 	if h.reload != nil {
 		r.Post("/v1/admin/reload", h.authorize(accessAdmin, h.reloadConfig))
 	}
@@ -233,10 +244,16 @@ func (h *handler) settle(w http.ResponseWriter, r *http.Request, op string, bd *
 // writeBatch sends a batch decision with the hand encoder, in a pooled
 // buffer.
 func (h *handler) writeBatch(w http.ResponseWriter, bd *ratelimits.BatchDecision) {
+	h.writeBatchStatus(w, http.StatusOK, bd)
+}
+
+// writeBatchStatus is writeBatch with another status: forward-auth's
+// denials.
+func (h *handler) writeBatchStatus(w http.ResponseWriter, status int, bd *ratelimits.BatchDecision) {
 	bufp := h.bufs.Get().(*[]byte)
 	buf := appendBatch((*bufp)[:0], bd)
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	_, _ = w.Write(buf)
 	h.putBuffer(bufp, buf)
 }
@@ -255,11 +272,20 @@ func (h *handler) putBuffer(bufp *[]byte, buf []byte) {
 // a source failure a 503 that is also logged and counted, and a client
 // that went away while the source was asked is neither.
 func (h *handler) limiterFailure(w http.ResponseWriter, r *http.Request, err error) {
+	h.limiterFailureAs(w, r, err, nil)
+}
+
+// limiterFailureAs is limiterFailure for a route that words the error its
+// own way: adjust, when not nil, may change the error before it is sent.
+func (h *handler) limiterFailureAs(w http.ResponseWriter, r *http.Request, err error, adjust func(*apiError)) {
 	if clientGone(r, err) {
 		h.clientCancelled(w, r, err)
 		return
 	}
 	e := limiterError(err)
+	if adjust != nil {
+		adjust(e)
+	}
 	if e.status == http.StatusServiceUnavailable {
 		h.metrics.SourceError()
 		h.log.Error("source failed", "route", h.routes.label(r), "err", err)

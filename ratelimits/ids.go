@@ -396,3 +396,32 @@ func isHex(s string) bool {
 	}
 	return true
 }
+
+// TakesAddresses reports whether ids of kind k can be a client's network
+// address (see AddressID): ip, ipv6-range, domain-or-ip-prefix and string.
+func (k IDKind) TakesAddresses() bool {
+	switch k {
+	case KindIP, KindIPv6Range, KindDomainOrIPPrefix, KindString:
+		return true
+	}
+	return false
+}
+
+// AddressID is the id of kind k that a client at address a is counted
+// under: a itself for ip and string, its /48 for ipv6-range, and its /32
+// (IPv4) or /64 (IPv6) for domain-or-ip-prefix, the prefixes those kinds
+// are made of. For other kinds, or an IPv4 address under ipv6-range, it
+// is the address as written, which Canonicalize then refuses with the
+// kind's own explanation.
+func (k IDKind) AddressID(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case k == KindIPv6Range && a.Is6():
+		return netip.PrefixFrom(a, 48).Masked().String()
+	case k == KindDomainOrIPPrefix && a.Is4():
+		return netip.PrefixFrom(a, 32).String()
+	case k == KindDomainOrIPPrefix && a.Is6():
+		return netip.PrefixFrom(a, 64).Masked().String()
+	}
+	return a.String()
+}

@@ -11,11 +11,12 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
-// checkConfig validates the three files as serve would load them and
+// checkConfig validates the four files as serve would load them and
 // prints every problem as FILE:LINE: LIMIT: MESSAGE. It exits 1 if there
-// is any. The descriptors file is checked against the limits of the other
-// two; when they do not load, it is still checked for everything but its
-// limit names, so that one run shows every file's problems.
+// is any. The descriptors and forward-auth files are checked against the
+// limits of the other two; when those do not load, the rules files are
+// still checked for everything but their limit names, so that one run
+// shows every file's problems.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
 	var c configFlags
 	fs := flag.NewFlagSet("limiter check-config", flag.ContinueOnError)
@@ -33,13 +34,17 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "limiter check-config: unexpected arguments:", fs.Args())
 		return 2
 	}
-	c.pairDescriptors(newSettings(fs, table))
+	c.pairRuleFiles(newSettings(fs, table))
 	cfg, err := configfile.Load(c.defaults, c.overrides)
 	rules, rulesErr := loadDescriptorRules(c.descriptors, cfg)
-	if err != nil || rulesErr != nil {
-		problems := printProblems(stdout, err) + printProblems(stdout, rulesErr)
+	fwd, fwdErr := configfile.LoadForwardAuth(c.forwardAuth, cfg)
+	if err != nil || rulesErr != nil || fwdErr != nil {
+		problems := printProblems(stdout, err) + printProblems(stdout, rulesErr) + printProblems(stdout, fwdErr)
 		if err != nil && rulesErr == nil && rules.Count() > 0 {
 			fmt.Fprintf(stdout, "%s: the limit names of its rules were not checked, as the limit files did not load\n", c.descriptors)
+		}
+		if err != nil && fwdErr == nil && fwd.Count() > 0 {
+			fmt.Fprintf(stdout, "%s: the limit names of its rules were not checked, as the limit files did not load\n", c.forwardAuth)
 		}
 		if problems > 0 {
 			fmt.Fprintf(stdout, "%d problem(s) found\n", problems)
@@ -53,8 +58,10 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		}
 		overrides += cfg.OverrideCount(n.Name)
 	}
-	fmt.Fprintf(stdout, "ok: %s (%d limits with defaults), %s (%d overrides), %s\n",
-		c.defaults, limited, c.overrides, overrides, describeRulesFile(c.descriptors, rules.Count()))
+	fmt.Fprintf(stdout, "ok: %s (%d limits with defaults), %s (%d overrides), %s, %s\n",
+		c.defaults, limited, c.overrides, overrides,
+		describeRulesFile(c.descriptors, "descriptors", "descriptor", rules.Count()),
+		describeRulesFile(c.forwardAuth, "forward-auth", "forward-auth", fwd.Count()))
 	return 0
 }
 
@@ -76,15 +83,15 @@ func printProblems(w io.Writer, err error) int {
 	return len(ce.Problems)
 }
 
-// describeRulesFile says what check-config found in the descriptors file,
-// telling a missing file apart, as a mistyped path loads no rules without
-// an error.
-func describeRulesFile(path string, count int) string {
+// describeRulesFile says what check-config found in a rules file (flag
+// names its flag, kind its rules), telling a missing file apart, as a
+// mistyped path loads no rules without an error.
+func describeRulesFile(path, flag, kind string, count int) string {
 	if path == "" {
-		return "no descriptors file (no descriptor rules: give --descriptors with limit files other than the bundled ones)"
+		return fmt.Sprintf("no %s file (no %s rules: give --%s with limit files other than the bundled ones)", flag, kind, flag)
 	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return path + " (no such file: no descriptor rules)"
+		return fmt.Sprintf("%s (no such file: no %s rules)", path, kind)
 	}
-	return fmt.Sprintf("%s (%d descriptor rules)", path, count)
+	return fmt.Sprintf("%s (%d %s rules)", path, count, kind)
 }

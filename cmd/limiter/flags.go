@@ -127,16 +127,24 @@ type configFlags struct {
 	defaults    string
 	overrides   string
 	descriptors string
+	forwardAuth string
 }
 
-// pairDescriptors drops the built-in descriptors file when the limit
-// files are not the built-in ones: the bundled config/descriptors.yaml
-// names the bundled limits, and checked against other limit files it
-// would refuse them. Other limit files get descriptor rules only from a
-// descriptors file named with them (--descriptors or its variable).
-func (c *configFlags) pairDescriptors(set settings) {
-	if !set.given("descriptors") && (set.given("defaults") || set.given("overrides")) {
+// pairRuleFiles drops the built-in descriptors and forward-auth files
+// when the limit files are not the built-in ones: the bundled
+// config/descriptors.yaml and config/forward-auth.yaml name the bundled
+// limits, and checked against other limit files they would refuse them.
+// Other limit files get rules only from a rules file named with them
+// (--descriptors, --forward-auth or their variables).
+func (c *configFlags) pairRuleFiles(set settings) {
+	if !set.given("defaults") && !set.given("overrides") {
+		return
+	}
+	if !set.given("descriptors") {
 		c.descriptors = ""
+	}
+	if !set.given("forward-auth") {
+		c.forwardAuth = ""
 	}
 }
 
@@ -146,6 +154,8 @@ func (c *configFlags) settings() []setting {
 		{name: "overrides", bind: stringVar(&c.overrides, "config/overrides.yaml"), usage: "overrides file; a missing file means no overrides"},
 		{name: "descriptors", bind: stringVar(&c.descriptors, "config/descriptors.yaml"),
 			usage: "descriptors file: the rules that map the descriptors of Envoy's rate-limit requests (--grpc-listen) to limits; a missing file means no rules"},
+		{name: "forward-auth", bind: stringVar(&c.forwardAuth, "config/forward-auth.yaml"),
+			usage: "forward-auth rules file: what /v1/forward-auth/{rule} counts for reverse proxies (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth); a missing file means no rules"},
 	}
 }
 

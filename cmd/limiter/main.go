@@ -41,7 +41,7 @@ func usage(w io.Writer) {
 
 commands:
   serve          run the HTTP service, and Envoy's rate-limit service with --grpc-listen (limiter serve --help for flags)
-  check-config   validate the defaults, overrides and descriptors files, print every problem
+  check-config   validate the defaults, overrides, descriptors and forward-auth files, print every problem
   version        print the version
 `)
 }

@@ -15,13 +15,14 @@ import (
 
 	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/envoyapi/descriptors"
+	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
-// reloader loads the three configuration files and both token files again
-// and swaps the results into the Limiter, the descriptor rules' user and
-// the API's tokens. Everything is loaded and validated before anything is
+// reloader loads the four configuration files and both token files again
+// and swaps the results into the Limiter, the descriptor rules' user, the
+// forward-auth rules' holder and the API's tokens. Everything is loaded and validated before anything is
 // swapped, so a reload with any file that fails to load (a broken limit, a
 // rule naming a limit the new files no longer have, an unreadable or empty
 // token file) leaves everything in use untouched; the limits are swapped
@@ -40,6 +41,10 @@ type reloader struct {
 	// found on the reload that brings it, not when the service starts.
 	descriptors string
 	setRules    func(*descriptors.Rules)
+	// forwardAuth is the forward-auth rules file, loaded against the new
+	// limits; setForwardAuth puts its rules in use (nil: checked only).
+	forwardAuth    string
+	setForwardAuth func(*forwardauth.Rules)
 	// apiTokenFile and adminTokenFile are read into tokens on every
 	// reload, so that a leaked token is revoked without a restart.
 	apiTokenFile, adminTokenFile string
@@ -59,6 +64,7 @@ func newReloader(f *serveFlags, limiter *ratelimits.Limiter, tokens *bearer.Toke
 		defaults:       f.defaults,
 		overrides:      f.overrides,
 		descriptors:    f.descriptors,
+		forwardAuth:    f.forwardAuth,
 		apiTokenFile:   f.apiTokenFile,
 		adminTokenFile: f.adminTokenFile,
 		tokens:         tokens,
@@ -106,18 +112,19 @@ func (r *reloader) Reload(trigger string) error {
 	// The rules must name limits of the new files; if those did not load,
 	// the rules are still checked for the rest (cfg is nil).
 	rules, rulesErr := loadDescriptorRules(r.descriptors, cfg)
+	fwd, fwdErr := configfile.LoadForwardAuth(r.forwardAuth, cfg)
 	api, apiErr := readTokenFile(r.apiTokenFile)
 	admin, adminErr := readTokenFile(r.adminTokenFile)
-	if err == nil && rulesErr == nil && apiErr == nil && adminErr == nil {
+	if err == nil && rulesErr == nil && fwdErr == nil && apiErr == nil && adminErr == nil {
 		// Both token files were read when serving started, and a token
 		// file read without error holds a token, so neither set changes
 		// from empty to not or back: Replace cannot refuse.
 		err = r.tokens.Replace(api, admin)
 	}
-	if err != nil || rulesErr != nil || apiErr != nil || adminErr != nil {
+	if err != nil || rulesErr != nil || fwdErr != nil || apiErr != nil || adminErr != nil {
 		r.failures.Inc()
 		const msg = "reload failed; keeping the running configuration and tokens"
-		for _, e := range []error{err, rulesErr} {
+		for _, e := range []error{err, rulesErr, fwdErr} {
 			var ce *configfile.Error
 			switch {
 			case errors.As(e, &ce):
@@ -133,20 +140,25 @@ func (r *reloader) Reload(trigger string) error {
 				r.log.Error(msg, "trigger", trigger, "err", e)
 			}
 		}
-		return errors.Join(err, rulesErr, apiErr, adminErr)
+		return errors.Join(err, rulesErr, fwdErr, apiErr, adminErr)
 	}
 	// The rules are handed over before the limits they name: the two swaps
 	// are not one, so a request between them meets the new rules with the
 	// old limits. One whose rule names a limit those lack is decided once
 	// more by the gRPC service, on what is in use by then.
+	// The forward-auth handler does the same for its rules.
 	if r.setRules != nil {
 		r.setRules(rules)
+	}
+	if r.setForwardAuth != nil {
+		r.setForwardAuth(fwd)
 	}
 	r.limiter.SetConfig(cfg)
 	r.successes.Inc()
 	r.loaded(cfg)
 	r.log.Info("configuration reloaded", "trigger", trigger, "defaults", r.defaults, "overrides", r.overrides,
-		"descriptors", r.descriptors, "descriptor_rules", rules.Count(), "api_tokens", len(api), "admin_tokens", len(admin))
+		"descriptors", r.descriptors, "descriptor_rules", rules.Count(),
+		"forward_auth", r.forwardAuth, "forward_auth_rules", fwd.Count(), "api_tokens", len(api), "admin_tokens", len(admin))
 	return nil
 }
 
@@ -178,7 +190,7 @@ func (r *reloader) watch(ctx context.Context, interval time.Duration) {
 
 // signature identifies the current contents of every file a reload reads.
 func (r *reloader) signature() string {
-	return signature(r.defaults, r.overrides, r.descriptors, r.apiTokenFile, r.adminTokenFile)
+	return signature(r.defaults, r.overrides, r.descriptors, r.forwardAuth, r.apiTokenFile, r.adminTokenFile)
 }
 
 // signature identifies the current contents of the files without reading

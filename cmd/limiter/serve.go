@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/decisionmetrics"
 	"github.com/limiter-dev/limiter/envoyapi"
+	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
@@ -80,7 +82,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil, fmt.Errorf("bad environment: %s", strings.Join(bad, "; "))
 	}
 	set := newSettings(fs, table)
-	f.pairDescriptors(set)
+	f.pairRuleFiles(set)
 	kind := sourceKind(f.source)
 	if err := set.check(kind); err != nil {
 		return nil, err
@@ -238,7 +240,15 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		logConfigProblems(log, err)
 		return errors.New("descriptor rules did not load")
 	}
+	fwd, err := configfile.LoadForwardAuth(f.forwardAuth, cfg)
+	if err != nil {
+		logConfigProblems(log, err)
+		return errors.New("forward-auth rules did not load")
+	}
+	var forwardAuth atomic.Pointer[forwardauth.Rules]
+	forwardAuth.Store(fwd)
 	reload := newReloader(f, limiter, tokens, log, reg)
+	reload.setForwardAuth = forwardAuth.Store
 	decisions := decisionmetrics.New(reg)
 	handler := httpapi.New(httpapi.Options{
 		Limiter:      limiter,
@@ -250,6 +260,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		OmitMetrics:  f.metricsListen != "",
 		Tokens:       tokens,
 		Reload:       reload.adminReload,
+		ForwardAuth:  forwardAuth.Load,
 		AccessLog:    f.accessLog,
 	})
 	var envoy *envoyServer

@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/limiter-dev/limiter/forwardauth"
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// codeMissingID is the error code of a forward-auth call whose rule
+// cannot find an id it needs (missing: deny).
+const codeMissingID = "missing_id"
+
+// forwardAuth serves /v1/forward-auth/{rule}, any method: a reverse proxy
+// asks whether the request it holds may pass. The rule turns the request
+// the proxy describes into one atomic spend; the answer is the spend's
+// decision, with 200 when allowed and the rule's deny status when not,
+// since a proxy reads the status, not the body.
+func (h *handler) forwardAuth(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "rule")
+	for attempt := 1; ; attempt++ {
+		rules := h.forwardAuthRules()
+		rule, ok := rules.Rule(name)
+		if !ok {
+			writeError(w, &apiError{status: http.StatusNotFound, code: codeNotFound, transaction: -1,
+				message: "no forward-auth rule named " + strconv.Quote(shorten(name, forwardauth.MaxNameLength))})
+			return
+		}
+		txns, e := h.forwardAuthBatch(r, rules, rule)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		if len(txns) == 0 {
+			// Every limit's id was missing and the rule lets such
+			// requests pass: nothing counts them.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(nothingCounted)
+			return
+		}
+		bd, err := h.limiter.Spend(r.Context(), txns)
+		if attempt == 1 && errors.Is(err, ratelimits.ErrUnknownLimit) {
+			// A reload swaps the rules and the limits one after the
+			// other: between the two, a rule can name a limit not in use
+			// yet (or any more). Asked again, the rules and limits in use
+			// then agree.
+			continue
+		}
+		if err != nil {
+			// A transaction's index means nothing to a proxy: the message
+			// names the limit instead.
+			h.limiterFailureAs(w, r, err, func(e *apiError) {
+				if e.transaction >= 0 && e.transaction < len(txns) {
+					e.message = "limit " + txns[e.transaction].Limit + ": " + e.message
+				}
+				e.transaction = -1
+			})
+			return
+		}
+		if !h.settle(w, r, "forward_auth", bd, nil) {
+			return
+		}
+		setRateLimitHeaders(w.Header(), bd)
+		status := http.StatusOK
+		if !bd.Allowed {
+			status = rule.DenyStatus
+		}
+		h.writeBatchStatus(w, status, bd)
+		return
+	}
+}
+
+// nothingCounted is the answer when a rule left every limit out: allowed,
+// with the most remaining, as a batch in which nothing counts is answered.
+var nothingCounted = []byte(`{"allowed":true,"remaining":` + strconv.FormatInt(math.MaxInt64, 10) + `,"retry_in_ms":0,"reset_in_ms":0,"decisions":[]}` + "\n")
+
+// forwardAuthBatch builds the spend a rule makes of the request r
+// describes: one transaction per limit whose id it finds. An id it cannot
+// find is dealt with as the rule's missing action says; the error is the
+// refusal of missing: deny.
+func (h *handler) forwardAuthBatch(r *http.Request, rules *forwardauth.Rules, rule *forwardauth.Rule) ([]ratelimits.Transaction, *apiError) {
+	q := rules.Describe(r, h.tokens.Required(accessAPI))
+	cfg := h.limiter.Config()
+	txns := make([]ratelimits.Transaction, 0, len(rule.Limits))
+	for _, e := range rule.Limits {
+		info, _ := cfg.Lookup(e.Limit) // an unknown name is the Limiter's to refuse
+		id, found := q.Value(e.Source)
+		if found && e.Source.Kind == forwardauth.ClientIP {
+			id = info.Kind.AddressID(q.ClientIP())
+		}
+		if !found {
+			switch rule.Missing {
+			case forwardauth.MissingAllow:
+				continue
+			case forwardauth.MissingClientIP:
+				if a := q.ClientIP(); a.IsValid() {
+					id, found = info.Kind.AddressID(a), true
+				}
+			}
+		}
+		if !found {
+			return nil, &apiError{status: rule.DenyStatus, code: codeMissingID, transaction: -1,
+				message: "the request has no " + e.Source.String() + " for limit " + e.Limit + ", and rule " + rule.Name + " refuses requests it cannot count (missing: deny)"}
+		}
+		txns = append(txns, ratelimits.Transaction{Limit: e.Limit, ID: id, Cost: rule.Cost})
+	}
+	return txns, nil
+}
+
+// forwardAuthRules returns the rules in use; none when the handler was
+// given no way to find them.
+func (h *handler) forwardAuthRules() *forwardauth.Rules {
+	if h.forwardAuthSet == nil {
+		return nil
+	}
+	return h.forwardAuthSet()
+}
+
+// shorten cuts s to at most n bytes, marking the cut, so that a client's
+// long text is never echoed whole.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
