@@ -138,8 +138,13 @@ func New(opts Options) http.Handler {
 	get("/v1/limits", h.authorize(accessAPI, h.limits))
 	get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
 	h.routeERL(r, get)
-	// Any method: proxies send the original method, or GET.
-	r.HandleFunc("/v1/forward-auth/{rule}", h.authorize(accessAPI, h.forwardAuth))
+	// Every standard method: proxies send the original method, or GET.
+	// Named one by one, since the router's any-method registration also
+	// takes methods outside that set, which an Allow header never lists.
+	forwardAuth := h.authorize(accessAPI, h.forwardAuth)
+	for _, m := range standardMethods() {
+		r.MethodFunc(m, "/v1/forward-auth/{rule}", forwardAuth)
+	}
 	if h.reload != nil {
 		r.Post("/v1/admin/reload", h.authorize(accessAdmin, h.reloadConfig))
 	}
