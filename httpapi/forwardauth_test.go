@@ -80,6 +80,9 @@ rules:
     missing: client_ip
   ranges:
     limits: [{limit: Ranges, id: client_ip}]
+  range-fallback:
+    limits: [{limit: Ranges, id: header:X-Range}]
+    missing: client_ip
   accounts:
     limits:
       - {limit: Keys, id: header:X-Api-Key}
@@ -362,6 +365,27 @@ func TestForwardAuthMissingClientIP(t *testing.T) {
 		got := decode[wire.BatchResponse](t, rec)
 		if rec.Code != 200 || len(got.Decisions) != 1 || got.Decisions[0].ID != tt.id {
 			t.Errorf("peer %s %q: %d %+v; want Keys counted under %s", tt.peer, tt.hdrs, rec.Code, got, tt.id)
+		}
+	}
+}
+
+// missing: client_ip takes the address in the limit's kind: an IPv6
+// client of an ipv6-range limit is counted under its /48.
+func TestForwardAuthMissingClientIPRange(t *testing.T) {
+	s := newFAServer(t, faOptions{})
+	for _, tt := range []struct {
+		peer string
+		hdrs []string
+		id   string
+	}{
+		{"[2001:db8:abcd:12::1]:80", nil, "2001:db8:abcd::/48"},
+		{"[2001:db8:abcd:12::1]:80", []string{"X-Range", "2001:DB8:1::/48"}, "2001:db8:1::/48"},
+		{faProxy, []string{"X-Forwarded-For", "2001:db8:beef:1::9"}, "2001:db8:beef::/48"},
+	} {
+		rec := s.ask("GET", "range-fallback", tt.peer, tt.hdrs...)
+		got := decode[wire.BatchResponse](t, rec)
+		if rec.Code != 200 || len(got.Decisions) != 1 || got.Decisions[0].ID != tt.id {
+			t.Errorf("peer %s %q: %d %+v; want Ranges counted under %s", tt.peer, tt.hdrs, rec.Code, got, tt.id)
 		}
 	}
 }

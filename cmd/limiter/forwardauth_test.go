@@ -391,3 +391,42 @@ func TestReloadSignatureHasForwardAuth(t *testing.T) {
 		t.Error("removing the forward-auth file left the signature as it was")
 	}
 }
+
+// The token files are read with the rules files, and swapped only with
+// them: a reload refused for its forward-auth file keeps the tokens in use
+// too, and the next good reload brings the new ones.
+func TestReloadForwardAuthKeepsTokens(t *testing.T) {
+	dir := t.TempDir()
+	write := writer(t, dir)
+	defaults := write("defaults.yaml", "NewOrdersPerAccount:\n  burst: 5\n  count: 5\n  period: 1h\n")
+	tokenFile := write("api-tokens", "old-token\n")
+	rulesFile := write("forward-auth.yaml", "rules:\n  orders:\n    limits: [{limit: NewOrdersPerAccount, id: header:X-Account}]\n")
+	cfg, err := configfile.Load(defaults, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := bearer.NewTokens([][]byte{[]byte("old-token")}, nil)
+	f := &serveFlags{configFlags: configFlags{defaults: defaults, forwardAuth: rulesFile}, apiTokenFile: tokenFile}
+	r := newReloader(f, limiter, tokens, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+
+	write("api-tokens", "new-token\n")
+	write("forward-auth.yaml", "rules:\n  orders:\n    limits: []\n")
+	if err := r.Reload("test"); err == nil || !strings.Contains(err.Error(), rulesFile+":3: limits is empty") {
+		t.Fatalf("Reload = %v; want the bad rules file refused", err)
+	}
+	if !tokens.Allows(bearer.API, []byte("old-token")) || tokens.Allows(bearer.API, []byte("new-token")) {
+		t.Error("a reload refused for its forward-auth file swapped the tokens")
+	}
+
+	write("forward-auth.yaml", "rules: {}\n")
+	if err := r.Reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	if tokens.Allows(bearer.API, []byte("old-token")) || !tokens.Allows(bearer.API, []byte("new-token")) {
+		t.Error("a good reload did not put the new token in use")
+	}
+}
