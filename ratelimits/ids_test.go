@@ -2,6 +2,7 @@ package ratelimits
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -249,5 +250,71 @@ func TestIDsKindStrings(t *testing.T) {
 	}
 	if _, ok := ParseIDKind("IP"); ok {
 		t.Error(`ParseIDKind("IP") accepted; kinds are case-sensitive`)
+	}
+}
+
+// TestIDsTakesAddresses pins which kinds a client's address can be an id
+// of: the address kinds, the prefix kinds (through AddressID) and string;
+// never an account, a domain or a set of names.
+func TestIDsTakesAddresses(t *testing.T) {
+	want := map[IDKind]bool{
+		KindIP: true, KindIPv6Range: true, KindDomainOrIPPrefix: true, KindString: true,
+		KindAccount: false, KindDomain: false, KindAccountDomain: false, KindFQDNSet: false,
+		kindInvalid: false, IDKind(42): false,
+	}
+	for k, w := range want {
+		if got := k.TakesAddresses(); got != w {
+			t.Errorf("%s.TakesAddresses() = %v; want %v", k, got, w)
+		}
+	}
+}
+
+// TestIDsAddressID walks every kind through the ids AddressID gives a
+// client's address: the address itself (IPv4-mapped addresses as IPv4),
+// or the prefix the kind is made of. For a kind that takes addresses, the
+// id is already canonical, so the client lands in the bucket an explicit
+// id of that prefix would name; for the others, and an IPv4 client of an
+// IPv6 range, Canonicalize refuses it.
+func TestIDsAddressID(t *testing.T) {
+	tests := []struct {
+		kind   IDKind
+		addr   string
+		want   string
+		usable bool // Canonicalize accepts want
+	}{
+		{KindIP, "192.0.2.1", "192.0.2.1", true},
+		{KindIP, "::ffff:192.0.2.1", "192.0.2.1", true},
+		{KindIP, "2001:db8::1", "2001:db8::1", true},
+		{KindString, "192.0.2.1", "192.0.2.1", true},
+		{KindString, "2001:db8::1", "2001:db8::1", true},
+		{KindString, "::ffff:192.0.2.1", "192.0.2.1", true},
+		{KindIPv6Range, "2001:db8:abcd:12::1", "2001:db8:abcd::/48", true},
+		{KindIPv6Range, "2001:db8:abcd:ffff:ffff:ffff:ffff:ffff", "2001:db8:abcd::/48", true},
+		{KindIPv6Range, "192.0.2.1", "192.0.2.1", false},
+		{KindIPv6Range, "::ffff:192.0.2.1", "192.0.2.1", false},
+		{KindDomainOrIPPrefix, "192.0.2.1", "192.0.2.1/32", true},
+		{KindDomainOrIPPrefix, "::ffff:192.0.2.1", "192.0.2.1/32", true},
+		{KindDomainOrIPPrefix, "2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64", true},
+		{KindAccount, "192.0.2.1", "192.0.2.1", false},
+		{KindDomain, "192.0.2.1", "192.0.2.1", false},
+		{KindAccountDomain, "192.0.2.1", "192.0.2.1", false},
+		{KindFQDNSet, "2001:db8::1", "2001:db8::1", false},
+	}
+	for _, tt := range tests {
+		got := tt.kind.AddressID(netip.MustParseAddr(tt.addr))
+		if got != tt.want {
+			t.Errorf("%s.AddressID(%s) = %q; want %q", tt.kind, tt.addr, got, tt.want)
+			continue
+		}
+		if tt.usable != tt.kind.TakesAddresses() && tt.kind != KindIPv6Range {
+			t.Errorf("%s: usable %v but TakesAddresses %v", tt.kind, tt.usable, tt.kind.TakesAddresses())
+		}
+		bucketID, _, err := tt.kind.Canonicalize(got)
+		switch {
+		case tt.usable && (err != nil || bucketID != got):
+			t.Errorf("%s.Canonicalize(%q) = %q, %v; want it unchanged", tt.kind, got, bucketID, err)
+		case !tt.usable && !errors.Is(err, ErrInvalidID):
+			t.Errorf("%s.Canonicalize(%q) = %q, %v; want ErrInvalidID", tt.kind, got, bucketID, err)
+		}
 	}
 }

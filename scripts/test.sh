@@ -57,7 +57,7 @@ stage "go test (race detector, every package)"
 go test -race -count=1 -timeout 12m ./...
 
 # Short fuzzing: the handler (no 5xx for any body), the fast decoders and
-# the fast encoder (each against encoding/json), config and descriptors-file parsing, id
+# the fast encoder (each against encoding/json), config, descriptors-file and forward-auth-file parsing, id
 # canonicalisation (a fixed point), and the memory source's table against
 # a map. Their seed corpora
 # already ran above as ordinary tests. The budgets are counts of inputs,
@@ -80,5 +80,6 @@ fuzz FuzzERLFastDecode 25000 ./httpapi/
 fuzz FuzzEncode 10000 ./httpapi/
 fuzz FuzzParseConfig 15000 ./ratelimits/configfile/
 fuzz FuzzParseDescriptors 10000 ./ratelimits/configfile/
+fuzz FuzzParseForwardAuth 10000 ./ratelimits/configfile/
 fuzz FuzzCanonicalize 40000 ./ratelimits/
 fuzz FuzzStoreAgainstModel 12000 ./source/memory/internal/table/

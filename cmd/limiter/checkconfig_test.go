@@ -96,6 +96,9 @@ func TestCheckConfigDescriptors(t *testing.T) {
 	overrides := filepath.Join(dir, "no-overrides.yaml")
 	const goodRules = "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestsPerKey\n    - keys: [remote_address]\n      limit: NewRegistrationsPerIPAddress\n"
 	const badRules = "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestPerKey\n    - keys: []\n      limit: APIRequestsPerKey\n"
+	// Other limit files and no --forward-auth: the bundled rules file is
+	// not read, and the ok line says so.
+	const noForwardAuth = ", no forward-auth file (no forward-auth rules: give --forward-auth with limit files other than the bundled ones)"
 	tests := []struct {
 		name     string
 		defaults string // empty: the good defaults
@@ -105,11 +108,11 @@ func TestCheckConfigDescriptors(t *testing.T) {
 		want     []string // the output's lines, each a prefix
 	}{
 		{"good", "", goodRules, false, 0, []string{
-			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (2 descriptor rules)"}},
+			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (2 descriptor rules)" + noForwardAuth}},
 		{"missing", "", "", true, 0, []string{
-			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (no such file: no descriptor rules)"}},
+			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (no such file: no descriptor rules)" + noForwardAuth}},
 		{"empty", "", "# rules come later\n", false, 0, []string{
-			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (0 descriptor rules)"}},
+			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (0 descriptor rules)" + noForwardAuth}},
 		{"bad rules", "", badRules, false, 1, []string{
 			filepath.Join(dir, "descriptors.yaml") + ":4: APIRequestPerKey: unknown limit name",
 			filepath.Join(dir, "descriptors.yaml") + ":5: keys is empty",
@@ -145,18 +148,21 @@ func TestCheckConfigDescriptors(t *testing.T) {
 					t.Errorf("line %d = %q; want it to start %q", i, lines[i], w)
 				}
 			}
+			if tt.code == 0 && lines[0] != tt.want[0] {
+				t.Errorf("ok line %q; want exactly %q", lines[0], tt.want[0])
+			}
 		})
 	}
 }
 
-// The bundled files check: the descriptors file's rules all name limits of
-// the bundled defaults.
+// The bundled files check: the descriptors and forward-auth files' rules
+// all name limits of the bundled defaults.
 func TestCheckConfigBundledFiles(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"check-config", "--defaults", "../../config/defaults.yaml", "--overrides", "../../config/overrides.yaml",
-		"--descriptors", "../../config/descriptors.yaml"}, &stdout, &stderr)
+		"--descriptors", "../../config/descriptors.yaml", "--forward-auth", "../../config/forward-auth.yaml"}, &stdout, &stderr)
 	if code != 0 || !strings.HasPrefix(stdout.String(), "ok: ") || strings.Contains(stdout.String(), "(0 descriptor rules)") ||
-		strings.Contains(stdout.String(), "no such file") {
+		strings.Contains(stdout.String(), "(0 forward-auth rules)") || strings.Contains(stdout.String(), "no such file") {
 		t.Fatalf("exit %d, output:\n%s%s", code, stdout.String(), stderr.String())
 	}
 }

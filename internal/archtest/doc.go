@@ -19,5 +19,8 @@
 //     and algorithms, never configuration files or HTTP.
 //   - the handlers: httpapi/... speak HTTP to a Limiter and never to a
 //     source or to Redis directly.
+//   - the forward-auth rules: forwardauth reads what a reverse proxy says
+//     of the request it holds. The loader builds its rules and the
+//     handlers use them, so it imports the standard library alone.
 //   - cmd/limiter wires them together and may import anything.
 package archtest

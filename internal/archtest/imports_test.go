@@ -141,6 +141,13 @@ var allowRules = []allowRule{
 		why:   "an algorithm is integer arithmetic on its arguments: nothing from the module, and of the standard library only " + strings.Join(mathish, " and "),
 	},
 	{
+		layer: "the forward-auth rules (forwardauth/...)",
+		from:  func(rel string) bool { return under(rel, "forwardauth") },
+		allow: func(g *graph, path string) bool { return g.rel(path) == "" && standard(path) },
+		why: "the forward-auth rules and the reading of a forwarded request are plain Go on net/http's types: " +
+			"the standard library only, so that the config loader and the handlers share them without either's dependencies",
+	},
+	{
 		layer: "the batch rules (ratelimits/bucket)",
 		from:  func(rel string) bool { return rel == "ratelimits/bucket" },
 		allow: func(g *graph, path string) bool {
@@ -149,6 +156,14 @@ var allowRules = []allowRule{
 		},
 		why: "the batch rules hand each op to its algorithm; from the module they use the algorithms alone",
 	},
+}
+
+// standard reports whether an import path outside the module is of the
+// standard library: the go command requires a dot in the first element of
+// every other module's path.
+func standard(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
 }
 
 // allowViolations checks every allow rule against the graph's direct

@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -89,8 +89,9 @@ func TestRulesCatchForbiddenImports(t *testing.T) {
 }
 
 // The allow rules catch an algorithm that imports the module or more than
-// arithmetic from the standard library, and batch rules that import the
-// module beyond the algorithms; the imports they have today pass.
+// arithmetic from the standard library, batch rules that import the
+// module beyond the algorithms, and forward-auth rules that import
+// anything beyond the standard library; the imports they have today pass.
 func TestAllowRules(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -110,6 +111,18 @@ func TestAllowRules(t *testing.T) {
 		{"the batch rules use the domain", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {"m/ratelimits/gcra", "m/ratelimits/once"}},
 			[]string{"ratelimits/bucket imports ratelimits/once: the batch rules hand each op to its algorithm"}},
 		{"the batch rules use the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {"errors", "m/ratelimits/window"}}, nil},
+		{"the forward-auth rules as they are", map[string][]string{
+			"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/forwardauth": {"errors", "fmt", "net", "net/http", "net/netip", "slices", "strings"},
+		}, nil},
+		{"the forward-auth rules use the domain", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {}, "m/forwardauth": {"net/http", "m/ratelimits"}},
+			[]string{"forwardauth imports ratelimits: the forward-auth rules and the reading of a forwarded request are plain Go"}},
+		{"the forward-auth rules read YAML", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {}, "m/forwardauth": {"gopkg.in/yaml.v3"}},
+			[]string{"forwardauth imports gopkg.in/yaml.v3"}},
+		{"the forward-auth rules use chi", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {}, "m/forwardauth": {"github.com/go-chi/chi/v5", "strings"}},
+			[]string{"forwardauth imports github.com/go-chi/chi/v5"}},
+		{"a package under forwardauth uses golang.org/x", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {}, "m/forwardauth/proxyproto": {"golang.org/x/net/http/httpguts"}},
+			[]string{"forwardauth/proxyproto imports golang.org/x/net/http/httpguts"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
