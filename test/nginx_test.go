@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -429,4 +431,28 @@ func killLimiter(t *testing.T, p *limiterProc) {
 		t.Fatalf("the limiter exited with %v, not by the SIGKILL:\n%s", p.err, p.logs())
 	}
 	p.err = nil
+}
+
+// docs/forward-auth.md shows the shipped nginx configuration whole: the
+// block after its marker is the file, byte for byte, so that the
+// documentation shows what the tests run.
+func TestNginxDocShowsShippedConfig(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs/forward-auth.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := os.ReadFile(filepath.Join(repoRoot, nginxConfigPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "<!-- The block below is deploy/nginx/limiter.conf, byte for byte: a test compares them. -->\n```nginx\n"
+	_, rest, found := strings.Cut(string(doc), marker)
+	block, _, closed := strings.Cut(rest, "\n```\n")
+	if !found || !closed {
+		t.Fatalf("docs/forward-auth.md has no nginx block after the marker %q", marker)
+	}
+	if block+"\n" != string(shipped) {
+		t.Errorf("the nginx configuration in docs/forward-auth.md differs from %s: copy the file into the block", nginxConfigPath)
+	}
 }
