@@ -37,6 +37,25 @@ if ! have_redis; then
   fi
 fi
 
+# The nginx tests run nginx (a child process of the test, no root needed, on a free
+# loopback port) in front of the service, with the shipped
+# deploy/nginx/limiter.conf; they need the binary only. Debian installs it
+# in /usr/sbin, which is not in every user's PATH; the tests look there too.
+have_nginx() { command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; }
+if ! have_nginx; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    stage "installing nginx (apt-get)"
+    # As for redis-server: the package's service may fail to start (no init
+    # system, port 80 taken), which does not matter here.
+    apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null || true
+  fi
+  if ! have_nginx; then
+    echo "scripts/test.sh: nginx is required (in PATH or /usr/sbin); install it (e.g. sudo apt-get install -y nginx)" >&2
+    exit 1
+  fi
+fi
+
 stage "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
 if [ -n "$unformatted" ]; then
