@@ -91,17 +91,20 @@ func (h *handler) forwardAuthBatch(r *http.Request, rules *forwardauth.Rules, ru
 	for _, e := range rule.Limits {
 		info, _ := cfg.Lookup(e.Limit) // an unknown name is the Limiter's to refuse
 		id, found := q.Value(e.Source)
-		if found && e.Source.Kind == forwardauth.ClientIP {
-			id = info.Kind.AddressID(q.ClientIP())
-		}
+		byAddress := found && e.Source.Kind == forwardauth.ClientIP
 		if !found {
 			switch rule.Missing {
 			case forwardauth.MissingAllow:
 				continue
 			case forwardauth.MissingClientIP:
-				if a := q.ClientIP(); a.IsValid() {
-					id, found = info.Kind.AddressID(a), true
-				}
+				byAddress = q.ClientIP().IsValid()
+				found = byAddress
+			}
+		}
+		if byAddress {
+			var applies bool
+			if id, applies = info.Kind.AddressID(q.ClientIP()); !applies {
+				continue // an IPv4 client of an IPv6 range limit
 			}
 		}
 		if !found {

@@ -410,18 +410,22 @@ func (k IDKind) TakesAddresses() bool {
 // AddressID is the id of kind k that a client at address a is counted
 // under: a itself for ip and string, its /48 for ipv6-range, and its /32
 // (IPv4) or /64 (IPv6) for domain-or-ip-prefix, the prefixes those kinds
-// are made of. For other kinds, or an IPv4 address under ipv6-range, it
-// is the address as written, which Canonicalize then refuses with the
-// kind's own explanation.
-func (k IDKind) AddressID(a netip.Addr) string {
+// are made of. applies is false for an IPv4 address under ipv6-range: a
+// range limit counts IPv6 clients only, as Boulder's per-/48 limit sits
+// beside a per-address one rather than in its place. For kinds that never
+// take addresses, it is the address as written, which Canonicalize then
+// refuses with the kind's own explanation.
+func (k IDKind) AddressID(a netip.Addr) (id string, applies bool) {
 	a = a.Unmap()
 	switch {
 	case k == KindIPv6Range && a.Is6():
-		return netip.PrefixFrom(a, 48).Masked().String()
+		return netip.PrefixFrom(a, 48).Masked().String(), true
+	case k == KindIPv6Range:
+		return "", false
 	case k == KindDomainOrIPPrefix && a.Is4():
-		return netip.PrefixFrom(a, 32).String()
+		return netip.PrefixFrom(a, 32).String(), true
 	case k == KindDomainOrIPPrefix && a.Is6():
-		return netip.PrefixFrom(a, 64).Masked().String()
+		return netip.PrefixFrom(a, 64).Masked().String(), true
 	}
-	return a.String()
+	return a.String(), true
 }

@@ -273,8 +273,9 @@ func TestIDsTakesAddresses(t *testing.T) {
 // client's address: the address itself (IPv4-mapped addresses as IPv4),
 // or the prefix the kind is made of. For a kind that takes addresses, the
 // id is already canonical, so the client lands in the bucket an explicit
-// id of that prefix would name; for the others, and an IPv4 client of an
-// IPv6 range, Canonicalize refuses it.
+// id of that prefix would name; an IPv4 client of an IPv6 range has no id
+// (the limit does not apply to it); for the other kinds, Canonicalize
+// refuses the address.
 func TestIDsAddressID(t *testing.T) {
 	tests := []struct {
 		kind   IDKind
@@ -290,8 +291,8 @@ func TestIDsAddressID(t *testing.T) {
 		{KindString, "::ffff:192.0.2.1", "192.0.2.1", true},
 		{KindIPv6Range, "2001:db8:abcd:12::1", "2001:db8:abcd::/48", true},
 		{KindIPv6Range, "2001:db8:abcd:ffff:ffff:ffff:ffff:ffff", "2001:db8:abcd::/48", true},
-		{KindIPv6Range, "192.0.2.1", "192.0.2.1", false},
-		{KindIPv6Range, "::ffff:192.0.2.1", "192.0.2.1", false},
+		{KindIPv6Range, "192.0.2.1", "", false},
+		{KindIPv6Range, "::ffff:192.0.2.1", "", false},
 		{KindDomainOrIPPrefix, "192.0.2.1", "192.0.2.1/32", true},
 		{KindDomainOrIPPrefix, "::ffff:192.0.2.1", "192.0.2.1/32", true},
 		{KindDomainOrIPPrefix, "2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64", true},
@@ -301,9 +302,12 @@ func TestIDsAddressID(t *testing.T) {
 		{KindFQDNSet, "2001:db8::1", "2001:db8::1", false},
 	}
 	for _, tt := range tests {
-		got := tt.kind.AddressID(netip.MustParseAddr(tt.addr))
-		if got != tt.want {
-			t.Errorf("%s.AddressID(%s) = %q; want %q", tt.kind, tt.addr, got, tt.want)
+		got, applies := tt.kind.AddressID(netip.MustParseAddr(tt.addr))
+		if got != tt.want || applies != (tt.want != "") {
+			t.Errorf("%s.AddressID(%s) = %q, %v; want %q", tt.kind, tt.addr, got, applies, tt.want)
+			continue
+		}
+		if !applies {
 			continue
 		}
 		if tt.usable != tt.kind.TakesAddresses() && tt.kind != KindIPv6Range {
