@@ -65,8 +65,11 @@ func (c *Client) sendWithRetries(ctx context.Context, r *request, attempts *int)
 		} else {
 			err = fmt.Errorf("%w (attempt %d)", err, *attempts)
 		}
-		if ctx.Err() != nil || retry >= c.retry.MaxRetries || !retryable(o, r.safety, r.key != "") {
+		if retry >= c.retry.MaxRetries || !retryable(o, r.safety, r.key != "") {
 			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, gaveUp(err, ctx.Err())
 		}
 		d := jitter(c.retry.backoff(retry+1), c.unit())
 		if apiErr != nil && apiErr.RetryAfter > d {
@@ -78,9 +81,19 @@ func (c *Client) sendWithRetries(ctx context.Context, r *request, attempts *int)
 			d = apiErr.RetryAfter
 		}
 		if werr := wait(ctx, d); werr != nil {
-			return nil, fmt.Errorf("%w (gave up waiting to retry: %w)", err, werr)
+			return nil, gaveUp(err, werr)
 		}
 	}
+}
+
+// gaveUp is the error of a call whose retries the end of its context cut
+// short: the last failure, and the context's error unless the failure
+// already says it.
+func gaveUp(err, ctxErr error) error {
+	if errors.Is(err, ctxErr) {
+		return err
+	}
+	return fmt.Errorf("%w (gave up retrying: %w)", err, ctxErr)
 }
 
 // attempt sends r once and reads its answer whole, so that the
