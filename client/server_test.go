@@ -24,8 +24,8 @@ import (
 
 // testDefaults are the limits the tests' service knows: a GCRA limit of
 // string ids, one of accounts with an override, one of IPv6 ranges, one
-// with a penalty box, a rate counter, a shadow limit and a name with no
-// default (unlimited).
+// with a penalty box, two rate counters, a shadow limit and a sliding
+// window.
 const testDefaults = `
 Logins:
   enum: 101
@@ -72,6 +72,13 @@ Hourly:
   algorithm: sliding-window
   count: 5
   period: 1h
+Spikes:
+  enum: 108
+  id: ip
+  algorithm: rate-counter
+  window: 10s
+  rate: 10
+  penalty: 1m
 `
 
 const testOverrides = `

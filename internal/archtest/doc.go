@@ -20,4 +20,9 @@
 //   - the handlers: httpapi/... speak HTTP to a Limiter and never to a
 //     source or to Redis directly.
 //   - cmd/limiter wires them together and may import anything.
+//
+// Beside the layers, the Go client (client) is what applications import
+// to call the service: it imports the standard library alone, none of the
+// module's packages (not even the wire types), so that it brings its
+// users nothing else.
 package archtest
