@@ -3,7 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
+	"net/http"
 	"reflect"
 	"testing"
 	"time"
@@ -331,5 +333,36 @@ func TestSync(t *testing.T) {
 	c := newClient(t, s, client.Options{})
 	if res, err := c.Sync(context.Background()); err != nil || res != (client.SyncResult{}) {
 		t.Fatalf("sync on memory: %+v %v, want nothing pushed or fetched", res, err)
+	}
+}
+
+// An answer that is not the API's success, from whatever stands in front
+// of the service, is an error that says so, not a zero Decision.
+func TestUnexpectedAnswers(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		answer http.HandlerFunc
+	}{
+		{"204 No Content", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }},
+		{"a login page with 200", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = io.WriteString(w, "<html>please sign in</html>")
+		}},
+		{"JSON of another shape", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, `{"allowed":"yes"}`)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{answers: map[int]http.HandlerFunc{0: tt.answer}}
+			s := newServer(t, serverOptions{wrap: rec.wrap})
+			c := newClient(t, s, client.Options{Retry: fastRetries})
+			d, err := c.Check(context.Background(), client.Transaction{Limit: "Logins", ID: "x"})
+			if !errors.Is(err, client.ErrUnexpectedAnswer) || d != nil {
+				t.Fatalf("%+v %v, want ErrUnexpectedAnswer", d, err)
+			}
+			if n := len(rec.all()); n != 1 {
+				t.Errorf("%d requests, want 1: a repeat would get the same", n)
+			}
+		})
 	}
 }

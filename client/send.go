@@ -22,7 +22,7 @@ type request struct {
 	generated bool
 }
 
-// answer is a successful (2xx) answer read whole.
+// answer is a successful (200) answer read whole.
 type answer struct {
 	status int
 	header http.Header
@@ -141,7 +141,8 @@ func (c *Client) attempt(ctx context.Context, r *request) (*answer, outcome, err
 		e := newError(r.method, r.path, resp.StatusCode, resp.Header, b, c.now())
 		return nil, classifyError(e), e
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if resp.StatusCode != http.StatusOK {
+		// The API answers every call it serves with 200.
 		return nil, final, fmt.Errorf("limiter: %s %s: %w: status %d", r.method, r.path, ErrUnexpectedAnswer, resp.StatusCode)
 	}
 	return &answer{status: resp.StatusCode, header: resp.Header, body: b}, final, nil
