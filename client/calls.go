@@ -126,7 +126,7 @@ func (c *Client) Limits(ctx context.Context) ([]LimitInfo, error) {
 // id may hold any character, "/" included (an IPv6 range such as
 // "2001:db8::/48"): it is escaped into the path.
 func (c *Client) Subscriber(ctx context.Context, limit, id string) (*TransactionDecision, error) {
-	r := request{method: http.MethodGet, path: "/v1/limits/" + url.PathEscape(limit) + "/" + url.PathEscape(id), safety: repeatable}
+	r := request{method: http.MethodGet, path: "/v1/limits/" + pathSegment(limit) + "/" + pathSegment(id), safety: repeatable}
 	a, err := c.send(ctx, r)
 	if err != nil {
 		return nil, err
@@ -170,6 +170,17 @@ func (c *Client) Sync(ctx context.Context) (SyncResult, error) {
 		return SyncResult{}, err
 	}
 	return SyncResult{Pushed: v.Pushed, Fetched: v.Fetched}, nil
+}
+
+// pathSegment escapes s as one segment of a path: "/" and the other
+// characters a path gives meaning to are escaped, and so are the dots of
+// "." and "..", which a proxy between client and service might otherwise
+// resolve away. The service unescapes the segment.
+func pathSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
 }
 
 // decideKeyed sends a spend or refund: with the caller's idempotency key,

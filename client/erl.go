@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 	"unicode/utf8"
 )
@@ -116,7 +115,7 @@ func (c *Client) Increment(ctx context.Context, counter, entry string, delta int
 	var v struct {
 		Bucket60s int64 `json:"bucket_60s"`
 	}
-	r := request{method: http.MethodPost, path: "/v1/erl/ratecounters/" + url.PathEscape(counter) + "/increment", safety: sendOnce}
+	r := request{method: http.MethodPost, path: "/v1/erl/ratecounters/" + pathSegment(counter) + "/increment", safety: sendOnce}
 	if err := c.erlCall(ctx, r, map[string]any{"entry": entry, "delta": delta}, &v, entry, counter); err != nil {
 		return 0, err
 	}
@@ -153,7 +152,7 @@ func (c *Client) PenaltyBoxAdd(ctx context.Context, box, entry string, ttl time.
 	var v struct {
 		ExpiresMS int64 `json:"penalty_expires_in_ms"`
 	}
-	r := request{method: http.MethodPost, path: "/v1/erl/penaltyboxes/" + url.PathEscape(box) + "/add", safety: repeatable}
+	r := request{method: http.MethodPost, path: "/v1/erl/penaltyboxes/" + pathSegment(box) + "/add", safety: repeatable}
 	if err := c.erlCall(ctx, r, map[string]any{"entry": entry, "ttl": ttl.String()}, &v, entry, box); err != nil {
 		return 0, err
 	}
@@ -181,7 +180,7 @@ func (c *Client) PenaltyBoxRemove(ctx context.Context, box, entry string) (bool,
 	var v struct {
 		Removed bool `json:"removed"`
 	}
-	r := request{method: http.MethodPost, path: "/v1/erl/penaltyboxes/" + url.PathEscape(box) + "/remove", admin: true, safety: repeatable}
+	r := request{method: http.MethodPost, path: "/v1/erl/penaltyboxes/" + pathSegment(box) + "/remove", admin: true, safety: repeatable}
 	if err := c.erlCall(ctx, r, map[string]any{"entry": entry}, &v, entry, box); err != nil {
 		return false, err
 	}
@@ -191,7 +190,7 @@ func (c *Client) PenaltyBoxRemove(ctx context.Context, box, entry string) (bool,
 // erlPath is a lookup's path: the name, then the entry as the rest of the
 // path, both escaped.
 func erlPath(kind, name, entry string) string {
-	return "/v1/erl/" + kind + "/" + url.PathEscape(name) + "/" + url.PathEscape(entry)
+	return "/v1/erl/" + kind + "/" + pathSegment(name) + "/" + pathSegment(entry)
 }
 
 // erlCall sends an ERL call with body (nil: none) and decodes its answer
