@@ -20,9 +20,9 @@ type callOptions struct {
 // first attempt and every retry: a key the caller chose (an order's id,
 // say) lets the caller's own retries, even from another process, be
 // answered with the first answer instead of spending again. The service
-// takes 1 to 255 visible ASCII characters. A key the service refuses for
-// the batch (CodeInvalidIdempotencyKey) is an error: the client does not
-// drop a key its caller asked for.
+// takes 1 to 255 visible ASCII characters; an empty key is none. A key
+// the service refuses for the batch (CodeInvalidIdempotencyKey) is an
+// error: the client does not drop a key its caller asked for.
 func WithIdempotencyKey(key string) CallOption {
 	return func(o *callOptions) { o.key = key }
 }
