@@ -2,11 +2,15 @@ package test
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	apiclient "github.com/limiter-dev/limiter/client"
 )
 
 // The rules files the config tests swap in, and where their problems are.
@@ -83,8 +87,9 @@ func TestEnvoyRulesReload(t *testing.T) {
 		pollUntil(t, 5*time.Second, bad.name+": the failed reload counted", func() bool {
 			return metricValue(e.limiterProc, e.URL, "limiter_config_reload_failures_total") == failures+1
 		})
-		if r := e.post("/v1/admin/reload", ""); r.Status != 422 || !strings.Contains(string(r.Body), bad.where) {
-			t.Errorf("%s: admin reload %d %s, want 422 naming %s", bad.name, r.Status, r.Body, bad.where)
+		var refusal *apiclient.Error
+		if err := e.api().Reload(context.Background()); !errors.As(err, &refusal) || refusal.StatusCode != 422 || !strings.Contains(refusal.Message, bad.where) {
+			t.Errorf("%s: admin reload %v, want 422 naming %s", bad.name, err, bad.where)
 		}
 		if a, b := limitOf("user", "u2"), limitOf("api_key", "k2"); a != "EnvoyDaily" || b != "EnvoyByKey" {
 			t.Errorf("%s: after the refused reload [user] maps to %q and [api_key] to %q; want the rules in use kept", bad.name, a, b)

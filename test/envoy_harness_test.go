@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,7 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/limiter-dev/limiter/httpapi/wire"
+	apiclient "github.com/limiter-dev/limiter/client"
 )
 
 // envoyProc is a limiter serving Envoy's rate-limit service next to its
@@ -138,12 +137,11 @@ func httpDo(t *testing.T, p *limiterProc, method, path, body string) response {
 }
 
 // bucket reads one bucket through GET /v1/limits/{limit}/{id}.
-func bucket(t *testing.T, p *limiterProc, limit, id string) wire.DecisionResponse {
+func bucket(t *testing.T, p *limiterProc, limit, id string) *apiclient.TransactionDecision {
 	t.Helper()
-	r := httpDo(t, p, "GET", "/v1/limits/"+limit+"/"+id, "")
-	var d wire.DecisionResponse
-	if r.Status != 200 || json.Unmarshal(r.Body, &d) != nil {
-		t.Fatalf("GET /v1/limits/%s/%s: %d %s", limit, id, r.Status, r.Body)
+	d, err := p.api().Subscriber(context.Background(), limit, id)
+	if err != nil {
+		t.Fatalf("GET /v1/limits/%s/%s: %v", limit, id, err)
 	}
 	return d
 }

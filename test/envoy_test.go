@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,7 +14,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/limiter-dev/limiter/httpapi/wire"
+	apiclient "github.com/limiter-dev/limiter/client"
 )
 
 // envoyDefaults are the limits of the Envoy tests: one per id kind and
@@ -187,8 +186,8 @@ func envoyMapping(t *testing.T, e *envoyProc) {
 			if d.Remaining != d.Burst-1 {
 				t.Errorf("%s/%s: remaining %d, want %d: one spent", tc.limit, tc.id, d.Remaining, d.Burst-1)
 			}
-			if int64(st.GetLimitRemaining()) != d.Remaining || st.GetDurationUntilReset().AsDuration().Milliseconds() != d.ResetInMS {
-				t.Errorf("status remaining %d, reset %v; the bucket says %d and %d ms", st.GetLimitRemaining(), st.GetDurationUntilReset().AsDuration(), d.Remaining, d.ResetInMS)
+			if int64(st.GetLimitRemaining()) != d.Remaining || st.GetDurationUntilReset().AsDuration().Milliseconds() != d.ResetIn.Milliseconds() {
+				t.Errorf("status remaining %d, reset %v; the bucket says %d and %v", st.GetLimitRemaining(), st.GetDurationUntilReset().AsDuration(), d.Remaining, d.ResetIn)
 			}
 		})
 	}
@@ -198,8 +197,9 @@ func envoyMapping(t *testing.T, e *envoyProc) {
 // limit, none is spent, the others say OK on their own, and the headers
 // are the HTTP API's for the same batch, decided at the same instant.
 func envoyBatch(t *testing.T, e *envoyProc) {
-	if r := httpDo(t, e.limiterProc, "POST", "/v1/spend", `{"limit":"EnvoyByKey","id":"b-full","cost":10}`); r.Status != 200 {
-		t.Fatalf("emptying b-full: %d %s", r.Status, r.Body)
+	ctx := context.Background()
+	if _, err := e.api().Spend(ctx, apiclient.Transaction{Limit: "EnvoyByKey", ID: "b-full"}.WithCost(10)); err != nil {
+		t.Fatalf("emptying b-full: %v", err)
 	}
 	req := rlRequest("edge",
 		desc("remote_address", "192.0.2.50"),
@@ -229,14 +229,13 @@ func envoyBatch(t *testing.T, e *envoyProc) {
 	}
 	// The same batch over HTTP, at the same fake instant: denied too, and
 	// nothing spent, so its headers are those the gRPC answer must carry.
-	r := httpDo(t, e.limiterProc, "POST", "/v1/spend", `{"transactions":[
-		{"limit":"EnvoyByIP","id":"192.0.2.50"},{"limit":"EnvoyByKey","id":"b-full"},{"limit":"EnvoyByKeyPath","id":"b-free:x"}]}`)
-	var a wire.BatchResponse
-	if err := json.Unmarshal(r.Body, &a); err != nil || a.Allowed {
-		t.Fatalf("the same batch over HTTP: %d %s", r.Status, r.Body)
+	a, err := e.api().SpendBatch(ctx, []apiclient.Transaction{
+		{Limit: "EnvoyByIP", ID: "192.0.2.50"}, {Limit: "EnvoyByKey", ID: "b-full"}, {Limit: "EnvoyByKeyPath", ID: "b-free:x"}})
+	if err != nil || a.Allowed {
+		t.Fatalf("the same batch over HTTP: %+v %v", a, err)
 	}
 	for _, h := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
-		if got, want := header(resp, h), r.Header.Get(h); got == "" || got != want {
+		if got, want := header(resp, h), a.Header.Get(h); got == "" || got != want {
 			t.Errorf("header %s: gRPC %q, HTTP %q", h, got, want)
 		}
 	}
@@ -318,15 +317,16 @@ func envoyFakeClock(t *testing.T, e *envoyProc) {
 // A shadow limit decides and counts but never denies, on both front ends.
 func envoyShadow(t *testing.T, e *envoyProc) {
 	before := metricSum(t, e.limiterProc, "limiter_shadow_denials_total", `limit="EnvoyShadow"`)
-	body := `{"transactions":[{"limit":"EnvoyShadow","id":"s1"},{"limit":"EnvoyByKey","id":"s1"}]}`
-	httpDo(t, e.limiterProc, "POST", "/v1/spend", body)
-	r := httpDo(t, e.limiterProc, "POST", "/v1/spend", body)
-	var a wire.BatchResponse
-	if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 || len(a.Decisions) != 2 {
-		t.Fatalf("second spend over HTTP: %d %s", r.Status, r.Body)
+	batch := []apiclient.Transaction{{Limit: "EnvoyShadow", ID: "s1"}, {Limit: "EnvoyByKey", ID: "s1"}}
+	if _, err := e.api().SpendBatch(context.Background(), batch); err != nil {
+		t.Fatalf("first spend over HTTP: %v", err)
+	}
+	a, err := e.api().SpendBatch(context.Background(), batch)
+	if err != nil || len(a.Decisions) != 2 {
+		t.Fatalf("second spend over HTTP: %+v %v", a, err)
 	}
 	if sh := a.Decisions[0]; !a.Allowed || !sh.Shadow || sh.Allowed || a.Decisions[1].Shadow || a.Decisions[1].Remaining != 8 {
-		t.Errorf("over HTTP: %s; want the batch allowed and spent, the shadow decision marked and not allowed", r.Body)
+		t.Errorf("over HTTP: %+v; want the batch allowed and spent, the shadow decision marked and not allowed", a)
 	}
 
 	req := rlRequest("edge", desc("shadow", "s2"), desc("api_key", "s2"))
@@ -483,12 +483,9 @@ func TestEnvoyTokens(t *testing.T) {
 // remainingWithToken reads EnvoyByKey/tok over HTTP with token.
 func remainingWithToken(t *testing.T, e *envoyProc, token string) int64 {
 	t.Helper()
-	req := mustRequest(t, "GET", e.URL+"/v1/limits/EnvoyByKey/tok")
-	req.Header.Set("Authorization", "Bearer "+token)
-	r := e.send(req)
-	var d wire.DecisionResponse
-	if r.Status != 200 || json.Unmarshal(r.Body, &d) != nil {
-		t.Fatalf("GET /v1/limits/EnvoyByKey/tok: %d %s", r.Status, r.Body)
+	d, err := e.apiWith(apiclient.Options{APIToken: token}).Subscriber(context.Background(), "EnvoyByKey", "tok")
+	if err != nil {
+		t.Fatalf("GET /v1/limits/EnvoyByKey/tok: %v", err)
 	}
 	return d.Remaining
 }

@@ -1,11 +1,11 @@
 package test
 
 import (
-	"encoding/json"
-	"fmt"
+	"context"
 	"testing"
+	"time"
 
-	"github.com/limiter-dev/limiter/httpapi/wire"
+	apiclient "github.com/limiter-dev/limiter/client"
 )
 
 // erlSyncDefaults declares a rate counter synced through the shared
@@ -39,20 +39,18 @@ func TestSyncRateRateCountersOverHTTP(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
 			procs := startSyncProcs(t, 2, url, erlSyncDefaults)
-			checkRate := func(p *limiterProc, counter string, delta int) wire.CheckRateResponse {
+			checkRate := func(p *limiterProc, counter string, delta int64) apiclient.RateResult {
 				t.Helper()
-				r := p.post("/v1/erl/check_rate", fmt.Sprintf(`{"entry":"198.51.100.9","ratecounter":%q,"delta":%d,"window":60,"limit":10,"penaltybox":%q,"ttl":"5m"}`, counter, delta, counter))
-				var a wire.CheckRateResponse
-				if r.Status != 200 || json.Unmarshal(r.Body, &a) != nil {
-					t.Fatalf("check_rate: %d %s", r.Status, r.Body)
+				a, err := p.api().CheckRate(context.Background(), "198.51.100.9",
+					apiclient.RateCheck{RateCounter: counter, Delta: delta, Window: 60, Limit: 10}, counter, 5*time.Minute)
+				if err != nil {
+					t.Fatalf("check_rate: %v", err)
 				}
 				return a
 			}
 			bucket60 := func(p *limiterProc, counter string) int64 {
 				t.Helper()
-				var rc wire.RateCounterResponse
-				getJSON(t, p, "/v1/erl/ratecounters/"+counter+"/198.51.100.9", &rc)
-				return rc.Buckets.S60
+				return rateCounter(t, p, counter, "198.51.100.9").Buckets[5]
 			}
 			syncAll := func() {
 				t.Helper()
@@ -85,18 +83,15 @@ func TestSyncRateRateCountersOverHTTP(t *testing.T) {
 			}
 			// The 601st hit, in process 1, boxes the entry there; process 0
 			// learns it at the syncs.
-			if a := checkRate(procs[1], "SyncedHits", 1); !a.Penalized || a.PenaltyExpiresInMS == 0 {
+			if a := checkRate(procs[1], "SyncedHits", 1); !a.Penalized || a.PenaltyExpiresIn == 0 {
 				t.Fatalf("the 601st hit: %+v, want penalized", a)
 			}
-			var has wire.BoxHasResponse
-			getJSON(t, procs[0], "/v1/erl/penaltyboxes/SyncedHits/198.51.100.9", &has)
-			if has.Has {
-				t.Fatalf("process 0 before a sync: %+v, want not boxed yet", has)
+			if has, in := boxHas(t, procs[0], "SyncedHits", "198.51.100.9"); has {
+				t.Fatalf("process 0 before a sync: boxed for %v, want not boxed yet", in)
 			}
 			syncAll()
-			getJSON(t, procs[0], "/v1/erl/penaltyboxes/SyncedHits/198.51.100.9", &has)
-			if !has.Has {
-				t.Fatalf("process 0 after the syncs: %+v, want boxed", has)
+			if has, _ := boxHas(t, procs[0], "SyncedHits", "198.51.100.9"); !has {
+				t.Fatalf("process 0 after the syncs: not boxed, want boxed")
 			}
 			if a := checkRate(procs[0], "SyncedHits", 0); !a.Penalized {
 				t.Fatalf("check_rate in process 0 after the syncs: %+v, want penalized", a)

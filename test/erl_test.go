@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	apiclient "github.com/limiter-dev/limiter/client"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/internal/vectors"
 )
@@ -78,22 +80,31 @@ func startERLProcs(t *testing.T, n int, url string) []*limiterProc {
 	return startRedisShared(t, n, env, redisPatientArgs...)
 }
 
-// getJSON GETs path on p and decodes a 200's body into v.
-func getJSON(t *testing.T, p *limiterProc, path string, v any) {
+// rateCounter reads entry's counter of the rate counter counter on p.
+func rateCounter(t *testing.T, p *limiterProc, counter, entry string) *apiclient.RateCounterReading {
 	t.Helper()
-	r := p.do("GET", path, "")
-	if r.Status != 200 {
-		t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
+	rc, err := p.api().RateCounter(context.Background(), counter, entry)
+	if err != nil {
+		t.Fatalf("GET /v1/erl/ratecounters/%s/%s: %v", counter, entry, err)
 	}
-	if err := json.Unmarshal(r.Body, v); err != nil {
-		t.Fatalf("GET %s: %s: %v", path, r.Body, err)
-	}
+	return rc
 }
 
-// checkRateHits is the check_rate body of one hit of entry on Hits,
-// limited to 10 per second over 60s.
-func checkRateHits(entry string) string {
-	return fmt.Sprintf(`{"entry":%q,"ratecounter":"Hits","delta":1,"window":60,"limit":10,"penaltybox":"Hits","ttl":"5m"}`, entry)
+// boxHas reads whether entry is in box's penalty box on p, and for how
+// long more.
+func boxHas(t *testing.T, p *limiterProc, box, entry string) (bool, time.Duration) {
+	t.Helper()
+	has, in, err := p.api().PenaltyBoxHas(context.Background(), box, entry)
+	if err != nil {
+		t.Fatalf("GET /v1/erl/penaltyboxes/%s/%s: %v", box, entry, err)
+	}
+	return has, in
+}
+
+// checkRateHit is one check_rate hit of entry on Hits, limited to 10 per
+// second over 60s, boxing for 5m.
+func checkRateHit(p *limiterProc, entry string) (apiclient.RateResult, error) {
+	return p.api().CheckRate(context.Background(), entry, apiclient.RateCheck{RateCounter: "Hits", Delta: 1, Window: 60, Limit: 10}, "Hits", 5*time.Minute)
 }
 
 // Three processes on one Redis (or a 3-master cluster), 48 clients, 600
@@ -121,14 +132,13 @@ func checkRateExact(t *testing.T, procs []*limiterProc) {
 		wg.Go(func() {
 			p := procs[c%len(procs)]
 			for i := c; i < total; i += clients {
-				status, body, _, err := redisPost(p.URL+"/v1/erl/check_rate", checkRateHits(entry))
-				var a wire.CheckRateResponse
-				if err != nil || status != 200 || json.Unmarshal(body, &a) != nil {
-					errs <- fmt.Sprintf("check_rate: %d %s %v", status, body, err)
+				a, err := checkRateHit(p, entry)
+				if err != nil {
+					errs <- fmt.Sprintf("check_rate: %v", err)
 					return
 				}
-				if a.Penalized || a.PenaltyExpiresInMS != 0 {
-					errs <- fmt.Sprintf("hit %s boxed the entry", body)
+				if a.Penalized || a.PenaltyExpiresIn != 0 {
+					errs <- fmt.Sprintf("hit %+v boxed the entry", a)
 				}
 				rates <- a.Rate
 			}
@@ -154,27 +164,21 @@ func checkRateExact(t *testing.T, procs []*limiterProc) {
 		t.Fatalf("%d answers, want %d", len(got), total)
 	}
 	for i, p := range procs {
-		var rc wire.RateCounterResponse
-		getJSON(t, p, "/v1/erl/ratecounters/Hits/"+entry, &rc)
-		if rc.Buckets.S60 != total || rc.Rates.S60 != 10 || rc.Rates.S1 != total || rc.Entry != entry {
+		rc := rateCounter(t, p, "Hits", entry)
+		if rc.Buckets[5] != total || rc.Rate60s != 10 || rc.Rate1s != total || rc.Entry != entry {
 			t.Errorf("process %d reads %+v; want 600 hits in the last second", i, rc)
 		}
-		var has wire.BoxHasResponse
-		getJSON(t, p, "/v1/erl/penaltyboxes/Hits/"+entry, &has)
-		if has.Has {
+		if has, _ := boxHas(t, p, "Hits", entry); has {
 			t.Errorf("process %d: the entry is boxed after 600 hits", i)
 		}
 	}
-	r := procs[0].post("/v1/erl/check_rate", checkRateHits(entry))
-	var a wire.CheckRateResponse
-	if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 || !a.Penalized || a.Rate != 601.0/60 || a.PenaltyExpiresInMS != 5*60_000 {
-		t.Fatalf("the 601st hit: %d %s; want penalized for 5m", r.Status, r.Body)
+	a, err := checkRateHit(procs[0], entry)
+	if err != nil || !a.Penalized || a.Rate != 601.0/60 || a.PenaltyExpiresIn != 5*time.Minute {
+		t.Fatalf("the 601st hit: %+v %v; want penalized for 5m", a, err)
 	}
 	for i, p := range procs {
-		var has wire.BoxHasResponse
-		getJSON(t, p, "/v1/erl/penaltyboxes/Hits/"+entry, &has)
-		if !has.Has || has.PenaltyExpiresInMS != 5*60_000 {
-			t.Errorf("process %d: has %+v after the 601st hit; want boxed for 5m", i, has)
+		if has, in := boxHas(t, p, "Hits", entry); !has || in != 5*time.Minute {
+			t.Errorf("process %d: has %v for %v after the 601st hit; want boxed for 5m", i, has, in)
 		}
 	}
 }
@@ -196,7 +200,8 @@ func TestRedisPenaltyLockoutOverHTTP(t *testing.T) {
 // penaltyLockout is TestRedisPenaltyLockoutOverHTTP on procs, which share
 // one source.
 func penaltyLockout(t *testing.T, procs []*limiterProc) {
-	const body = `{"limit":"Lockout","id":"mallory"}`
+	mallory := apiclient.Transaction{Limit: "Lockout", ID: "mallory"}
+	ctx := context.Background()
 	const perProc, each = 48, 3
 	var mu sync.Mutex
 	allowed, denied := 0, 0
@@ -206,13 +211,12 @@ func penaltyLockout(t *testing.T, procs []*limiterProc) {
 		for range perProc {
 			wg.Go(func() {
 				for range each {
-					status, b, _, err := redisPost(p.URL+"/v1/spend", body)
-					var a wire.BatchResponse
-					if err != nil || status != 200 || json.Unmarshal(b, &a) != nil || len(a.Decisions) != 1 || a.Decisions[0].Penalized == nil {
-						errs <- fmt.Sprintf("spend: %d %s %v", status, b, err)
+					a, err := p.api().Spend(ctx, mallory)
+					if err != nil || len(a.Decisions) != 1 || !a.Decisions[0].HasPenaltyBox {
+						errs <- fmt.Sprintf("spend: %+v %v", a, err)
 						return
 					}
-					pen := *a.Decisions[0].Penalized
+					pen := a.Decisions[0].Penalized
 					mu.Lock()
 					if a.Allowed {
 						allowed++
@@ -220,8 +224,8 @@ func penaltyLockout(t *testing.T, procs []*limiterProc) {
 						denied++
 					}
 					mu.Unlock()
-					if a.Allowed == pen || (!a.Allowed && a.RetryInMS != 10*60_000) {
-						errs <- fmt.Sprintf("an answer neither allowed nor boxed for 10m: %s", b)
+					if a.Allowed == pen || (!a.Allowed && a.RetryIn != 10*time.Minute) {
+						errs <- fmt.Sprintf("an answer neither allowed nor boxed for 10m: %+v", a)
 					}
 				}
 			})
@@ -242,15 +246,12 @@ func penaltyLockout(t *testing.T, procs []*limiterProc) {
 		}
 	}
 	for i, p := range procs {
-		r := p.post("/v1/spend", body)
-		var a wire.BatchResponse
-		if err := json.Unmarshal(r.Body, &a); err != nil || a.Allowed || *a.Decisions[0].Penalized != true || a.RetryInMS != 5*60_000 {
-			t.Errorf("process %d, 5m on: %s; want boxed for 5m more", i, r.Body)
+		a, err := p.api().Spend(ctx, mallory)
+		if err != nil || a.Allowed || !a.Decisions[0].HasPenaltyBox || !a.Decisions[0].Penalized || a.RetryIn != 5*time.Minute {
+			t.Errorf("process %d, 5m on: %+v %v; want boxed for 5m more", i, a, err)
 		}
-		var has wire.BoxHasResponse
-		getJSON(t, p, "/v1/erl/penaltyboxes/Lockout/mallory", &has)
-		if !has.Has || has.PenaltyExpiresInMS != 5*60_000 {
-			t.Errorf("process %d: has %+v", i, has)
+		if has, in := boxHas(t, p, "Lockout", "mallory"); !has || in != 5*time.Minute {
+			t.Errorf("process %d: has %v for %v", i, has, in)
 		}
 	}
 	for _, p := range procs {
@@ -258,10 +259,9 @@ func penaltyLockout(t *testing.T, procs []*limiterProc) {
 			t.Fatal(err)
 		}
 	}
-	r := procs[1].post("/v1/spend", body)
-	var a wire.BatchResponse
-	if err := json.Unmarshal(r.Body, &a); err != nil || !a.Allowed || *a.Decisions[0].Penalized {
-		t.Errorf("once the box expired: %s; want allowed", r.Body)
+	a, err := procs[1].api().Spend(ctx, mallory)
+	if err != nil || !a.Allowed || !a.Decisions[0].HasPenaltyBox || a.Decisions[0].Penalized {
+		t.Errorf("once the box expired: %+v %v; want allowed", a, err)
 	}
 }
 
@@ -321,22 +321,19 @@ func TestERLBadInputOverHTTP(t *testing.T) {
 					t.Errorf("%s %s %.100s: %d %s; want 400 %s", c.method, c.path, c.body, r.Status, r.Body, c.code)
 				}
 			}
-			var rc wire.RateCounterResponse
-			getJSON(t, p, "/v1/erl/ratecounters/Hits/192.0.2.99", &rc)
-			if rc.Buckets != (wire.RateBuckets{}) || rc.Rates != (wire.Rates{}) {
+			rc := rateCounter(t, p, "Hits", "192.0.2.99")
+			if rc.Buckets != ([6]int64{}) || rc.Rate1s != 0 || rc.Rate10s != 0 || rc.Rate60s != 0 {
 				t.Errorf("counted after the refusals: %+v", rc)
 			}
-			var has wire.BoxHasResponse
-			getJSON(t, p, "/v1/erl/penaltyboxes/Hits/192.0.2.99", &has)
-			if has.Has {
-				t.Errorf("boxed after the refusals: %+v", has)
+			if has, in := boxHas(t, p, "Hits", "192.0.2.99"); has {
+				t.Errorf("boxed after the refusals: for %v", in)
 			}
-			// A valid call is counted, so the checks above can fail.
+			// A valid call (checkRateBad with nothing replaced) is counted,
+			// so the checks above can fail.
 			if r := p.post("/v1/erl/check_rate", checkRateBad()); r.Status != 200 {
 				t.Fatalf("a valid check_rate: %d %s", r.Status, r.Body)
 			}
-			getJSON(t, p, "/v1/erl/ratecounters/Hits/192.0.2.99", &rc)
-			if rc.Buckets.S60 != 5 {
+			if rc := rateCounter(t, p, "Hits", "192.0.2.99"); rc.Buckets[5] != 5 {
 				t.Errorf("after a valid check_rate: %+v", rc)
 			}
 		})

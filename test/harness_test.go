@@ -5,7 +5,8 @@ package test
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiter-dev/limiter/httpapi/wire"
+	apiclient "github.com/limiter-dev/limiter/client"
 	"github.com/limiter-dev/limiter/internal/vectors"
 )
 
@@ -68,6 +69,10 @@ type limiterProc struct {
 	stderr bytes.Buffer
 	exited chan struct{}
 	err    error // the process's exit, valid once exited is closed
+	// shared is the Go client of the API without a token, made on first
+	// use by api.
+	sharedOnce sync.Once
+	shared     *apiclient.Client
 }
 
 var listeningLine = regexp.MustCompile(`msg=listening addr=(\S+)`)
@@ -162,6 +167,45 @@ func (p *limiterProc) stop() {
 	}
 }
 
+// api is the process's Go client of the API, without a token: the one
+// the tests call the API through, unless what they test is the wire
+// itself (bad input, exact headers or bodies).
+func (p *limiterProc) api() *apiclient.Client {
+	p.sharedOnce.Do(func() { p.shared = p.apiWith(apiclient.Options{}) })
+	return p.shared
+}
+
+// apiWith is a new Go client of the process's API with opts (tokens, say).
+// Unless opts says otherwise it sends every call once: the tests count
+// what the service answers, so no retry may hide an answer.
+func (p *limiterProc) apiWith(opts apiclient.Options) *apiclient.Client {
+	p.t.Helper()
+	opts.BaseURL = p.URL
+	if opts.Retry == (apiclient.RetryPolicy{}) {
+		opts.Retry.MaxRetries = apiclient.NoRetries
+	}
+	c, err := apiclient.New(opts)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(c.Close)
+	return c
+}
+
+// statusOf is the HTTP status a call's error stands for: 200 for none,
+// the refusal's status for an *Error, and 0 (with ok false) for an error
+// that got no answer.
+func statusOf(err error) (status int, ok bool) {
+	var e *apiclient.Error
+	switch {
+	case err == nil:
+		return http.StatusOK, true
+	case errors.As(err, &e):
+		return e.StatusCode, true
+	}
+	return 0, false
+}
+
 // response is an HTTP answer read whole.
 type response struct {
 	Status int
@@ -225,30 +269,48 @@ func (d *httpDriver) Advance(dur time.Duration) error {
 	return nil
 }
 
+// Do sends one operation through the Go client as a batch (the
+// transactions form), whatever its length. A refusal below 500 is a
+// result with its status; a 5xx or no answer is an error.
 func (d *httpDriver) Do(op string, txns []vectors.Txn) (vectors.Result, error) {
 	p := d.procs[d.next%len(d.procs)]
 	d.next++
-	body, err := json.Marshal(map[string]any{"transactions": txns})
+	c, ctx := p.api(), context.Background()
+	batch := make([]apiclient.Transaction, len(txns))
+	for i, t := range txns {
+		batch[i] = apiclient.Transaction{Limit: t.Limit, ID: t.ID, Mode: apiclient.Mode(t.Mode)}
+		if t.Cost != nil {
+			batch[i] = batch[i].WithCost(*t.Cost)
+		}
+	}
+	var a *apiclient.Decision
+	var err error
+	switch op {
+	case "spend":
+		a, err = c.SpendBatch(ctx, batch)
+	case "check":
+		a, err = c.CheckBatch(ctx, batch)
+	case "refund":
+		a, err = c.RefundBatch(ctx, batch)
+	case "reset":
+		_, err = c.ResetBatch(ctx, batch)
+		a = &apiclient.Decision{}
+	default:
+		return vectors.Result{}, fmt.Errorf("unknown op %q", op)
+	}
 	if err != nil {
+		if status, ok := statusOf(err); ok && status < 500 {
+			return vectors.Result{Status: status}, nil
+		}
 		return vectors.Result{}, err
 	}
-	r := p.post("/v1/"+op, string(body))
-	if r.Status != 200 {
-		if r.Status >= 500 {
-			return vectors.Result{}, fmt.Errorf("status %d: %s", r.Status, r.Body)
-		}
-		return vectors.Result{Status: r.Status}, nil
-	}
-	var a wire.BatchResponse
-	if err := json.Unmarshal(r.Body, &a); err != nil {
-		return vectors.Result{}, fmt.Errorf("decoding %s: %w", r.Body, err)
-	}
-	res := vectors.Result{Status: r.Status, Allowed: a.Allowed, Remaining: a.Remaining, RetryIn: a.RetryInMS, ResetIn: a.ResetInMS}
+	res := vectors.Result{Status: http.StatusOK, Allowed: a.Allowed, Remaining: a.Remaining,
+		RetryIn: a.RetryIn.Milliseconds(), ResetIn: a.ResetIn.Milliseconds()}
 	for _, dd := range a.Decisions {
 		res.Decisions = append(res.Decisions, vectors.ResultDecision{
 			Limit: dd.Limit, ID: dd.ID, Allowed: dd.Allowed, Remaining: dd.Remaining,
-			RetryIn: dd.RetryInMS, ResetIn: dd.ResetInMS, Algorithm: dd.Algorithm,
-			HasPenalized: dd.Penalized != nil, Penalized: dd.Penalized != nil && *dd.Penalized,
+			RetryIn: dd.RetryIn.Milliseconds(), ResetIn: dd.ResetIn.Milliseconds(), Algorithm: string(dd.Algorithm),
+			HasPenalized: dd.HasPenaltyBox, Penalized: dd.Penalized,
 		})
 	}
 	return res, nil

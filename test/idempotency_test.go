@@ -1,46 +1,43 @@
 package test
 
 import (
-	"encoding/json"
-	"io"
+	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/limiter-dev/limiter/httpapi/wire"
+	apiclient "github.com/limiter-dev/limiter/client"
 	"github.com/limiter-dev/limiter/internal/redistest"
 )
 
-// idempotentSpend posts body to /v1/spend with an Idempotency-Key (none
-// when key is empty); it never fails the test, so it can run while Redis
-// is paused.
-func idempotentSpend(p *limiterProc, key, body string) (status int, code string, replayed bool, raw []byte) {
-	req := mustRequestBody(p.t, "POST", p.URL+"/v1/spend", body)
+// idempotentSpend spends txn with an Idempotency-Key (none when key is
+// empty), once; it never fails the test, so it can run while Redis is
+// paused. A call that got no answer is status 0 with its error as code.
+func idempotentSpend(p *limiterProc, key string, txn apiclient.Transaction) (status int, code string, replayed bool, answer string) {
+	opt := apiclient.WithoutIdempotencyKey()
 	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+		opt = apiclient.WithIdempotencyKey(key)
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err.Error(), false, nil
+	d, err := p.api().Spend(context.Background(), txn, opt)
+	var e *apiclient.Error
+	switch {
+	case err == nil:
+		return http.StatusOK, "", d.Replayed, fmt.Sprintf("%+v", *d)
+	case errors.As(err, &e):
+		return e.StatusCode, e.Code, false, err.Error()
 	}
-	defer resp.Body.Close()
-	raw, _ = io.ReadAll(resp.Body)
-	if m := regexp.MustCompile(`"code":"([a-z_]+)"`).FindSubmatch(raw); m != nil {
-		code = string(m[1])
-	}
-	return resp.StatusCode, code, resp.Header.Get("Idempotent-Replayed") == "true", raw
+	return 0, err.Error(), false, ""
 }
 
 // remainingOf reads a bucket over HTTP.
 func remainingOf(p *limiterProc, limit, id string) int64 {
 	p.t.Helper()
-	r := p.do("GET", "/v1/limits/"+limit+"/"+id, "")
-	var d wire.DecisionResponse
-	if r.Status != 200 || json.Unmarshal(r.Body, &d) != nil {
-		p.t.Fatalf("GET %s/%s: %d %s", limit, id, r.Status, r.Body)
+	d, err := p.api().Subscriber(context.Background(), limit, id)
+	if err != nil {
+		p.t.Fatalf("GET %s/%s: %v", limit, id, err)
 	}
 	return d.Remaining
 }
@@ -74,17 +71,17 @@ func TestIdempotentRetryAcrossARedisPause(t *testing.T) {
 			}, Args: []string{"--source-timeout=100ms"}})
 			// Connections and the script are warm before the pause.
 			for _, id := range []string{"nokey", "withkey"} {
-				if s, _, _, raw := idempotentSpend(p, "", `{"limit":"PauseTest","id":"`+id+`","cost":0}`); s != 200 {
+				if s, _, _, raw := idempotentSpend(p, "", apiclient.Transaction{Limit: "PauseTest", ID: id}.WithCost(0)); s != 200 {
 					t.Fatalf("warm-up: %d %s", s, raw)
 				}
 			}
-			withKey := `{"limit":"PauseTest","id":"withkey"}`
+			withKey := apiclient.Transaction{Limit: "PauseTest", ID: "withkey"}
 			for _, s := range servers {
 				s.Pause(t)
 			}
 			var codes []string
 			for range 3 {
-				status, code, _, _ := idempotentSpend(p, "", `{"limit":"PauseTest","id":"nokey"}`)
+				status, code, _, _ := idempotentSpend(p, "", apiclient.Transaction{Limit: "PauseTest", ID: "nokey"})
 				if status != 503 {
 					t.Errorf("spend while Redis is paused: %d, want 503", status)
 				}
@@ -106,7 +103,7 @@ func TestIdempotentRetryAcrossARedisPause(t *testing.T) {
 			// key land or not, and a source_unavailable one must not land.
 			var applied int64
 			pollUntil(t, 3*time.Second, "Redis answers again", func() bool {
-				s, _, _, _ := idempotentSpend(p, "", `{"limit":"PauseTest","id":"probe","cost":0}`)
+				s, _, _, _ := idempotentSpend(p, "", apiclient.Transaction{Limit: "PauseTest", ID: "probe"}.WithCost(0))
 				return s == 200
 			})
 			applied = 100 - remainingOf(p, "PauseTest", "nokey")
@@ -134,7 +131,7 @@ func TestIdempotentRetryAcrossARedisPause(t *testing.T) {
 			if r := remainingOf(p, "PauseTest", "withkey"); r != 99 {
 				t.Fatalf("after a spend that timed out and three retries: %d remaining, want 99 (spent once)", r)
 			}
-			if status, code, _, _ := idempotentSpend(p, "pause-retry-1", `{"limit":"PauseTest","id":"other"}`); status != 422 || code != "idempotency_key_reused" {
+			if status, code, _, _ := idempotentSpend(p, "pause-retry-1", apiclient.Transaction{Limit: "PauseTest", ID: "other"}); status != 422 || code != "idempotency_key_reused" {
 				t.Errorf("the key with another body: %d %s, want 422 idempotency_key_reused", status, code)
 			}
 		})
@@ -151,12 +148,21 @@ func TestRefusedConnectionIsNotApplied(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
 	p := startLimiter(t, procOptions{Env: map[string]string{"LIMITER_SOURCE": "redis://" + addr}})
-	for _, path := range []string{"/v1/spend", "/v1/refund", "/v1/check", "/v1/reset"} {
-		req := mustRequestBody(t, "POST", p.URL+path, `{"limit":"LoginAttemptsPerUser","id":"alice"}`)
-		req.Header.Set("Idempotency-Key", "k-"+path)
-		r := p.send(req)
-		if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), `"code":"source_unavailable"`) {
-			t.Errorf("%s with Redis refusing connections: %d %s, want 503 source_unavailable", path, r.Status, r.Body)
+	c, ctx := p.api(), context.Background()
+	alice := apiclient.Transaction{Limit: "LoginAttemptsPerUser", ID: "alice"}
+	for _, call := range []struct {
+		path string
+		do   func() error
+	}{
+		{"/v1/spend", func() error { _, err := c.Spend(ctx, alice, apiclient.WithIdempotencyKey("k-spend")); return err }},
+		{"/v1/refund", func() error { _, err := c.Refund(ctx, alice, apiclient.WithIdempotencyKey("k-refund")); return err }},
+		{"/v1/check", func() error { _, err := c.Check(ctx, alice); return err }},
+		{"/v1/reset", func() error { _, err := c.Reset(ctx, alice); return err }},
+	} {
+		err := call.do()
+		var e *apiclient.Error
+		if !errors.As(err, &e) || e.StatusCode != http.StatusServiceUnavailable || e.Code != "source_unavailable" {
+			t.Errorf("%s with Redis refusing connections: %v, want 503 source_unavailable", call.path, err)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	apiclient "github.com/limiter-dev/limiter/client"
 )
 
 const opsDefaults = `APIRequestsPerKey:
@@ -39,14 +43,13 @@ func replaceFile(t *testing.T, path, content string) {
 }
 
 // burstOf reads the effective burst for the partner key.
-func burstOf(p *limiterProc) int {
-	r := p.do("GET", "/v1/limits/APIRequestsPerKey/partner", "")
-	m := regexp.MustCompile(`"burst":(\d+)`).FindSubmatch(r.Body)
-	if m == nil {
-		p.t.Fatalf("no burst in %d %s", r.Status, r.Body)
+func burstOf(p *limiterProc) int64 {
+	p.t.Helper()
+	d, err := p.api().Subscriber(context.Background(), "APIRequestsPerKey", "partner")
+	if err != nil {
+		p.t.Fatalf("no burst: %v", err)
 	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
+	return d.Burst
 }
 
 // pollUntil polls cond until it holds or within passes; it fails the test
@@ -105,14 +108,16 @@ func TestReloadOnFileChange(t *testing.T) {
 		t.Fatalf("burst %d at start, want 200", b)
 	}
 	// Spend some, so we can see buckets survive the reload.
-	p.post("/v1/spend", `{"limit":"APIRequestsPerKey","id":"partner","cost":50}`)
+	if _, err := p.api().Spend(context.Background(), apiclient.Transaction{Limit: "APIRequestsPerKey", ID: "partner"}.WithCost(50)); err != nil {
+		t.Fatal(err)
+	}
 
 	replaceFile(t, overrides, overridesWithBurst(300))
 	pollUntil(t, 2*time.Second, "the renamed overrides file is in use", func() bool { return burstOf(p) == 300 })
 	// The bucket survived: on the fake clock the 50 tokens spent at 200/s
 	// (TAT 250ms ahead) leave (999999900-250000000)/3333333 = 224 of 300.
-	if r := p.do("GET", "/v1/limits/APIRequestsPerKey/partner", ""); !strings.Contains(string(r.Body), `"remaining":224`) {
-		t.Errorf("the bucket did not survive the reload as expected: %s", r.Body)
+	if d, err := p.api().Subscriber(context.Background(), "APIRequestsPerKey", "partner"); err != nil || d.Remaining != 224 {
+		t.Errorf("the bucket did not survive the reload as expected: %+v %v", d, err)
 	}
 
 	// A broken file changes nothing and counts a failure.
@@ -185,22 +190,21 @@ func TestReloadOnSIGHUPAndAdminEndpoint(t *testing.T) {
 	pollUntil(t, 2*time.Second, "SIGHUP reloaded", func() bool { return burstOf(p) == 250 })
 
 	replaceFile(t, overrides, overridesWithBurst(260))
-	if r := p.post("/v1/admin/reload", ""); r.Status != 401 {
-		t.Fatalf("reload without the admin token: %d %s", r.Status, r.Body)
+	ctx := context.Background()
+	if err := p.api().Reload(ctx); !apiclient.IsCode(err, "unauthorized") {
+		t.Fatalf("reload without the admin token: %v, want 401", err)
 	}
 	if b := burstOf(p); b != 250 {
 		t.Fatalf("watching is off and nothing reloaded, yet burst is %d", b)
 	}
-	req := mustRequest(t, "POST", p.URL+"/v1/admin/reload")
-	req.Header.Set("Authorization", "Bearer admin-secret-1")
-	if r := p.send(req); r.Status != 200 || burstOf(p) != 260 {
-		t.Fatalf("admin reload: %d %s, burst %d", r.Status, r.Body, burstOf(p))
+	operator := p.apiWith(apiclient.Options{AdminToken: "admin-secret-1"})
+	if err := operator.Reload(ctx); err != nil || burstOf(p) != 260 {
+		t.Fatalf("admin reload: %v, burst %d", err, burstOf(p))
 	}
 	replaceFile(t, overrides, "- NoSuchLimit:\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: x}]\n")
-	req = mustRequest(t, "POST", p.URL+"/v1/admin/reload")
-	req.Header.Set("Authorization", "Bearer admin-secret-1")
-	if r := p.send(req); r.Status != 422 || !strings.Contains(string(r.Body), "overrides.yaml:1") {
-		t.Fatalf("admin reload of a broken file: %d %s", r.Status, r.Body)
+	var e *apiclient.Error
+	if err := operator.Reload(ctx); !errors.As(err, &e) || e.StatusCode != 422 || !strings.Contains(e.Message, "overrides.yaml:1") {
+		t.Fatalf("admin reload of a broken file: %v", err)
 	}
 	if b := burstOf(p); b != 260 {
 		t.Fatalf("a failed reload changed the burst to %d", b)
@@ -215,32 +219,29 @@ func TestTokensThroughTheBinary(t *testing.T) {
 	api := writeFile(t, dir, "api.tokens", "api-secret-1\napi-secret-2\n")
 	admin := writeFile(t, dir, "admin.tokens", "admin-secret-1\n")
 	p := startLimiter(t, procOptions{Args: []string{"--api-token-file", api, "--admin-token-file", admin, "--access-log"}})
-	with := func(method, path, token, body string) response {
-		req := mustRequest(t, method, p.URL+path)
-		if body != "" {
-			req = mustRequestBody(t, method, p.URL+path, body)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		return p.send(req)
-	}
-	spend := `{"limit":"LoginAttemptsPerUser","id":"alice"}`
+	ctx := context.Background()
+	alice := apiclient.Transaction{Limit: "LoginAttemptsPerUser", ID: "alice"}
+	spend := func(c *apiclient.Client) error { _, err := c.Spend(ctx, alice); return err }
+	reset := func(c *apiclient.Client) error { _, err := c.Reset(ctx, alice); return err }
 	for _, c := range []struct {
 		path, token string
+		call        func(*apiclient.Client) error
 		want        int
 	}{
-		{"/v1/spend", "", 401}, {"/v1/spend", "nope", 401}, {"/v1/spend", "api-secret-2", 200},
-		{"/v1/spend", "admin-secret-1", 200}, {"/v1/reset", "api-secret-1", 401}, {"/v1/reset", "admin-secret-1", 200},
+		{"/v1/spend", "", spend, 401}, {"/v1/spend", "nope", spend, 401}, {"/v1/spend", "api-secret-2", spend, 200},
+		{"/v1/spend", "admin-secret-1", spend, 200}, {"/v1/reset", "api-secret-1", reset, 401}, {"/v1/reset", "admin-secret-1", reset, 200},
 	} {
-		if r := with("POST", c.path, c.token, spend); r.Status != c.want {
-			t.Errorf("POST %s with %q: %d, want %d: %s", c.path, c.token, r.Status, c.want, r.Body)
+		// The client sends its API token on every call, resets included,
+		// when it has no admin token: each call presents c.token.
+		err := c.call(p.apiWith(apiclient.Options{APIToken: c.token}))
+		if status, _ := statusOf(err); status != c.want {
+			t.Errorf("POST %s with %q: %d, want %d: %v", c.path, c.token, status, c.want, err)
 		}
 	}
-	if r := with("GET", "/v1/limits", "", ""); r.Status != 401 {
-		t.Errorf("GET /v1/limits without a token: %d", r.Status)
+	if _, err := p.api().Limits(ctx); !apiclient.IsCode(err, "unauthorized") {
+		t.Errorf("GET /v1/limits without a token: %v, want 401", err)
 	}
-	if r := with("GET", "/healthz", "", ""); r.Status != 200 {
+	if r := p.do("GET", "/healthz", ""); r.Status != 200 {
 		t.Errorf("healthz needs no token: %d", r.Status)
 	}
 	logs := p.logs()
@@ -258,8 +259,13 @@ func TestTokensThroughTheBinary(t *testing.T) {
 // an id. --metrics-listen moves /metrics to a listener of its own.
 func TestMetricsFamilies(t *testing.T) {
 	p := startLimiter(t, procOptions{Args: []string{"--metrics-listen", "127.0.0.1:0"}})
-	p.post("/v1/spend", `{"limit":"LoginAttemptsPerUser","id":"secret-subscriber-id"}`)
-	p.post("/v1/spend", `{"limit":"NoSuchLimit","id":"another-secret-id"}`)
+	ctx := context.Background()
+	if _, err := p.api().Spend(ctx, apiclient.Transaction{Limit: "LoginAttemptsPerUser", ID: "secret-subscriber-id"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.api().Spend(ctx, apiclient.Transaction{Limit: "NoSuchLimit", ID: "another-secret-id"}); !apiclient.IsCode(err, "unknown_limit") {
+		t.Fatalf("a spend on an unknown limit: %v", err)
+	}
 	if r := p.do("GET", "/metrics", ""); r.Status != 404 {
 		t.Errorf("/metrics on the API listener with --metrics-listen: %d, want 404", r.Status)
 	}
@@ -335,9 +341,8 @@ func TestBadInputSuiteWithTokens(t *testing.T) {
 			t.Errorf("%s: %d %.200s, want %d with the JSON error shape", c.name, r.Status, r.Body, c.want)
 		}
 	}
-	req := mustRequest(t, "GET", p.URL+"/v1/limits/LoginAttemptsPerUser/alice")
-	req.Header.Set("Authorization", "Bearer "+token)
-	if r := p.send(req); !strings.Contains(string(r.Body), `"remaining":5`) {
-		t.Fatalf("a refused request changed alice's bucket: %s", r.Body)
+	d, err := p.apiWith(apiclient.Options{APIToken: token}).Subscriber(context.Background(), "LoginAttemptsPerUser", "alice")
+	if err != nil || d.Remaining != 5 {
+		t.Fatalf("a refused request changed alice's bucket: %+v %v", d, err)
 	}
 }

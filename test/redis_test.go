@@ -1,16 +1,17 @@
 package test
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
-	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/limiter-dev/limiter/httpapi/wire"
+	apiclient "github.com/limiter-dev/limiter/client"
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/internal/vectors"
 	"github.com/limiter-dev/limiter/source/redis"
@@ -103,7 +104,7 @@ func TestRedisGroupsOverHTTP(t *testing.T) {
 	if !strings.Contains(procs[0].logs(), "redis_groups=16") {
 		t.Fatalf("the start-up line does not name the key format:\n%s", procs[0].logs())
 	}
-	redisOvershoot(t, procs, `{"limit":"OvershootTest","id":"42"}`)
+	redisOvershoot(t, procs, []apiclient.Transaction{{Limit: "OvershootTest", ID: "42"}})
 
 	layout, err := redis.New(redis.Options{Addrs: []string{srv.Addr()}, Groups: 16})
 	if err != nil {
@@ -165,23 +166,24 @@ func TestRedisNoOvershootOverHTTP(t *testing.T) {
 			procs := startRedisShared(t, 3, env, redisPatientArgs...)
 			t.Run("OneBucket", func(t *testing.T) {
 				flush()
-				redisOvershoot(t, procs, `{"limit":"OvershootTest","id":"42"}`)
+				redisOvershoot(t, procs, []apiclient.Transaction{{Limit: "OvershootTest", ID: "42"}})
 			})
 			t.Run("BatchAcrossSlots", func(t *testing.T) {
 				flush()
-				var txns []string
+				var txns []apiclient.Transaction
 				for _, id := range redisIDsInSlots(3) {
-					txns = append(txns, fmt.Sprintf(`{"limit":"OvershootTest","id":%q}`, id))
+					txns = append(txns, apiclient.Transaction{Limit: "OvershootTest", ID: id})
 				}
-				redisOvershoot(t, procs, `{"transactions":[`+strings.Join(txns, ",")+`]}`)
+				redisOvershoot(t, procs, txns)
 			})
 		})
 	}
 }
 
-// redisOvershoot has 48 clients post body 4 times each, spread over
-// procs, and demands exactly 100 allowed answers.
-func redisOvershoot(t *testing.T, procs []*limiterProc, body string) {
+// redisOvershoot has 48 clients spend txns (as one transaction, or a
+// batch) 4 times each, spread over procs, and demands exactly 100
+// allowed answers.
+func redisOvershoot(t *testing.T, procs []*limiterProc, txns []apiclient.Transaction) {
 	t.Helper()
 	const clients, each = 48, 4
 	var allowed, denied atomic.Int64
@@ -191,10 +193,9 @@ func redisOvershoot(t *testing.T, procs []*limiterProc, body string) {
 		wg.Go(func() {
 			p := procs[c%len(procs)]
 			for range each {
-				status, b, _, err := redisPost(p.URL+"/v1/spend", body)
-				var a wire.BatchResponse
-				if err != nil || status != 200 || json.Unmarshal(b, &a) != nil {
-					errs <- fmt.Sprintf("spend: %d %s %v", status, b, err)
+				a, err := spendTxns(p, txns)
+				if err != nil {
+					errs <- fmt.Sprintf("spend: %v", err)
 					return
 				}
 				if a.Allowed {
@@ -215,18 +216,14 @@ func redisOvershoot(t *testing.T, procs []*limiterProc, body string) {
 	}
 }
 
-// redisPost posts a JSON body and returns the status, the body and how
-// long the answer took. Unlike the harness's post it never fails the
-// test, so load goroutines can use it.
-func redisPost(url, body string) (int, []byte, time.Duration, error) {
-	start := time.Now()
-	resp, err := client.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		return 0, nil, time.Since(start), err
+// spendTxns spends txns on p through the Go client, once: one
+// transaction in the single form, several as a batch. Unlike the harness's
+// helpers it never fails the test, so load goroutines can use it.
+func spendTxns(p *limiterProc, txns []apiclient.Transaction) (*apiclient.Decision, error) {
+	if len(txns) == 1 {
+		return p.api().Spend(context.Background(), txns[0])
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, time.Since(start), err
+	return p.api().SpendBatch(context.Background(), txns)
 }
 
 // redisSample is one request of the fault test's load.
@@ -257,16 +254,16 @@ func redisLoad(procs []*limiterProc, stop <-chan struct{}) func() []redisSample 
 					default:
 					}
 					start := time.Now()
-					status, b, took, err := redisPost(p.URL+"/v1/spend", fmt.Sprintf(`{"limit":"FaultTest","id":"c%d-%d"}`, c, n%50))
-					s := redisSample{proc: i, start: start, took: took, status: status, err: err}
-					var a struct {
-						Degraded bool `json:"degraded"`
-						Error    struct {
-							Code string `json:"code"`
-						} `json:"error"`
-					}
-					if json.Unmarshal(b, &a) == nil {
-						s.degraded, s.code = a.Degraded, a.Error.Code
+					a, err := p.api().Spend(context.Background(), apiclient.Transaction{Limit: "FaultTest", ID: fmt.Sprintf("c%d-%d", c, n%50)})
+					s := redisSample{proc: i, start: start, took: time.Since(start)}
+					var e *apiclient.Error
+					switch {
+					case err == nil:
+						s.status, s.degraded = http.StatusOK, a.Degraded
+					case errors.As(err, &e):
+						s.status, s.code = e.StatusCode, e.Code
+					default:
+						s.err = err
 					}
 					mu.Lock()
 					samples = append(samples, s)
@@ -316,10 +313,8 @@ func TestRedisFaultsOverHTTP(t *testing.T) {
 	procs := []*limiterProc{closed, open}
 
 	healthy := func(p *limiterProc, id string) bool {
-		status, b, _, err := redisPost(p.URL+"/v1/spend", fmt.Sprintf(`{"limit":"FaultTest","id":%q}`, id))
-		var a wire.BatchResponse
-		return err == nil && status == 200 && json.Unmarshal(b, &a) == nil && a.Allowed && !a.Degraded &&
-			len(a.Decisions) == 1 && a.Decisions[0].Remaining == 999_999
+		a, err := p.api().Spend(context.Background(), apiclient.Transaction{Limit: "FaultTest", ID: id})
+		return err == nil && a.Allowed && !a.Degraded && len(a.Decisions) == 1 && a.Decisions[0].Remaining == 999_999
 	}
 	ready := func(p *limiterProc) int {
 		resp, err := client.Get(p.URL + "/readyz")
@@ -411,17 +406,15 @@ func TestRedisFaultsOverHTTP(t *testing.T) {
 // call fails verification: a spend answers 503 and /readyz 503.
 func TestRedisTLSOverHTTP(t *testing.T) {
 	srv := redistest.NewStandaloneTLS(t)
-	const spend = `{"limit":"NewOrdersPerAccount","id":"42"}`
+	spend := apiclient.Transaction{Limit: "NewOrdersPerAccount", ID: "42"}
 	t.Run("WithCA", func(t *testing.T) {
 		p := startLimiter(t, procOptions{Args: append([]string{"--source", srv.URL(), "--redis-tls-ca", srv.CAFile()}, redisPatientArgs...)})
 		if !strings.Contains(p.logs(), "source=rediss ") {
 			t.Fatalf("not serving from rediss:\n%s", p.logs())
 		}
-		r := p.post("/v1/spend", spend)
-		var a wire.BatchResponse
-		if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 || !a.Allowed || len(a.Decisions) != 1 ||
-			a.Decisions[0].Remaining != a.Decisions[0].Burst-1 {
-			t.Fatalf("spend over TLS: %d %s", r.Status, r.Body)
+		a, err := p.api().Spend(context.Background(), spend)
+		if err != nil || !a.Allowed || len(a.Decisions) != 1 || a.Decisions[0].Remaining != a.Decisions[0].Burst-1 {
+			t.Fatalf("spend over TLS: %+v %v", a, err)
 		}
 		if r := p.do("GET", "/readyz", ""); r.Status != 200 {
 			t.Fatalf("/readyz over TLS: %d %s", r.Status, r.Body)
@@ -429,8 +422,9 @@ func TestRedisTLSOverHTTP(t *testing.T) {
 	})
 	t.Run("WithoutCA", func(t *testing.T) {
 		p := startLimiter(t, procOptions{Args: append([]string{"--source", srv.URL()}, redisPatientArgs...)})
-		if r := p.post("/v1/spend", spend); r.Status != 503 || !strings.Contains(string(r.Body), "source_unavailable") {
-			t.Fatalf("spend with an untrusted certificate: %d %s, want 503 source_unavailable", r.Status, r.Body)
+		var e *apiclient.Error
+		if _, err := p.api().Spend(context.Background(), spend); !errors.As(err, &e) || e.StatusCode != 503 || e.Code != "source_unavailable" {
+			t.Fatalf("spend with an untrusted certificate: %v, want 503 source_unavailable", err)
 		}
 		if r := p.do("GET", "/readyz", ""); r.Status != 503 {
 			t.Fatalf("/readyz with an untrusted certificate: %d %s, want 503", r.Status, r.Body)

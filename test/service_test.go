@@ -2,6 +2,7 @@ package test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	apiclient "github.com/limiter-dev/limiter/client"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 )
 
@@ -31,22 +33,24 @@ func TestServeWithBundledConfig(t *testing.T) {
 	if !strings.Contains(p.logs(), "source=memory") || !strings.Contains(p.logs(), "defaults=config/defaults.yaml") {
 		t.Fatalf("not serving the bundled config on memory:\n%s", p.logs())
 	}
-	r := p.post("/v1/spend", `{"limit":"NewOrdersPerAccount","id":"12345678"}`)
-	var a wire.BatchResponse
-	if err := json.Unmarshal(r.Body, &a); err != nil || r.Status != 200 {
-		t.Fatalf("spend: %d %s", r.Status, r.Body)
+	a, err := p.api().Spend(context.Background(), apiclient.Transaction{Limit: "NewOrdersPerAccount", ID: "12345678"})
+	if err != nil || len(a.Decisions) != 1 {
+		t.Fatalf("spend: %+v %v", a, err)
 	}
 	d := a.Decisions[0]
 	if !a.Allowed || d.Remaining != d.Burst-1 || d.Limit != "NewOrdersPerAccount" || d.ID != "12345678" {
-		t.Fatalf("spend on a bundled limit: %s", r.Body)
+		t.Fatalf("spend on a bundled limit: %+v", a)
 	}
-	if got := r.Header.Get("RateLimit-Policy"); got != fmt.Sprintf(`"NewOrdersPerAccount";q=%d;w=10800`, d.Count) {
+	if got := a.Header.Get("RateLimit-Policy"); got != fmt.Sprintf(`"NewOrdersPerAccount";q=%d;w=10800`, d.Count) {
 		t.Errorf("RateLimit-Policy %q", got)
 	}
-	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/v1/limits"} {
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		if r := p.do("GET", path, ""); r.Status != 200 {
 			t.Errorf("GET %s: %d", path, r.Status)
 		}
+	}
+	if _, err := p.api().Limits(context.Background()); err != nil {
+		t.Errorf("GET /v1/limits: %v", err)
 	}
 	// Without LIMITER_FAKECLOCK the debug path does not exist.
 	if r := p.post("/debug/clock", `{"advance":"1s"}`); r.Status != 404 {
@@ -217,9 +221,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 		}
 	}
-	r := p.do("GET", "/v1/limits/LoginAttemptsPerUser/alice", "")
-	if !strings.Contains(string(r.Body), `"remaining":5`) {
-		t.Fatalf("alice's bucket changed: %s", r.Body)
+	if d, err := p.api().Subscriber(context.Background(), "LoginAttemptsPerUser", "alice"); err != nil || d.Remaining != 5 {
+		t.Fatalf("alice's bucket changed: %+v %v", d, err)
 	}
 }
 
@@ -231,15 +234,15 @@ func TestNoOvershootOverHTTP(t *testing.T) {
 	p := startLimiter(t, procOptions{Env: map[string]string{"LIMITER_DEFAULTS": defaults, "LIMITER_OVERRIDES": dir + "/none.yaml"}})
 	var allowed, denied atomic.Int64
 	var wg sync.WaitGroup
+	c := p.api()
 	for range 64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 4 {
-				r := p.post("/v1/spend", `{"limit":"NewOrdersPerAccount","id":"42"}`)
-				var a wire.BatchResponse
-				if r.Status != 200 || json.Unmarshal(r.Body, &a) != nil {
-					t.Errorf("spend: %d %s", r.Status, r.Body)
+				a, err := c.Spend(context.Background(), apiclient.Transaction{Limit: "NewOrdersPerAccount", ID: "42"})
+				if err != nil {
+					t.Errorf("spend: %v", err)
 					return
 				}
 				if a.Allowed {

@@ -1,15 +1,17 @@
 package test
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/limiter-dev/limiter/httpapi/wire"
+	apiclient "github.com/limiter-dev/limiter/client"
 	"github.com/limiter-dev/limiter/internal/redistest"
 )
 
@@ -61,11 +63,12 @@ func startSyncProcs(t *testing.T, n int, url, defaults string) []*limiterProc {
 	return startRedisShared(t, n, env, redisPatientArgs...)
 }
 
-const syncSpend = `{"limit":"SyncTest","id":"42"}`
+// syncSpend is one hit of SyncTest's subscriber 42.
+var syncSpend = apiclient.Transaction{Limit: "SyncTest", ID: "42"}
 
-// hammer has clients concurrent clients per process spend body each times
+// hammer has clients concurrent clients per process spend txn each times
 // and returns how many answers were allowed, per process.
-func hammer(t *testing.T, procs []*limiterProc, clients, each int, body string) []int64 {
+func hammer(t *testing.T, procs []*limiterProc, clients, each int, txn apiclient.Transaction) []int64 {
 	t.Helper()
 	allowed := make([]atomic.Int64, len(procs))
 	errs := make(chan string, clients*len(procs))
@@ -74,10 +77,9 @@ func hammer(t *testing.T, procs []*limiterProc, clients, each int, body string) 
 		for range clients {
 			wg.Go(func() {
 				for range each {
-					status, b, _, err := redisPost(p.URL+"/v1/spend", body)
-					var a wire.BatchResponse
-					if err != nil || status != 200 || json.Unmarshal(b, &a) != nil {
-						errs <- fmt.Sprintf("process %d spend: %d %s %v", i, status, b, err)
+					a, err := p.api().Spend(context.Background(), txn)
+					if err != nil {
+						errs <- fmt.Sprintf("process %d spend: %v", i, err)
 						return
 					}
 					if a.Allowed {
@@ -109,24 +111,25 @@ func sum(xs []int64) int64 {
 
 // adminSync runs POST /v1/admin/sync on p and returns its status and
 // answer.
-func adminSync(t *testing.T, p *limiterProc) (int, wire.SyncResponse) {
+func adminSync(t *testing.T, p *limiterProc) (int, apiclient.SyncResult) {
 	t.Helper()
-	r := p.post("/v1/admin/sync", "")
-	var res wire.SyncResponse
-	if r.Status == 200 {
-		if err := json.Unmarshal(r.Body, &res); err != nil {
-			t.Fatalf("sync answer %s: %v", r.Body, err)
-		}
-	} else if !strings.Contains(string(r.Body), `"code":"sync_failed"`) {
-		t.Fatalf("sync failed without the sync_failed error: %d %s", r.Status, r.Body)
+	res, err := p.api().Sync(context.Background())
+	var e *apiclient.Error
+	switch {
+	case err == nil:
+		return http.StatusOK, res
+	case !errors.As(err, &e):
+		t.Fatalf("sync: %v", err)
+	case e.Code != "sync_failed":
+		t.Fatalf("sync failed without the sync_failed error: %v", err)
 	}
-	return r.Status, res
+	return e.StatusCode, res
 }
 
 // syncAll runs a sync on every process, which must succeed.
-func syncAll(t *testing.T, procs []*limiterProc) []wire.SyncResponse {
+func syncAll(t *testing.T, procs []*limiterProc) []apiclient.SyncResult {
 	t.Helper()
-	out := make([]wire.SyncResponse, len(procs))
+	out := make([]apiclient.SyncResult, len(procs))
 	for i, p := range procs {
 		status, res := adminSync(t, p)
 		if status != 200 {
@@ -140,10 +143,9 @@ func syncAll(t *testing.T, procs []*limiterProc) []wire.SyncResponse {
 // remaining reads SyncTest/42 on p.
 func remaining(t *testing.T, p *limiterProc) int64 {
 	t.Helper()
-	r := p.do("GET", "/v1/limits/SyncTest/42", "")
-	var d wire.DecisionResponse
-	if r.Status != 200 || json.Unmarshal(r.Body, &d) != nil {
-		t.Fatalf("GET /v1/limits/SyncTest/42: %d %s", r.Status, r.Body)
+	d, err := p.api().Subscriber(context.Background(), "SyncTest", "42")
+	if err != nil {
+		t.Fatalf("GET /v1/limits/SyncTest/42: %v", err)
 	}
 	return d.Remaining
 }
@@ -179,7 +181,7 @@ func TestSyncRateZeroIsExact(t *testing.T) {
 			}
 			// Nothing is held in the processes: a sync has nothing to do.
 			for i, res := range syncAll(t, procs) {
-				if res != (wire.SyncResponse{}) {
+				if res != (apiclient.SyncResult{}) {
 					t.Fatalf("process %d synced %+v with sync_rate 0", i, res)
 				}
 			}
@@ -204,7 +206,7 @@ func TestSyncRateNegativeCountsPerProcess(t *testing.T) {
 				t.Fatalf("Redis holds %d keys for a local-only limit, want none", n)
 			}
 			for i, res := range syncAll(t, procs) {
-				if res != (wire.SyncResponse{}) {
+				if res != (apiclient.SyncResult{}) {
 					t.Fatalf("process %d synced %+v with sync_rate -1", i, res)
 				}
 			}
@@ -232,12 +234,12 @@ func TestSyncRatePositiveConverges(t *testing.T) {
 				}
 			}
 			for i, res := range syncAll(t, procs) {
-				if res != (wire.SyncResponse{Pushed: 1, Fetched: 1}) {
+				if res != (apiclient.SyncResult{Pushed: 1, Fetched: 1}) {
 					t.Fatalf("process %d's first sync: %+v, want 1 pushed, 1 fetched", i, res)
 				}
 			}
 			for i, res := range syncAll(t, procs) {
-				if res != (wire.SyncResponse{Pushed: 0, Fetched: 1}) {
+				if res != (apiclient.SyncResult{Pushed: 0, Fetched: 1}) {
 					t.Fatalf("process %d's second sync: %+v, want 0 pushed, 1 fetched", i, res)
 				}
 			}

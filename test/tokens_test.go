@@ -1,17 +1,27 @@
 package test
 
 import (
+	"context"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	apiclient "github.com/limiter-dev/limiter/client"
 )
 
-// spendWith spends one login attempt presenting token.
+// spendWith spends one login attempt presenting token, and returns the
+// answer's status.
 func spendWith(p *limiterProc, token string) int {
-	req := mustRequestBody(p.t, "POST", p.URL+"/v1/spend", `{"limit":"LoginAttemptsPerUser","id":"tok"}`)
-	req.Header.Set("Authorization", "Bearer "+token)
-	return p.send(req).Status
+	p.t.Helper()
+	c := p.apiWith(apiclient.Options{APIToken: token})
+	defer c.Close()
+	_, err := c.Spend(context.Background(), apiclient.Transaction{Limit: "LoginAttemptsPerUser", ID: "tok"})
+	status, ok := statusOf(err)
+	if !ok {
+		p.t.Fatalf("spend with a token: %v\n%s", err, p.logs())
+	}
+	return status
 }
 
 // A leaked token is revoked by editing its file and reloading, by SIGHUP
@@ -60,18 +70,15 @@ func TestTokenRotationOnReload(t *testing.T) {
 	// The admin endpoint reloads token files too, the admin file included.
 	replaceFile(t, api, "newer-token\n")
 	replaceFile(t, admin, "admin-2\n")
-	req := mustRequest(t, "POST", p.URL+"/v1/admin/reload")
-	req.Header.Set("Authorization", "Bearer admin-1")
-	if r := p.send(req); r.Status != 200 {
-		t.Fatalf("admin reload: %d %s", r.Status, r.Body)
+	operator := p.apiWith(apiclient.Options{AdminToken: "admin-1"})
+	if err := operator.Reload(context.Background()); err != nil {
+		t.Fatalf("admin reload: %v", err)
 	}
 	if a, b := spendWith(p, "new-token"), spendWith(p, "newer-token"); a != 401 || b != 200 {
 		t.Fatalf("after the admin reload: new-token %d (want 401), newer-token %d (want 200)", a, b)
 	}
-	req = mustRequest(t, "POST", p.URL+"/v1/admin/reload")
-	req.Header.Set("Authorization", "Bearer admin-1")
-	if r := p.send(req); r.Status != 401 {
-		t.Fatalf("reload with the replaced admin token: %d, want 401", r.Status)
+	if status, _ := statusOf(operator.Reload(context.Background())); status != 401 {
+		t.Fatalf("reload with the replaced admin token: %d, want 401", status)
 	}
 	for _, secret := range []string{"old-token", "new-token", "newer-token", "admin-1", "admin-2"} {
 		if strings.Contains(p.logs(), secret) {

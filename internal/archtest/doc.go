@@ -23,4 +23,9 @@
 //     of the request it holds. The loader builds its rules and the
 //     handlers use them, so it imports the standard library alone.
 //   - cmd/limiter wires them together and may import anything.
+//
+// Beside the layers, the Go client (client) is what applications import
+// to call the service: it imports the standard library alone, none of the
+// module's packages (not even the wire types), so that it brings its
+// users nothing else.
 package archtest

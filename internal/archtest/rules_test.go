@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/client"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -90,8 +90,9 @@ func TestRulesCatchForbiddenImports(t *testing.T) {
 
 // The allow rules catch an algorithm that imports the module or more than
 // arithmetic from the standard library, batch rules that import the
-// module beyond the algorithms, and forward-auth rules that import
-// anything beyond the standard library; the imports they have today pass.
+// module beyond the algorithms, forward-auth rules that import anything
+// beyond the standard library, and a client that imports anything but the
+// standard library; the imports they have today pass.
 func TestAllowRules(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -123,6 +124,14 @@ func TestAllowRules(t *testing.T) {
 			[]string{"forwardauth imports github.com/go-chi/chi/v5"}},
 		{"a package under forwardauth uses golang.org/x", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {}, "m/forwardauth/proxyproto": {"golang.org/x/net/http/httpguts"}},
 			[]string{"forwardauth/proxyproto imports golang.org/x/net/http/httpguts"}},
+		{"the client uses the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/client": {"net/http", "encoding/json", "crypto/rand", "math/rand/v2"}}, nil},
+		{"the client uses the wire types", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/client": {"net/http", "m/httpapi/wire"}},
+			[]string{"client imports httpapi/wire: the client is what applications import"}},
+		{"the client uses another module", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/client": {"golang.org/x/net/http2"}},
+			[]string{"client imports golang.org/x/net/http2: the client is what applications import"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
