@@ -38,11 +38,15 @@ const maxAnswerBytes = 32 << 20
 // generated that the service refuses for this batch (some limits cannot
 // replay an answer) is dropped, and the call sent once more without it,
 // as a call that must not be applied twice: it is retried only when an
-// answer proves it was not applied.
+// answer proves it was not applied. That happens only when the refusal
+// answered the first attempt: after an attempt whose outcome is unknown,
+// the batch may have been applied under the key before a reload made its
+// limits refuse keys, and sending it without one could apply it twice, so
+// the refusal is returned instead.
 func (c *Client) send(ctx context.Context, r request) (*answer, error) {
 	attempts := 0
 	a, err := c.sendWithRetries(ctx, &r, &attempts)
-	if err != nil && r.generated && IsCode(err, CodeInvalidIdempotencyKey) {
+	if err != nil && r.generated && attempts == 1 && IsCode(err, CodeInvalidIdempotencyKey) {
 		r.key, r.generated, r.safety = "", false, sendOnce
 		a, err = c.sendWithRetries(ctx, &r, &attempts)
 	}
