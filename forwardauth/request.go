@@ -95,7 +95,9 @@ func (q *Request) Value(src Source) (string, bool) {
 		host := q.r.Host
 		if q.trusted {
 			if h, ok := q.forwarded(headerForwardedHost); ok {
-				host = h
+				// Proxies in a row may each add theirs: the first is
+				// the one the client asked for.
+				host, _, _ = strings.Cut(h, ",")
 			}
 		}
 		return nonEmpty(stripPort(host))

@@ -228,6 +228,8 @@ func TestValue(t *testing.T) {
 		{name: "host: IPv4 with a port", peer: untrustedPeer, host: "192.0.2.9:443", source: "host", want: "192.0.2.9"},
 		{name: "host: X-Forwarded-Host", peer: trustedPeer, host: "limiter.internal:8080",
 			hdrs: headers{{"X-Forwarded-Host", "shop.example:443"}}, source: "host", want: "shop.example"},
+		{name: "host: X-Forwarded-Host written by two proxies, the first is the client's", peer: trustedPeer,
+			hdrs: headers{{"X-Forwarded-Host", "shop.example, internal.example:8080"}}, source: "host", want: "shop.example"},
 		{name: "host: X-Forwarded-Host IPv6 with a port", peer: trustedPeer,
 			hdrs: headers{{"X-Forwarded-Host", "[2001:db8::2]:443"}}, source: "host", want: "2001:db8::2"},
 		{name: "host: untrusted peer, X-Forwarded-Host ignored", peer: untrustedPeer, host: "limiter.internal",

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -22,7 +23,16 @@ const codeMissingID = "missing_id"
 // decision, with 200 when allowed and the rule's deny status when not,
 // since a proxy reads the status, not the body.
 func (h *handler) forwardAuth(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "rule")
+	if r.ContentLength != 0 && r.ProtoMajor == 1 {
+		// The body is never read. net/http would otherwise read what is
+		// left of it before answering, to reuse the connection, and a
+		// proxy that sends a request's Content-Length without its body
+		// (nginx with proxy_pass_request_body off, unless the header is
+		// cleared too) would wait for an answer that waits for the body.
+		// Closing the connection after the answer needs no body.
+		w.Header().Set("Connection", "close")
+	}
+	name, _ := forwardAuthRule(r)
 	for attempt := 1; ; attempt++ {
 		rules := h.forwardAuthRules()
 		rule, ok := rules.Rule(name)
@@ -73,6 +83,37 @@ func (h *handler) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		}
 		h.writeBatchStatus(w, status, bd)
 		return
+	}
+}
+
+// forwardAuthPrefix is the path of the forward-auth calls, before the rule.
+const forwardAuthPrefix = "/v1/forward-auth/"
+
+// forwardAuthRule is the rule name of a forward-auth call's path, and
+// false when the path is not one: the router's parameter, or for a method
+// the router does not know (which it routes nowhere), the path's last
+// segment, read the same way.
+func forwardAuthRule(r *http.Request) (string, bool) {
+	if name := chi.URLParam(r, "rule"); name != "" {
+		return name, true
+	}
+	name, ok := strings.CutPrefix(routingPath(r), forwardAuthPrefix)
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
+}
+
+// forwardAuthOr serves a forward-auth call whose method the router does
+// not know with fa, and anything else with other, the router's answer to
+// a method a path is not served with.
+func forwardAuthOr(fa, other http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := forwardAuthRule(r); ok && methodLabel(r.Method) == methodOther {
+			fa(w, r)
+			return
+		}
+		other(w, r)
 	}
 }
 

@@ -1,9 +1,11 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jmhodges/clock"
 
@@ -763,5 +766,35 @@ func TestForwardAuthRulesSwap(t *testing.T) {
 	}
 	if rec := s.ask("GET", "nginx", faProxy, "X-Api-Key", "k"); rec.Code != 200 {
 		t.Errorf("rule nginx after the swap: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// A call that announces a body and never sends it, as nginx does when it
+// drops a request's body but passes its Content-Length on, is answered
+// at once, over a real connection, and the connection is then closed
+// rather than left waiting for bytes that will never come.
+func TestForwardAuthAnsweredWithoutTheAnnouncedBody(t *testing.T) {
+	s := newFAServer(t, faOptions{})
+	srv := httptest.NewServer(s.h)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.WriteString(conn, "POST /v1/forward-auth/allow HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer without the body: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Errorf("status %d, close %v; want 200 and the connection closed", resp.StatusCode, resp.Close)
 	}
 }

@@ -124,7 +124,11 @@ func New(opts Options) http.Handler {
 	r := chi.NewRouter()
 	r.Use(h.recoverPanics, h.observe)
 	r.NotFound(notFound)
-	r.MethodNotAllowed(methodNotAllowed(r))
+	// Every method of forward-auth: the standard ones are registered
+	// below; the router sends any other here, as a method it does not
+	// know.
+	forwardAuth := h.authorize(accessAPI, h.forwardAuth)
+	r.MethodNotAllowed(forwardAuthOr(forwardAuth, methodNotAllowed(r)))
 	// get serves a GET route and HEAD on the same path: net/http sends
 	// the headers and drops the body.
 	get := func(pattern string, fn http.HandlerFunc) {
@@ -138,10 +142,10 @@ func New(opts Options) http.Handler {
 	get("/v1/limits", h.authorize(accessAPI, h.limits))
 	get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
 	h.routeERL(r, get)
-	// Every standard method: proxies send the original method, or GET.
-	// Named one by one, since the router's any-method registration also
-	// takes methods outside that set, which an Allow header never lists.
-	forwardAuth := h.authorize(accessAPI, h.forwardAuth)
+	// Any method: a proxy asks with GET, HEAD or the client's own. The
+	// standard ones are named one by one (the router's any-method
+	// registration takes only the methods it knows), and forwardAuthOr
+	// serves the rest.
 	for _, m := range standardMethods() {
 		r.MethodFunc(m, "/v1/forward-auth/{rule}", forwardAuth)
 	}

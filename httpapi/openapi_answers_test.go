@@ -260,8 +260,10 @@ func routingExchanges() []exchange {
 			answerHeaders: map[string]string{"Allow": "GET, HEAD"}},
 		{name: "DELETE where two routes meet", method: "DELETE", path: "/v1/erl/penaltyboxes/Lockout/add", token: apiToken, status: 405, code: "method_not_allowed",
 			answerHeaders: map[string]string{"Allow": "GET, HEAD, POST"}},
-		{name: "QUERY of forward-auth", method: "QUERY", path: "/v1/forward-auth/api", token: apiToken, status: 405, code: "method_not_allowed"},
-		{name: "a method nobody knows", method: "BREW", path: "/v1/forward-auth/api", token: apiToken, status: 405, code: "method_not_allowed"},
+		{name: "QUERY of forward-auth, which serves any method", method: "QUERY", path: "/v1/forward-auth/api", token: apiToken, accepted: true, status: 429, code: "missing_id"},
+		{name: "a method nobody knows, on forward-auth", method: "BREW", path: "/v1/forward-auth/api", token: apiToken, accepted: true, status: 429, code: "missing_id"},
+		{name: "a method nobody knows, elsewhere", method: "BREW", path: "/v1/spend", token: apiToken, status: 405, code: "method_not_allowed",
+			answerHeaders: map[string]string{"Allow": "POST"}},
 	}
 }
 

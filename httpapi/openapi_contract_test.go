@@ -39,6 +39,10 @@ const restOfPath = "x-rest-of-path"
 // path's GET does.
 const additionalMethods = "x-additional-methods"
 
+// anyMethod is the path item extension saying that a path serves every
+// method, those the document cannot name included, as it serves GET.
+const anyMethod = "x-any-method"
+
 // standardMethodOrder is the order an Allow header lists methods in.
 func standardMethodOrder() []string {
 	return []string{
@@ -164,12 +168,13 @@ func (p *contractPath) methods() []string {
 }
 
 // operation is the path's operation for method: its own, or GET's for a
-// method named in x-additional-methods.
+// method named in x-additional-methods, or for any method at all on a
+// path with x-any-method.
 func (p *contractPath) operation(method string) *openapi3.Operation {
 	if op := p.item.GetOperation(method); op != nil {
 		return op
 	}
-	if slices.Contains(p.methods(), method) {
+	if slices.Contains(p.methods(), method) || p.item.Extensions[anyMethod] == true {
 		return p.item.Get
 	}
 	return nil
