@@ -36,8 +36,8 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	c.pairRuleFiles(newSettings(fs, table))
 	cfg, err := configfile.Load(c.defaults, c.overrides)
-	rules, rulesErr := loadDescriptorRules(c.descriptors, cfg)
-	fwd, fwdErr := configfile.LoadForwardAuth(c.forwardAuth, cfg)
+	rules, rulesSkipped, rulesErr := loadRules(c.descriptors, c.looseDescriptors, cfg, configfile.LoadDescriptors)
+	fwd, fwdSkipped, fwdErr := loadRules(c.forwardAuth, c.looseForwardAuth, cfg, configfile.LoadForwardAuth)
 	if err != nil || rulesErr != nil || fwdErr != nil {
 		problems := printProblems(stdout, err) + printProblems(stdout, rulesErr) + printProblems(stdout, fwdErr)
 		if err != nil && rulesErr == nil && rules.Count() > 0 {
@@ -60,8 +60,8 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "ok: %s (%d limits with defaults), %s (%d overrides), %s, %s\n",
 		c.defaults, limited, c.overrides, overrides,
-		describeRulesFile(c.descriptors, "descriptors", "descriptor", rules.Count()),
-		describeRulesFile(c.forwardAuth, "forward-auth", "forward-auth", fwd.Count()))
+		describeRulesFile(c.descriptors, "descriptors", "descriptor", rules.Count(), rulesSkipped),
+		describeRulesFile(c.forwardAuth, "forward-auth", "forward-auth", fwd.Count(), fwdSkipped))
 	return 0
 }
 
@@ -84,11 +84,15 @@ func printProblems(w io.Writer, err error) int {
 }
 
 // describeRulesFile says what check-config found in a rules file (flag
-// names its flag, kind its rules), telling a missing file apart, as a
-// mistyped path loads no rules without an error.
-func describeRulesFile(path, flag, kind string, count int) string {
+// is its flag, kind names its rules), telling a missing file apart, as a
+// mistyped path loads no rules without an error, and a built-in one left
+// out beside other limit files (skipped is its first problem).
+func describeRulesFile(path, flag, kind string, count int, skipped string) string {
+	if skipped != "" {
+		return fmt.Sprintf("%s (not used: the built-in path, and it does not fit these limit files; name a %s file with --%s: %s)", path, flag, flag, skipped)
+	}
 	if path == "" {
-		return fmt.Sprintf("no %s file (no %s rules: give --%s with limit files other than the bundled ones)", flag, kind, flag)
+		return fmt.Sprintf("no %s rules file (no %s rules)", kind, kind)
 	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Sprintf("%s (no such file: no %s rules)", path, kind)

@@ -96,9 +96,9 @@ func TestCheckConfigDescriptors(t *testing.T) {
 	overrides := filepath.Join(dir, "no-overrides.yaml")
 	const goodRules = "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestsPerKey\n    - keys: [remote_address]\n      limit: NewRegistrationsPerIPAddress\n"
 	const badRules = "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestPerKey\n    - keys: []\n      limit: APIRequestsPerKey\n"
-	// Other limit files and no --forward-auth: the bundled rules file is
-	// not read, and the ok line says so.
-	const noForwardAuth = ", no forward-auth file (no forward-auth rules: give --forward-auth with limit files other than the bundled ones)"
+	// Other limit files and no --forward-auth: the built-in path is
+	// tried, and here (the package's directory) it has no file.
+	const noForwardAuth = ", config/forward-auth.yaml (no such file: no forward-auth rules)"
 	tests := []struct {
 		name     string
 		defaults string // empty: the good defaults
@@ -184,7 +184,7 @@ func TestCheckConfigDescriptorsPairWithTheLimitFiles(t *testing.T) {
 		return code, stdout.String() + stderr.String()
 	}
 	none := filepath.Join(dir, "no-overrides.yaml")
-	if code, out := check("--defaults", defaults, "--overrides", none); code != 0 || !strings.Contains(out, "no descriptors file") {
+	if code, out := check("--defaults", defaults, "--overrides", none); code != 0 || !strings.Contains(out, "config/descriptors.yaml (not used: the built-in path, and it does not fit these limit files") {
 		t.Errorf("other defaults, no --descriptors: exit %d, output:\n%s", code, out)
 	}
 	if code, out := check("--defaults", defaults, "--overrides", none, "--descriptors", "config/descriptors.yaml"); code != 1 || !strings.Contains(out, "config/descriptors.yaml:") {

@@ -128,24 +128,25 @@ type configFlags struct {
 	overrides   string
 	descriptors string
 	forwardAuth string
+	// looseDescriptors and looseForwardAuth mark a rules file read from
+	// its built-in path beside limit files the operator named: it is used
+	// when it fits them, and left out, with a warning, when it does not
+	// (loadRules).
+	looseDescriptors, looseForwardAuth bool
 }
 
-// pairRuleFiles drops the built-in descriptors and forward-auth files
-// when the limit files are not the built-in ones: the bundled
+// pairRuleFiles marks the built-in descriptors and forward-auth paths as
+// loose when the limit files are not the built-in ones: the bundled
 // config/descriptors.yaml and config/forward-auth.yaml name the bundled
-// limits, and checked against other limit files they would refuse them.
-// Other limit files get rules only from a rules file named with them
-// (--descriptors, --forward-auth or their variables).
+// limits, and other limit files may well lack them. Such a file is still
+// read, and used if it fits (a directory laid out like the repository's,
+// with its own files in config/), but it cannot stop serving or a reload.
+// A rules file named with --descriptors, --forward-auth or their
+// variables must always load.
 func (c *configFlags) pairRuleFiles(set settings) {
-	if !set.given("defaults") && !set.given("overrides") {
-		return
-	}
-	if !set.given("descriptors") {
-		c.descriptors = ""
-	}
-	if !set.given("forward-auth") {
-		c.forwardAuth = ""
-	}
+	limitFilesGiven := set.given("defaults") || set.given("overrides")
+	c.looseDescriptors = limitFilesGiven && !set.given("descriptors")
+	c.looseForwardAuth = limitFilesGiven && !set.given("forward-auth")
 }
 
 func (c *configFlags) settings() []setting {

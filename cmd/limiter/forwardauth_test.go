@@ -49,7 +49,7 @@ func TestCheckConfigForwardAuth(t *testing.T) {
 	const badRules = "trusted_proxies: [10.0.0.1/8]\nrules:\n  api:\n    limits:\n      - {limit: APIRequestPerKey, id: header:X-Api-Key}\n" +
 		"  site:\n    limits:\n      - {limit: NewOrdersPerAccount, id: client_ip}\n    deny_status: 500\n"
 	okStart := "ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " +
-		"no descriptors file (no descriptor rules: give --descriptors with limit files other than the bundled ones), "
+		"config/descriptors.yaml (no such file: no descriptor rules), "
 	tests := []struct {
 		name     string
 		defaults string // empty: the good defaults
@@ -148,10 +148,12 @@ func TestCheckConfigForwardAuthPairsWithTheLimitFiles(t *testing.T) {
 		return code, stdout.String() + stderr.String()
 	}
 	none := filepath.Join(dir, "no-overrides.yaml")
-	if code, out := check("--defaults", defaults, "--overrides", none); code != 0 || !strings.Contains(out, "no forward-auth file (no forward-auth rules: give --forward-auth") {
+	if code, out := check("--defaults", defaults, "--overrides", none); code != 0 ||
+		!strings.Contains(out, "config/forward-auth.yaml (not used: the built-in path, and it does not fit these limit files; name a forward-auth file with --forward-auth: config/forward-auth.yaml:") {
 		t.Errorf("other defaults, no --forward-auth: exit %d, output:\n%s", code, out)
 	}
-	if code, out := check("--overrides", none); code != 0 || !strings.Contains(out, "no forward-auth file") {
+	// Limit files that the bundled rules fit: the built-in path is used.
+	if code, out := check("--overrides", none); code != 0 || !strings.Contains(out, ", config/forward-auth.yaml (5 forward-auth rules)") {
 		t.Errorf("other overrides alone, no --forward-auth: exit %d, output:\n%s", code, out)
 	}
 	if code, out := check("--defaults", defaults, "--overrides", none, "--forward-auth", "config/forward-auth.yaml"); code != 1 ||
@@ -169,30 +171,33 @@ func TestCheckConfigForwardAuthPairsWithTheLimitFiles(t *testing.T) {
 }
 
 // serve's --forward-auth: the bundled file unless given; the environment
-// gives it, a flag beats the environment, and other limit files drop the
-// bundled one unless a rules file is named with them. The descriptors
-// file pairs the same way.
+// gives it, a flag beats the environment. With other limit files, the
+// built-in path of a rules file not named is loose (used only if it fits
+// them); one named with them is not. The descriptors file pairs the same
+// way.
 func TestServeFlagsForwardAuth(t *testing.T) {
+	const fa, desc = "config/forward-auth.yaml", "config/descriptors.yaml"
 	tests := []struct {
-		name            string
-		args            []string
-		env             map[string]string
-		wantForwardAuth string
-		wantDescriptors string
+		name                 string
+		args                 []string
+		env                  map[string]string
+		wantForwardAuth      string
+		wantLooseForwardAuth bool
+		wantDescriptors      string
+		wantLooseDescriptors bool
 	}{
-		{"defaults", nil, nil, "config/forward-auth.yaml", "config/descriptors.yaml"},
-		{"the flag", []string{"--forward-auth=/etc/limiter/forward-auth.yaml"}, nil, "/etc/limiter/forward-auth.yaml", "config/descriptors.yaml"},
-		{"the environment", nil, map[string]string{"LIMITER_FORWARD_AUTH": "rules.yaml"}, "rules.yaml", "config/descriptors.yaml"},
-		{"a flag beats the environment", []string{"--forward-auth="}, map[string]string{"LIMITER_FORWARD_AUTH": "rules.yaml"}, "", "config/descriptors.yaml"},
-		{"other defaults drop both bundled rules files", []string{"--defaults=/etc/limiter/defaults.yaml"}, nil, "", ""},
-		{"other overrides drop them too", []string{"--overrides=/etc/limiter/overrides.yaml"}, nil, "", ""},
-		{"other defaults from the environment", nil, map[string]string{"LIMITER_DEFAULTS": "/etc/limiter/defaults.yaml"}, "", ""},
-		{"other defaults keep a named forward-auth file", []string{"--defaults=d.yaml", "--forward-auth=f.yaml"}, nil, "f.yaml", ""},
-		{"other defaults keep a forward-auth file from the environment", []string{"--defaults=d.yaml"},
-			map[string]string{"LIMITER_FORWARD_AUTH": "f.yaml"}, "f.yaml", ""},
-		{"other defaults keep the bundled file named", []string{"--defaults=d.yaml", "--forward-auth=config/forward-auth.yaml"}, nil,
-			"config/forward-auth.yaml", ""},
-		{"each rules file is kept on its own", []string{"--overrides=o.yaml", "--descriptors=x.yaml"}, nil, "", "x.yaml"},
+		{"defaults", nil, nil, fa, false, desc, false},
+		{"the flag", []string{"--forward-auth=/etc/limiter/forward-auth.yaml"}, nil, "/etc/limiter/forward-auth.yaml", false, desc, false},
+		{"the environment", nil, map[string]string{"LIMITER_FORWARD_AUTH": "rules.yaml"}, "rules.yaml", false, desc, false},
+		{"a flag beats the environment", []string{"--forward-auth="}, map[string]string{"LIMITER_FORWARD_AUTH": "rules.yaml"}, "", false, desc, false},
+		{"other defaults make both built-in rules files loose", []string{"--defaults=/etc/limiter/defaults.yaml"}, nil, fa, true, desc, true},
+		{"other overrides too", []string{"--overrides=/etc/limiter/overrides.yaml"}, nil, fa, true, desc, true},
+		{"other defaults from the environment", nil, map[string]string{"LIMITER_DEFAULTS": "/etc/limiter/defaults.yaml"}, fa, true, desc, true},
+		{"a named forward-auth file is not loose", []string{"--defaults=d.yaml", "--forward-auth=f.yaml"}, nil, "f.yaml", false, desc, true},
+		{"nor one from the environment", []string{"--defaults=d.yaml"},
+			map[string]string{"LIMITER_FORWARD_AUTH": "f.yaml"}, "f.yaml", false, desc, true},
+		{"nor the bundled file named", []string{"--defaults=d.yaml", "--forward-auth=config/forward-auth.yaml"}, nil, fa, false, desc, true},
+		{"each rules file on its own", []string{"--overrides=o.yaml", "--descriptors=x.yaml"}, nil, fa, true, "x.yaml", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,8 +208,11 @@ func TestServeFlagsForwardAuth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f.forwardAuth != tt.wantForwardAuth || f.descriptors != tt.wantDescriptors {
-				t.Errorf("forwardAuth %q, descriptors %q; want %q, %q", f.forwardAuth, f.descriptors, tt.wantForwardAuth, tt.wantDescriptors)
+			if f.forwardAuth != tt.wantForwardAuth || f.looseForwardAuth != tt.wantLooseForwardAuth ||
+				f.descriptors != tt.wantDescriptors || f.looseDescriptors != tt.wantLooseDescriptors {
+				t.Errorf("forwardAuth %q (loose %v), descriptors %q (loose %v); want %q (%v), %q (%v)",
+					f.forwardAuth, f.looseForwardAuth, f.descriptors, f.looseDescriptors,
+					tt.wantForwardAuth, tt.wantLooseForwardAuth, tt.wantDescriptors, tt.wantLooseDescriptors)
 			}
 		})
 	}
@@ -428,5 +436,38 @@ func TestReloadForwardAuthKeepsTokens(t *testing.T) {
 	}
 	if tokens.Allows(bearer.API, []byte("old-token")) || !tokens.Allows(bearer.API, []byte("new-token")) {
 		t.Error("a good reload did not put the new token in use")
+	}
+}
+
+// A loose forward-auth file (the built-in path beside limit files given by
+// flag) that does not fit the limits is left out: the reload succeeds
+// with no rules in use. Once it fits, its rules are used.
+func TestReloadLooseForwardAuth(t *testing.T) {
+	dir := t.TempDir()
+	write := writer(t, dir)
+	defaults := write("defaults.yaml", "NewOrdersPerAccount:\n  burst: 5\n  count: 5\n  period: 1h\n")
+	rulesFile := write("forward-auth.yaml", "rules:\n  orders:\n    limits: [{limit: NoSuchLimit, id: header:X-Account}]\n")
+	cfg, err := configfile.Load(defaults, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &serveFlags{configFlags: configFlags{defaults: defaults, forwardAuth: rulesFile, looseForwardAuth: true}}
+	r := newReloader(f, limiter, bearer.NewTokens(nil, nil), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	var inUse *forwardauth.Rules
+	swaps := 0
+	r.setForwardAuth = func(rs *forwardauth.Rules) { inUse, swaps = rs, swaps+1 }
+	if err := r.Reload("test"); err != nil {
+		t.Fatalf("a loose file that does not fit: %v; want it left out", err)
+	}
+	if swaps != 1 || inUse.Count() != 0 {
+		t.Fatalf("%d swaps, %d rules in use; want the reload to put no rules in use", swaps, inUse.Count())
+	}
+	write("forward-auth.yaml", "rules:\n  orders:\n    limits: [{limit: NewOrdersPerAccount, id: header:X-Account}]\n")
+	if err := r.Reload("test"); err != nil || inUse.Count() != 1 {
+		t.Fatalf("a loose file that fits: %v, %d rules; want it used", err, inUse.Count())
 	}
 }

@@ -39,12 +39,14 @@ type reloader struct {
 	// setRules puts its rules in use. A nil setRules (no gRPC service to
 	// hand them to) still has the file checked, so that a bad file is
 	// found on the reload that brings it, not when the service starts.
-	descriptors string
-	setRules    func(*descriptors.Rules)
+	descriptors      string
+	looseDescriptors bool // see configFlags.pairRuleFiles
+	setRules         func(*descriptors.Rules)
 	// forwardAuth is the forward-auth rules file, loaded against the new
 	// limits; setForwardAuth puts its rules in use (nil: checked only).
-	forwardAuth    string
-	setForwardAuth func(*forwardauth.Rules)
+	forwardAuth      string
+	looseForwardAuth bool
+	setForwardAuth   func(*forwardauth.Rules)
 	// apiTokenFile and adminTokenFile are read into tokens on every
 	// reload, so that a leaked token is revoked without a restart.
 	apiTokenFile, adminTokenFile string
@@ -61,15 +63,17 @@ type reloader struct {
 
 func newReloader(f *serveFlags, limiter *ratelimits.Limiter, tokens *bearer.Tokens, log *slog.Logger, reg prometheus.Registerer) *reloader {
 	r := &reloader{
-		defaults:       f.defaults,
-		overrides:      f.overrides,
-		descriptors:    f.descriptors,
-		forwardAuth:    f.forwardAuth,
-		apiTokenFile:   f.apiTokenFile,
-		adminTokenFile: f.adminTokenFile,
-		tokens:         tokens,
-		limiter:        limiter,
-		log:            log,
+		defaults:         f.defaults,
+		overrides:        f.overrides,
+		descriptors:      f.descriptors,
+		looseDescriptors: f.looseDescriptors,
+		forwardAuth:      f.forwardAuth,
+		looseForwardAuth: f.looseForwardAuth,
+		apiTokenFile:     f.apiTokenFile,
+		adminTokenFile:   f.adminTokenFile,
+		tokens:           tokens,
+		limiter:          limiter,
+		log:              log,
 		successes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "limiter_config_reloads_total",
 			Help: "Configuration reloads that loaded and replaced the running configuration.",
@@ -111,8 +115,8 @@ func (r *reloader) Reload(trigger string) error {
 	cfg, err := configfile.LoadReload(r.limiter.Config(), r.defaults, r.overrides)
 	// The rules must name limits of the new files; if those did not load,
 	// the rules are still checked for the rest (cfg is nil).
-	rules, rulesErr := loadDescriptorRules(r.descriptors, cfg)
-	fwd, fwdErr := configfile.LoadForwardAuth(r.forwardAuth, cfg)
+	rules, rulesSkipped, rulesErr := loadRules(r.descriptors, r.looseDescriptors, cfg, configfile.LoadDescriptors)
+	fwd, fwdSkipped, fwdErr := loadRules(r.forwardAuth, r.looseForwardAuth, cfg, configfile.LoadForwardAuth)
 	api, apiErr := readTokenFile(r.apiTokenFile)
 	admin, adminErr := readTokenFile(r.adminTokenFile)
 	if err == nil && rulesErr == nil && fwdErr == nil && apiErr == nil && adminErr == nil {
@@ -147,6 +151,11 @@ func (r *reloader) Reload(trigger string) error {
 	// old limits. One whose rule names a limit those lack is decided once
 	// more by the gRPC service, on what is in use by then.
 	// The forward-auth handler does the same for its rules.
+	for file, skipped := range map[string]string{r.descriptors: rulesSkipped, r.forwardAuth: fwdSkipped} {
+		if skipped != "" {
+			r.log.Warn("reload: a built-in rules file does not fit the limit files given and is not used", "trigger", trigger, "file", file, "problem", skipped)
+		}
+	}
 	if r.setRules != nil {
 		r.setRules(rules)
 	}

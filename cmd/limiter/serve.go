@@ -235,15 +235,21 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		// one, beside other limit files) must not stop serving or reloads.
 		f.descriptors = ""
 	}
-	rules, err := loadDescriptorRules(f.descriptors, cfg)
+	rules, skipped, err := loadRules(f.descriptors, f.looseDescriptors, cfg, configfile.LoadDescriptors)
 	if err != nil {
 		logConfigProblems(log, err)
 		return errors.New("descriptor rules did not load")
 	}
-	fwd, err := configfile.LoadForwardAuth(f.forwardAuth, cfg)
+	if skipped != "" {
+		log.Warn("the built-in descriptors file does not fit the limit files given and is not used; name one with --descriptors", "file", f.descriptors, "problem", skipped)
+	}
+	fwd, skipped, err := loadRules(f.forwardAuth, f.looseForwardAuth, cfg, configfile.LoadForwardAuth)
 	if err != nil {
 		logConfigProblems(log, err)
 		return errors.New("forward-auth rules did not load")
+	}
+	if skipped != "" {
+		log.Warn("the built-in forward-auth file does not fit the limit files given and is not used; name one with --forward-auth", "file", f.forwardAuth, "problem", skipped)
 	}
 	var forwardAuth atomic.Pointer[forwardauth.Rules]
 	forwardAuth.Store(fwd)
@@ -322,7 +328,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		go reload.watch(ctx, f.reloadInterval)
 	}
 	attrs := []any{"addr", servers[0].bound, "source", sourceKind(f.source), "defaults", f.defaults,
-		"overrides", f.overrides, "fake_clock", fake != nil, "auth", len(apiTokens) > 0 || len(adminTokens) > 0, "version", buildVersion()}
+		"overrides", f.overrides, "forward_auth", f.forwardAuth, "forward_auth_rules", fwd.Count(), "fake_clock", fake != nil, "auth", len(apiTokens) > 0 || len(adminTokens) > 0, "version", buildVersion()}
 	if sourceKind(f.source) != "memory" {
 		// The key format decides where buckets are in Redis: every process
 		// sharing one must log the same.
