@@ -186,6 +186,7 @@ func (p *forwardAuthParser) parseRules(n *yaml.Node) {
 		k, v := n.Content[i], n.Content[i+1]
 		if !isString(k) || !forwardauth.ValidName(k.Value) {
 			s.add(k.Line, "rule name %s: want 1 to %d letters, digits, '-', '_' or '.' (it is the last segment of /v1/forward-auth/{rule})", describeKey(k), forwardauth.MaxNameLength)
+			p.rule(k, v) // for the problems of its body, reported at once
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
@@ -261,10 +262,15 @@ func (p *forwardAuthParser) rule(key, n *yaml.Node) (forwardauth.Rule, bool) {
 		firstLine[e.Limit] = line
 		rule.Limits = append(rule.Limits, e)
 	}
+	// The limits that parsed are checked against the rest of the rule
+	// even when something else is wrong, so that one run reports every
+	// problem; a cost or missing action that did not parse is still its
+	// default here, which adds no problem of its own.
+	fits := p.fits(key, rule)
 	if !ok {
 		return forwardauth.Rule{}, false
 	}
-	return rule, p.fits(key, rule)
+	return rule, fits
 }
 
 // entry reads one {limit, id} of a rule, and the line of its limit.

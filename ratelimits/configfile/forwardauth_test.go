@@ -426,9 +426,13 @@ rules:
   worse:
     limits: []
   a/b:
-    limits: [{limit: APIRequestsPerKey, id: method}]
+    limits: [{limit: APIRequestsPerKey, id: "header:"}]
   good:
     limits: [{limit: APIRequestsPerKey, id: method}]
+  costly:
+    limits: [{limit: PasswordResetsPerIP, id: client_ip}]
+    cost: 4
+    missing: maybe
 typo: 1
 `
 	checkProblems(t, faProblems(t, file, faConfig(t)), []faProblem{
@@ -441,8 +445,11 @@ typo: 1
 		{14, "", "deny_status must be a 4xx status"},
 		{16, "", "limits is empty"},
 		{17, "", `rule name the string "a/b"`},
+		{18, "", `invalid id source "header:"`},
 		{19, "", `rule "good" is given twice (first at line 5)`},
-		{21, "", `unknown field "typo"`},
+		{21, "PasswordResetsPerIP", "cost 4, above the 3"},
+		{24, "", "missing must be deny, allow or client_ip"},
+		{25, "", `unknown field "typo"`},
 	})
 }
 
