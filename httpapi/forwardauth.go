@@ -81,6 +81,13 @@ func (h *handler) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		if !bd.Allowed {
 			status = rule.DenyStatus
 		}
+		if r.Method == http.MethodHead {
+			// nginx asks with HEAD to keep its connections: the body
+			// would be dropped unsent, so it is not encoded either.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			return
+		}
 		h.writeBatchStatus(w, status, bd)
 		return
 	}
