@@ -131,7 +131,7 @@ func run(o options) error {
 		return measureGRPCAddr(o)
 	}
 	if o.url != "" && o.duration == 0 {
-		r, err := openLoop(o.url, spendCall(defaultLimit), o.rate, o.openFor)
+		r, err := openLoop(o.url, spendCall(defaultLimit).post(), o.rate, o.openFor)
 		if err != nil {
 			return err
 		}
@@ -432,17 +432,17 @@ func measure(s *server, script string, o options) (result, error) {
 	var r result
 	if o.duration == 0 { // open loop only
 		var err error
-		r.open, err = openLoop(s.url, s.call(), o.rate, o.openFor)
+		r.open, err = openLoop(s.url, s.call().post(), o.rate, o.openFor)
 		return r, err
 	}
-	if _, err := wrk(s, script, o.warmup, o); err != nil {
+	if _, _, err := wrk(s, script, o.warmup, o); err != nil {
 		return r, err
 	}
 	before, err := cpuSeconds(s.proc.Process.Pid)
 	if err != nil {
 		return r, err
 	}
-	out, err := wrk(s, script, o.duration, o)
+	out, _, err := wrk(s, script, o.duration, o)
 	if err != nil {
 		return r, err
 	}
@@ -456,20 +456,23 @@ func measure(s *server, script string, o options) (result, error) {
 	}
 	r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
 	r.cpuPerReq = (after - before) / float64(requests) * 1e6
-	r.open, err = openLoop(s.url, s.call(), o.rate, o.openFor)
+	r.open, err = openLoop(s.url, s.call().post(), o.rate, o.openFor)
 	return r, err
 }
 
-func wrk(s *server, script string, d time.Duration, o options) (string, error) {
+// wrk runs wrk against s for d and returns its output and the CPU time
+// wrk itself used: the load generator's share of the cores it shares
+// with the servers.
+func wrk(s *server, script string, d time.Duration, o options) (string, time.Duration, error) {
 	cmd := exec.Command("wrk", "-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.connections),
 		"-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, s.url)
 	// spend.lua reads the limit to spend from its environment.
 	cmd.Env = append(os.Environ(), "LIMITER_BENCH_LIMIT="+s.limitName())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("wrk: %v\n%s", err, out)
+		return "", 0, fmt.Errorf("wrk: %v\n%s", err, out)
 	}
-	return string(out), nil
+	return string(out), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
 
 var (
