@@ -88,6 +88,13 @@ type faFigures struct {
 	// minute. Where nginx keeps its connections, a handful; where it
 	// does not, nearly one per request.
 	timeWaitApp, timeWaitLimiter int
+	// otherCores and openOtherCores are the CPU time the rest of the
+	// machine used while the closed loop and the open loop ran, in cores:
+	// everything but nginx, the limiter, wrk and the harness, the
+	// kernel's own network work outside their time included. The same
+	// small figure in every round is the kernel's; more in one round is
+	// another process competing.
+	otherCores, openOtherCores float64
 }
 
 // forwardAuthRows starts the limiter (memory source, the files above
@@ -228,18 +235,17 @@ func preflightForwardAuth(ctx context.Context, direct, via string) error {
 
 // measureForwardAuth is measure for a forward-auth row: wrk's warm-up and
 // measured run with the CPU time of nginx, the limiter and wrk itself
-// read around it, then the open loop at its own, moderate rate.
+// read around it, then the open loop at its own, moderate rate. Around
+// both, what the rest of the machine used is read too, to tell a
+// disturbed round.
 func measureForwardAuth(s *server, script string, o options) (result, error) {
 	var r result
+	fa := s.forwardAuth
 	if o.duration > 0 {
 		if _, _, err := wrk(s, script, o.warmup, o); err != nil {
 			return r, err
 		}
-		nginxBefore, err := s.forwardAuth.nginx.cpuSeconds()
-		if err != nil {
-			return r, err
-		}
-		limiterBefore, err := cpuSeconds(s.forwardAuth.limiter.proc.Process.Pid)
+		before, err := fa.snapshot()
 		if err != nil {
 			return r, err
 		}
@@ -247,11 +253,7 @@ func measureForwardAuth(s *server, script string, o options) (result, error) {
 		if err != nil {
 			return r, err
 		}
-		nginxAfter, err := s.forwardAuth.nginx.cpuSeconds()
-		if err != nil {
-			return r, err
-		}
-		limiterAfter, err := cpuSeconds(s.forwardAuth.limiter.proc.Process.Pid)
+		after, err := fa.snapshot()
 		if err != nil {
 			return r, err
 		}
@@ -264,17 +266,63 @@ func measureForwardAuth(s *server, script string, o options) (result, error) {
 		}
 		perReq := func(seconds float64) float64 { return seconds / float64(requests) * 1e6 }
 		r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
-		r.fa.limiterCPUPerReq = perReq(limiterAfter - limiterBefore)
-		r.cpuPerReq = perReq(nginxAfter-nginxBefore) + r.fa.limiterCPUPerReq
+		r.fa.limiterCPUPerReq = perReq(after.limiter - before.limiter)
+		r.cpuPerReq = perReq(after.nginx-before.nginx) + r.fa.limiterCPUPerReq
 		r.clientCPUPerReq = perReq(wrkCPU.Seconds())
-		if r.fa.timeWaitApp, err = timeWaitCount(s.forwardAuth.appPort); err != nil {
+		r.fa.otherCores = otherCores(before, after, wrkCPU.Seconds())
+		if r.fa.timeWaitApp, err = timeWaitCount(fa.appPort); err != nil {
 			return r, err
 		}
-		if r.fa.timeWaitLimiter, err = timeWaitCount(s.forwardAuth.limiterPort); err != nil {
+		if r.fa.timeWaitLimiter, err = timeWaitCount(fa.limiterPort); err != nil {
 			return r, err
 		}
 	}
+	before, err := fa.snapshot()
+	if err != nil {
+		return r, err
+	}
+	if r.open, err = openLoop(s.url, forwardAuthRequest, o.faRate, o.openFor); err != nil {
+		return r, err
+	}
+	after, err := fa.snapshot()
+	if err != nil {
+		return r, err
+	}
+	r.fa.openOtherCores = otherCores(before, after, 0)
+	return r, nil
+}
+
+// cpuSnapshot is the CPU time, in seconds, that nginx, the limiter, the
+// harness itself and the whole machine had used at one moment.
+type cpuSnapshot struct {
+	at                         time.Time
+	nginx, limiter, own, total float64
+}
+
+func (fa *forwardAuthSetup) snapshot() (cpuSnapshot, error) {
+	var s cpuSnapshot
 	var err error
-	r.open, err = openLoop(s.url, forwardAuthRequest, o.faRate, o.openFor)
-	return r, err
+	if s.nginx, err = fa.nginx.cpuSeconds(); err != nil {
+		return s, err
+	}
+	if s.limiter, err = cpuSeconds(fa.limiter.proc.Process.Pid); err != nil {
+		return s, err
+	}
+	if s.own, err = ownCPUSeconds(); err != nil {
+		return s, err
+	}
+	if s.total, err = busySeconds(); err != nil {
+		return s, err
+	}
+	s.at = time.Now()
+	return s, nil
+}
+
+// otherCores is what the rest of the machine used between two snapshots,
+// in cores: the machine's busy time less nginx's, the limiter's, the
+// harness's and load's (wrk's CPU time, 0 for the harness's own open
+// loop).
+func otherCores(before, after cpuSnapshot, load float64) float64 {
+	ours := (after.nginx - before.nginx) + (after.limiter - before.limiter) + (after.own - before.own) + load
+	return ((after.total - before.total) - ours) / after.at.Sub(before.at).Seconds()
 }
