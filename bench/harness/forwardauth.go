@@ -93,7 +93,9 @@ type faFigures struct {
 	// everything but nginx, the limiter, wrk and the harness, the
 	// kernel's own network work outside their time included. The same
 	// small figure in every round is the kernel's; more in one round is
-	// another process competing.
+	// another process competing. The machine's figure is counted in
+	// clock ticks, the processes' more finely, so on cores that are
+	// mostly idle (the open loop) it comes out low, even below 0.
 	otherCores, openOtherCores float64
 }
 

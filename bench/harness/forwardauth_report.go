@@ -69,7 +69,7 @@ func (v faVerdict) lines(rate int) []string {
 			passFail(v.addedP50 <= faMaxAddedP50), rate, v.addedP50, faMaxAddedP50),
 	}
 	if v.ratio > 0 {
-		out = append(out, fmt.Sprintf("%s: throughput, via the limiter / direct: %.2f (target ≥ %.1f)",
+		out = append(out, fmt.Sprintf("%s: throughput, via the limiter / direct: %.3f (target ≥ %.1f)",
 			passFail(v.ratio >= faMinRatio), v.ratio, faMinRatio))
 	} else {
 		out = append(out, "FAIL: throughput not measured (-duration 0)")
@@ -130,7 +130,7 @@ func printForwardAuth(w io.Writer, servers []*server, results [][]result, o opti
 	fmt.Fprintln(w, "\nEach round (direct, then via the limiter):")
 	for i := range direct {
 		d, v := direct[i], via[i]
-		fmt.Fprintf(w, "- round %d: %.0f and %.0f req/s (%.2f); wrk p50 %.2f and %.2f ms; open p50 %.3f and %.3f ms (+%.3f), p99 %.3f and %.3f ms; TIME_WAIT to the app %d and %d, to the limiter %d; the rest of the machine %.2f and %.2f cores in the closed loop, %.2f and %.2f in the open loop\n",
+		fmt.Fprintf(w, "- round %d: %.0f and %.0f req/s (%.3f); wrk p50 %.2f and %.2f ms; open p50 %.3f and %.3f ms (+%.3f), p99 %.3f and %.3f ms; TIME_WAIT to the app %d and %d, to the limiter %d; the rest of the machine %.2f and %.2f cores in the closed loop, %.2f and %.2f in the open loop\n",
 			i+1, d.rps, v.rps, ratioOrZero(v.rps, d.rps), d.p50, v.p50, d.open.p50, v.open.p50, v.open.p50-d.open.p50, d.open.p99, v.open.p99,
 			d.fa.timeWaitApp, v.fa.timeWaitApp, v.fa.timeWaitLimiter, d.fa.otherCores, v.fa.otherCores, d.fa.openOtherCores, v.fa.openOtherCores)
 	}
