@@ -13,11 +13,13 @@
 //	go run ./bench/harness -sources memory,redis,erl -baseline ebd7b57   # check_rate, and GCRA against an older build
 //	go run ./bench/harness -sources memory,redis,grpc   # Envoy's ShouldRateLimit over gRPC next to /v1/spend
 //	go run ./bench/harness -grpc-addr 127.0.0.1:8081 -duration 30s   # ShouldRateLimit of a running server
+//	go run ./bench/harness -sources forwardauth   # nginx auth_request to the limiter against nginx alone
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,6 +52,10 @@ type options struct {
 	grpcInFlight int
 	grpcConns    int
 	grpcAddr     string
+	// The forward-auth rows' open-loop rate, and nginx's worker count
+	// (0: one per core).
+	faRate       int
+	nginxWorkers int
 }
 
 func main() {
@@ -61,7 +67,9 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
-	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http); redis ones are skipped without redis-server")
+	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
+	flag.IntVar(&o.faRate, "forward-auth-rate", 2000, "forward-auth rows: open-loop requests per second, a rate both rows sustain")
+	flag.IntVar(&o.nginxWorkers, "nginx-workers", 0, "forward-auth rows: nginx's worker_processes, the same for both rows (0: one per core, as auto)")
 	flag.IntVar(&o.grpcInFlight, "grpc-inflight", 50, "gRPC rows: calls in flight")
 	flag.IntVar(&o.grpcConns, "grpc-conns", 2, "gRPC rows: HTTP/2 connections the calls share")
 	flag.StringVar(&o.grpcAddr, "grpc-addr", "", "measure only this running server's ShouldRateLimit (host:port) with the gRPC rows' closed loop, building and starting nothing; its rules must map domain \"bench\", key api_key to "+defaultLimit)
@@ -90,10 +98,16 @@ type server struct {
 	// HTTP.
 	grpc     bool
 	grpcAddr string
+	// forwardAuth rows are servers of nginx, started with the limiter
+	// and the application they share, not by start.
+	forwardAuth *forwardAuthSetup
 }
 
 // script is the wrk script of s's requests.
 func (s *server) script(root string) string {
+	if s.forwardAuth != nil {
+		return filepath.Join(root, faScript)
+	}
 	if s.checkRate {
 		return filepath.Join(root, "bench", "check_rate.lua")
 	}
@@ -123,7 +137,8 @@ type result struct {
 	rps, p50, p99, cpuPerReq float64 // req/s, ms, ms, µs
 	open                     openLoopResult
 	errors                   int64
-	clientCPUPerReq          float64 // µs, the gRPC rows' load generator's own
+	clientCPUPerReq          float64 // µs, the load generator's own (gRPC and forward-auth rows)
+	fa                       faFigures
 }
 
 func run(o options) error {
@@ -131,7 +146,7 @@ func run(o options) error {
 		return measureGRPCAddr(o)
 	}
 	if o.url != "" && o.duration == 0 {
-		r, err := openLoop(o.url, spendCall(defaultLimit), o.rate, o.openFor)
+		r, err := openLoop(o.url, spendCall(defaultLimit).post(), o.rate, o.openFor)
 		if err != nil {
 			return err
 		}
@@ -173,8 +188,10 @@ func run(o options) error {
 	}
 	limiterEnv := []string{"LIMITER_LISTEN=127.0.0.1:0",
 		"LIMITER_DEFAULTS=" + defaults, "LIMITER_OVERRIDES=" + filepath.Join(root, "config/overrides.yaml")}
+	var extraEnv []string
 	if o.env != "" {
-		limiterEnv = append(limiterEnv, strings.Split(o.env, ",")...)
+		extraEnv = strings.Split(o.env, ",")
+		limiterEnv = append(limiterEnv, extraEnv...)
 	}
 	// One private Redis serves every Redis-backed server, started when the
 	// first one needs it.
@@ -241,6 +258,13 @@ func run(o options) error {
 				continue
 			}
 			servers = append(servers, &server{name: grpcRedisRow, cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: env, grpc: true})
+		case "forwardauth":
+			rows, stop, err := forwardAuthRows(context.Background(), dir, filepath.Join(dir, "limiter"), extraEnv, o.nginxWorkers)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			servers = append(servers, rows...)
 		case "redisrate":
 			addr, err := redis()
 			if err != nil {
@@ -257,7 +281,7 @@ func run(o options) error {
 			}
 			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}})
 		default:
-			return fmt.Errorf("unknown source %q in -sources (memory, redis, windows, erl, grpc, redisrate)", src)
+			return fmt.Errorf("unknown source %q in -sources (memory, redis, windows, erl, grpc, redisrate, forwardauth)", src)
 		}
 	}
 	if o.baseline != "" {
@@ -288,6 +312,7 @@ func run(o options) error {
 	printWindowTargets(os.Stdout, servers, results)
 	printERLTargets(os.Stdout, servers, results, o.baseline)
 	printGRPCTargets(os.Stdout, servers, results, o)
+	printForwardAuth(os.Stdout, servers, results, o)
 	return nil
 }
 
@@ -350,6 +375,9 @@ var (
 )
 
 func (s *server) start() error {
+	if s.forwardAuth != nil {
+		return nil // running since forwardAuthRows
+	}
 	s.proc = exec.Command(s.cmd[0], s.cmd[1:]...)
 	s.proc.Env = append([]string{"PATH=" + os.Getenv("PATH")}, s.env...)
 	stderr, err := s.proc.StderrPipe()
@@ -429,20 +457,23 @@ func measure(s *server, script string, o options) (result, error) {
 	if s.grpc {
 		return measureGRPC(s, o)
 	}
+	if s.forwardAuth != nil {
+		return measureForwardAuth(s, script, o)
+	}
 	var r result
 	if o.duration == 0 { // open loop only
 		var err error
-		r.open, err = openLoop(s.url, s.call(), o.rate, o.openFor)
+		r.open, err = openLoop(s.url, s.call().post(), o.rate, o.openFor)
 		return r, err
 	}
-	if _, err := wrk(s, script, o.warmup, o); err != nil {
+	if _, _, err := wrk(s, script, o.warmup, o); err != nil {
 		return r, err
 	}
 	before, err := cpuSeconds(s.proc.Process.Pid)
 	if err != nil {
 		return r, err
 	}
-	out, err := wrk(s, script, o.duration, o)
+	out, _, err := wrk(s, script, o.duration, o)
 	if err != nil {
 		return r, err
 	}
@@ -456,20 +487,23 @@ func measure(s *server, script string, o options) (result, error) {
 	}
 	r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
 	r.cpuPerReq = (after - before) / float64(requests) * 1e6
-	r.open, err = openLoop(s.url, s.call(), o.rate, o.openFor)
+	r.open, err = openLoop(s.url, s.call().post(), o.rate, o.openFor)
 	return r, err
 }
 
-func wrk(s *server, script string, d time.Duration, o options) (string, error) {
+// wrk runs wrk against s for d and returns its output and the CPU time
+// wrk itself used: the load generator's share of the cores it shares
+// with the servers.
+func wrk(s *server, script string, d time.Duration, o options) (string, time.Duration, error) {
 	cmd := exec.Command("wrk", "-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.connections),
 		"-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, s.url)
 	// spend.lua reads the limit to spend from its environment.
 	cmd.Env = append(os.Environ(), "LIMITER_BENCH_LIMIT="+s.limitName())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("wrk: %v\n%s", err, out)
+		return "", 0, fmt.Errorf("wrk: %v\n%s", err, out)
 	}
-	return string(out), nil
+	return string(out), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
 
 var (
@@ -541,6 +575,9 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 	}
 	bare := col(results[0], func(r result) float64 { return r.rps })
 	for i, s := range servers {
+		if s.forwardAuth != nil {
+			continue // in a table of their own, at their own open-loop rate
+		}
 		rs := results[i]
 		var errs int64
 		for _, r := range rs {

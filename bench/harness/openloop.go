@@ -40,21 +40,6 @@ type openConn struct {
 // sample is one answered request.
 type sample struct{ fromDue, fromSend, late time.Duration }
 
-// openLoop sends rate requests per second for d, each on a free keep-alive
-// connection, and measures latency from when each request was due, so a
-// slow server cannot hide its queue by slowing the sender down.
-//
-// The sender is built so that its own lateness stays small next to what
-// it measures on a machine it shares with the server:
-//   - one pacing goroutine, locked to its OS thread, sleeps with
-//     nanosleep(2). Go's timers sleep in epoll_wait, whose timeout is
-//     whole milliseconds: a 200 µs wait can become more than a
-//     millisecond when the process is otherwise idle.
-//   - requests are prepared bytes written straight to the socket, and
-//     answers are read by one goroutine per connection with a minimal
-//     HTTP/1.1 parser: no net/http client, no allocation per request to
-//     speak of, so the sender's garbage collector stays out of the tail.
-//
 // call is the request the open loop sends as its i-th of 10,000 distinct
 // ones: a path and a JSON body.
 type call func(i int) (path, body string)
@@ -75,15 +60,41 @@ func checkRateCall(counter string) call {
 	}
 }
 
+// request is the open loop's i-th of 10,000 distinct requests, written
+// whole (request line, header and body) for the server at host.
+type request func(i int, host string) []byte
+
+// post is the request of c: a POST of its path and JSON body.
+func (c call) post() request {
+	return func(i int, host string) []byte {
+		path, body := c(i)
+		return fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, host, len(body), body)
+	}
+}
+
+// openLoop sends rate requests per second for d, each on a free keep-alive
+// connection, and measures latency from when each request was due, so a
+// slow server cannot hide its queue by slowing the sender down.
+//
+// The sender is built so that its own lateness stays small next to what
+// it measures on a machine it shares with the server:
+//   - one pacing goroutine, locked to its OS thread, sleeps with
+//     nanosleep(2). Go's timers sleep in epoll_wait, whose timeout is
+//     whole milliseconds: a 200 µs wait can become more than a
+//     millisecond when the process is otherwise idle.
+//   - requests are prepared bytes written straight to the socket, and
+//     answers are read by one goroutine per connection with a minimal
+//     HTTP/1.1 parser: no net/http client, no allocation per request to
+//     speak of, so the sender's garbage collector stays out of the tail.
+//
 // The time from actual sending and the sender's own lateness are reported
 // beside, so that what belongs to the sender can be told from what belongs
 // to the server.
-func openLoop(url string, call call, rate int, d time.Duration) (openLoopResult, error) {
+func openLoop(url string, req request, rate int, d time.Duration) (openLoopResult, error) {
 	addr := strings.TrimPrefix(url, "http://")
 	requests := make([][]byte, 10000)
 	for i := range requests {
-		path, body := call(i)
-		requests[i] = fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, addr, len(body), body)
+		requests[i] = req(i, addr)
 	}
 	free := make(chan *openConn, openLoopConns)
 	var mu sync.Mutex

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The forward-auth rows (-sources forwardauth): the same GET requests
+// through nginx, once proxied straight to an application and once after
+// nginx has asked the limiter's /v1/forward-auth/{rule} with auth_request,
+// in the same run, alternating.
+const (
+	faDirectRow = "nginx → app (direct)"
+	faViaRow    = "nginx → limiter forward-auth → app"
+
+	// faRule is the rule nginx asks, faLimit its one limit, faHeader the
+	// request header its ids come from.
+	faRule   = "bench"
+	faLimit  = "BenchForwardAuth"
+	faHeader = "X-Api-Key"
+
+	// faDefaults is the limiter's whole defaults file for these rows: one
+	// GCRA limit far above what any id is asked for (10,000 ids share
+	// the load, so each sees a few requests a second), so that every
+	// request is allowed and both rows answer the same.
+	faDefaults = `# The harness's forward-auth rows: one generous limit, nothing denied.
+` + faLimit + `:
+  enum: 2000000010
+  id: string
+  burst: 1000000
+  count: 1000000
+  period: 1s
+`
+
+	// faRules is the limiter's forward-auth rules file: the limit counted
+	// per faHeader, nginx on loopback trusted as the proxy, and the
+	// denial status nginx's auth_request can pass on.
+	faRules = `trusted_proxies: [127.0.0.1/32]
+rules:
+  ` + faRule + `:
+    limits:
+      - limit: ` + faLimit + `
+        id: header:` + faHeader + `
+    missing: deny
+    deny_status: 403
+`
+
+	// faScript is the wrk script of both rows, under the module's root.
+	faScript = "bench/harness/forward_auth.lua"
+
+	// faUpstreamBody is what the application answers.
+	faUpstreamBody = "ok\n"
+)
+
+// forwardAuthRequest is the open loop's request of both rows, the one
+// forward_auth.lua sends: GET / with one of 10,000 ids in faHeader.
+func forwardAuthRequest(i int, host string) []byte {
+	return fmt.Appendf(nil, "GET / HTTP/1.1\r\nHost: %s\r\n%s: key-%d\r\n\r\n", host, faHeader, i+1)
+}
+
+// forwardAuthSetup is what both rows share: one application, one limiter,
+// one nginx serving both.
+type forwardAuthSetup struct {
+	limiter *server
+	nginx   *nginxProcess
+	workers int
+	// The ports of the application and the limiter, whose closed
+	// connections tell whether nginx keeps its connections to them.
+	appPort, limiterPort int
+}
+
+// faFigures are what a forward-auth row measures besides the other rows'
+// figures.
+type faFigures struct {
+	limiterCPUPerReq float64 // µs, the limiter's part of cpuPerReq
+	// TIME_WAIT sockets to the application's and the limiter's ports
+	// right after the closed loop: connections closed in the last
+	// minute. Where nginx keeps its connections, a handful; where it
+	// does not, nearly one per request.
+	timeWaitApp, timeWaitLimiter int
+	// otherCores and openOtherCores are the CPU time the rest of the
+	// machine used while the closed loop and the open loop ran, in cores:
+	// everything but nginx, the limiter, wrk and the harness, the
+	// kernel's own network work outside their time included. The same
+	// small figure in every round is the kernel's; more in one round is
+	// another process competing. The machine's figure is counted in
+	// clock ticks, the processes' more finely, so on cores that are
+	// mostly idle (the open loop) it comes out low, even below 0.
+	otherCores, openOtherCores float64
+}
+
+// forwardAuthRows starts the limiter (memory source, the files above
+// written into dir) and nginx, checks that both servers answer as they
+// should, and returns the two rows and what stops their processes.
+func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, workers int) ([]*server, func(), error) {
+	if _, err := os.Stat(nginxBinary); err != nil {
+		return nil, nil, fmt.Errorf("the forward-auth rows need nginx at %s: apt-get install -y nginx", nginxBinary)
+	}
+	defaults := filepath.Join(dir, "forward-auth-defaults.yaml")
+	rules := filepath.Join(dir, "forward-auth-rules.yaml")
+	for path, text := range map[string]string{defaults: faDefaults, rules: faRules} {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			return nil, nil, err
+		}
+	}
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	fa := &forwardAuthSetup{workers: workers}
+	fa.limiter = &server{name: "limiter for forward-auth", cmd: []string{limiterBin, "serve"}, env: slices.Concat(env, []string{
+		"LIMITER_LISTEN=127.0.0.1:0", "LIMITER_DEFAULTS=" + defaults,
+		"LIMITER_OVERRIDES=" + filepath.Join(dir, "forward-auth-no-overrides.yaml"), // missing: no overrides
+		"LIMITER_FORWARD_AUTH=" + rules})}
+	if err := fa.limiter.start(); err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		if fa.nginx != nil {
+			fa.nginx.stop()
+		}
+		fa.limiter.stop()
+	}
+	ports, err := freeLoopbackAddrs(3)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	conf := nginxConf{
+		Prefix: filepath.Join(dir, "nginx"), Workers: workers,
+		Upstream: ports[0], Direct: ports[1], ForwardAuth: ports[2],
+		Limiter: strings.TrimPrefix(fa.limiter.url, "http://"), Rule: faRule,
+	}
+	if fa.appPort, err = portOf(conf.Upstream); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	if fa.limiterPort, err = portOf(conf.Limiter); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	fa.nginx, err = startNginx(ctx, conf, ports...)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	rows := []*server{
+		{name: faDirectRow, url: "http://" + conf.Direct, forwardAuth: fa},
+		{name: faViaRow, url: "http://" + conf.ForwardAuth, forwardAuth: fa},
+	}
+	if err := preflightForwardAuth(ctx, rows[0].url, rows[1].url); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return rows, stop, nil
+}
+
+// freeLoopbackAddrs returns n distinct loopback addresses free a moment
+// ago, held open together so that no two are the same.
+func freeLoopbackAddrs(n int) ([]string, error) {
+	var addrs []string
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs, nil
+}
+
+// errPreflight wraps every way the forward-auth servers answer otherwise
+// than the rows assume.
+var errPreflight = errors.New("forward-auth preflight")
+
+// preflightForwardAuth checks, before anything is measured, that both
+// servers pass a request with an id to the application, and that the
+// forward-auth server really asks the limiter: a request without an id is
+// refused by the rule (missing: deny, 403), which nginx answers as 429,
+// where the direct server lets it through.
+func preflightForwardAuth(ctx context.Context, direct, via string) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	get := func(url string, withID bool) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/", nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if withID {
+			req.Header.Set(faHeader, "key-preflight")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	for _, c := range []struct {
+		url    string
+		withID bool
+		status int
+		body   string // "" for any
+	}{
+		{direct, true, http.StatusOK, faUpstreamBody},
+		{via, true, http.StatusOK, faUpstreamBody},
+		{direct, false, http.StatusOK, faUpstreamBody},
+		{via, false, http.StatusTooManyRequests, ""},
+	} {
+		status, body, err := get(c.url, c.withID)
+		if err != nil {
+			return fmt.Errorf("%w: GET %s/: %w", errPreflight, c.url, err)
+		}
+		if status != c.status || (c.body != "" && body != c.body) {
+			return fmt.Errorf("%w: GET %s/ (id sent: %v) answered %d %q, want %d", errPreflight, c.url, c.withID, status, body, c.status)
+		}
+	}
+	return nil
+}
+
+// measureForwardAuth is measure for a forward-auth row: wrk's warm-up and
+// measured run with the CPU time of nginx, the limiter and wrk itself
+// read around it, then the open loop at its own, moderate rate. Around
+// both, what the rest of the machine used is read too, to tell a
+// disturbed round.
+func measureForwardAuth(s *server, script string, o options) (result, error) {
+	var r result
+	fa := s.forwardAuth
+	if o.duration > 0 {
+		if _, _, err := wrk(s, script, o.warmup, o); err != nil {
+			return r, err
+		}
+		before, err := fa.snapshot()
+		if err != nil {
+			return r, err
+		}
+		out, wrkCPU, err := wrk(s, script, o.duration, o)
+		if err != nil {
+			return r, err
+		}
+		after, err := fa.snapshot()
+		if err != nil {
+			return r, err
+		}
+		requests, rps, p50, p99, errs, err := parseWrk(out)
+		if err != nil {
+			return r, err
+		}
+		if requests == 0 {
+			return r, fmt.Errorf("wrk made no request:\n%s", out)
+		}
+		perReq := func(seconds float64) float64 { return seconds / float64(requests) * 1e6 }
+		r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
+		r.fa.limiterCPUPerReq = perReq(after.limiter - before.limiter)
+		r.cpuPerReq = perReq(after.nginx-before.nginx) + r.fa.limiterCPUPerReq
+		r.clientCPUPerReq = perReq(wrkCPU.Seconds())
+		r.fa.otherCores = otherCores(before, after, wrkCPU.Seconds())
+		if r.fa.timeWaitApp, err = timeWaitCount(fa.appPort); err != nil {
+			return r, err
+		}
+		if r.fa.timeWaitLimiter, err = timeWaitCount(fa.limiterPort); err != nil {
+			return r, err
+		}
+	}
+	before, err := fa.snapshot()
+	if err != nil {
+		return r, err
+	}
+	if r.open, err = openLoop(s.url, forwardAuthRequest, o.faRate, o.openFor); err != nil {
+		return r, err
+	}
+	after, err := fa.snapshot()
+	if err != nil {
+		return r, err
+	}
+	r.fa.openOtherCores = otherCores(before, after, 0)
+	return r, nil
+}
+
+// cpuSnapshot is the CPU time, in seconds, that nginx, the limiter, the
+// harness itself and the whole machine had used at one moment.
+type cpuSnapshot struct {
+	at                         time.Time
+	nginx, limiter, own, total float64
+}
+
+func (fa *forwardAuthSetup) snapshot() (cpuSnapshot, error) {
+	var s cpuSnapshot
+	var err error
+	if s.nginx, err = fa.nginx.cpuSeconds(); err != nil {
+		return s, err
+	}
+	if s.limiter, err = cpuSeconds(fa.limiter.proc.Process.Pid); err != nil {
+		return s, err
+	}
+	if s.own, err = ownCPUSeconds(); err != nil {
+		return s, err
+	}
+	if s.total, err = busySeconds(); err != nil {
+		return s, err
+	}
+	s.at = time.Now()
+	return s, nil
+}
+
+// otherCores is what the rest of the machine used between two snapshots,
+// in cores: the machine's busy time less nginx's, the limiter's, the
+// harness's and load's (wrk's CPU time, 0 for the harness's own open
+// loop).
+func otherCores(before, after cpuSnapshot, load float64) float64 {
+	ours := (after.nginx - before.nginx) + (after.limiter - before.limiter) + (after.own - before.own) + load
+	return ((after.total - before.total) - ours) / after.at.Sub(before.at).Seconds()
+}

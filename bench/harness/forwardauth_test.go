@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limiter-dev/limiter/forwardauth"
+	"github.com/limiter-dev/limiter/ratelimits/configfile"
+)
+
+// The limiter's files for the forward-auth rows load with the limiter's
+// own loader, and say what the rows assume: one rule asked by nginx
+// (deny status 403), its ids from the header the load sends, nginx on
+// loopback trusted, and a limit no id of the load comes near.
+func TestForwardAuthFilesLoad(t *testing.T) {
+	cfg, err := configfile.Parse("forward-auth-defaults.yaml", []byte(faDefaults), "", nil)
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	rules, err := configfile.ParseForwardAuth("forward-auth-rules.yaml", []byte(faRules), cfg)
+	if err != nil {
+		t.Fatalf("rules: %v", err)
+	}
+	rule, ok := rules.Rule(faRule)
+	if !ok {
+		t.Fatalf("no rule %q", faRule)
+	}
+	want := []forwardauth.Entry{{Limit: faLimit, Source: forwardauth.Source{Kind: forwardauth.Header, Arg: faHeader}}}
+	if len(rule.Limits) != 1 || rule.Limits[0] != want[0] {
+		t.Errorf("rule limits = %+v, want %+v", rule.Limits, want)
+	}
+	if rule.DenyStatus != http.StatusForbidden || rule.Missing != forwardauth.MissingDeny {
+		t.Errorf("deny status %d, missing %v: want 403 (what auth_request passes on) and deny", rule.DenyStatus, rule.Missing)
+	}
+	if !rules.Trusts(netip.MustParseAddr("127.0.0.1")) {
+		t.Error("nginx on 127.0.0.1 is not trusted")
+	}
+	info, ok := cfg.Lookup(faLimit)
+	if !ok {
+		t.Fatalf("no limit %s", faLimit)
+	}
+	l, ok := cfg.Default(info.Name)
+	if !ok {
+		t.Fatalf("limit %s has no default", faLimit)
+	}
+	// 10,000 ids share the load: even at 200,000 req/s each id is asked
+	// 20 times a second.
+	if perSecond := float64(l.Count) / l.Period.Seconds(); l.Burst < 10_000 || perSecond < 10_000 {
+		t.Errorf("limit %s allows a burst of %d and %.0f per second: not far above what the load asks of an id", faLimit, l.Burst, perSecond)
+	}
+}
+
+// The open loop's request is a well-formed GET carrying the id in the
+// header the rule reads, and the wrk script sends the same header.
+func TestForwardAuthRequest(t *testing.T) {
+	raw := forwardAuthRequest(41, "127.0.0.1:8080")
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
+	if err != nil {
+		t.Fatalf("ReadRequest(%q): %v", raw, err)
+	}
+	if req.Method != http.MethodGet || req.URL.Path != "/" || req.Host != "127.0.0.1:8080" || req.Header.Get(faHeader) != "key-42" || req.ContentLength != 0 {
+		t.Errorf("request %q: %s %s host %q, %s %q, length %d", raw, req.Method, req.URL.Path, req.Host, faHeader, req.Header.Get(faHeader), req.ContentLength)
+	}
+	script, err := os.ReadFile("forward_auth.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), `["`+faHeader+`"] = "key-"`) || !strings.Contains(string(script), `wrk.format("GET", "/"`) {
+		t.Errorf("forward_auth.lua does not send GET / with %s: key-N:\n%s", faHeader, script)
+	}
+}
+
+// The preflight lets the rows measure only when both servers reach the
+// application with an id and the forward-auth one refuses a request
+// without one, which only a limiter that is asked can do.
+func TestPreflightForwardAuth(t *testing.T) {
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(faUpstreamBody)) })
+	limited := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(faHeader) == "" {
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		app(w, r)
+	})
+	broken := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	wrongBody := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("welcome")) })
+	for _, c := range []struct {
+		name        string
+		direct, via http.Handler
+		ok          bool
+	}{
+		{"the limiter asked", app, limited, true},
+		{"the limiter not asked: requests without an id pass", app, app, false},
+		{"the application unreachable through the limiter", app, broken, false},
+		{"the direct server refuses requests without an id", limited, limited, false},
+		{"the direct server answers something else", wrongBody, limited, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			direct, via := httptest.NewServer(c.direct), httptest.NewServer(c.via)
+			defer direct.Close()
+			defer via.Close()
+			err := preflightForwardAuth(context.Background(), direct.URL, via.URL)
+			if c.ok && err != nil {
+				t.Errorf("refused: %v", err)
+			}
+			if !c.ok && !errors.Is(err, errPreflight) {
+				t.Errorf("error %v, want one wrapping errPreflight", err)
+			}
+		})
+	}
+}
+
+// The verdict compares the rows' medians with the targets: the added p50
+// of the open loop, the throughput ratio of the closed loop, and errors.
+func TestJudgeForwardAuth(t *testing.T) {
+	row := func(rps, p50, openP50 float64, errs int64) result {
+		return result{rps: rps, p50: p50, errors: errs, open: openLoopResult{p50: openP50}}
+	}
+	direct := []result{row(20000, 2.0, 0.20, 0), row(21000, 1.9, 0.25, 0), row(19000, 2.1, 0.22, 0)}
+	for _, c := range []struct {
+		name      string
+		direct    []result
+		via       []result
+		addedP50  float64
+		ratio     float64
+		errors    int64
+		wantLines []string
+	}{
+		{
+			name:     "both met: medians, not means, and the open loop's p50",
+			direct:   direct,
+			via:      []result{row(12000, 3.0, 0.40, 0), row(10000, 3.5, 0.45, 0), row(2000, 9.0, 5.00, 0)},
+			addedP50: 0.45 - 0.22, ratio: 10000.0 / 20000, errors: 0,
+			wantLines: []string{"PASS: added p50", "PASS: throughput", "PASS: errors"},
+		},
+		{
+			name:     "added p50 above 0.3 ms",
+			direct:   direct,
+			via:      []result{row(15000, 3.0, 0.60, 0), row(15000, 3.0, 0.55, 0), row(15000, 3.0, 0.58, 0)},
+			addedP50: 0.58 - 0.22, ratio: 0.75, errors: 0,
+			wantLines: []string{"FAIL: added p50", "PASS: throughput", "PASS: errors"},
+		},
+		{
+			name:     "below half the direct throughput, and errors",
+			direct:   direct,
+			via:      []result{row(9000, 3.0, 0.30, 2), row(9900, 3.0, 0.30, 0), row(8000, 3.0, 0.30, 1)},
+			addedP50: 0.30 - 0.22, ratio: 9000.0 / 20000, errors: 3,
+			wantLines: []string{"PASS: added p50", "FAIL: throughput", "FAIL: errors"},
+		},
+		{
+			name:     "no closed loop: the throughput target is not met by default",
+			direct:   []result{row(0, 0, 0.20, 0)},
+			via:      []result{row(0, 0, 0.30, 0)},
+			addedP50: 0.10, ratio: 0, errors: 0,
+			wantLines: []string{"PASS: added p50", "FAIL: throughput not measured", "PASS: errors"},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := judgeForwardAuth(c.direct, c.via)
+			if !near(v.addedP50, c.addedP50) || !near(v.ratio, c.ratio) || v.errors != c.errors {
+				t.Errorf("verdict %+v, want added p50 %.3f, ratio %.3f, errors %d", v, c.addedP50, c.ratio, c.errors)
+			}
+			lines := v.lines(2000)
+			if len(lines) != len(c.wantLines) {
+				t.Fatalf("lines %q, want %d", lines, len(c.wantLines))
+			}
+			for i, want := range c.wantLines {
+				if !strings.HasPrefix(lines[i], want) {
+					t.Errorf("line %d = %q, want it to start with %q", i, lines[i], want)
+				}
+			}
+		})
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// A via row whose closed loop left more closed connections to the limiter
+// than one per hundred requests is flagged: nginx is opening a connection
+// per subrequest.
+func TestKeepaliveWarning(t *testing.T) {
+	kept := result{rps: 10000, fa: faFigures{timeWaitLimiter: 130}}
+	closed := result{rps: 10000, fa: faFigures{timeWaitLimiter: 60000}}
+	if w := keepaliveWarning([]result{kept, kept}, 10); w != "" {
+		t.Errorf("warned of kept connections: %s", w)
+	}
+	if w := keepaliveWarning([]result{kept, closed}, 10); !strings.Contains(w, "round 2") {
+		t.Errorf("warning %q, want one naming round 2", w)
+	}
+}
+
+// parseWrk counts both non-2xx answers and socket errors as errors: the
+// forward-auth rows expect none of either.
+func TestParseWrk(t *testing.T) {
+	const out = `Running 10s test @ http://127.0.0.1:40123
+  2 threads and 50 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     2.71ms    3.93ms  60.70ms   91.75%
+    Req/Sec    10.23k     1.02k   12.71k    70.50%
+  Latency Distribution
+     50%    1.69ms
+     75%    2.83ms
+     90%    5.38ms
+     99%   20.42ms
+  203606 requests in 10.00s, 29.12MB read
+  Socket errors: connect 0, read 3, write 0, timeout 2
+  Non-2xx or 3xx responses: 7
+Requests/sec:  20356.42
+Transfer/sec:      2.91MB
+`
+	requests, rps, p50, p99, errs, err := parseWrk(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if requests != 203606 || rps != 20356.42 || p50 != 1.69 || p99 != 20.42 || errs != 12 {
+		t.Errorf("parseWrk = %d requests, %.2f req/s, p50 %.2f, p99 %.2f, %d errors; want 203606, 20356.42, 1.69, 20.42, 12",
+			requests, rps, p50, p99, errs)
+	}
+	clean := strings.NewReplacer("  Socket errors: connect 0, read 3, write 0, timeout 2\n", "", "  Non-2xx or 3xx responses: 7\n", "", "1.69ms", "850.00us").Replace(out)
+	if _, _, p50, _, errs, err := parseWrk(clean); err != nil || errs != 0 || p50 != 0.85 {
+		t.Errorf("clean run: p50 %.2f, %d errors, %v; want 0.85 ms, 0, nil", p50, errs, err)
+	}
+	if _, _, _, _, _, err := parseWrk("unable to connect to 127.0.0.1:1 Connection refused\n"); err == nil {
+		t.Error("read figures from a failed run")
+	}
+}
+
+// The whole setup, with nginx and a limiter built from this tree: both
+// rows answer, the forward-auth row is refused without an id, and nginx
+// keeps its connections to the limiter (a handful closed for hundreds of
+// requests), which is what the auth location's settings are for.
+func TestForwardAuthRowsEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the limiter and starts nginx")
+	}
+	if _, err := os.Stat(nginxBinary); err != nil {
+		t.Skipf("no nginx: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin := buildLimiter(ctx, t, dir)
+	rows, stop, err := forwardAuthRows(ctx, dir, bin, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if len(rows) != 2 || rows[0].name != faDirectRow || rows[1].name != faViaRow {
+		t.Fatalf("rows %v %v", rows[0].name, rows[1].name)
+	}
+	fa := rows[1].forwardAuth
+	before, err := timeWaitCount(fa.limiterPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	defer client.CloseIdleConnections()
+	const requests = 300
+	for i := range requests {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rows[1].url+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(faHeader, "key-"+strings.Repeat("7", i%5+1))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := new(bytes.Buffer)
+		_, _ = body.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || body.String() != faUpstreamBody {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	after, err := timeWaitCount(fa.limiterPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closed := after - before; closed > 10 {
+		t.Errorf("%d connections to the limiter closed for %d requests: nginx does not keep them", closed, requests)
+	}
+	n, err := fa.nginx.cpuSeconds()
+	if err != nil || n <= 0 {
+		t.Errorf("nginx CPU time %v, %v; want some", n, err)
+	}
+}
+
+// buildLimiter builds this tree's limiter into dir.
+func buildLimiter(ctx context.Context, t *testing.T, dir string) string {
+	t.Helper()
+	bin := dir + "/limiter"
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/limiter-dev/limiter/cmd/limiter").CombinedOutput(); err != nil {
+		t.Fatalf("building the limiter: %v\n%s", err, out)
+	}
+	return bin
+}
