@@ -41,9 +41,20 @@ type Request struct {
 // header:Authorization reads X-Forwarded-Authorization.
 func (rs *Rules) Describe(r *http.Request, authForwarded bool) *Request {
 	q := &Request{r: r, rules: rs, authForwarded: authForwarded}
+	if overUnixSocket(r) {
+		// No address: a process on this host, trusted or not as a whole.
+		q.trusted = rs.TrustsUnixSockets()
+		return q
+	}
 	q.peer = peerAddr(r.RemoteAddr)
 	q.trusted = rs.Trusts(q.peer)
 	return q
+}
+
+// overUnixSocket reports whether r came in on a Unix socket listener.
+func overUnixSocket(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && la.Network() == "unix"
 }
 
 // Trusted reports whether the call came from a trusted proxy, whose
@@ -121,7 +132,9 @@ func (q *Request) forwarded(names ...string) (string, bool) {
 // From a trusted proxy: the rightmost address of X-Forwarded-For that is
 // not a trusted proxy (the nearest hop that no trusted proxy vouches
 // for), the leftmost when every one is trusted; else X-Real-IP; else the
-// proxy itself. From anyone else: the peer, whatever headers it sent.
+// proxy itself. From anyone else: the peer, whatever headers it sent. A
+// call over a Unix socket has no peer address: from a trusted one, the
+// client is what the headers say; otherwise it has none (invalid).
 func (q *Request) ClientIP() netip.Addr {
 	if q.client.IsValid() {
 		return q.client

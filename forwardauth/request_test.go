@@ -1,6 +1,8 @@
 package forwardauth_test
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -304,5 +306,38 @@ func TestValueOfUnknownSource(t *testing.T) {
 		if got, ok := q.Value(forwardauth.Source{Kind: k, Arg: "x"}); ok {
 			t.Errorf("Source{Kind: %d} = %q; want nothing", k, got)
 		}
+	}
+}
+
+// A call over a Unix socket has no peer address. With TrustUnixSockets, a
+// proxy on that socket is believed like a trusted address: the client is
+// what X-Forwarded-For (or X-Real-IP) says, and the forwarded path counts.
+// Without it, the headers are ignored and the call has no client address.
+func TestUnixSocketCalls(t *testing.T) {
+	overUnix := func() *http.Request {
+		r := forwarded("GET", "@", headers{{"X-Forwarded-For", "203.0.113.7"}, {"X-Original-URI", "/login?x=1"}})
+		ctx := context.WithValue(r.Context(), http.LocalAddrContextKey, &net.UnixAddr{Name: "/run/limiter.sock", Net: "unix"})
+		return r.WithContext(ctx)
+	}
+	trusting, err := forwardauth.New(nil, nil, forwardauth.TrustUnixSockets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !trusting.TrustsUnixSockets() || testRules(t).TrustsUnixSockets() {
+		t.Fatal("TrustsUnixSockets does not say what New was given")
+	}
+	q := trusting.Describe(overUnix(), false)
+	if ip, ok := q.Value(forwardauth.Source{Kind: forwardauth.ClientIP}); !q.Trusted() || !ok || ip != "203.0.113.7" {
+		t.Errorf("trusted socket: trusted %v, client_ip %q, %v; want 203.0.113.7 from X-Forwarded-For", q.Trusted(), ip, ok)
+	}
+	if path, ok := q.Value(forwardauth.Source{Kind: forwardauth.Path}); !ok || path != "/login" {
+		t.Errorf("trusted socket: path %q, %v; want /login", path, ok)
+	}
+	q = testRules(t).Describe(overUnix(), false)
+	if ip, ok := q.Value(forwardauth.Source{Kind: forwardauth.ClientIP}); q.Trusted() || ok {
+		t.Errorf("untrusted socket: trusted %v, client_ip %q, %v; want no client address", q.Trusted(), ip, ok)
+	}
+	if _, ok := q.Value(forwardauth.Source{Kind: forwardauth.Path}); ok {
+		t.Error("untrusted socket: the forwarded path was believed")
 	}
 }

@@ -79,7 +79,20 @@ type Rule struct {
 // one.
 type Rules struct {
 	trusted []netip.Prefix
-	byName  map[string]*Rule
+	// trustUnix believes calls over a Unix socket: a proxy on the same
+	// host (nginx's upstream server unix:PATH), which has no address.
+	trustUnix bool
+	byName    map[string]*Rule
+}
+
+// Option changes how New builds Rules.
+type Option func(*Rules)
+
+// TrustUnixSockets believes the forwarding headers of calls that come
+// over a Unix socket. Only processes on the limiter's host can connect to
+// one, and the socket file's permissions say which.
+func TrustUnixSockets() Option {
+	return func(rs *Rules) { rs.trustUnix = true }
 }
 
 // ErrInvalidRules wraps every problem New finds.
@@ -91,8 +104,11 @@ var ErrInvalidRules = errors.New("invalid forward-auth rules")
 // action, and a deny status that is a client error. Whether each limit
 // exists, and takes the ids its source gives, is the loader's to check
 // against the limits in use.
-func New(trusted []netip.Prefix, rules []Rule) (*Rules, error) {
+func New(trusted []netip.Prefix, rules []Rule, opts ...Option) (*Rules, error) {
 	rs := &Rules{byName: make(map[string]*Rule, len(rules))}
+	for _, o := range opts {
+		o(rs)
+	}
 	for _, p := range trusted {
 		if !p.IsValid() {
 			return nil, fmt.Errorf("%w: an invalid trusted proxy prefix", ErrInvalidRules)
@@ -176,6 +192,12 @@ func (rs *Rules) Names() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// TrustsUnixSockets reports whether calls over a Unix socket are
+// believed (TrustUnixSockets).
+func (rs *Rules) TrustsUnixSockets() bool {
+	return rs != nil && rs.trustUnix
 }
 
 // TrustedProxies returns the prefixes whose forwarding headers are

@@ -43,9 +43,10 @@ const (
 `
 
 	// faRules is the limiter's forward-auth rules file: the limit counted
-	// per faHeader, nginx on loopback trusted as the proxy, and the
-	// denial status nginx's auth_request can pass on.
-	faRules = `trusted_proxies: [127.0.0.1/32]
+	// per faHeader, nginx on loopback (or on the Unix socket, with
+	// -forward-auth-unix) trusted as the proxy, and the denial status
+	// nginx's auth_request can pass on.
+	faRules = `trusted_proxies: [127.0.0.1/32, unix]
 rules:
   ` + faRule + `:
     limits:
@@ -77,6 +78,10 @@ type forwardAuthSetup struct {
 	// The ports of the application and the limiter, whose closed
 	// connections tell whether nginx keeps its connections to them.
 	appPort, limiterPort int
+	// unix: the limiter listens on a Unix socket (no port, no TIME_WAIT)
+	// in sockDir.
+	unix    bool
+	sockDir string
 }
 
 // faFigures are what a forward-auth row measures besides the other rows'
@@ -102,7 +107,13 @@ type faFigures struct {
 // forwardAuthRows starts the limiter (memory source, the files above
 // written into dir) and nginx, checks that both servers answer as they
 // should, and returns the two rows and what stops their processes.
-func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, workers int) ([]*server, func(), error) {
+//
+// With unix, the limiter listens on a Unix socket in dir, and nginx asks
+// it there: the deployment for a limiter on the proxy's host.
+//
+// With goApp, the application is a small Go net/http server in this
+// process rather than the static answer inside nginx.
+func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, workers int, unix, goApp bool) ([]*server, func(), error) {
 	if _, err := os.Stat(nginxBinary); err != nil {
 		return nil, nil, fmt.Errorf("the forward-auth rows need nginx at %s: apt-get install -y nginx", nginxBinary)
 	}
@@ -116,19 +127,51 @@ func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, 
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
-	fa := &forwardAuthSetup{workers: workers}
+	fa := &forwardAuthSetup{workers: workers, unix: unix}
+	listen := "127.0.0.1:0"
+	if unix {
+		// A directory of its own that nginx's workers, another user
+		// when the harness runs as root, may pass through: dir and its
+		// parents may not let them.
+		sockDir, err := os.MkdirTemp("", "limiter-sock-")
+		if err == nil {
+			err = os.Chmod(sockDir, 0o711)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		defer func() {
+			if fa.nginx == nil { // not started: nothing will use it
+				os.RemoveAll(sockDir)
+			}
+		}()
+		fa.sockDir = sockDir
+		listen = "unix:" + filepath.Join(sockDir, "limiter.sock")
+	}
 	fa.limiter = &server{name: "limiter for forward-auth", cmd: []string{limiterBin, "serve"}, env: slices.Concat(env, []string{
-		"LIMITER_LISTEN=127.0.0.1:0", "LIMITER_DEFAULTS=" + defaults,
+		"LIMITER_LISTEN=" + listen, "LIMITER_DEFAULTS=" + defaults,
 		"LIMITER_OVERRIDES=" + filepath.Join(dir, "forward-auth-no-overrides.yaml"), // missing: no overrides
 		"LIMITER_FORWARD_AUTH=" + rules})}
 	if err := fa.limiter.start(); err != nil {
 		return nil, nil, err
+	}
+	if unix {
+		// nginx's workers run as another user (nobody, when the
+		// harness runs as root); the limiter's socket is its owner's
+		// and group's alone.
+		if err := os.Chmod(strings.TrimPrefix(listen, "unix:"), 0o666); err != nil {
+			fa.limiter.stop()
+			return nil, nil, err
+		}
 	}
 	stop := func() {
 		if fa.nginx != nil {
 			fa.nginx.stop()
 		}
 		fa.limiter.stop()
+		if fa.sockDir != "" {
+			os.RemoveAll(fa.sockDir)
+		}
 	}
 	ports, err := freeLoopbackAddrs(3)
 	if err != nil {
@@ -137,16 +180,33 @@ func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, 
 	}
 	conf := nginxConf{
 		Prefix: filepath.Join(dir, "nginx"), Workers: workers,
-		Upstream: ports[0], Direct: ports[1], ForwardAuth: ports[2],
+		Upstream: ports[0], App: ports[0], Direct: ports[1], ForwardAuth: ports[2],
 		Limiter: strings.TrimPrefix(fa.limiter.url, "http://"), Rule: faRule,
 	}
-	if fa.appPort, err = portOf(conf.Upstream); err != nil {
+	if goApp {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		app := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = io.WriteString(w, faUpstreamBody)
+		})}
+		go func() { _ = app.Serve(ln) }()
+		stopNginxAndLimiter := stop
+		stop = func() { stopNginxAndLimiter(); app.Close() }
+		conf.App = ln.Addr().String()
+	}
+	if fa.appPort, err = portOf(conf.App); err != nil {
 		stop()
 		return nil, nil, err
 	}
-	if fa.limiterPort, err = portOf(conf.Limiter); err != nil {
-		stop()
-		return nil, nil, err
+	if !unix {
+		if fa.limiterPort, err = portOf(conf.Limiter); err != nil {
+			stop()
+			return nil, nil, err
+		}
 	}
 	fa.nginx, err = startNginx(ctx, conf, ports...)
 	if err != nil {
@@ -275,8 +335,10 @@ func measureForwardAuth(s *server, script string, o options) (result, error) {
 		if r.fa.timeWaitApp, err = timeWaitCount(fa.appPort); err != nil {
 			return r, err
 		}
-		if r.fa.timeWaitLimiter, err = timeWaitCount(fa.limiterPort); err != nil {
-			return r, err
+		if !fa.unix {
+			if r.fa.timeWaitLimiter, err = timeWaitCount(fa.limiterPort); err != nil {
+				return r, err
+			}
 		}
 	}
 	before, err := fa.snapshot()

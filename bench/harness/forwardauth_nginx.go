@@ -31,7 +31,8 @@ const nginxBinary = "/usr/sbin/nginx"
 type nginxConf struct {
 	Prefix      string
 	Workers     int
-	Upstream    string // the static application both rows proxy to
+	Upstream    string // the static application in nginx
+	App         string // the application both rows proxy to: Upstream, or a Go server
 	Direct      string // the server that proxies straight to it
 	ForwardAuth string // the server that asks the limiter first
 	Limiter     string // the limiter's HTTP address

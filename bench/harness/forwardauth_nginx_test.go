@@ -13,7 +13,7 @@ import (
 
 // testConf is a filled-in configuration of made-up ports.
 func testConf(prefix string) nginxConf {
-	return nginxConf{Prefix: prefix, Workers: 2, Upstream: "127.0.0.1:40001", Direct: "127.0.0.1:40002",
+	return nginxConf{Prefix: prefix, Workers: 2, Upstream: "127.0.0.1:40001", App: "127.0.0.1:40001", Direct: "127.0.0.1:40002",
 		ForwardAuth: "127.0.0.1:40003", Limiter: "127.0.0.1:40004", Rule: faRule}
 }
 

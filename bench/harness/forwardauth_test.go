@@ -250,7 +250,7 @@ func TestForwardAuthRowsEndToEnd(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	bin := buildLimiter(ctx, t, dir)
-	rows, stop, err := forwardAuthRows(ctx, dir, bin, nil, 1)
+	rows, stop, err := forwardAuthRows(ctx, dir, bin, nil, 1, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,6 +293,20 @@ func TestForwardAuthRowsEndToEnd(t *testing.T) {
 	n, err := fa.nginx.cpuSeconds()
 	if err != nil || n <= 0 {
 		t.Errorf("nginx CPU time %v, %v; want some", n, err)
+	}
+	stop()
+
+	// -forward-auth-unix: the same rows with the limiter on a Unix
+	// socket. forwardAuthRows checks them before it returns: the direct
+	// row answers without an id, the other asks the limiter, which
+	// refuses it.
+	unixRows, stopUnix, err := forwardAuthRows(ctx, t.TempDir(), bin, nil, 1, true, true)
+	if err != nil {
+		t.Fatalf("over a Unix socket: %v", err)
+	}
+	defer stopUnix()
+	if !unixRows[1].forwardAuth.unix || !strings.HasPrefix(unixRows[1].forwardAuth.limiter.url, "http://unix:") {
+		t.Errorf("the limiter is at %s; want a Unix socket", unixRows[1].forwardAuth.limiter.url)
 	}
 }
 

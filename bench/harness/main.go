@@ -56,6 +56,10 @@ type options struct {
 	// (0: one per core).
 	faRate       int
 	nginxWorkers int
+	// forwardAuthUnix puts the forward-auth rows' limiter on a Unix socket.
+	forwardAuthUnix bool
+	// forwardAuthGoApp puts a Go net/http application behind both rows.
+	forwardAuthGoApp bool
 }
 
 func main() {
@@ -69,6 +73,8 @@ func main() {
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
 	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
 	flag.IntVar(&o.faRate, "forward-auth-rate", 2000, "forward-auth rows: open-loop requests per second, a rate both rows sustain")
+	flag.BoolVar(&o.forwardAuthGoApp, "forward-auth-go-app", false, "forward-auth rows: the application both rows proxy to is a small Go net/http server answering \"ok\" (in the harness's process) instead of a static return inside nginx")
+	flag.BoolVar(&o.forwardAuthUnix, "forward-auth-unix", false, "forward-auth rows: the limiter listens on a Unix socket (--listen unix:PATH) and nginx asks it there, instead of over loopback TCP")
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", 0, "forward-auth rows: nginx's worker_processes, the same for both rows (0: one per core, as auto)")
 	flag.IntVar(&o.grpcInFlight, "grpc-inflight", 50, "gRPC rows: calls in flight")
 	flag.IntVar(&o.grpcConns, "grpc-conns", 2, "gRPC rows: HTTP/2 connections the calls share")
@@ -259,7 +265,7 @@ func run(o options) error {
 			}
 			servers = append(servers, &server{name: grpcRedisRow, cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: env, grpc: true})
 		case "forwardauth":
-			rows, stop, err := forwardAuthRows(context.Background(), dir, filepath.Join(dir, "limiter"), extraEnv, o.nginxWorkers)
+			rows, stop, err := forwardAuthRows(context.Background(), dir, filepath.Join(dir, "limiter"), extraEnv, o.nginxWorkers, o.forwardAuthUnix, o.forwardAuthGoApp)
 			if err != nil {
 				return err
 			}

@@ -165,7 +165,7 @@ func (c *configFlags) settings() []setting {
 func (f *serveFlags) settings() []setting {
 	rows := append(f.configFlags.settings(), f.redisFlags.settings()...)
 	return append(rows, []setting{
-		{name: "listen", bind: stringVar(&f.listen, "127.0.0.1:8080"), usage: "address to serve HTTP on"},
+		{name: "listen", bind: stringVar(&f.listen, "127.0.0.1:8080"), usage: "address to serve HTTP on: host:port, or unix:PATH for a Unix socket (a proxy on the same host)"},
 		{name: "grpc-listen", bind: stringVar(&f.grpcListen, ""),
 			usage: "serve Envoy's rate-limit service (gRPC, envoy.service.ratelimit.v3), with gRPC health and reflection, on this address; off when empty"},
 		{name: "source", bind: stringVar(&f.source, "memory"),

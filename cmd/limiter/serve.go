@@ -376,11 +376,14 @@ type namedServer struct {
 // start listens (so a taken port fails the start at once) and serves in
 // the background; the end of serving is reported on served.
 func (n *namedServer) start(log *slog.Logger, served chan<- error) error {
-	ln, err := net.Listen("tcp", n.addr)
+	ln, err := listen(n.addr)
 	if err != nil {
 		return fmt.Errorf("%s listener: %w", n.name, err)
 	}
 	n.bound = ln.Addr().String()
+	if ln.Addr().Network() == "unix" {
+		n.bound = unixPrefix + n.bound
+	}
 	n.srv = &http.Server{
 		Handler:           n.handler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -474,3 +477,41 @@ func logConfigProblems(log *slog.Logger, err error) {
 		log.Error("configuration problem", "problem", p.String())
 	}
 }
+
+// unixPrefix marks a listen address that is a Unix socket's path.
+const unixPrefix = "unix:"
+
+// listen opens addr: host:port over TCP, or unix:PATH, a Unix socket, for
+// a proxy on the same host (nginx's upstream server unix:PATH): both sides
+// are spared loopback TCP's cost on every request. A socket left at PATH
+// by an earlier process is removed first; any other file there is an
+// error, never overwritten. The socket is made readable and writable by
+// its owner and group alone (connecting needs write permission): the
+// proxy runs as the limiter's user or in its group. The listener removes
+// the socket when it closes.
+func listen(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, unixPrefix)
+	if !ok {
+		return net.Listen("tcp", addr)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, socketMode); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// socketMode is a Unix socket's permissions: owner and group.
+const socketMode = 0o660

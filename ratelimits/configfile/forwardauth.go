@@ -83,7 +83,11 @@ func ParseForwardAuth(file string, data []byte, cfg *ratelimits.Config) (*forwar
 	if len(l.problems) > 0 {
 		return nil, problemsError(file, l.problems)
 	}
-	rules, err := forwardauth.New(p.trusted, p.rules)
+	var opts []forwardauth.Option
+	if p.trustUnix {
+		opts = append(opts, forwardauth.TrustUnixSockets())
+	}
+	rules, err := forwardauth.New(p.trusted, p.rules, opts...)
 	if err != nil {
 		// The parser has refused everything New would, each problem at its
 		// line: this is the parser's mistake, reported rather than lost.
@@ -98,8 +102,9 @@ type forwardAuthParser struct {
 	file string
 	cfg  *ratelimits.Config // nil: limit names are not checked
 
-	trusted []netip.Prefix
-	rules   []forwardauth.Rule // the rules without problems, in file order
+	trusted   []netip.Prefix
+	trustUnix bool               // "unix" in trusted_proxies
+	rules     []forwardauth.Rule // the rules without problems, in file order
 }
 
 func (p *forwardAuthParser) scope(limit string) scope {
@@ -134,7 +139,12 @@ func (p *forwardAuthParser) trustedProxies(n *yaml.Node) {
 	}
 	for _, item := range n.Content {
 		if !isString(item) {
-			s.add(item.Line, "each trusted proxy must be a CIDR prefix such as 10.0.0.0/8 or an address, got %s", describe(item))
+			s.add(item.Line, "each trusted proxy must be a CIDR prefix such as 10.0.0.0/8, an address, or unix, got %s", describe(item))
+			continue
+		}
+		if item.Value == "unix" {
+			// Calls over the Unix socket of --listen unix:PATH.
+			p.trustUnix = true
 			continue
 		}
 		prefix, err := parseTrustedProxy(item.Value)
@@ -160,7 +170,7 @@ func parseTrustedProxy(s string) (netip.Prefix, error) {
 	}
 	prefix, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("not a CIDR prefix (such as 10.0.0.0/8 or \"::1/128\") or an address")
+		return netip.Prefix{}, fmt.Errorf("not a CIDR prefix (such as 10.0.0.0/8 or \"::1/128\"), an address, or unix (calls over the Unix socket of --listen unix:PATH)")
 	}
 	if prefix.Masked() != prefix {
 		return netip.Prefix{}, fmt.Errorf("has bits set after its first %d: did you mean %s, or %s alone?", prefix.Bits(), prefix.Masked(), prefix.Addr())

@@ -87,6 +87,7 @@ trusted_proxies:
   - 192.0.2.10
   - 2001:db8::5
   - ::ffff:172.16.0.0/108
+  - unix
 rules:
   api:
     limits:
@@ -125,6 +126,9 @@ rules:
 	}
 	if got := rs.TrustedProxies(); !slices.Equal(got, wantTrusted) {
 		t.Errorf("TrustedProxies() = %v; want %v", got, wantTrusted)
+	}
+	if !rs.TrustsUnixSockets() {
+		t.Error("unix in trusted_proxies: calls over a Unix socket are not trusted")
 	}
 	if !slices.Equal(rs.Names(), []string{"api", "consts", "everything.v2", "plain"}) {
 		t.Fatalf("Names() = %q", rs.Names())
@@ -281,7 +285,7 @@ func TestForwardAuthProblems(t *testing.T) {
 		{"IPv6 host bits set", "trusted_proxies:\n  - 2001:db8::1/64\n", []faProblem{{2, "", "did you mean 2001:db8::/64, or 2001:db8::1 alone?"}}},
 		{"a zone", "trusted_proxies:\n  - fe80::1%eth0\n", []faProblem{{2, "", "an address with a zone cannot be trusted"}}},
 		{"a trusted proxy that is not a string", "trusted_proxies:\n  - {cidr: 10.0.0.0/8}\n  - 10\n", []faProblem{
-			{2, "", "each trusted proxy must be a CIDR prefix such as 10.0.0.0/8 or an address, got a mapping"},
+			{2, "", "each trusted proxy must be a CIDR prefix such as 10.0.0.0/8, an address, or unix, got a mapping"},
 			{3, "", "got the integer 10"},
 		}},
 
