@@ -1,3 +1,5 @@
+//go:build !limiter_fuzz
+
 package httpapi_test
 
 import (

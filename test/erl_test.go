@@ -34,6 +34,7 @@ func TestAlgorithmsVectorsOverHTTPMemory(t *testing.T) {
 // the cluster), round-robin, in both key formats: rate counters, boxes
 // and ERL calls kept in Redis, on the fake clock.
 func TestRedisAlgorithmsVectorsOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	runRedisVectorsOverHTTP(t, algorithmsVectorsConfig)
 }
 
@@ -113,6 +114,7 @@ func checkRateHit(p *limiterProc, entry string) (apiclient.RateResult, error) {
 // 1/60 to 600/60, each once), nobody is boxed, and the counter reads 600.
 // The 601st hit boxes the entry, and every process sees it in the box.
 func TestRedisCheckRateExactOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	for _, b := range redisBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
@@ -189,6 +191,7 @@ func checkRateExact(t *testing.T, procs []*limiterProc) {
 // even once the bucket has refilled some; when the box expires the id
 // spends again.
 func TestRedisPenaltyLockoutOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	for _, b := range redisBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)

@@ -56,6 +56,7 @@ func startRedisShared(t *testing.T, n int, env map[string]string, args ...string
 // Both key formats: one key per bucket, and buckets as fields of 64
 // hashes (--redis-groups), where the vectors' buckets share hashes.
 func TestRedisVectorsOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	runRedisVectorsOverHTTP(t, vectorsConfig)
 }
 
@@ -63,6 +64,7 @@ func TestRedisVectorsOverHTTP(t *testing.T) {
 // Redis (sync_rate 0), alone and in batches with GCRA buckets, decided
 // round-robin by three processes.
 func TestRedisWindowVectorsOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	runRedisVectorsOverHTTP(t, windowVectorsConfig)
 }
 
@@ -153,6 +155,7 @@ func redisIDsInSlots(n int) []string {
 // clients spending cost 1: exactly 100 spends are allowed, on one bucket,
 // and on a batch of three buckets in three hash slots.
 func TestRedisNoOvershootOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	for _, b := range redisBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, flush := b.start(t)
