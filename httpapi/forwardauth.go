@@ -47,8 +47,9 @@ func (h *handler) forwardAuth(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if len(txns) == 0 {
-			// Every limit's id was missing and the rule lets such
-			// requests pass: nothing counts them.
+			// No limit applies: every id was missing and the rule lets
+			// such requests pass (missing: allow), or the limits count
+			// IPv6 ranges and the client is IPv4. Nothing counts them.
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
 			_, _ = w.Write(nothingCounted)

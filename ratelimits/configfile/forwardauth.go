@@ -17,8 +17,8 @@ var (
 	forwardAuthFields      = []string{"trusted_proxies", "rules"}
 	forwardAuthRuleFields  = []string{"limits", "cost", "missing", "deny_status"}
 	forwardAuthLimitFields = []string{"limit", "id"}
-	// forwardAuthMisplaced are fields written where they do not belong,
-	// each with where they go.
+	// forwardAuthRuleMisplaced and forwardAuthLimitMisplaced are fields
+	// written where they do not belong, each with where they go.
 	forwardAuthRuleMisplaced = map[string]string{
 		"limit":  "a rule lists its limits under limits: [{limit: NAME, id: SOURCE}, ...]",
 		"id":     "each limit of a rule has its own id source: limits: [{limit: NAME, id: SOURCE}, ...]",
