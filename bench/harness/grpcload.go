@@ -135,6 +135,10 @@ func (l *grpcLoad) runs(ctx context.Context, inFlight int, each func(*connRun), 
 		runs[i].stop = &stop
 		each(&runs[i])
 	}
+	// The run is timed from before the timer is armed: timed from after,
+	// a busy machine could delay the start past the timer's, and the run
+	// would count fewer seconds than it lasted.
+	start := time.Now()
 	// The timer sets the deadlines before it stops the loops, so no loop
 	// ends before its deadline is set, and the deadlines are cleared
 	// after the timer has fired.
@@ -152,7 +156,6 @@ func (l *grpcLoad) runs(ctx context.Context, inFlight int, each func(*connRun), 
 	cancel := context.AfterFunc(ctx, func() { deadline(time.Now()) })
 	errs := make([]error, len(l.conns))
 	var wg sync.WaitGroup
-	start := time.Now()
 	for i, c := range l.conns {
 		wg.Add(1)
 		go func() {
