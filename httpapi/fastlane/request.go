@@ -1,0 +1,194 @@
+package fastlane
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// maxHeaders bounds the header lines of a lane request; a head with more
+// goes to Fallback. A 4 KiB head holds about this many short ones.
+const maxHeaders = 64
+
+// serveHead answers the request whose head is head (through its empty
+// line) and reports true, or reports false, having done nothing, when the
+// request is not the lane's.
+func (c *conn) serveHead(head []byte) bool {
+	// One string for the whole head: every method, path, header name and
+	// value below is a piece of it, not a copy.
+	text := string(head)
+	line, rest, _ := strings.Cut(text, "\r\n")
+	method, target, ok := requestLine(line)
+	if !ok || !c.srv.Match(target) {
+		return false
+	}
+	h, ok := readHeader(rest)
+	if !ok {
+		return false
+	}
+	r := new(http.Request)
+	*r = c.request
+	r.Method = method
+	r.URL = &url.URL{Path: target}
+	r.RequestURI = target
+	r.Host = h.host
+	r.Header = h.header
+	r.Close = h.closeAfter
+	c.w.reset(method == http.MethodHead)
+	c.w.closeAfter = h.closeAfter
+	c.srv.Fallback.Handler.ServeHTTP(&c.w, r)
+	c.out = c.w.appendAnswer(c.out, c.srv.closing.Load())
+	return true
+}
+
+// requestLine reads "GET /path HTTP/1.1" or the same with HEAD: the only
+// request lines the lane takes. The path is origin-form, made only of
+// characters that net/url leaves as they are (no query, no percent
+// escapes), so r.URL.Path is the target itself.
+func requestLine(line string) (method, target string, ok bool) {
+	method, rest, ok1 := strings.Cut(line, " ")
+	target, proto, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || proto != "HTTP/1.1" || (method != http.MethodGet && method != http.MethodHead) {
+		return "", "", false
+	}
+	if len(target) == 0 || target[0] != '/' {
+		return "", "", false
+	}
+	for i := 0; i < len(target); i++ {
+		if !isPathByte(target[i]) {
+			return "", "", false
+		}
+	}
+	return method, target, true
+}
+
+// isPathByte reports the bytes a lane path may hold: letters, digits,
+// "-", ".", "_", "~" and "/".
+func isPathByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+		b == '-' || b == '.' || b == '_' || b == '~' || b == '/'
+}
+
+// laneHeader is what the lane reads of a request's header lines.
+type laneHeader struct {
+	header     http.Header // without Host, as net/http gives it
+	host       string
+	closeAfter bool // Connection: close
+}
+
+// readHeader reads the header lines of a head (each ended by CRLF, then
+// the empty line). It takes only what net/http would read to the same
+// *http.Request with nothing of its own added: every name a token, every
+// value free of control characters, exactly one Host, no body (no
+// Transfer-Encoding, a Content-Length only of 0), a Connection of
+// keep-alive or close only, and none of the headers net/http acts on
+// further (Expect, Upgrade, Pragma). ok is false for anything else.
+func readHeader(lines string) (laneHeader, bool) {
+	n := strings.Count(lines, "\r\n") - 1 // the last ends the empty line
+	if n > maxHeaders {
+		return laneHeader{}, false
+	}
+	h := laneHeader{header: make(http.Header, n)}
+	// One backing array for every value, as net/textproto does: a header
+	// seen once costs no allocation of its own.
+	values := make([]string, n)
+	hosts := 0
+	for {
+		line, rest, _ := strings.Cut(lines, "\r\n")
+		lines = rest
+		if line == "" {
+			break
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || !validName(name) {
+			return laneHeader{}, false
+		}
+		value = strings.Trim(value, " \t")
+		if !validValue(value) {
+			return laneHeader{}, false
+		}
+		name = http.CanonicalHeaderKey(name)
+		switch name {
+		case "Host":
+			hosts++
+			if hosts > 1 || !validHost(value) {
+				return laneHeader{}, false
+			}
+			h.host = value
+			continue
+		case "Content-Length":
+			if value != "0" || h.header[name] != nil {
+				return laneHeader{}, false
+			}
+		case "Connection":
+			switch {
+			case h.header[name] != nil:
+				return laneHeader{}, false
+			case strings.EqualFold(value, "close"):
+				h.closeAfter = true
+			case !strings.EqualFold(value, "keep-alive"):
+				return laneHeader{}, false
+			}
+		case "Transfer-Encoding", "Expect", "Upgrade", "Pragma":
+			return laneHeader{}, false
+		}
+		if vv := h.header[name]; vv != nil {
+			h.header[name] = append(vv, value)
+			continue
+		}
+		values[0] = value
+		h.header[name] = values[:1:1]
+		values = values[1:]
+	}
+	if hosts != 1 {
+		return laneHeader{}, false
+	}
+	return h, true
+}
+
+// validName reports a header name of token characters only (RFC 9110).
+func validName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTokenByte(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// isTokenByte reports the bytes of an RFC 9110 token.
+func isTokenByte(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+		strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
+}
+
+// validValue reports a header value without control characters other
+// than tab, the test net/http applies.
+func validValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost reports a Host the lane takes: a name or address with an
+// optional port, in the characters such a thing is written with. net/http
+// accepts more (and refuses some); those go to it.
+func validHost(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		b := h[i]
+		if !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+			b == '-' || b == '.' || b == '_' || b == ':' || b == '[' || b == ']') {
+			return false
+		}
+	}
+	return true
+}
