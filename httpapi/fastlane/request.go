@@ -103,7 +103,7 @@ func readHeader(lines string) (laneHeader, bool) {
 		if !ok || !validName(name) {
 			return laneHeader{}, false
 		}
-		value = strings.Trim(value, " \t")
+		value = trimSpace(value)
 		if !validValue(value) {
 			return laneHeader{}, false
 		}
@@ -159,10 +159,34 @@ func validName(name string) bool {
 	return true
 }
 
-// isTokenByte reports the bytes of an RFC 9110 token.
+// isTokenByte reports the bytes of an RFC 9110 token: letters, digits and
+// !#$%&'*+-.^_`|~, as two 64-bit masks over the ASCII range.
 func isTokenByte(b byte) bool {
-	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
-		strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
+	const (
+		// Bits 0-63: '!', '#'-'\'', '*', '+', '-', '.', '0'-'9'.
+		low = 1<<'!' | 1<<'#' | 1<<'$' | 1<<'%' | 1<<'&' | 1<<'\'' | 1<<'*' | 1<<'+' | 1<<'-' | 1<<'.' |
+			1<<'0' | 1<<'1' | 1<<'2' | 1<<'3' | 1<<'4' | 1<<'5' | 1<<'6' | 1<<'7' | 1<<'8' | 1<<'9'
+		// Bits 64-127: letters, '^', '_', '`', '|', '~'.
+		high = (1<<26-1)<<('A'-64) | (1<<26-1)<<('a'-64) | 1<<('^'-64) | 1<<('_'-64) | 1<<('`'-64) | 1<<('|'-64) | 1<<('~'-64)
+	)
+	switch {
+	case b < 64:
+		return low&(uint64(1)<<b) != 0
+	case b < 128:
+		return high&(uint64(1)<<(b-64)) != 0
+	}
+	return false
+}
+
+// trimSpace drops the spaces and tabs around a header value.
+func trimSpace(v string) string {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
 }
 
 // validValue reports a header value without control characters other
