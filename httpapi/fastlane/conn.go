@@ -82,10 +82,15 @@ func (s *Server) newConn(rwc net.Conn, serverCtx context.Context) *conn {
 func (c *conn) serve() {
 	handedOff := false
 	defer func() {
-		if err := recover(); err != nil && err != http.ErrAbortHandler {
-			buf := make([]byte, 64<<10)
-			buf = buf[:runtime.Stack(buf, false)]
-			c.logf("fastlane: panic serving %v: %v\n%s", c.rwc.RemoteAddr(), err, buf)
+		if err := recover(); err != nil {
+			if err != http.ErrAbortHandler {
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.logf("fastlane: panic serving %v: %v\n%s", c.rwc.RemoteAddr(), err, buf)
+			}
+			// The answers to the requests before the one that panicked
+			// are complete: net/http would have sent them already.
+			c.flush()
 		}
 		c.cancel()
 		if !handedOff {

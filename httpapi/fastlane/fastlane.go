@@ -37,8 +37,10 @@ import (
 type Server struct {
 	// Fallback serves every connection the lane does not, from the first
 	// request the lane does not take. Its Handler serves the lane's
-	// requests too, and its ReadHeaderTimeout, WriteTimeout and
-	// IdleTimeout bound the lane's connections as they bound its own.
+	// requests too, and its ReadHeaderTimeout, ReadTimeout, WriteTimeout
+	// and IdleTimeout bound the lane's connections as they bound its own.
+	// Its ErrorLog gets the lane's panics. Its hooks (ConnState,
+	// ConnContext, BaseContext) see only the connections handed to it.
 	Fallback *http.Server
 	// Match reports whether the lane serves a GET or HEAD of path (the
 	// request target, which for the lane has no query and no
