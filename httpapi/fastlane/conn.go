@@ -114,7 +114,10 @@ func (c *conn) serve() {
 			return
 		}
 		c.start += n
-		closing := c.w.closeAfter || c.srv.closing.Load()
+		// closeAfter includes a shutdown under way when the answer was
+		// made, so the answer said Connection: close if the connection
+		// ends here. One that begins later finds it idle and closes it.
+		closing := c.w.closeAfter
 		if closing || c.start == c.end || len(c.out) >= flushAt {
 			if !c.flush() || closing {
 				return

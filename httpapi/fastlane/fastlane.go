@@ -52,7 +52,6 @@ type Server struct {
 	closing  atomic.Bool
 	listener net.Listener
 	handoff  *handoffListener
-	done     chan struct{} // closed when Serve's accept loop has ended
 }
 
 // Serve accepts connections on ln until Shutdown, serving lane requests
@@ -72,9 +71,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.listener = ln
 	s.conns = map[*conn]struct{}{}
 	s.handoff = newHandoffListener(ln.Addr())
-	s.done = make(chan struct{})
 	s.mu.Unlock()
-	defer close(s.done)
 
 	// Fallback's Serve ends when its Shutdown or Close closes the handoff
 	// listener; its connections are its own to finish.
