@@ -109,7 +109,7 @@ func (h *testHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route := strings.TrimPrefix(r.URL.Path, "/lane")
 	if h.fuzzSafe {
 		switch route {
-		case "/panic", "/abort", "/cl-long", "/cl-short", "/close-token", "/trailer", "/crlf-value":
+		case "/panic", "/abort", "/cl-long", "/cl-short", "/close-token", "/trailer", "/crlf-value", "/slow":
 			route = "/echo"
 		}
 	}
@@ -177,6 +177,10 @@ func (h *testHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic("fastlane test: a handler panics")
 	case route == "/abort":
 		panic(http.ErrAbortHandler)
+	case route == "/slow":
+		// Slower than the WriteTimeout of TestTimeoutsCountFromTheRightMoment.
+		time.Sleep(300 * time.Millisecond)
+		io.WriteString(w, "slow\n")
 	case route == "/block" && h.block != nil:
 		h.entered <- r.URL.Path
 		<-h.block
@@ -1125,6 +1129,33 @@ func TestLaneHonoursFallbackSettings(t *testing.T) {
 				wantStatuses(200)(t, o)
 				if len(o.answers) == 1 && !o.answers[0].close {
 					t.Errorf("answer without Connection: close")
+				}
+			},
+		},
+		{
+			name: "ConnState",
+			configure: func(s *http.Server) {
+				s.ConnState = func(c net.Conn, state http.ConnState) {
+					// Recorded as a request of the connection's would be;
+					// not StateClosed, which comes after the client has
+					// seen the close, and so after the records are taken.
+					if state == http.StateClosed {
+						return
+					}
+					h := s.Handler.(*testHandler)
+					h.rec.add(c.RemoteAddr().String(), seen{via: "ConnState", what: "ConnState " + state.String()})
+				}
+			},
+			input: twoLaneRequests,
+			check: func(t *testing.T, o outcome) {
+				var states []string
+				for _, s := range o.seen {
+					if s.via == "ConnState" {
+						states = append(states, strings.TrimPrefix(s.what, "ConnState "))
+					}
+				}
+				if want := []string{"new", "active", "idle", "active", "idle"}; !slices.Equal(states, want) {
+					t.Errorf("ConnState saw %v, want %v", states, want)
 				}
 			},
 		},

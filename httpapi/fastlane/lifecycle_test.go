@@ -242,6 +242,20 @@ func TestTimeoutsCountFromTheRightMoment(t *testing.T) {
 			return nil
 		})
 	})
+	t.Run("WriteTimeout counts from the request", func(t *testing.T) {
+		// WriteTimeout 100ms, a handler taking 300ms: net/http's write
+		// deadline, set when the request was read, has passed by the time
+		// the answer is written, and the connection closes without it.
+		bothServers(t, func(s *http.Server) { s.WriteTimeout = 100 * time.Millisecond }, func(c *client) error {
+			if err := c.send(req("GET", "/lane/slow")); err != nil {
+				return err
+			}
+			if resp, body, err := c.answer("GET"); err == nil {
+				return fmt.Errorf("answered %d %q after WriteTimeout", resp.StatusCode, body)
+			}
+			return nil
+		})
+	})
 	t.Run("a head that begins before IdleTimeout has ReadHeaderTimeout", func(t *testing.T) {
 		// IdleTimeout 300ms, ReadHeaderTimeout 5s: a head whose first
 		// line arrives at once and the rest 800ms later is in time.
