@@ -2,6 +2,8 @@ package fastlane
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -26,9 +28,6 @@ const (
 	// most it reads at once. A longer head goes to Fallback, whose own
 	// limit is larger (MaxHeaderBytes, plus 4 KiB net/http allows beyond).
 	bufferSize = 4096
-	// flushAt is how much the answers to pipelined requests may fill
-	// before they are written without waiting for the last of them.
-	flushAt = 16 << 10
 	// deadlineSlack is how far a deadline may drift before it is set
 	// again: setting one on every request costs more than the lane saves
 	// elsewhere, and a timeout a second early changes nothing.
@@ -53,15 +52,40 @@ type conn struct {
 	out []byte
 	w   responseWriter
 
+	// served counts the requests answered. Before the first, a head has
+	// ReadHeaderTimeout from the accept; after it, the connection waits
+	// IdleTimeout from the last answer for 4 bytes of the next request,
+	// which then has ReadHeaderTimeout from their arrival, as net/http
+	// times them.
+	served int
+	// firstHeadBy is the first head's deadline; idleSince is when the
+	// last answer was made; nextHeadSince, when 4 bytes of the next
+	// request had arrived (zero: not yet).
+	firstHeadBy, idleSince, nextHeadSince time.Time
+	// writeBy is the deadline of the answers in out: WriteTimeout from
+	// the start of the last request, as net/http counts it.
+	writeBy time.Time
+	// The deadlines set on rwc. Each is at most the true one (above) and
+	// set again only when it falls short of it by more than
+	// deadlineSlack: one that expires early is set again, exactly.
 	readDeadline, writeDeadline time.Time
 }
 
 // newConn registers c, accepted on s's listener; nil when s is shutting
 // down.
 func (s *Server) newConn(rwc net.Conn, serverCtx context.Context) *conn {
-	ctx, cancel := context.WithCancel(context.WithValue(serverCtx, http.LocalAddrContextKey, rwc.LocalAddr()))
+	ctx := context.WithValue(serverCtx, http.LocalAddrContextKey, rwc.LocalAddr())
+	if cc := s.Fallback.ConnContext; cc != nil {
+		if ctx = cc(ctx, rwc); ctx == nil {
+			panic("ConnContext returned nil") // as net/http does
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
 	c := &conn{srv: s, rwc: rwc, ctx: ctx, cancel: cancel, buf: make([]byte, bufferSize)}
 	c.state.Store(stateIdle)
+	if d := s.readHeaderTimeout(); d > 0 {
+		c.firstHeadBy = time.Now().Add(d)
+	}
 	c.request = *(&http.Request{
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Body: http.NoBody, RemoteAddr: rwc.RemoteAddr().String(),
@@ -76,6 +100,23 @@ func (s *Server) newConn(rwc net.Conn, serverCtx context.Context) *conn {
 	s.conns[c] = struct{}{}
 	return c
 }
+
+// What readHead found.
+type headResult int
+
+const (
+	// headReady: buf[start:start+n] is a whole head, for the lane to
+	// read or refuse.
+	headReady headResult = iota
+	// headForeign: what is buffered is not a head the lane reads (too
+	// long, a line ended by a bare LF, or cut short by the end of the
+	// stream): the connection goes to Fallback with it, to answer as it
+	// does.
+	headForeign
+	// connDone: closed, failed, timed out or shut down, with nothing
+	// Fallback would answer.
+	connDone
+)
 
 // serve answers the connection's requests until it closes, fails, idles
 // out or sends one the lane does not take, which hands it to Fallback.
@@ -99,11 +140,15 @@ func (c *conn) serve() {
 		c.srv.forget(c)
 	}()
 	for {
-		n, ok := c.readHead()
-		if !ok {
+		n, res := c.readHead()
+		if res == connDone {
 			return
 		}
-		if n == 0 || !c.serveHead(c.buf[c.start:c.start+n]) {
+		var r *http.Request
+		if res == headReady {
+			r, _ = c.readRequest(c.buf[c.start : c.start+n])
+		}
+		if r == nil {
 			// Not the lane's: the connection, from this request on, is
 			// Fallback's. The answers to the requests before it go first.
 			if !c.flush() {
@@ -114,73 +159,146 @@ func (c *conn) serve() {
 			return
 		}
 		c.start += n
+		if !c.answer(r) {
+			return
+		}
+		c.served++
+		c.idleSince, c.nextHeadSince = time.Now(), time.Time{}
 		// closeAfter includes a shutdown under way when the answer was
 		// made, so the answer said Connection: close if the connection
 		// ends here. One that begins later finds it idle and closes it.
-		closing := c.w.closeAfter
-		if closing || c.start == c.end || len(c.out) >= flushAt {
-			if !c.flush() || closing {
-				return
-			}
+		if c.w.closeAfter || c.w.endsUnannounced {
+			c.flush()
+			return
 		}
 	}
 }
 
-// readHead reads until buf[start:] holds a whole request head, and returns
-// its length; 0 when what was read cannot be the head of a request the
-// lane serves (too long for the buffer, or lines ended by a bare LF),
-// which hands the connection to Fallback. ok is false when the connection
-// closed, failed, timed out, or Shutdown closed it.
-func (c *conn) readHead() (n int, ok bool) {
-	var headerDeadline time.Time
+// answer runs the handler on r and adds its answer to out. It reports
+// false when the connection must end instead: an earlier answer could not
+// be written, or this one was made after its write deadline, which
+// net/http's write of it would have missed.
+func (c *conn) answer(r *http.Request) bool {
+	// The answers before this one have their own deadline, which this
+	// request's must not extend.
+	if !c.flush() {
+		return false
+	}
+	c.writeBy = time.Time{}
+	if d := c.srv.Fallback.WriteTimeout; d > 0 {
+		c.writeBy = time.Now().Add(d)
+	}
+	c.w.reset(r.Method == http.MethodHead)
+	c.w.closeAfter = r.Close
+	c.srv.handler().ServeHTTP(&c.w, r)
+	if !c.writeBy.IsZero() && time.Now().After(c.writeBy) {
+		return false
+	}
+	c.out = c.w.appendAnswer(c.out, c.srv.closing.Load())
+	return true
+}
+
+// readHead reads until buf[start:] holds a whole request head, and
+// returns its length with headReady; see headResult for the rest. Before
+// it waits for bytes, it writes the answers made so far: net/http sends
+// each as soon as it is made.
+func (c *conn) readHead() (n int, res headResult) {
 	for {
-		if c.start < c.end {
-			n, bareLF := headLength(c.buf[c.start:c.end])
+		buffered := c.buf[c.start:c.end]
+		// After an answer net/http reads nothing of the next request
+		// until 4 bytes of it have come: a stub shorter than that before
+		// the stream ends is closed on, not answered.
+		whole := c.served == 0 || len(buffered) >= 4
+		if whole && c.served > 0 && c.nextHeadSince.IsZero() {
+			c.nextHeadSince = time.Now()
+		}
+		if len(buffered) > 0 && whole {
+			n, bareLF := headLength(buffered)
 			if n > 0 {
-				return n, true
+				return n, headReady
 			}
 			if bareLF {
-				return 0, true
+				return 0, headForeign
 			}
 			if c.end == len(c.buf) {
 				if c.start == 0 {
-					return 0, true // longer than the lane reads
+					return 0, headForeign // longer than the lane reads
 				}
-				c.end = copy(c.buf, c.buf[c.start:c.end])
+				c.end = copy(c.buf, buffered)
 				c.start = 0
 			}
-			// Part of a head: the rest has ReadHeaderTimeout.
-			if headerDeadline.IsZero() {
-				if d := c.srv.readHeaderTimeout(); d > 0 {
-					headerDeadline = time.Now().Add(d)
-					if c.readDeadline.IsZero() || c.readDeadline.After(headerDeadline) {
-						c.setReadDeadline(headerDeadline)
-					}
-				}
-			}
-		} else {
+		}
+		if !c.flush() {
+			return 0, connDone
+		}
+		if len(buffered) == 0 {
 			c.start, c.end = 0, 0
 			if !c.state.CompareAndSwap(stateActive, stateIdle) && c.state.Load() != stateIdle {
-				return 0, false // Shutdown closed it
-			}
-			if d := c.srv.idleTimeout(); d > 0 {
-				if want := time.Now().Add(d); c.readDeadline.Before(want.Add(-deadlineSlack)) {
-					c.setReadDeadline(want)
-				}
+				return 0, connDone // Shutdown closed it
 			}
 		}
+		by := c.readBy(whole)
+		c.armRead(by)
 		nr, err := c.rwc.Read(c.buf[c.end:])
 		if c.state.Load() == stateIdle && nr > 0 && !c.state.CompareAndSwap(stateIdle, stateActive) {
-			return 0, false // Shutdown closed it as it woke
+			return 0, connDone // Shutdown closed it as it woke
 		}
 		if c.state.Load() == stateClosed {
-			return 0, false
+			return 0, connDone
 		}
 		c.end += nr
-		if err != nil {
-			return 0, false
+		switch {
+		case err == nil:
+		case isTimeout(err) && !by.IsZero() && time.Now().Before(by):
+			// An early deadline, left from an earlier wait: set the true
+			// one and wait on.
+			c.setReadDeadline(by)
+		case err == io.EOF && c.end > c.start && (c.served == 0 || c.end-c.start >= 4):
+			// The stream ends inside a head: net/http answers what it
+			// read (a 400) or closes, as it does on its own connections.
+			return 0, headForeign
+		default:
+			return 0, connDone
 		}
 	}
+}
+
+// readBy is the deadline of the wait for more of the next head; zero for
+// none. whole says the head has begun as net/http counts it (see
+// conn.served).
+func (c *conn) readBy(whole bool) time.Time {
+	switch {
+	case c.served == 0:
+		return c.firstHeadBy
+	case !whole:
+		if d := c.srv.idleTimeout(); d > 0 {
+			return c.idleSince.Add(d)
+		}
+	default:
+		if d := c.srv.readHeaderTimeout(); d > 0 {
+			return c.nextHeadSince.Add(d)
+		}
+	}
+	return time.Time{}
+}
+
+// armRead sets rwc's read deadline to by unless the one set is at most by
+// and short of it by no more than deadlineSlack.
+func (c *conn) armRead(by time.Time) {
+	switch {
+	case by.IsZero():
+		if !c.readDeadline.IsZero() {
+			c.setReadDeadline(by)
+		}
+	case c.readDeadline.IsZero() || c.readDeadline.After(by) || by.Sub(c.readDeadline) > deadlineSlack:
+		c.setReadDeadline(by)
+	}
+}
+
+// isTimeout reports a deadline's expiry.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // headLength is the length of the request head at the start of b, through
@@ -202,20 +320,33 @@ func headLength(b []byte) (n int, bareLF bool) {
 	return 0, false
 }
 
-// flush writes the answers not yet written; false when the write failed.
+// flush writes the answers not yet written; false when the write failed
+// or missed its deadline, as net/http's would have.
 func (c *conn) flush() bool {
 	if len(c.out) == 0 {
 		return true
 	}
-	if d := c.srv.Fallback.WriteTimeout; d > 0 {
-		if want := time.Now().Add(d); c.writeDeadline.Before(want.Add(-deadlineSlack)) {
-			c.writeDeadline = want
-			c.rwc.SetWriteDeadline(want)
-		}
+	by := c.writeBy
+	if !by.IsZero() && (c.writeDeadline.IsZero() || c.writeDeadline.After(by) || by.Sub(c.writeDeadline) > deadlineSlack) {
+		c.writeDeadline = by
+		c.rwc.SetWriteDeadline(by)
 	}
-	_, err := c.rwc.Write(c.out)
+	out := c.out
+	for {
+		n, err := c.rwc.Write(out)
+		out = out[n:]
+		if err == nil {
+			break
+		}
+		if !isTimeout(err) || by.IsZero() || !time.Now().Before(by) {
+			c.out = c.out[:0]
+			return false
+		}
+		c.writeDeadline = by // an early deadline: set the true one
+		c.rwc.SetWriteDeadline(by)
+	}
 	c.out = c.out[:0]
-	return err == nil
+	return true
 }
 
 func (c *conn) setReadDeadline(t time.Time) {

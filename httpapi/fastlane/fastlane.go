@@ -19,11 +19,25 @@
 // with every byte read from it so far, is handed to the http.Server,
 // which serves it from that request on exactly as if it had accepted it.
 // So the lane can only ever answer a request net/http would have answered
-// the same way; what it changes is the cost.
+// the same way; what it changes is the cost. FuzzLaneMatchesNetHTTP holds
+// it to that: the same bytes to both, the same answers, byte for byte but
+// Date, and the connection ended at the same point.
+//
+// The handler is held to what net/http holds it to (a Content-Length it
+// declares, headers changed after WriteHeader not sent, a panic ending the
+// connection) with a response writer that keeps the whole answer until
+// the handler returns. So the handler must not need what that writer
+// lacks: http.Flusher and http.Hijacker, trailers, and 1xx answers; the
+// limiter's handlers use none of them. Fallback's hooks are honoured
+// (BaseContext, ConnContext) or refused (a ConnState hook makes Serve fail,
+// as the lane's connections would not be reported), and TLS connections
+// go to Fallback at once. Keep-alives turned off with SetKeepAlivesEnabled
+// are not seen by the lane.
 package fastlane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -59,6 +73,10 @@ type Server struct {
 // always returns a non-nil error, http.ErrServerClosed after Shutdown.
 // A Server serves one listener.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.Fallback.ConnState != nil {
+		ln.Close()
+		return errors.New("fastlane: Fallback.ConnState is set, and the lane's connections would not be reported to it")
+	}
 	s.mu.Lock()
 	if s.listener != nil || s.closing.Load() {
 		s.mu.Unlock()
@@ -77,7 +95,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	// listener; its connections are its own to finish.
 	go s.Fallback.Serve(s.handoff) //nolint:errcheck // always ErrServerClosed or a closed listener
 
-	ctx := context.WithValue(context.Background(), http.ServerContextKey, s.Fallback)
+	base := context.Background()
+	if s.Fallback.BaseContext != nil {
+		if base = s.Fallback.BaseContext(ln); base == nil {
+			panic("BaseContext returned a nil context") // as net/http does
+		}
+	}
+	ctx := context.WithValue(base, http.ServerContextKey, s.Fallback)
 	var tempDelay time.Duration
 	for {
 		c, err := ln.Accept()
@@ -97,6 +121,14 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		tempDelay = 0
+		if _, isTLS := c.(*tls.Conn); isTLS {
+			// The lane reads no TLS state into its requests: such a
+			// connection is Fallback's from the start.
+			if !s.handOff(c, nil) {
+				c.Close()
+			}
+			continue
+		}
 		lc := s.newConn(c, ctx)
 		if lc == nil {
 			c.Close() // shutting down
@@ -128,7 +160,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for !s.closeIdle() {
 		select {
 		case <-ctx.Done():
-			s.closeAll()
+			// As net/http's Shutdown, it leaves the busy connections be.
 			return errors.Join(ctx.Err(), <-fallback)
 		case <-tick.C:
 		}
@@ -149,14 +181,12 @@ func (s *Server) closeIdle() bool {
 	return len(s.conns) == 0
 }
 
-// closeAll closes every lane connection, busy or not.
-func (s *Server) closeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
-		c.state.Store(stateClosed)
-		c.rwc.Close()
+// handler is Fallback's handler, or net/http's default for a nil one.
+func (s *Server) handler() http.Handler {
+	if h := s.Fallback.Handler; h != nil {
+		return h
 	}
+	return http.DefaultServeMux
 }
 
 // forget drops c from the connections Shutdown waits for.
@@ -224,6 +254,15 @@ func (l *handoffListener) Addr() net.Addr { return l.addr }
 type prefixConn struct {
 	net.Conn
 	prefix []byte
+}
+
+// CloseWrite half-closes the connection when it can, as net/http does
+// before it closes one whose answer ends at the close.
+func (c *prefixConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {

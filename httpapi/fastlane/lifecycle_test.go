@@ -441,6 +441,26 @@ func TestServeAfterShutdown(t *testing.T) {
 	}
 }
 
+// TestServeRefusesConnState: the lane cannot report its connections to a
+// ConnState hook as net/http would (a connection handed over would be
+// reported new twice), so it refuses to serve rather than report them
+// wrong, and closes the listener as Serve does when it returns.
+func TestServeRefusesConnState(t *testing.T) {
+	fallback := serverConfig(http.NotFoundHandler())
+	fallback.ConnState = func(net.Conn, http.ConnState) {}
+	s := &fastlane.Server{Fallback: fallback, Match: lanePath}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Serve(ln); err == nil || !strings.Contains(err.Error(), "ConnState") {
+		t.Errorf("Serve with a ConnState hook returned %v, want an error naming ConnState", err)
+	}
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("the listener is open after Serve refused (Accept: %v)", err)
+	}
+}
+
 // TestUnixSocket: the lane serves a Unix-socket listener, and its handler
 // sees what net/http's sees there, LocalAddrContextKey's "unix" included.
 func TestUnixSocket(t *testing.T) {

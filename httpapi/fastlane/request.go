@@ -10,21 +10,20 @@ import (
 // goes to Fallback. A 4 KiB head holds about this many short ones.
 const maxHeaders = 64
 
-// serveHead answers the request whose head is head (through its empty
-// line) and reports true, or reports false, having done nothing, when the
-// request is not the lane's.
-func (c *conn) serveHead(head []byte) bool {
+// readRequest reads head (through its empty line) into the request the
+// handler gets, or reports false when the request is not the lane's.
+func (c *conn) readRequest(head []byte) (*http.Request, bool) {
 	// One string for the whole head: every method, path, header name and
 	// value below is a piece of it, not a copy.
 	text := string(head)
 	line, rest, _ := strings.Cut(text, "\r\n")
 	method, target, ok := requestLine(line)
 	if !ok || !c.srv.Match(target) {
-		return false
+		return nil, false
 	}
 	h, ok := readHeader(rest)
 	if !ok {
-		return false
+		return nil, false
 	}
 	r := new(http.Request)
 	*r = c.request
@@ -34,11 +33,7 @@ func (c *conn) serveHead(head []byte) bool {
 	r.Host = h.host
 	r.Header = h.header
 	r.Close = h.closeAfter
-	c.w.reset(method == http.MethodHead)
-	c.w.closeAfter = h.closeAfter
-	c.srv.Fallback.Handler.ServeHTTP(&c.w, r)
-	c.out = c.w.appendAnswer(c.out, c.srv.closing.Load())
-	return true
+	return r, true
 }
 
 // requestLine reads "GET /path HTTP/1.1" or the same with HEAD: the only

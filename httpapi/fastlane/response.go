@@ -22,10 +22,16 @@ type responseWriter struct {
 	fields []byte
 	// Which of the headers the lane adds the handler set itself.
 	hasDate, hasLength, hasType, hasEncoding bool
-	body                                     []byte
-	// closeAfter: the connection ends after this answer (the request or
-	// the handler asked for it).
-	closeAfter bool
+	// connection is the handler's Connection header, sent by appendAnswer.
+	connection []string
+	// declared is the handler's Content-Length (-1: none), written what
+	// its writes added up to, as net/http holds a handler to it.
+	declared, written int64
+	body              []byte
+	// closeAfter: the connection ends after this answer, which says so
+	// (the request or the handler asked for it, or a shutdown is under
+	// way); endsUnannounced: it ends without saying so.
+	closeAfter, endsUnannounced bool
 	// sortedKeys is scratch space for the header's names.
 	sortedKeys []string
 	// date caches Date's value for the second it was made in.
@@ -40,8 +46,10 @@ func (w *responseWriter) reset(head bool) {
 	w.status = 0
 	w.fields = w.fields[:0]
 	w.hasDate, w.hasLength, w.hasType, w.hasEncoding = false, false, false, false
+	w.connection = w.connection[:0]
+	w.declared, w.written = -1, 0
 	w.body = w.body[:0]
-	w.closeAfter = false
+	w.closeAfter, w.endsUnannounced = false, false
 }
 
 // Header returns the answer's header; changes after WriteHeader are not
@@ -68,6 +76,10 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	}
 	if !bodyAllowed(w.status) {
 		return 0, http.ErrBodyNotAllowed
+	}
+	w.written += int64(len(p))
+	if w.declared >= 0 && w.written > w.declared {
+		return 0, http.ErrContentLength
 	}
 	w.body = append(w.body, p...)
 	return len(p), nil
@@ -97,6 +109,11 @@ func (w *responseWriter) encodeFields() {
 			if noBody {
 				continue
 			}
+			v, err := strconv.ParseInt(w.header.Get(k), 10, 64)
+			if err != nil || v < 0 {
+				continue // net/http drops what is not a length
+			}
+			w.declared = v
 			w.hasLength = true
 		case "Content-Type":
 			if w.status == http.StatusNotModified {
@@ -109,10 +126,11 @@ func (w *responseWriter) encodeFields() {
 			w.hasDate = true
 		case "Connection":
 			// Written by appendAnswer, which knows by then whether the
-			// connection ends.
-			if hasToken(w.header.Get(k), "close") {
+			// connection ends. Only "close" itself ends it, as in net/http.
+			if w.header.Get(k) == "close" {
 				w.closeAfter = true
 			}
+			w.connection = append(w.connection, w.header[k]...)
 			continue
 		}
 		for _, v := range w.header[k] {
@@ -124,21 +142,18 @@ func (w *responseWriter) encodeFields() {
 	}
 }
 
-// appendFieldValue appends v with CR and LF turned to spaces and the
+// appendFieldValue appends v with CR and LF turned to spaces, then the
 // spaces and tabs around it trimmed, as net/http sends a header value.
 func appendFieldValue(b []byte, v string) []byte {
-	v = strings.Trim(v, " \t")
-	if !strings.ContainsAny(v, "\r\n") {
-		return append(b, v...)
+	if strings.ContainsAny(v, "\r\n") {
+		v = strings.Map(func(r rune) rune {
+			if r == '\r' || r == '\n' {
+				return ' '
+			}
+			return r
+		}, v)
 	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c == '\r' || c == '\n' {
-			c = ' '
-		}
-		b = append(b, c)
-	}
-	return b
+	return append(b, strings.Trim(v, " \t")...)
 }
 
 // appendAnswer appends the whole answer to out. closing says the server
@@ -150,6 +165,10 @@ func (w *responseWriter) appendAnswer(out []byte, closing bool) []byte {
 	if closing {
 		w.closeAfter = true
 	}
+	// A body not the length its header says leaves the connection
+	// unable to carry another answer: it ends, unannounced, as net/http
+	// finds out only once the header is sent.
+	w.endsUnannounced = !w.head && w.declared >= 0 && bodyAllowed(w.status) && w.written != w.declared
 	out = append(out, "HTTP/1.1 "...)
 	out = strconv.AppendInt(out, int64(w.status), 10)
 	out = append(out, ' ')
@@ -180,8 +199,14 @@ func (w *responseWriter) appendAnswer(out []byte, closing bool) []byte {
 			out = append(out, "\r\n"...)
 		}
 	}
-	if w.closeAfter {
+	if w.closeAfter && !hasToken(strings.Join(w.connection, ","), "close") {
 		out = append(out, "Connection: close\r\n"...)
+	} else {
+		for _, v := range w.connection {
+			out = append(out, "Connection: "...)
+			out = appendFieldValue(out, v)
+			out = append(out, "\r\n"...)
+		}
 	}
 	out = append(out, "\r\n"...)
 	if !w.head {
