@@ -28,9 +28,10 @@ const (
 	// most it reads at once. A longer head goes to Fallback, whose own
 	// limit is larger (MaxHeaderBytes, plus 4 KiB net/http allows beyond).
 	bufferSize = 4096
-	// deadlineSlack is how far a deadline may drift before it is set
-	// again: setting one on every request costs more than the lane saves
-	// elsewhere, and a timeout a second early changes nothing.
+	// deadlineSlack is how far short of the true deadline the one set on
+	// the connection may fall before it is set again: setting one on every
+	// request costs a good part of what the lane saves. One that expires
+	// early is set again, to the true deadline, so none ends a wait early.
 	deadlineSlack = time.Second
 )
 
