@@ -232,8 +232,12 @@ func (c *conn) readHead() (n int, res headResult) {
 		if !c.flush() {
 			return 0, connDone
 		}
-		if len(buffered) == 0 {
-			c.start, c.end = 0, 0
+		if len(buffered) == 0 || !whole {
+			// Waiting for a next request, as net/http's idle connections
+			// do: Shutdown may close it.
+			if len(buffered) == 0 {
+				c.start, c.end = 0, 0
+			}
 			if !c.state.CompareAndSwap(stateActive, stateIdle) && c.state.Load() != stateIdle {
 				return 0, connDone // Shutdown closed it
 			}
