@@ -1,6 +1,7 @@
 package fastlane
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -33,6 +34,9 @@ const (
 	// request costs a good part of what the lane saves. One that expires
 	// early is set again, to the true deadline, so none ends a wait early.
 	deadlineSlack = time.Second
+	// maxKeptBuffer is the most a connection keeps of the space a large
+	// answer needed, for the next.
+	maxKeptBuffer = 16 << 10
 )
 
 // conn is one connection the lane serves.
@@ -46,9 +50,12 @@ type conn struct {
 	// connection's context, address and protocol.
 	request http.Request
 
-	// buf[start:end] holds what was read and not yet served.
-	buf        []byte
-	start, end int
+	// buf[start:end] holds what was read and not yet served. Of the head
+	// at start, buf[:scanned] has been looked at: lines complete up to
+	// lineStart, lines of them.
+	buf                       []byte
+	start, end                int
+	scanned, lineStart, lines int
 	// out holds answers not yet written.
 	out []byte
 	w   responseWriter
@@ -159,17 +166,17 @@ func (c *conn) serve() {
 			handedOff = c.srv.handOff(c.rwc, c.buf[c.start:c.end])
 			return
 		}
-		c.start += n
-		if !c.answer(r) {
+		c.consume(n)
+		if !c.answer(r) || !c.flush() {
 			return
 		}
 		c.served++
-		c.idleSince, c.nextHeadSince = time.Now(), time.Time{}
+		c.nextHeadSince = time.Time{}
 		// closeAfter includes a shutdown under way when the answer was
 		// made, so the answer said Connection: close if the connection
-		// ends here. One that begins later finds it idle and closes it.
-		if c.w.closeAfter || c.w.endsUnannounced {
-			c.flush()
+		// ends here. One that begins later finds it idle (written, as
+		// net/http's are before they turn idle) and closes it.
+		if c.w.closeAfter || c.w.endsUnannounced || !c.state.CompareAndSwap(stateActive, stateIdle) {
 			return
 		}
 	}
@@ -205,49 +212,44 @@ func (c *conn) answer(r *http.Request) bool {
 // each as soon as it is made.
 func (c *conn) readHead() (n int, res headResult) {
 	for {
-		buffered := c.buf[c.start:c.end]
 		// After an answer net/http reads nothing of the next request
 		// until 4 bytes of it have come: a stub shorter than that before
 		// the stream ends is closed on, not answered.
-		whole := c.served == 0 || len(buffered) >= 4
+		whole := c.served == 0 || c.end-c.start >= 4
 		if whole && c.served > 0 && c.nextHeadSince.IsZero() {
 			c.nextHeadSince = time.Now()
 		}
-		if len(buffered) > 0 && whole {
-			n, bareLF := headLength(buffered)
-			if n > 0 {
+		if whole {
+			n, foreign := c.scanHead()
+			switch {
+			case foreign:
+				return 0, headForeign
+			case n > 0:
+				// Active from here: as net/http's, a connection still
+				// reading a head is idle, for Shutdown to close. And as
+				// net/http's, it serves no request it finishes reading
+				// once a shutdown has begun.
+				if !c.state.CompareAndSwap(stateIdle, stateActive) || c.srv.closing.Load() {
+					return 0, connDone
+				}
 				return n, headReady
 			}
-			if bareLF {
-				return 0, headForeign
+		}
+		if c.end == len(c.buf) {
+			if c.start == 0 {
+				return 0, headForeign // longer than the lane reads
 			}
-			if c.end == len(c.buf) {
-				if c.start == 0 {
-					return 0, headForeign // longer than the lane reads
-				}
-				c.end = copy(c.buf, buffered)
-				c.start = 0
-			}
+			c.compact()
 		}
 		if !c.flush() {
 			return 0, connDone
 		}
-		if len(buffered) == 0 || !whole {
-			// Waiting for a next request, as net/http's idle connections
-			// do: Shutdown may close it.
-			if len(buffered) == 0 {
-				c.start, c.end = 0, 0
-			}
-			if !c.state.CompareAndSwap(stateActive, stateIdle) && c.state.Load() != stateIdle {
-				return 0, connDone // Shutdown closed it
-			}
+		if c.state.Load() != stateIdle {
+			return 0, connDone // Shutdown closed it
 		}
 		by := c.readBy(whole)
 		c.armRead(by)
 		nr, err := c.rwc.Read(c.buf[c.end:])
-		if c.state.Load() == stateIdle && nr > 0 && !c.state.CompareAndSwap(stateIdle, stateActive) {
-			return 0, connDone // Shutdown closed it as it woke
-		}
 		if c.state.Load() == stateClosed {
 			return 0, connDone
 		}
@@ -266,6 +268,59 @@ func (c *conn) readHead() (n int, res headResult) {
 			return 0, connDone
 		}
 	}
+}
+
+// scanHead reads the lines of the head at buf[start:] that arrived since
+// it last looked. n > 0 is the length of the head through its empty
+// line; foreign reports a line that already shows the request is not one
+// the lane reads (not a GET or HEAD of a path in HTTP/1.1, a header line
+// net/http would refuse or the lane does not read, a bare LF), so that
+// the connection goes to Fallback when net/http would act on it, not when
+// the head ends.
+func (c *conn) scanHead() (n int, foreign bool) {
+	for c.scanned < c.end {
+		i := bytes.IndexByte(c.buf[c.scanned:c.end], '\n')
+		if i < 0 {
+			c.scanned = c.end
+			return 0, false
+		}
+		i += c.scanned
+		c.scanned = i + 1
+		if i == c.lineStart || c.buf[i-1] != '\r' {
+			return 0, true // a line ended by LF alone
+		}
+		line := c.buf[c.lineStart : i-1]
+		c.lineStart = i + 1
+		c.lines++
+		switch {
+		case c.lines == 1:
+			if !plausibleRequestLine(line) {
+				return 0, true
+			}
+		case len(line) == 0:
+			return i + 1 - c.start, false
+		case !plausibleHeaderLine(line):
+			return 0, true
+		}
+	}
+	return 0, false
+}
+
+// consume drops the n bytes of the head just served from the buffer.
+func (c *conn) consume(n int) {
+	c.start += n
+	c.scanned, c.lineStart, c.lines = c.start, c.start, 0
+	if c.start == c.end {
+		c.start, c.end, c.scanned, c.lineStart = 0, 0, 0, 0
+	}
+}
+
+// compact moves what is buffered to the front of the buffer.
+func (c *conn) compact() {
+	c.end = copy(c.buf, c.buf[c.start:c.end])
+	c.scanned -= c.start
+	c.lineStart -= c.start
+	c.start = 0
 }
 
 // readBy is the deadline of the wait for more of the next head; zero for
@@ -306,25 +361,6 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// headLength is the length of the request head at the start of b, through
-// the empty line that ends it; 0 when b does not hold all of it. bareLF
-// reports a line ended by LF alone, which net/http reads and the lane
-// does not.
-func headLength(b []byte) (n int, bareLF bool) {
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\n' {
-			continue
-		}
-		if i == 0 || b[i-1] != '\r' {
-			return 0, true
-		}
-		if i >= 3 && b[i-2] == '\n' {
-			return i + 1, false
-		}
-	}
-	return 0, false
-}
-
 // flush writes the answers not yet written; false when the write failed
 // or missed its deadline, as net/http's would have.
 func (c *conn) flush() bool {
@@ -350,7 +386,13 @@ func (c *conn) flush() bool {
 		c.writeDeadline = by // an early deadline: set the true one
 		c.rwc.SetWriteDeadline(by)
 	}
+	// IdleTimeout counts from here, after the answer is written, as in
+	// net/http.
+	c.idleSince = time.Now()
 	c.out = c.out[:0]
+	if cap(c.out) > maxKeptBuffer {
+		c.out = nil // a rare large answer: not kept for the connection's life
+	}
 	return true
 }
 

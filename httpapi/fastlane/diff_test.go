@@ -548,6 +548,19 @@ func wantStatuses(want ...int) func(*testing.T, outcome) {
 
 var diffCases = []diffCase{
 	{
+		// 65 heads of 63 bytes fill the lane's 4 KiB buffer but for one
+		// byte, which the first byte of the next request takes: a read
+		// then holds a full buffer with a stub of a head at its end.
+		name:  "pipelined heads that fill the buffer, a stub at its end",
+		input: strings.Repeat(req("GET", "/lane/echo", "X: 12345678901\r\n"), 65) + req("GET", "/lane/echo"),
+		lane:  66, withEnd: true,
+		check: func(t *testing.T, o outcome) {
+			if len(o.answers) != 66 {
+				t.Errorf("%d answers, want 66", len(o.answers))
+			}
+		},
+	},
+	{
 		name:  "single GET",
 		input: req("GET", "/lane/echo", "User-Agent: t\r\n", "Accept: */*\r\n"),
 		lane:  1, withEnd: true,

@@ -1,6 +1,7 @@
 package fastlane
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"strings"
@@ -141,9 +142,46 @@ func readHeader(lines string) (laneHeader, bool) {
 	return h, true
 }
 
+// plausibleRequestLine reports whether line (without its CRLF) can be
+// the request line of a lane request, whatever the path: GET or HEAD, a
+// path of isPathByte bytes, HTTP/1.1.
+func plausibleRequestLine(line []byte) bool {
+	var target []byte
+	switch {
+	case len(line) > 4 && string(line[:4]) == "GET ":
+		target = line[4:]
+	case len(line) > 5 && string(line[:5]) == "HEAD ":
+		target = line[5:]
+	default:
+		return false
+	}
+	const proto = " HTTP/1.1"
+	if len(target) <= len(proto) || string(target[len(target)-len(proto):]) != proto {
+		return false
+	}
+	target = target[:len(target)-len(proto)]
+	if target[0] != '/' {
+		return false
+	}
+	for _, b := range target {
+		if !isPathByte(b) {
+			return false
+		}
+	}
+	return true
+}
+
+// plausibleHeaderLine reports whether line (without its CRLF) is a header
+// line the lane reads: a token, a colon, a value without control
+// characters. Which headers it takes is readHeader's to say.
+func plausibleHeaderLine(line []byte) bool {
+	name, value, ok := bytes.Cut(line, []byte(":"))
+	return ok && validName(name) && validValue(value)
+}
+
 // validName reports a header name of token characters only (RFC 9110).
-func validName(name string) bool {
-	if name == "" {
+func validName[T string | []byte](name T) bool {
+	if len(name) == 0 {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
@@ -186,7 +224,7 @@ func trimSpace(v string) string {
 
 // validValue reports a header value without control characters other
 // than tab, the test net/http applies.
-func validValue(v string) bool {
+func validValue[T string | []byte](v T) bool {
 	for i := 0; i < len(v); i++ {
 		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
 			return false
