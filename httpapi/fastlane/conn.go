@@ -82,13 +82,7 @@ type conn struct {
 // newConn registers c, accepted on s's listener; nil when s is shutting
 // down.
 func (s *Server) newConn(rwc net.Conn, serverCtx context.Context) *conn {
-	ctx := context.WithValue(serverCtx, http.LocalAddrContextKey, rwc.LocalAddr())
-	if cc := s.Fallback.ConnContext; cc != nil {
-		if ctx = cc(ctx, rwc); ctx == nil {
-			panic("ConnContext returned nil") // as net/http does
-		}
-	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.WithValue(serverCtx, http.LocalAddrContextKey, rwc.LocalAddr()))
 	c := &conn{srv: s, rwc: rwc, ctx: ctx, cancel: cancel, buf: make([]byte, bufferSize)}
 	c.state.Store(stateIdle)
 	if d := s.readHeaderTimeout(); d > 0 {

@@ -27,12 +27,16 @@
 // declares, headers changed after WriteHeader not sent, a panic ending the
 // connection) with a response writer that keeps the whole answer until
 // the handler returns. So the handler must not need what that writer
-// lacks: http.Flusher and http.Hijacker, trailers, and 1xx answers; the
-// limiter's handlers use none of them. Fallback's hooks are honoured
-// (BaseContext, ConnContext) or refused (a ConnState hook makes Serve fail,
-// as the lane's connections would not be reported), and TLS connections
-// go to Fallback at once. Keep-alives turned off with SetKeepAlivesEnabled
-// are not seen by the lane.
+// lacks: http.Flusher and http.Hijacker, http.ResponseController's
+// deadlines and full duplex, trailers, a Transfer-Encoding of its own, and
+// 1xx answers; the limiter's handlers use none of them. A request's
+// context ends with its connection, not when its client goes away while
+// the handler runs (net/http watches the connection for that with a read
+// in the background, which is much of what the lane saves), nor when the
+// handler returns. Fallback's ConnState, ConnContext and BaseContext hooks
+// make Serve fail, as the lane cannot call them as net/http would; TLS
+// connections go to Fallback at once. Keep-alives turned off with
+// SetKeepAlivesEnabled are not seen by the lane.
 package fastlane
 
 import (
@@ -53,8 +57,8 @@ type Server struct {
 	// request the lane does not take. Its Handler serves the lane's
 	// requests too, and its ReadHeaderTimeout, ReadTimeout, WriteTimeout
 	// and IdleTimeout bound the lane's connections as they bound its own.
-	// Its ErrorLog gets the lane's panics. Its hooks (ConnState,
-	// ConnContext, BaseContext) see only the connections handed to it.
+	// Its ErrorLog gets the lane's panics. It must have no ConnState,
+	// ConnContext or BaseContext hook: Serve refuses them.
 	Fallback *http.Server
 	// Match reports whether the lane serves a GET or HEAD of path (the
 	// request target, which for the lane has no query and no
@@ -73,9 +77,11 @@ type Server struct {
 // always returns a non-nil error, http.ErrServerClosed after Shutdown.
 // A Server serves one listener.
 func (s *Server) Serve(ln net.Listener) error {
-	if s.Fallback.ConnState != nil {
+	if f := s.Fallback; f.ConnState != nil || f.ConnContext != nil || f.BaseContext != nil {
+		// A connection handed over would be reported to them twice, the
+		// second time wrapped: better refused than seen wrong.
 		ln.Close()
-		return errors.New("fastlane: Fallback.ConnState is set, and the lane's connections would not be reported to it")
+		return errors.New("fastlane: Fallback has a ConnState, ConnContext or BaseContext hook, which the lane does not call as net/http would")
 	}
 	s.mu.Lock()
 	if s.listener != nil || s.closing.Load() {
@@ -95,13 +101,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	// listener; its connections are its own to finish.
 	go s.Fallback.Serve(s.handoff) //nolint:errcheck // always ErrServerClosed or a closed listener
 
-	base := context.Background()
-	if s.Fallback.BaseContext != nil {
-		if base = s.Fallback.BaseContext(ln); base == nil {
-			panic("BaseContext returned a nil context") // as net/http does
-		}
-	}
-	ctx := context.WithValue(base, http.ServerContextKey, s.Fallback)
+	ctx := context.WithValue(context.Background(), http.ServerContextKey, s.Fallback)
 	var tempDelay time.Duration
 	for {
 		c, err := ln.Accept()

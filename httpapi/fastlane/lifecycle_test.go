@@ -441,23 +441,36 @@ func TestServeAfterShutdown(t *testing.T) {
 	}
 }
 
-// TestServeRefusesConnState: the lane cannot report its connections to a
-// ConnState hook as net/http would (a connection handed over would be
-// reported new twice), so it refuses to serve rather than report them
-// wrong, and closes the listener as Serve does when it returns.
-func TestServeRefusesConnState(t *testing.T) {
-	fallback := serverConfig(http.NotFoundHandler())
-	fallback.ConnState = func(net.Conn, http.ConnState) {}
-	s := &fastlane.Server{Fallback: fallback, Match: lanePath}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Serve(ln); err == nil || !strings.Contains(err.Error(), "ConnState") {
-		t.Errorf("Serve with a ConnState hook returned %v, want an error naming ConnState", err)
-	}
-	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
-		t.Errorf("the listener is open after Serve refused (Accept: %v)", err)
+// TestServeRefusesConnHooks: the lane cannot call Fallback's ConnState,
+// ConnContext or BaseContext as net/http would (a connection handed over
+// would be seen twice, the second time wrapped), so it refuses to serve
+// rather than call them wrong, and closes the listener as Serve does when
+// it returns.
+func TestServeRefusesConnHooks(t *testing.T) {
+	for name, set := range map[string]func(*http.Server){
+		"ConnState": func(s *http.Server) { s.ConnState = func(net.Conn, http.ConnState) {} },
+		"ConnContext": func(s *http.Server) {
+			s.ConnContext = func(ctx context.Context, _ net.Conn) context.Context { return ctx }
+		},
+		"BaseContext": func(s *http.Server) {
+			s.BaseContext = func(net.Listener) context.Context { return context.Background() }
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fallback := serverConfig(http.NotFoundHandler())
+			set(fallback)
+			s := &fastlane.Server{Fallback: fallback, Match: lanePath}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Serve(ln); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("Serve with a %s hook returned %v, want an error naming it", name, err)
+			}
+			if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("the listener is open after Serve refused (Accept: %v)", err)
+			}
+		})
 	}
 }
 
