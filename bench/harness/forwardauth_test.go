@@ -290,9 +290,14 @@ func TestForwardAuthRowsEndToEnd(t *testing.T) {
 	if closed := after - before; closed > 10 {
 		t.Errorf("%d connections to the limiter closed for %d requests: nginx does not keep them", closed, requests)
 	}
-	n, err := fa.nginx.cpuSeconds()
-	if err != nil || n <= 0 {
-		t.Errorf("nginx CPU time %v, %v; want some", n, err)
+	// nginx's CPU time is read from its master and every worker; 300
+	// requests can take less than the clock tick /proc counts in, so the
+	// check is that every process was found and read, not the amount.
+	if len(fa.nginx.workers) != fa.workers {
+		t.Errorf("found %d nginx workers, want %d", len(fa.nginx.workers), fa.workers)
+	}
+	if n, err := fa.nginx.cpuSeconds(); err != nil || n < 0 {
+		t.Errorf("nginx CPU time %v, %v", n, err)
 	}
 	stop()
 
