@@ -56,7 +56,7 @@ type conn struct {
 	buf                       []byte
 	start, end                int
 	scanned, lineStart, lines int
-	// out holds answers not yet written.
+	// out holds the answer not yet written.
 	out []byte
 	w   responseWriter
 
@@ -67,11 +67,11 @@ type conn struct {
 	// times them.
 	served int
 	// firstHeadBy is the first head's deadline; idleSince is when the
-	// last answer was made; nextHeadSince, when 4 bytes of the next
+	// last answer was written; nextHeadSince, when 4 bytes of the next
 	// request had arrived (zero: not yet).
 	firstHeadBy, idleSince, nextHeadSince time.Time
-	// writeBy is the deadline of the answers in out: WriteTimeout from
-	// the start of the last request, as net/http counts it.
+	// writeBy is the deadline of the answer in out: WriteTimeout from
+	// the moment its request's head was read, as net/http counts it.
 	writeBy time.Time
 	// The deadlines set on rwc. Each is at most the true one (above) and
 	// set again only when it falls short of it by more than
