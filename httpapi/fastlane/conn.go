@@ -56,7 +56,7 @@ type conn struct {
 	buf                       []byte
 	start, end                int
 	scanned, lineStart, lines int
-	// out holds the answer not yet written.
+	// out holds the answer being written.
 	out []byte
 	w   responseWriter
 
@@ -131,9 +131,8 @@ func (c *conn) serve() {
 				buf = buf[:runtime.Stack(buf, false)]
 				c.logf("fastlane: panic serving %v: %v\n%s", c.rwc.RemoteAddr(), err, buf)
 			}
-			// The answers to the requests before the one that panicked
-			// are complete: net/http would have sent them already.
-			c.flush()
+			// The answers before the one that panicked were written as
+			// they were made, as net/http writes them.
 		}
 		c.cancel()
 		if !handedOff {
@@ -152,16 +151,13 @@ func (c *conn) serve() {
 		}
 		if r == nil {
 			// Not the lane's: the connection, from this request on, is
-			// Fallback's. The answers to the requests before it go first.
-			if !c.flush() {
-				return
-			}
+			// Fallback's (the answers before it are written already).
 			c.rwc.SetDeadline(time.Time{}) // Fallback sets its own
 			handedOff = c.srv.handOff(c.rwc, c.buf[c.start:c.end])
 			return
 		}
 		c.consume(n)
-		if !c.answer(r) || !c.flush() {
+		if !c.answer(r) {
 			return
 		}
 		c.served++
@@ -176,16 +172,11 @@ func (c *conn) serve() {
 	}
 }
 
-// answer runs the handler on r and adds its answer to out. It reports
-// false when the connection must end instead: an earlier answer could not
-// be written, or this one was made after its write deadline, which
-// net/http's write of it would have missed.
+// answer runs the handler on r and writes its answer at once, as net/http
+// does. It reports false when the connection must end instead: the answer
+// was made after its write deadline, which net/http's write of it would
+// have missed, or could not be written.
 func (c *conn) answer(r *http.Request) bool {
-	// The answers before this one have their own deadline, which this
-	// request's must not extend.
-	if !c.flush() {
-		return false
-	}
 	c.writeBy = time.Time{}
 	if d := c.srv.Fallback.WriteTimeout; d > 0 {
 		c.writeBy = time.Now().Add(d)
@@ -196,14 +187,12 @@ func (c *conn) answer(r *http.Request) bool {
 	if !c.writeBy.IsZero() && time.Now().After(c.writeBy) {
 		return false
 	}
-	c.out = c.w.appendAnswer(c.out, c.srv.closing.Load())
-	return true
+	c.out = c.w.appendAnswer(c.out[:0], c.srv.closing.Load())
+	return c.flush()
 }
 
 // readHead reads until buf[start:] holds a whole request head, and
-// returns its length with headReady; see headResult for the rest. Before
-// it waits for bytes, it writes the answers made so far: net/http sends
-// each as soon as it is made.
+// returns its length with headReady; see headResult for the rest.
 func (c *conn) readHead() (n int, res headResult) {
 	for {
 		// After an answer net/http reads nothing of the next request
@@ -234,9 +223,6 @@ func (c *conn) readHead() (n int, res headResult) {
 				return 0, headForeign // longer than the lane reads
 			}
 			c.compact()
-		}
-		if !c.flush() {
-			return 0, connDone
 		}
 		if c.state.Load() != stateIdle {
 			return 0, connDone // Shutdown closed it
@@ -355,7 +341,7 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// flush writes the answers not yet written; false when the write failed
+// flush writes the answer in out; false when the write failed
 // or missed its deadline, as net/http's would have.
 func (c *conn) flush() bool {
 	if len(c.out) == 0 {
