@@ -1098,20 +1098,20 @@ func FuzzLaneMatchesNetHTTP(f *testing.F) {
 	f.Add([]byte(req("GET", "/lane/echo")+req("HEAD", "/lane/sniff")), true)
 	p := startPair(f, true)
 	f.Fuzz(func(t *testing.T, input []byte, bytewise bool) {
-		if len(input) > 8<<10 {
-			// Twice the lane's buffer, and below the 431 net/http answers
-			// (MaxHeaderBytes + 4 KiB), which through the lane takes half a
-			// second (TestLaneMatchesNetHTTP covers it).
-			t.Skip("longer than the fuzzer needs")
-		}
 		if len(input) > 4<<10 {
-			bytewise = false // keep each input fast
+			// Past what either server reads at once, a server that answers
+			// 400 and closes may leave input unread, and the kernel then
+			// resets the connection: answers the client has not read yet
+			// are lost, on either side, at random (seen with net/http
+			// alone). The longer cases are in TestLaneMatchesNetHTTP, where
+			// no server closes with input unread.
+			t.Skip("longer than both servers read at once")
 		}
 		plain, lane := p.run(t, input, bytewise)
 		// Up to 4 KiB sent at once, both servers read it all in their first
 		// read, so neither closes with bytes unread: the end is
 		// deterministic.
-		if d := differences(plain, lane, !bytewise && len(input) <= 4<<10); d != "" {
+		if d := differences(plain, lane, !bytewise); d != "" {
 			t.Errorf("for %q (bytewise %v) the lane and net/http differ:\n%s", input, bytewise, d)
 		}
 	})
