@@ -56,6 +56,15 @@ if ! have_nginx; then
   fi
 fi
 
+# Build output does not belong in the tree: a tracked file over 1 MB outside
+# a testdata folder fails the run.
+stage "tracked files over 1 MB"
+large=$(git ls-files -z 2>/dev/null | xargs -0 -r du -k 2>/dev/null | awk '$1 > 1024 {print $2}' | grep -v '/testdata/\|^testdata/' || true)
+if [ -n "$large" ]; then
+  echo "scripts/test.sh: tracked files over 1 MB outside testdata (build output?): $large" >&2
+  exit 1
+fi
+
 stage "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
 if [ -n "$unformatted" ]; then
