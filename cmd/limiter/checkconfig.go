@@ -5,8 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
+	"strings"
 
 	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
@@ -34,68 +33,47 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "limiter check-config: unexpected arguments:", fs.Args())
 		return 2
 	}
-	c.pairRuleFiles(newSettings(fs, table))
-	cfg, err := configfile.Load(c.defaults, c.overrides)
-	rules, rulesSkipped, rulesErr := loadRules(c.descriptors, c.looseDescriptors, cfg, configfile.LoadDescriptors)
-	fwd, fwdSkipped, fwdErr := loadRules(c.forwardAuth, c.looseForwardAuth, cfg, configfile.LoadForwardAuth)
-	if err != nil || rulesErr != nil || fwdErr != nil {
-		problems := printProblems(stdout, err) + printProblems(stdout, rulesErr) + printProblems(stdout, fwdErr)
-		if err != nil && rulesErr == nil && rules.Count() > 0 {
-			fmt.Fprintf(stdout, "%s: the limit names of its rules were not checked, as the limit files did not load\n", c.descriptors)
+	c.resolve(newSettings(fs, table))
+	loaded, err := c.load(nil, nil)
+	if err != nil {
+		lines := problemLines(err)
+		for _, line := range lines {
+			fmt.Fprintln(stdout, line)
 		}
-		if err != nil && fwdErr == nil && fwd.Count() > 0 {
-			fmt.Fprintf(stdout, "%s: the limit names of its rules were not checked, as the limit files did not load\n", c.forwardAuth)
+		if loaded != nil && loaded.cfg == nil {
+			// Rules that parsed are there to be counted; their limit
+			// names had nothing to be checked against.
+			counts := [fileRoles]int{descriptorsFile: loaded.rules.Count(), forwardAuthFile: loaded.fwd.Count()}
+			for _, role := range []fileRole{descriptorsFile, forwardAuthFile} {
+				if counts[role] > 0 {
+					fmt.Fprintf(stdout, "%s: the limit names of its rules were not checked, as the limit files did not load\n", loaded.paths[role])
+				}
+			}
 		}
-		if problems > 0 {
-			fmt.Fprintf(stdout, "%d problem(s) found\n", problems)
-		}
+		fmt.Fprintf(stdout, "%d problem(s) found\n", len(lines))
 		return 1
 	}
-	limited, overrides := 0, 0
-	for _, n := range cfg.Names() {
-		if _, ok := cfg.Default(n.Name); ok {
-			limited++
-		}
-		overrides += cfg.OverrideCount(n.Name)
-	}
-	fmt.Fprintf(stdout, "ok: %s (%d limits with defaults), %s (%d overrides), %s, %s\n",
-		c.defaults, limited, c.overrides, overrides,
-		describeRulesFile(c.descriptors, "descriptors", "descriptor", rules.Count(), rulesSkipped),
-		describeRulesFile(c.forwardAuth, "forward-auth", "forward-auth", fwd.Count(), fwdSkipped))
+	counts := loaded.counts()
+	fmt.Fprintf(stdout, "ok: %s (%s limits with defaults), %s (%s overrides), %s, %s\n",
+		c.defaults, counts[defaultsFile], c.overrides, strings.Replace(counts[overridesFile], "none", "0", 1),
+		describeRulesFile(loaded, descriptorsFile, "descriptor", counts[descriptorsFile]),
+		describeRulesFile(loaded, forwardAuthFile, "forward-auth", counts[forwardAuthFile]))
 	return 0
 }
 
-// printProblems prints the problems of a failed load, one per line, and
-// returns how many there were; an error that is not a list of problems
-// (a file that could not be read) is printed as it is and counts none.
-func printProblems(w io.Writer, err error) int {
-	if err == nil {
-		return 0
-	}
-	var ce *configfile.Error
-	if !errors.As(err, &ce) {
-		fmt.Fprintln(w, err)
-		return 0
-	}
-	for _, p := range ce.Problems {
-		fmt.Fprintln(w, p.String())
-	}
-	return len(ce.Problems)
-}
-
-// describeRulesFile says what check-config found in a rules file (flag
-// is its flag, kind names its rules), telling a missing file apart, as a
-// mistyped path loads no rules without an error, and a built-in one left
-// out beside other limit files (skipped is its first problem).
-func describeRulesFile(path, flag, kind string, count int, skipped string) string {
-	if skipped != "" {
-		return fmt.Sprintf("%s (not used: the built-in path, and it does not fit these limit files; name a %s file with --%s: %s)", path, flag, flag, skipped)
-	}
-	if path == "" {
+// describeRulesFile says what check-config found in a rules file (kind
+// names its rules), telling a missing file apart, as a built-in path that
+// points nowhere loads no rules without an error, and a built-in one left
+// out beside other limit files.
+func describeRulesFile(l *loadedConfig, role fileRole, kind, count string) string {
+	path := l.paths[role]
+	switch {
+	case l.skipped[role] != "":
+		return fmt.Sprintf("%s (not used: the built-in path, and it does not fit these limit files; name a %s file with --%s: %s)", path, role.flag(), role.flag(), l.skipped[role])
+	case path == "":
 		return fmt.Sprintf("no %s rules file (no %s rules)", kind, kind)
-	}
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	case l.inUse[role] == configfile.Absent:
 		return fmt.Sprintf("%s (no such file: no %s rules)", path, kind)
 	}
-	return fmt.Sprintf("%s (%d %s rules)", path, count, kind)
+	return fmt.Sprintf("%s (%s %s rules)", path, count, kind)
 }

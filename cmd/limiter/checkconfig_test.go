@@ -93,7 +93,7 @@ func TestCheckConfigDescriptors(t *testing.T) {
 	const goodDefaults = "APIRequestsPerKey:\n  enum: 102\n  id: string\n  burst: 100\n  count: 100\n  period: 1s\n"
 	const badDefaults = "APIRequestsPerKey:\n  enum: 102\n  id: string\n  burst: 0\n  count: 100\n  period: 1s\n"
 	defaults := write("defaults.yaml", goodDefaults)
-	overrides := filepath.Join(dir, "no-overrides.yaml")
+	overrides := emptyOverrides(t, dir)
 	const goodRules = "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestsPerKey\n    - keys: [remote_address]\n      limit: NewRegistrationsPerIPAddress\n"
 	const badRules = "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestPerKey\n    - keys: []\n      limit: APIRequestsPerKey\n"
 	// Other limit files and no --forward-auth: the built-in path is
@@ -109,8 +109,9 @@ func TestCheckConfigDescriptors(t *testing.T) {
 	}{
 		{"good", "", goodRules, false, 0, []string{
 			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (2 descriptor rules)" + noForwardAuth}},
-		{"missing", "", "", true, 0, []string{
-			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (no such file: no descriptor rules)" + noForwardAuth}},
+		{"missing", "", "", true, 1, []string{
+			filepath.Join(dir, "descriptors.yaml") + ": no such file (named by --descriptors or LIMITER_DESCRIPTORS)",
+			"1 problem(s) found"}},
 		{"empty", "", "# rules come later\n", false, 0, []string{
 			"ok: " + defaults + " (1 limits with defaults), " + overrides + " (0 overrides), " + filepath.Join(dir, "descriptors.yaml") + " (0 descriptor rules)" + noForwardAuth}},
 		{"bad rules", "", badRules, false, 1, []string{
@@ -183,7 +184,7 @@ func TestCheckConfigDescriptorsPairWithTheLimitFiles(t *testing.T) {
 		code := run(append([]string{"check-config"}, args...), &stdout, &stderr)
 		return code, stdout.String() + stderr.String()
 	}
-	none := filepath.Join(dir, "no-overrides.yaml")
+	none := emptyOverrides(t, dir)
 	if code, out := check("--defaults", defaults, "--overrides", none); code != 0 || !strings.Contains(out, "config/descriptors.yaml (not used: the built-in path, and it does not fit these limit files") {
 		t.Errorf("other defaults, no --descriptors: exit %d, output:\n%s", code, out)
 	}
@@ -198,4 +199,15 @@ func TestCheckConfigDescriptorsPairWithTheLimitFiles(t *testing.T) {
 	if code, out := check(); code != 0 || !strings.Contains(out, "config/descriptors.yaml (") || strings.Contains(out, "no such file") {
 		t.Errorf("the bundled files: exit %d, output:\n%s", code, out)
 	}
+}
+
+// emptyOverrides writes an overrides file with no overrides in dir and
+// returns its path: a file named by a flag must exist.
+func emptyOverrides(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "empty-overrides.yaml")
+	if err := os.WriteFile(path, []byte("[]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

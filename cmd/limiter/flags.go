@@ -128,35 +128,47 @@ type configFlags struct {
 	overrides   string
 	descriptors string
 	forwardAuth string
-	// looseDescriptors and looseForwardAuth mark a rules file read from
-	// its built-in path beside limit files the operator named: it is used
-	// when it fits them, and left out, with a warning, when it does not
-	// (loadRules).
-	looseDescriptors, looseForwardAuth bool
+	// named marks the files whose path a flag or the environment gave:
+	// such a file must exist, where one at its built-in path may be
+	// absent (the defaults file excepted, which must always exist).
+	named [fileRoles]bool
+	// loose marks a rules file read from its built-in path beside limit
+	// files the operator named: it is used when it fits them, and left
+	// out, with a warning, when it does not (parseRules).
+	loose [fileRoles]bool
 }
 
-// pairRuleFiles marks the built-in descriptors and forward-auth paths as
-// loose when the limit files are not the built-in ones: the bundled
+// paths are the files' paths, by role.
+func (c *configFlags) paths() [fileRoles]string {
+	return [fileRoles]string{c.defaults, c.overrides, c.descriptors, c.forwardAuth}
+}
+
+// resolve records, after parsing, which files the operator named, and
+// marks the built-in descriptors and forward-auth paths as loose when the
+// limit files are not the built-in ones: the bundled
 // config/descriptors.yaml and config/forward-auth.yaml name the bundled
 // limits, and other limit files may well lack them. Such a file is still
 // read, and used if it fits (a directory laid out like the repository's,
 // with its own files in config/), but it cannot stop serving or a reload.
 // A rules file named with --descriptors, --forward-auth or their
 // variables must always load.
-func (c *configFlags) pairRuleFiles(set settings) {
-	limitFilesGiven := set.given("defaults") || set.given("overrides")
-	c.looseDescriptors = limitFilesGiven && !set.given("descriptors")
-	c.looseForwardAuth = limitFilesGiven && !set.given("forward-auth")
+func (c *configFlags) resolve(set settings) {
+	for role := range fileRoles {
+		c.named[role] = set.given(role.flag())
+	}
+	limitFilesGiven := c.named[defaultsFile] || c.named[overridesFile]
+	c.loose[descriptorsFile] = limitFilesGiven && !c.named[descriptorsFile]
+	c.loose[forwardAuthFile] = limitFilesGiven && !c.named[forwardAuthFile]
 }
 
 func (c *configFlags) settings() []setting {
 	return []setting{
 		{name: "defaults", bind: stringVar(&c.defaults, "config/defaults.yaml"), usage: "defaults file"},
-		{name: "overrides", bind: stringVar(&c.overrides, "config/overrides.yaml"), usage: "overrides file; a missing file means no overrides"},
+		{name: "overrides", bind: stringVar(&c.overrides, "config/overrides.yaml"), usage: "overrides file; a missing file at the default path means no overrides, a named one must exist"},
 		{name: "descriptors", bind: stringVar(&c.descriptors, "config/descriptors.yaml"),
-			usage: "descriptors file: the rules that map the descriptors of Envoy's rate-limit requests (--grpc-listen) to limits; a missing file means no rules"},
+			usage: "descriptors file: the rules that map the descriptors of Envoy's rate-limit requests (--grpc-listen) to limits; a missing file at the default path means no rules, a named one must exist"},
 		{name: "forward-auth", bind: stringVar(&c.forwardAuth, "config/forward-auth.yaml"),
-			usage: "forward-auth rules file: what /v1/forward-auth/{rule} counts for reverse proxies (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth); a missing file means no rules"},
+			usage: "forward-auth rules file: what /v1/forward-auth/{rule} counts for reverse proxies (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth); a missing file at the default path means no rules, a named one must exist"},
 	}
 }
 

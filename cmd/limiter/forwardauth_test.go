@@ -42,7 +42,7 @@ func TestCheckConfigForwardAuth(t *testing.T) {
 	const goodDefaults = "APIRequestsPerKey:\n  enum: 102\n  id: string\n  burst: 100\n  count: 100\n  period: 1s\n"
 	const badDefaults = "APIRequestsPerKey:\n  enum: 102\n  id: string\n  burst: 0\n  count: 100\n  period: 1s\n"
 	defaults := write("defaults.yaml", goodDefaults)
-	overrides := filepath.Join(dir, "no-overrides.yaml")
+	overrides := emptyOverrides(t, dir)
 	rulesFile := filepath.Join(dir, "forward-auth.yaml")
 	const goodRules = "trusted_proxies: [10.0.0.0/8]\nrules:\n  api:\n    limits:\n      - {limit: APIRequestsPerKey, id: header:X-Api-Key}\n" +
 		"  site:\n    limits:\n      - {limit: NewRegistrationsPerIPAddress, id: client_ip}\n    deny_status: 403\n"
@@ -59,7 +59,7 @@ func TestCheckConfigForwardAuth(t *testing.T) {
 		want     []string // the output's lines, each a prefix
 	}{
 		{"good", "", goodRules, false, 0, []string{okStart + rulesFile + " (2 forward-auth rules)"}},
-		{"missing", "", "", true, 0, []string{okStart + rulesFile + " (no such file: no forward-auth rules)"}},
+		{"missing", "", "", true, 1, []string{rulesFile + ": no such file (named by --forward-auth or LIMITER_FORWARD_AUTH)", "1 problem(s) found"}},
 		{"empty", "", "# no proxy in front yet\n", false, 0, []string{okStart + rulesFile + " (0 forward-auth rules)"}},
 		{"bad rules", "", badRules, false, 1, []string{
 			rulesFile + ":1: trusted proxy \"10.0.0.1/8\": has bits set",
@@ -111,7 +111,7 @@ func TestCheckConfigBothRulesFiles(t *testing.T) {
 	dir := t.TempDir()
 	write := writer(t, dir)
 	defaults := write("defaults.yaml", "APIRequestsPerKey:\n  enum: 102\n  id: string\n  burst: 100\n  count: 100\n  period: 1s\n")
-	overrides := filepath.Join(dir, "no-overrides.yaml")
+	overrides := emptyOverrides(t, dir)
 	descriptors := write("descriptors.yaml", "- domain: edge\n  descriptors:\n    - keys: []\n      limit: APIRequestsPerKey\n")
 	fwd := write("forward-auth.yaml", "rules:\n  api:\n    limits: []\n")
 	args := []string{"check-config", "--defaults", defaults, "--overrides", overrides, "--descriptors", descriptors, "--forward-auth", fwd}
@@ -147,7 +147,7 @@ func TestCheckConfigForwardAuthPairsWithTheLimitFiles(t *testing.T) {
 		code := run(append([]string{"check-config"}, args...), &stdout, &stderr)
 		return code, stdout.String() + stderr.String()
 	}
-	none := filepath.Join(dir, "no-overrides.yaml")
+	none := emptyOverrides(t, dir)
 	if code, out := check("--defaults", defaults, "--overrides", none); code != 0 ||
 		!strings.Contains(out, "config/forward-auth.yaml (not used: the built-in path, and it does not fit these limit files; name a forward-auth file with --forward-auth: config/forward-auth.yaml:") {
 		t.Errorf("other defaults, no --forward-auth: exit %d, output:\n%s", code, out)
@@ -208,10 +208,10 @@ func TestServeFlagsForwardAuth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f.forwardAuth != tt.wantForwardAuth || f.looseForwardAuth != tt.wantLooseForwardAuth ||
-				f.descriptors != tt.wantDescriptors || f.looseDescriptors != tt.wantLooseDescriptors {
+			if f.forwardAuth != tt.wantForwardAuth || f.loose[forwardAuthFile] != tt.wantLooseForwardAuth ||
+				f.descriptors != tt.wantDescriptors || f.loose[descriptorsFile] != tt.wantLooseDescriptors {
 				t.Errorf("forwardAuth %q (loose %v), descriptors %q (loose %v); want %q (%v), %q (%v)",
-					f.forwardAuth, f.looseForwardAuth, f.descriptors, f.looseDescriptors,
+					f.forwardAuth, f.loose[forwardAuthFile], f.descriptors, f.loose[descriptorsFile],
 					tt.wantForwardAuth, tt.wantLooseForwardAuth, tt.wantDescriptors, tt.wantLooseDescriptors)
 			}
 		})
@@ -243,7 +243,7 @@ func TestReloadForwardAuth(t *testing.T) {
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
 	f := &serveFlags{configFlags: configFlags{defaults: defaults, forwardAuth: rulesFile}}
-	r := newReloader(f, limiter, bearer.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	r := newReloader(f, nil, limiter, bearer.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	var handed []*forwardauth.Rules
 	var configWhenHanded []*ratelimits.Config
 	r.setForwardAuth = func(rs *forwardauth.Rules) {
@@ -329,14 +329,32 @@ func TestReloadForwardAuth(t *testing.T) {
 		t.Errorf("limiter_config_reload_failures_total = %v; want 4", n)
 	}
 
-	// Removing the file is a reload to no rules.
+	// A file that was in use and is now gone, or blank, fails the reload
+	// and keeps the rules; its explicit empty form removes every rule.
 	write("defaults.yaml", keyLimit)
 	os.Remove(rulesFile)
-	if err := r.Reload("test"); err != nil {
-		t.Fatal(err)
+	if err := r.Reload("test"); err == nil || !strings.Contains(err.Error(), rulesFile+": the forward-auth file is gone") {
+		t.Fatalf("Reload with the file gone = %v; want it refused", err)
 	}
-	if len(handed) != 2 || handed[1].Count() != 0 {
-		t.Errorf("after the file was removed: %d rule sets handed over, the last with %d rules; want none", len(handed), handed[len(handed)-1].Count())
+	write("forward-auth.yaml", "# being written\n")
+	if err := r.Reload("test"); err == nil || !strings.Contains(err.Error(), rulesFile+": the forward-auth file is empty") {
+		t.Fatalf("Reload with the file blank = %v; want it refused", err)
+	}
+	if n := counter(t, reg, "limiter_config_reload_failures_total"); n != 6 || len(handed) != 1 {
+		t.Errorf("limiter_config_reload_failures_total = %v, %d rule sets handed over; want 6 and the one of the good reload", n, len(handed))
+	}
+	for _, empty := range []string{"{}\n", "rules: {}\n", "[]\n"} {
+		write("forward-auth.yaml", empty)
+		if err := r.Reload("test"); err != nil {
+			t.Fatalf("Reload with %q: %v", empty, err)
+		}
+		if last := handed[len(handed)-1]; last.Count() != 0 {
+			t.Errorf("after %q: the last rule set handed over has %d rules; want none", empty, last.Count())
+		}
+		write("forward-auth.yaml", keyRule)
+		if err := r.Reload("test"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -356,7 +374,7 @@ func TestReloadForwardAuthWithoutHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &serveFlags{configFlags: configFlags{defaults: defaults, forwardAuth: rulesFile}}
-	r := newReloader(f, limiter, bearer.NewTokens(nil, nil), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	r := newReloader(f, nil, limiter, bearer.NewTokens(nil, nil), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err := r.Reload("test"); err != nil {
 		t.Fatalf("a missing forward-auth file: %v", err)
 	}
@@ -373,26 +391,26 @@ func TestReloadForwardAuthWithoutHolder(t *testing.T) {
 // The watch sees a change of the forward-auth file, as of the others.
 func TestReloadSignatureHasForwardAuth(t *testing.T) {
 	dir := t.TempDir()
-	r := &reloader{
+	r := &reloader{files: configFlags{
 		defaults:    filepath.Join(dir, "defaults.yaml"),
 		overrides:   filepath.Join(dir, "overrides.yaml"),
 		forwardAuth: filepath.Join(dir, "forward-auth.yaml"),
-	}
+	}}
 	before := r.signature()
-	if err := os.WriteFile(r.forwardAuth, []byte("rules: {}\n"), 0o644); err != nil {
+	if err := os.WriteFile(r.files.forwardAuth, []byte("rules: {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	created := r.signature()
 	if created == before {
 		t.Fatal("creating the forward-auth file left the signature as it was")
 	}
-	if err := os.WriteFile(r.forwardAuth, []byte("# none yet\nrules: {}\n"), 0o644); err != nil {
+	if err := os.WriteFile(r.files.forwardAuth, []byte("# none yet\nrules: {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if r.signature() == created {
 		t.Error("rewriting the forward-auth file left the signature as it was")
 	}
-	if err := os.Remove(r.forwardAuth); err != nil {
+	if err := os.Remove(r.files.forwardAuth); err != nil {
 		t.Fatal(err)
 	}
 	if r.signature() == created {
@@ -419,7 +437,7 @@ func TestReloadForwardAuthKeepsTokens(t *testing.T) {
 	}
 	tokens := bearer.NewTokens([][]byte{[]byte("old-token")}, nil)
 	f := &serveFlags{configFlags: configFlags{defaults: defaults, forwardAuth: rulesFile}, apiTokenFile: tokenFile}
-	r := newReloader(f, limiter, tokens, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	r := newReloader(f, nil, limiter, tokens, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 
 	write("api-tokens", "new-token\n")
 	write("forward-auth.yaml", "rules:\n  orders:\n    limits: []\n")
@@ -455,8 +473,8 @@ func TestReloadLooseForwardAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &serveFlags{configFlags: configFlags{defaults: defaults, forwardAuth: rulesFile, looseForwardAuth: true}}
-	r := newReloader(f, limiter, bearer.NewTokens(nil, nil), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	f := &serveFlags{configFlags: configFlags{defaults: defaults, forwardAuth: rulesFile, loose: [fileRoles]bool{forwardAuthFile: true}}}
+	r := newReloader(f, nil, limiter, bearer.NewTokens(nil, nil), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	var inUse *forwardauth.Rules
 	swaps := 0
 	r.setForwardAuth = func(rs *forwardauth.Rules) { inUse, swaps = rs, swaps+1 }

@@ -17,7 +17,6 @@ import (
 	"github.com/limiter-dev/limiter/envoyapi/descriptors"
 	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 // reloader loads the four configuration files and both token files again
@@ -32,21 +31,20 @@ import (
 // (configfile.LoadReload): the buckets under that enum hold the old
 // algorithm's state.
 type reloader struct {
-	defaults, overrides string
-	limiter             *ratelimits.Limiter
-	log                 *slog.Logger
-	// descriptors is the descriptors file, loaded against the new limits;
-	// setRules puts its rules in use. A nil setRules (no gRPC service to
-	// hand them to) still has the file checked, so that a bad file is
-	// found on the reload that brings it, not when the service starts.
-	descriptors      string
-	looseDescriptors bool // see configFlags.pairRuleFiles
-	setRules         func(*descriptors.Rules)
-	// forwardAuth is the forward-auth rules file, loaded against the new
-	// limits; setForwardAuth puts its rules in use (nil: checked only).
-	forwardAuth      string
-	looseForwardAuth bool
-	setForwardAuth   func(*forwardauth.Rules)
+	files   configFlags
+	limiter *ratelimits.Limiter
+	log     *slog.Logger
+	// last is the load in use: a file whose content went into use then
+	// and is now gone or blank fails the reload (configFlags.load).
+	last *loadedConfig
+	// setRules puts the descriptor rules in use. A nil setRules (no gRPC
+	// service to hand them to) still has the file checked, so that a bad
+	// file is found on the reload that brings it, not when the service
+	// starts.
+	setRules func(*descriptors.Rules)
+	// setForwardAuth puts the forward-auth rules in use (nil: checked
+	// only).
+	setForwardAuth func(*forwardauth.Rules)
 	// apiTokenFile and adminTokenFile are read into tokens on every
 	// reload, so that a leaked token is revoked without a restart.
 	apiTokenFile, adminTokenFile string
@@ -61,19 +59,15 @@ type reloader struct {
 	overridesByLimit *prometheus.GaugeVec
 }
 
-func newReloader(f *serveFlags, limiter *ratelimits.Limiter, tokens *bearer.Tokens, log *slog.Logger, reg prometheus.Registerer) *reloader {
+func newReloader(f *serveFlags, loaded *loadedConfig, limiter *ratelimits.Limiter, tokens *bearer.Tokens, log *slog.Logger, reg prometheus.Registerer) *reloader {
 	r := &reloader{
-		defaults:         f.defaults,
-		overrides:        f.overrides,
-		descriptors:      f.descriptors,
-		looseDescriptors: f.looseDescriptors,
-		forwardAuth:      f.forwardAuth,
-		looseForwardAuth: f.looseForwardAuth,
-		apiTokenFile:     f.apiTokenFile,
-		adminTokenFile:   f.adminTokenFile,
-		tokens:           tokens,
-		limiter:          limiter,
-		log:              log,
+		files:          f.configFlags,
+		last:           loaded,
+		apiTokenFile:   f.apiTokenFile,
+		adminTokenFile: f.adminTokenFile,
+		tokens:         tokens,
+		limiter:        limiter,
+		log:            log,
 		successes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "limiter_config_reloads_total",
 			Help: "Configuration reloads that loaded and replaced the running configuration.",
@@ -112,62 +106,47 @@ func (r *reloader) Reload(trigger string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = r.signature()
-	cfg, err := configfile.LoadReload(r.limiter.Config(), r.defaults, r.overrides)
-	// The rules must name limits of the new files; if those did not load,
-	// the rules are still checked for the rest (cfg is nil).
-	rules, rulesSkipped, rulesErr := loadRules(r.descriptors, r.looseDescriptors, cfg, configfile.LoadDescriptors)
-	fwd, fwdSkipped, fwdErr := loadRules(r.forwardAuth, r.looseForwardAuth, cfg, configfile.LoadForwardAuth)
+	loaded, err := r.files.load(r.limiter.Config(), r.last)
 	api, apiErr := readTokenFile(r.apiTokenFile)
 	admin, adminErr := readTokenFile(r.adminTokenFile)
-	if err == nil && rulesErr == nil && fwdErr == nil && apiErr == nil && adminErr == nil {
+	if err == nil && apiErr == nil && adminErr == nil {
 		// Both token files were read when serving started, and a token
 		// file read without error holds a token, so neither set changes
 		// from empty to not or back: Replace cannot refuse.
 		err = r.tokens.Replace(api, admin)
 	}
-	if err != nil || rulesErr != nil || fwdErr != nil || apiErr != nil || adminErr != nil {
+	if err := errors.Join(err, apiErr, adminErr); err != nil {
 		r.failures.Inc()
-		const msg = "reload failed; keeping the running configuration and tokens"
-		for _, e := range []error{err, rulesErr, fwdErr} {
-			var ce *configfile.Error
-			switch {
-			case errors.As(e, &ce):
-				for _, p := range ce.Problems {
-					r.log.Error(msg, "trigger", trigger, "problem", p.String())
-				}
-			case e != nil:
-				r.log.Error(msg, "trigger", trigger, "err", e)
-			}
+		for _, line := range problemLines(err) {
+			r.log.Error("reload failed; keeping the running configuration and tokens", "trigger", trigger, "problem", line)
 		}
-		for _, e := range []error{apiErr, adminErr} {
-			if e != nil {
-				r.log.Error(msg, "trigger", trigger, "err", e)
-			}
-		}
-		return errors.Join(err, rulesErr, fwdErr, apiErr, adminErr)
+		return err
 	}
 	// The rules are handed over before the limits they name: the two swaps
 	// are not one, so a request between them meets the new rules with the
 	// old limits. One whose rule names a limit those lack is decided once
 	// more by the gRPC service, on what is in use by then.
 	// The forward-auth handler does the same for its rules.
-	for file, skipped := range map[string]string{r.descriptors: rulesSkipped, r.forwardAuth: fwdSkipped} {
+	for role, skipped := range loaded.skipped {
 		if skipped != "" {
-			r.log.Warn("reload: a built-in rules file does not fit the limit files given and is not used", "trigger", trigger, "file", file, "problem", skipped)
+			r.log.Warn("reload: a built-in rules file does not fit the limit files given and is not used", "trigger", trigger, "file", loaded.paths[role], "problem", skipped)
 		}
 	}
 	if r.setRules != nil {
-		r.setRules(rules)
+		r.setRules(loaded.rules)
 	}
 	if r.setForwardAuth != nil {
-		r.setForwardAuth(fwd)
+		r.setForwardAuth(loaded.fwd)
 	}
-	r.limiter.SetConfig(cfg)
+	r.limiter.SetConfig(loaded.cfg)
+	r.last = loaded
 	r.successes.Inc()
-	r.loaded(cfg)
-	r.log.Info("configuration reloaded", "trigger", trigger, "defaults", r.defaults, "overrides", r.overrides,
-		"descriptors", r.descriptors, "descriptor_rules", rules.Count(),
-		"forward_auth", r.forwardAuth, "forward_auth_rules", fwd.Count(), "api_tokens", len(api), "admin_tokens", len(admin))
+	r.loaded(loaded.cfg)
+	counts := loaded.counts()
+	r.log.Info("configuration reloaded", "trigger", trigger, "defaults", loaded.paths[defaultsFile], "limits", counts[defaultsFile],
+		"overrides", loaded.paths[overridesFile], "override_ids", counts[overridesFile],
+		"descriptors", loaded.paths[descriptorsFile], "descriptor_rules", counts[descriptorsFile],
+		"forward_auth", loaded.paths[forwardAuthFile], "forward_auth_rules", counts[forwardAuthFile], "api_tokens", len(api), "admin_tokens", len(admin))
 	return nil
 }
 
@@ -199,7 +178,8 @@ func (r *reloader) watch(ctx context.Context, interval time.Duration) {
 
 // signature identifies the current contents of every file a reload reads.
 func (r *reloader) signature() string {
-	return signature(r.defaults, r.overrides, r.descriptors, r.forwardAuth, r.apiTokenFile, r.adminTokenFile)
+	paths := r.files.paths()
+	return signature(append(paths[:], r.apiTokenFile, r.adminTokenFile)...)
 }
 
 // signature identifies the current contents of the files without reading

@@ -44,7 +44,7 @@ func TestReloadRefusesAlgorithmChange(t *testing.T) {
 	var logs bytes.Buffer
 	f := &serveFlags{configFlags: configFlags{defaults: defaults}}
 	reg := prometheus.NewRegistry()
-	r := newReloader(f, limiter, bearer.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	r := newReloader(f, nil, limiter, bearer.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), reg)
 
 	write("API:\n  enum: 120\n  id: string\n  algorithm: fixed-window\n  count: 100\n  period: 1m\n")
 	err = r.Reload("test")
@@ -123,7 +123,7 @@ func TestReloadDescriptors(t *testing.T) {
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
 	f := &serveFlags{configFlags: configFlags{defaults: defaults, descriptors: rulesFile}}
-	r := newReloader(f, limiter, bearer.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	r := newReloader(f, nil, limiter, bearer.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	var handed []*descriptors.Rules
 	r.setRules = func(rules *descriptors.Rules) { handed = append(handed, rules) }
 	ruleOf := func(rules *descriptors.Rules, key string) string {
@@ -206,7 +206,7 @@ func TestReloadDescriptorsWithoutService(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &serveFlags{configFlags: configFlags{defaults: defaults, descriptors: rulesFile}}
-	r := newReloader(f, limiter, bearer.NewTokens(nil, nil), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	r := newReloader(f, nil, limiter, bearer.NewTokens(nil, nil), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err := r.Reload("test"); err != nil {
 		t.Fatalf("a missing descriptors file: %v", err)
 	}
@@ -227,20 +227,20 @@ func TestReloadDescriptorsWithoutService(t *testing.T) {
 // The watch sees a change of the descriptors file, as of the others.
 func TestReloadSignatureHasDescriptors(t *testing.T) {
 	dir := t.TempDir()
-	r := &reloader{
+	r := &reloader{files: configFlags{
 		defaults:    filepath.Join(dir, "defaults.yaml"),
 		overrides:   filepath.Join(dir, "overrides.yaml"),
 		descriptors: filepath.Join(dir, "descriptors.yaml"),
-	}
+	}}
 	before := r.signature()
-	if err := os.WriteFile(r.descriptors, []byte("[]\n"), 0o644); err != nil {
+	if err := os.WriteFile(r.files.descriptors, []byte("[]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	created := r.signature()
 	if created == before {
 		t.Fatal("creating the descriptors file left the signature as it was")
 	}
-	if err := os.WriteFile(r.descriptors, []byte("# none yet\n[]\n"), 0o644); err != nil {
+	if err := os.WriteFile(r.files.descriptors, []byte("# none yet\n[]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if r.signature() == created {

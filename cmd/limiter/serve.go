@@ -32,7 +32,6 @@ import (
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/fastlane"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/local"
 )
 
@@ -84,7 +83,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil, fmt.Errorf("bad environment: %s", strings.Join(bad, "; "))
 	}
 	set := newSettings(fs, table)
-	f.pairRuleFiles(set)
+	f.resolve(set)
 	kind := sourceKind(f.source)
 	if err := set.check(kind); err != nil {
 		return nil, err
@@ -152,10 +151,24 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	if err := runServer(f, log); err != nil {
 		log.Error("limiter stopped", "err", err)
+		var missing *missingFile
+		if errors.As(err, &missing) {
+			// A file that is not where the command line says is a
+			// mistake in how the process was started.
+			return 2
+		}
 		return 1
 	}
 	return 0
 }
+
+// configNotLoaded is the end of a start whose configuration files did
+// not load; their problems are logged one per line before it.
+type configNotLoaded struct{ err error }
+
+func (e *configNotLoaded) Error() string { return "configuration did not load" }
+
+func (e *configNotLoaded) Unwrap() error { return e.err }
 
 func runServer(f *serveFlags, log *slog.Logger) error {
 	if f.gcHeapFloorMiB > 0 && os.Getenv("GOGC") == "" {
@@ -167,11 +180,20 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		}
 		defer startGCFloor(floor).stop()
 	}
-	cfg, err := configfile.Load(f.defaults, f.overrides)
-	if err != nil {
-		logConfigProblems(log, err)
-		return errors.New("configuration did not load")
+	if f.grpcListen == "" {
+		// The descriptors file is Envoy's service's alone: without it, a
+		// file that names limits this configuration lacks (the bundled
+		// one, beside other limit files) must not stop serving or reloads.
+		f.descriptors = ""
 	}
+	loaded, err := f.configFlags.load(nil, nil)
+	if err != nil {
+		for _, line := range problemLines(err) {
+			log.Error("configuration problem", "problem", line)
+		}
+		return &configNotLoaded{err}
+	}
+	cfg := loaded.cfg
 	apiTokens, err := readTokenFile(f.apiTokenFile)
 	if err != nil {
 		return err
@@ -231,31 +253,10 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		return err
 	}
 	tokens := bearer.NewTokens(apiTokens, adminTokens)
-	if f.grpcListen == "" {
-		// The descriptors file is Envoy's service's alone: without it, a
-		// file that names limits this configuration lacks (the bundled
-		// one, beside other limit files) must not stop serving or reloads.
-		f.descriptors = ""
-	}
-	rules, skipped, err := loadRules(f.descriptors, f.looseDescriptors, cfg, configfile.LoadDescriptors)
-	if err != nil {
-		logConfigProblems(log, err)
-		return errors.New("descriptor rules did not load")
-	}
-	if skipped != "" {
-		log.Warn("the built-in descriptors file does not fit the limit files given and is not used; name one with --descriptors", "file", f.descriptors, "problem", skipped)
-	}
-	fwd, skipped, err := loadRules(f.forwardAuth, f.looseForwardAuth, cfg, configfile.LoadForwardAuth)
-	if err != nil {
-		logConfigProblems(log, err)
-		return errors.New("forward-auth rules did not load")
-	}
-	if skipped != "" {
-		log.Warn("the built-in forward-auth file does not fit the limit files given and is not used; name one with --forward-auth", "file", f.forwardAuth, "problem", skipped)
-	}
+	rules, fwd := loaded.rules, loaded.fwd
 	var forwardAuth atomic.Pointer[forwardauth.Rules]
 	forwardAuth.Store(fwd)
-	reload := newReloader(f, limiter, tokens, log, reg)
+	reload := newReloader(f, loaded, limiter, tokens, log, reg)
 	reload.setForwardAuth = forwardAuth.Store
 	decisions := decisionmetrics.New(reg)
 	handler := httpapi.New(httpapi.Options{
@@ -333,8 +334,8 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	if f.reloadInterval > 0 {
 		go reload.watch(ctx, f.reloadInterval)
 	}
-	attrs := []any{"addr", servers[0].bound, "source", sourceKind(f.source), "defaults", f.defaults,
-		"overrides", f.overrides, "forward_auth", f.forwardAuth, "forward_auth_rules", fwd.Count(), "fake_clock", fake != nil, "auth", len(apiTokens) > 0 || len(adminTokens) > 0, "version", buildVersion()}
+	loaded.logFiles(log)
+	attrs := []any{"addr", servers[0].bound, "source", sourceKind(f.source), "fake_clock", fake != nil, "auth", len(apiTokens) > 0 || len(adminTokens) > 0, "version", buildVersion()}
 	if sourceKind(f.source) != "memory" {
 		// The key format decides where buckets are in Redis: every process
 		// sharing one must log the same.
@@ -483,18 +484,6 @@ func (e *envoyServer) start(log *slog.Logger, served chan<- error) error {
 		}
 	}()
 	return nil
-}
-
-// logConfigProblems logs every problem of a failed load, one line each.
-func logConfigProblems(log *slog.Logger, err error) {
-	var ce *configfile.Error
-	if !errors.As(err, &ce) {
-		log.Error("configuration", "err", err)
-		return
-	}
-	for _, p := range ce.Problems {
-		log.Error("configuration problem", "problem", p.String())
-	}
 }
 
 // unixPrefix marks a listen address that is a Unix socket's path.

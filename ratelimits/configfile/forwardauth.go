@@ -63,7 +63,9 @@ func LoadForwardAuth(path string, cfg *ratelimits.Config) (*forwardauth.Rules, e
 //	    missing: deny    # deny | allow | client_ip; optional, default deny
 //	    deny_status: 429 # optional, default 429
 //
-// An empty file (or comments only, or null) means no rules. Every limit
+// An empty file (or comments only, or null) means no rules, and so do the
+// explicit empty forms {}, "rules: {}" and [], which a reload accepts
+// where it refuses a file that went blank (see Presence). Every limit
 // must be a name cfg knows, and its id source one that can give ids of
 // the name's kind: client_ip only for names whose ids can be addresses,
 // and a constant must be a valid id. A nil cfg checks everything else, for
@@ -113,6 +115,11 @@ func (p *forwardAuthParser) scope(limit string) scope {
 
 func (p *forwardAuthParser) parseRoot(root *yaml.Node) {
 	s := p.scope("")
+	if root.Kind == yaml.SequenceNode && len(root.Content) == 0 {
+		// [], the empty form the other files share, removes every rule
+		// as {} and "rules: {}" do.
+		return
+	}
 	if root.Kind != yaml.MappingNode {
 		s.add(root.Line, "the forward-auth file must be a mapping %s, got %s", forwardAuthShape, describe(root))
 		return

@@ -1,0 +1,83 @@
+package configfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Presence is what a read found at a configuration file's path. A reload
+// compares it with what the last load found: a file whose rules are in
+// use and that is now absent or blank is far more often a mistake (a
+// mistyped move, a write caught half-way, a ConfigMap key gone) than an
+// operator's wish to remove every rule, which each file says explicitly
+// with its empty form ([] or {}).
+type Presence uint8
+
+const (
+	// Absent: no file at the path, or no path.
+	Absent Presence = iota
+	// Blank: a file without a YAML document: no bytes, or white space
+	// and comments alone, as a file being rewritten in place is for a
+	// moment.
+	Blank
+	// Written: a file with a document, an explicit empty form included.
+	Written
+)
+
+func (p Presence) String() string {
+	switch p {
+	case Absent:
+		return "absent"
+	case Blank:
+		return "blank"
+	}
+	return "written"
+}
+
+// File is a configuration file as one read found it. The loaders that
+// take a path read it themselves; a caller that must judge a file before
+// parsing it (a reload, which refuses a file that went missing) reads it
+// once with ReadFile and hands Data to the Parse functions, so that what
+// it judged is what is parsed.
+type File struct {
+	Path     string
+	Data     []byte
+	Presence Presence
+}
+
+// ReadFile reads the file at path. A missing file (or an empty path) is
+// Absent, not an error; any other failure to read it is an error naming
+// the path.
+func ReadFile(path string) (File, error) {
+	f := File{Path: path}
+	if path == "" {
+		return f, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return f, nil
+	}
+	if err != nil {
+		return f, fmt.Errorf("reading %s: %w", path, err)
+	}
+	f.Data = data
+	f.Presence = Blank
+	if hasDocument(data) {
+		f.Presence = Written
+	}
+	return f, nil
+}
+
+// hasDocument reports whether data holds a YAML document, parsable or
+// not: anything but white space and comments. A syntax error counts as a
+// document, for the parser to report at its line.
+func hasDocument(data []byte) bool {
+	var doc yaml.Node
+	return yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc) != io.EOF
+}
