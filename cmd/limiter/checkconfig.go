@@ -16,14 +16,18 @@ import (
 // limits of the other two; when those do not load, the rules files are
 // still checked for everything but their limit names, so that one run
 // shows every file's problems.
+// checkConfigSynopsis is what `limiter check-config --help` says it does.
+const checkConfigSynopsis = `Loads the defaults, overrides, descriptors and forward-auth files as serve
+would, and prints every problem as FILE:LINE: LIMIT: MESSAGE (exit 1), or
+one ok: line that says what each file gave (exit 0).`
+
 func checkConfig(args []string, stdout, stderr io.Writer) int {
 	var c configFlags
-	fs := flag.NewFlagSet("limiter check-config", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("limiter check-config", stderr)
 	var bad []string // no file flag can be bad: any text is a path
 	table := c.settings()
 	register(fs, table, &bad)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, checkConfigSynopsis, args, stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}

@@ -23,8 +23,9 @@ import (
 // and swaps the results into the Limiter, the descriptor rules' user, the
 // forward-auth rules' holder and the API's tokens. Everything is loaded and validated before anything is
 // swapped, so a reload with any file that fails to load (a broken limit, a
-// rule naming a limit the new files no longer have, an unreadable or empty
-// token file) leaves everything in use untouched; the limits are swapped
+// rule naming a limit the new files no longer have, a file in use now gone
+// or blank, an unreadable or empty token file) leaves everything in use
+// untouched; the limits are swapped
 // in one step, so no request ever sees half of them. Buckets are not
 // touched: a changed limit applies from the next decision. For that reason
 // a reload may not change the algorithm of a name whose enum it keeps

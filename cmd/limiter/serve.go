@@ -66,14 +66,19 @@ type serveFlags struct {
 	warnings []string
 }
 
-func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+// serveSynopsis is what `limiter serve --help` says serve does.
+const serveSynopsis = `Serves the HTTP API (and, with --grpc-listen, Envoy's rate-limit service)
+until SIGINT or SIGTERM; SIGHUP reloads the configuration files.`
+
+// parseServeFlags parses serve's flags and environment; --help prints the
+// help to stdout, and parse errors go to stderr.
+func parseServeFlags(args []string, stdout, stderr io.Writer) (*serveFlags, error) {
 	var bad []string
 	f := &serveFlags{}
-	fs := flag.NewFlagSet("limiter serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("limiter serve", stderr)
 	table := f.settings()
 	register(fs, table, &bad)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, serveSynopsis, args, stdout); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -85,6 +90,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	set := newSettings(fs, table)
 	f.resolve(set)
 	kind := sourceKind(f.source)
+	if kind != "memory" && !isRedisKind(kind) {
+		return nil, errUnknownSource(f.source)
+	}
 	if err := set.check(kind); err != nil {
 		return nil, err
 	}
@@ -132,13 +140,16 @@ func newClock() (clock.Clock, clock.FakeClock, error) {
 // → server, and shuts down in reverse order on SIGINT or SIGTERM: the
 // servers finish their requests, the local layer pushes its unpushed hits,
 // the source closes.
-func serve(args []string, stderr io.Writer) int {
-	f, err := parseServeFlags(args, stderr)
+func serve(args []string, stdout, stderr io.Writer) int {
+	f, err := parseServeFlags(args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "limiter serve:", err)
+		if !isFlagSyntaxError(err) {
+			// The flag package has printed its own errors already.
+			fmt.Fprintln(stderr, "limiter serve:", err)
+		}
 		return 2
 	}
 	log, err := newLogger(f.logFormat, f.logLevel, stderr)

@@ -15,10 +15,10 @@ import (
 // variable.
 func TestEnvNameMatchesEveryFlag(t *testing.T) {
 	var help strings.Builder
-	if _, err := parseServeFlags([]string{"--help"}, &help); !errors.Is(err, flag.ErrHelp) {
+	if _, err := parseServeFlags([]string{"--help"}, &help, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	entries := regexp.MustCompile(`(?m)^  -(\S+)`).FindAllStringSubmatchIndex(help.String(), -1)
+	entries := regexp.MustCompile(`(?m)^  --(\S+)`).FindAllStringSubmatchIndex(help.String(), -1)
 	if len(entries) < 20 {
 		t.Fatalf("%d flags in the help:\n%s", len(entries), help.String())
 	}
@@ -79,7 +79,7 @@ func TestServeFlagsNameTheBadValue(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			_, err := parseServeFlags(tt.args, io.Discard)
+			_, err := parseServeFlags(tt.args, io.Discard, io.Discard)
 			if !errors.Is(err, errBadSetting) {
 				t.Fatalf("%v: error %v, want a bad setting", tt.args, err)
 			}
@@ -131,7 +131,7 @@ func TestServeFlagsForAnotherSource(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			f, err := parseServeFlags(tt.args, io.Discard)
+			f, err := parseServeFlags(tt.args, io.Discard, io.Discard)
 			if tt.wantErr != "" {
 				if !errors.Is(err, errBadSetting) || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "hunter2") {
 					t.Fatalf("error %v, want one with %q", err, tt.wantErr)
@@ -194,7 +194,7 @@ func TestServeFlagsForEnvoy(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			f, err := parseServeFlags(tt.args, io.Discard)
+			f, err := parseServeFlags(tt.args, io.Discard, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -73,7 +73,13 @@ func openSource(f *serveFlags, log *slog.Logger) (ratelimits.Source, error) {
 		}
 		return redis.New(opts)
 	}
-	return nil, fmt.Errorf("--source %q: want memory, redis://host:port[/db] or redis-cluster://host:port[,host:port...]", redactSource(f.source))
+	return nil, errUnknownSource(f.source)
+}
+
+// errUnknownSource is the error of a --source that is no source kind;
+// parseServeFlags refuses it before anything starts.
+func errUnknownSource(source string) error {
+	return fmt.Errorf("--source %q: want memory, redis://host:port[/db] or redis-cluster://host:port[,host:port...] (rediss:// and rediss-cluster:// for TLS)", redactSource(source))
 }
 
 // redactSource hides credentials of a source URL in messages.

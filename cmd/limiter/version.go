@@ -13,14 +13,14 @@ import (
 // without it report what the Go toolchain recorded (see versionFrom).
 var version = ""
 
-// printVersion is `limiter version`. It takes no arguments; --help prints
-// the version too, since that is all the command does.
+// printVersion is `limiter version`. It takes no arguments and no flags
+// but --help.
 func printVersion(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("limiter version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, "usage: limiter version")
+	fs := newFlagSet("limiter version", stderr)
+	if err := parseFlags(fs, "Prints the version of this binary: its module version, or the commit it was\nbuilt from.", args, stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {
