@@ -10,9 +10,12 @@
 // Each descriptor of a request is matched against the rules of the
 // request's domain (descriptors.Rules): a rule matches when the keys of the
 // descriptor's entries are exactly its keys, in order, and the first
-// matching rule names the limit. The subscriber id is the entries' values
-// joined with ':' (one entry: its value), which the limit's id kind then
-// validates and canonicalises. A descriptor no rule matches, one without
+// matching rule names the limit. The subscriber id is the value of a
+// descriptor of one entry, as it is; the values of several entries are
+// each escaped ('\' as `\\`, ':' as `\:`) and joined with ':', so that
+// two descriptors of one rule never meet in one bucket however their
+// values split (descriptors.JoinValues). The limit's id kind then validates and
+// canonicalises the id. A descriptor no rule matches, one without
 // entries, and every descriptor of a domain without rules are unlimited:
 // their status is OK, without current_limit.
 //

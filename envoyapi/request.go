@@ -2,7 +2,6 @@ package envoyapi
 
 import (
 	"math"
-	"strings"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -138,25 +137,11 @@ func costOf(i int, d *ratelimitv3.RateLimitDescriptor, requestHits uint32) (int6
 	return max(int64(hits), 1), nil
 }
 
-// subscriberID joins the entries' values with ':', the id of a matched
-// descriptor. One entry, the common case, is its value as it is.
+// subscriberID is the id of a matched descriptor: its values as
+// descriptors.JoinValues joins them, escaped when there are several so
+// that no two descriptors share a bucket.
 func subscriberID(entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
-	if len(entries) == 1 {
-		return entries[0].GetValue()
-	}
-	n := len(entries) - 1
-	for _, e := range entries {
-		n += len(e.GetValue())
-	}
-	var b strings.Builder
-	b.Grow(n)
-	for j, e := range entries {
-		if j > 0 {
-			b.WriteByte(':')
-		}
-		b.WriteString(e.GetValue())
-	}
-	return b.String()
+	return descriptors.JoinValues(len(entries), func(j int) string { return entries[j].GetValue() })
 }
 
 // descriptorOf returns the index, in the request, of the descriptor of

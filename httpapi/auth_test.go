@@ -94,6 +94,21 @@ func TestTokens(t *testing.T) {
 	}
 }
 
+// The 401 says how to send a token in the words a person would type:
+// JSON answers are not escaped for HTML, so "<token>" stays "<token>" on
+// the wire instead of "\u003ctoken\u003e".
+func TestUnauthorizedMessageIsNotHTMLEscaped(t *testing.T) {
+	h := newAuthServer(t, []string{"t1"}, nil, nil)
+	rec := call(h, "POST", "/v1/spend", "", `{"limit":"Logins","id":"a"}`)
+	if rec.Code != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401: %s", rec.Code, rec.Body)
+	}
+	const want = `"message":"a valid bearer token is required (Authorization: Bearer <token>)"`
+	if !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("body %s does not contain %s", rec.Body, want)
+	}
+}
+
 // A refused call changes nothing, and health and metrics need no token.
 func TestRefusedCallChangesNothing(t *testing.T) {
 	h := newAuthServer(t, []string{"t1"}, nil, nil)

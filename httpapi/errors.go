@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -116,15 +117,25 @@ func writeError(w http.ResponseWriter, e *apiError) {
 }
 
 // writeJSON sends v with status. Values given to it always encode.
+//
+// '<', '>' and '&' are written as they are, not escaped for HTML as
+// json.Marshal escapes them: the answer is application/json with nosniff,
+// never HTML, and a message such as "Authorization: Bearer <token>" must
+// read the same on the wire as in the docs. The decisions' own encoder
+// (appendString) writes them unescaped too.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // Encode ends the value with '\n'
 		// Unreachable for the types this package sends; say so plainly.
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"response encoding failed"}}`)
+		status = http.StatusInternalServerError
+		b.Reset()
+		b.WriteString(`{"error":{"code":"internal","message":"response encoding failed"}}` + "\n")
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b.Bytes())
 }

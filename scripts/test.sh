@@ -88,7 +88,8 @@ stage "go test (race detector, every package)"
 go test -race -count=1 -parallel 4 -timeout 12m ./...
 
 # Short fuzzing: the handler (no 5xx for any body), the fast decoders and
-# the fast encoder (each against encoding/json), config, descriptors-file and forward-auth-file parsing, id
+# the fast encoder (each against encoding/json), config, descriptors-file and forward-auth-file parsing, the
+# join of descriptor values into an id (injective), id
 # canonicalisation (a fixed point), and the memory source's table against
 # a map. Their seed corpora
 # already ran above as ordinary tests. The budgets are counts of inputs,
@@ -115,6 +116,7 @@ fuzz FuzzEncode 10000 ./httpapi/
 fuzz FuzzLaneMatchesNetHTTP 10000 ./httpapi/fastlane/
 fuzz FuzzParseConfig 15000 ./ratelimits/configfile/
 fuzz FuzzParseDescriptors 10000 ./ratelimits/configfile/
+fuzz FuzzJoinInjective 20000 ./envoyapi/descriptors/
 fuzz FuzzParseForwardAuth 10000 ./ratelimits/configfile/
 fuzz FuzzCanonicalize 40000 ./ratelimits/
 fuzz FuzzStoreAgainstModel 12000 ./source/memory/internal/table/

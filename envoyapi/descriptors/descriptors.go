@@ -9,11 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Rule maps a descriptor whose entries' keys are exactly Keys, in order,
 // to the limit named Limit; the subscriber id is the entries' values
-// joined with ':'.
+// as JoinValues joins them.
 type Rule struct {
 	Keys  []string
 	Limit string
@@ -140,4 +141,45 @@ func (r *Rules) Count() int {
 		n += len(rules)
 	}
 	return n
+}
+
+// JoinValues returns the subscriber id of a matched descriptor of n
+// entries whose i-th value is value(i). One value is the id as it is.
+// Several are joined with ':' after each is escaped, '\' as `\\` and ':'
+// as `\:`, so that the join is injective: unescaped, (tenant:alice, x)
+// and (tenant, alice:x) would both be tenant:alice:x, and whoever sets
+// one value (a header Envoy copies, say) could spend another subscriber's
+// bucket. A value without ':' or '\' is unchanged, so the ids of ordinary
+// descriptors, and the buckets and overrides keyed by them, are the same
+// as a plain join's. value lets a caller join the values of a request
+// without copying them.
+func JoinValues(n int, value func(i int) string) string {
+	if n == 1 {
+		return value(0)
+	}
+	size, escapes := n-1, 0
+	for i := range n {
+		v := value(i)
+		size += len(v)
+		escapes += strings.Count(v, ":") + strings.Count(v, `\`)
+	}
+	var b strings.Builder
+	b.Grow(size + escapes)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		v := value(i)
+		if escapes == 0 {
+			b.WriteString(v)
+			continue
+		}
+		for j := 0; j < len(v); j++ {
+			if c := v[j]; c == ':' || c == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(v[j])
+		}
+	}
+	return b.String()
 }
