@@ -51,6 +51,53 @@ func (m Missing) String() string {
 	return fmt.Sprintf("Missing(%d)", int(m))
 }
 
+// Expose says how much of a decision a rule's answers show. Behind Caddy
+// or Traefik the limiter's refusal is the end client's answer as it is,
+// headers and body: whatever the answer shows, an abusive client reads.
+type Expose int
+
+// How much an answer shows.
+const (
+	// ExposeDeciding shows the deciding limit only: the RateLimit headers
+	// of the HTTP API, and a body whose decisions hold that limit's
+	// decision alone. The other limits of the rule, their thresholds and
+	// what they have left, stay with the limiter. The default.
+	ExposeDeciding Expose = iota
+	// ExposeNone shows nothing but the status, and Retry-After on a
+	// refusal (a client told when to come back does not need to guess):
+	// no RateLimit headers and an empty body. For anti-abuse rules, whose
+	// thresholds are better kept from the abuser.
+	ExposeNone
+	// ExposeAll shows every decision of the batch, for debugging.
+	ExposeAll
+)
+
+// ParseExpose reads an expose value as the rules file spells it.
+func ParseExpose(s string) (Expose, bool) {
+	switch s {
+	case "deciding":
+		return ExposeDeciding, true
+	case "none":
+		return ExposeNone, true
+	case "all":
+		return ExposeAll, true
+	}
+	return 0, false
+}
+
+// String spells the value as the rules file does.
+func (e Expose) String() string {
+	switch e {
+	case ExposeDeciding:
+		return "deciding"
+	case ExposeNone:
+		return "none"
+	case ExposeAll:
+		return "all"
+	}
+	return fmt.Sprintf("Expose(%d)", int(e))
+}
+
 // DefaultDenyStatus is the status of a denial when a rule sets none: 429
 // Too Many Requests, which Traefik and Caddy pass on to the client as it
 // is. nginx's auth_request passes only 2xx, 401 and 403, so rules used by
@@ -72,6 +119,9 @@ type Rule struct {
 	Cost       int64
 	Missing    Missing
 	DenyStatus int
+	// Expose is how much of the decision the answers show; the zero
+	// value is the default, ExposeDeciding.
+	Expose Expose
 }
 
 // Rules is an immutable set of rules and the proxies whose forwarding
@@ -101,9 +151,9 @@ var ErrInvalidRules = errors.New("invalid forward-auth rules")
 // New checks rules and returns them with trusted: every rule named once
 // with a usable name, at least one limit, no limit twice (one request
 // would name the same bucket twice), a cost of at least 1, a missing
-// action, and a deny status that is a client error. Whether each limit
-// exists, and takes the ids its source gives, is the loader's to check
-// against the limits in use.
+// action, a deny status that is a client error, and an expose value.
+// Whether each limit exists, and takes the ids its source gives, is the
+// loader's to check against the limits in use.
 func New(trusted []netip.Prefix, rules []Rule, opts ...Option) (*Rules, error) {
 	rs := &Rules{byName: make(map[string]*Rule, len(rules))}
 	for _, o := range opts {
@@ -129,6 +179,8 @@ func New(trusted []netip.Prefix, rules []Rule, opts ...Option) (*Rules, error) {
 			return nil, fmt.Errorf("%w: rule %q: unknown missing action %d", ErrInvalidRules, r.Name, int(r.Missing))
 		case r.DenyStatus < 400 || r.DenyStatus > 499:
 			return nil, fmt.Errorf("%w: rule %q: deny status %d is not a 4xx", ErrInvalidRules, r.Name, r.DenyStatus)
+		case r.Expose < ExposeDeciding || r.Expose > ExposeAll:
+			return nil, fmt.Errorf("%w: rule %q: unknown expose value %d", ErrInvalidRules, r.Name, int(r.Expose))
 		}
 		for i, e := range r.Limits {
 			if e.Limit == "" || e.Source.Kind < ClientIP || e.Source.Kind > Const {

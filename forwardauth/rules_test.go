@@ -108,6 +108,8 @@ func TestNewRefusals(t *testing.T) {
 		{"deny status 500", nil, with("api", func(r *forwardauth.Rule) { r.DenyStatus = 500 }), "deny status 500 is not a 4xx"},
 		{"deny status 200", nil, with("api", func(r *forwardauth.Rule) { r.DenyStatus = 200 }), "deny status 200 is not a 4xx"},
 		{"no deny status", nil, with("api", func(r *forwardauth.Rule) { r.DenyStatus = 0 }), "deny status 0 is not a 4xx"},
+		{"an expose value past the last", nil, with("api", func(r *forwardauth.Rule) { r.Expose = forwardauth.ExposeAll + 1 }), "unknown expose value 3"},
+		{"a negative expose value", nil, with("api", func(r *forwardauth.Rule) { r.Expose = -1 }), "unknown expose value -1"},
 		{"an entry without a limit name", nil, with("api", func(r *forwardauth.Rule) { r.Limits = []forwardauth.Entry{{Source: header}} }),
 			`rule "api", limit 1: a limit name and an id source are needed`},
 		{"an entry without a source", nil, with("api", func(r *forwardauth.Rule) {
@@ -135,13 +137,14 @@ func TestNewRefusals(t *testing.T) {
 }
 
 // The edges New accepts: a rule of no more than 64 characters, every
-// 4xx, each missing action.
+// 4xx, each missing action, each expose value.
 func TestNewAcceptsTheEdges(t *testing.T) {
 	var rules []forwardauth.Rule
 	for i, status := range []int{400, 401, 403, 429, 499} {
 		r := rule(strings.Repeat("x", i+1))
 		r.DenyStatus = status
 		r.Missing = forwardauth.Missing(i % 3)
+		r.Expose = forwardauth.Expose(i % 3)
 		rules = append(rules, r)
 	}
 	rules = append(rules, rule(strings.Repeat("n", forwardauth.MaxNameLength)))
@@ -246,5 +249,39 @@ func TestNilRules(t *testing.T) {
 		if rs.Trusts(netip.MustParseAddr("127.0.0.1")) {
 			t.Errorf("%v trusts 127.0.0.1", rs)
 		}
+	}
+}
+
+// The three expose values, as the rules file spells them, read and print
+// back; anything else, other cases included, is refused. The zero value
+// is the default, so that a rule built without one shows the deciding
+// limit only.
+func TestParseExpose(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want forwardauth.Expose
+	}{
+		{"deciding", forwardauth.ExposeDeciding},
+		{"none", forwardauth.ExposeNone},
+		{"all", forwardauth.ExposeAll},
+	} {
+		got, ok := forwardauth.ParseExpose(tt.in)
+		if !ok || got != tt.want {
+			t.Errorf("ParseExpose(%q) = %v, %v; want %v", tt.in, got, ok, tt.want)
+		}
+		if got.String() != tt.in {
+			t.Errorf("%v.String() = %q; want %q", got, got.String(), tt.in)
+		}
+	}
+	if forwardauth.ExposeDeciding != 0 {
+		t.Error("the zero Expose is not deciding: a rule built without one would show more")
+	}
+	for _, bad := range []string{"", "None", "ALL", "deciding-only", "some", "false", "null"} {
+		if got, ok := forwardauth.ParseExpose(bad); ok {
+			t.Errorf("ParseExpose(%q) = %v, true; want it refused", bad, got)
+		}
+	}
+	if got := forwardauth.Expose(7).String(); got != "Expose(7)" {
+		t.Errorf("Expose(7).String() = %q", got)
 	}
 }

@@ -51,17 +51,24 @@ func setRateLimitHeaders(h http.Header, bd *ratelimits.BatchDecision) {
 // no reflection, one buffer. A test holds it to what encoding/json writes
 // for the wire types, byte for byte.
 func appendBatch(buf []byte, bd *ratelimits.BatchDecision) []byte {
+	return appendBatchOf(buf, bd, bd.Decisions)
+}
+
+// appendBatchOf is appendBatch with decisions in place of bd's own: the
+// batch fields of bd and only those decisions, for a forward-auth rule
+// that shows the deciding one alone.
+func appendBatchOf(buf []byte, bd *ratelimits.BatchDecision, decisions []ratelimits.Decision) []byte {
 	buf = append(buf, '{')
 	buf = appendFigures(buf, bd.Allowed, bd.Remaining, bd.RetryIn, bd.ResetIn)
 	if bd.Degraded {
 		buf = append(buf, `,"degraded":true`...)
 	}
 	buf = append(buf, `,"decisions":[`...)
-	for i := range bd.Decisions {
+	for i := range decisions {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = appendDecision(buf, &bd.Decisions[i], false)
+		buf = appendDecision(buf, &decisions[i], false)
 	}
 	return append(buf, "]}\n"...)
 }

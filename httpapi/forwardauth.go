@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/limiter-dev/limiter/forwardauth"
+	"github.com/limiter-dev/limiter/httpapi/headers"
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
@@ -20,8 +21,9 @@ const codeMissingID = "missing_id"
 // forwardAuth serves /v1/forward-auth/{rule}, any method: a reverse proxy
 // asks whether the request it holds may pass. The rule turns the request
 // the proxy describes into one atomic spend; the answer is the spend's
-// decision, with 200 when allowed and the rule's deny status when not,
-// since a proxy reads the status, not the body.
+// decision, as much of it as the rule's expose shows, with 200 when
+// allowed and the rule's deny status when not, since a proxy reads the
+// status, not the body.
 func (h *handler) forwardAuth(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && r.ProtoMajor == 1 {
 		// The body is never read. net/http would otherwise read what is
@@ -50,6 +52,10 @@ func (h *handler) forwardAuth(w http.ResponseWriter, r *http.Request) {
 			// No limit applies: every id was missing and the rule lets
 			// such requests pass (missing: allow), or the limits count
 			// IPv6 ranges and the client is IPv4. Nothing counts them.
+			if rule.Expose == forwardauth.ExposeNone {
+				w.WriteHeader(http.StatusOK)
+				return
+			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
 			_, _ = w.Write(nothingCounted)
@@ -77,21 +83,51 @@ func (h *handler) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		if !h.settle(w, r, "forward_auth", bd, nil) {
 			return
 		}
-		setRateLimitHeaders(w.Header(), bd)
 		status := http.StatusOK
 		if !bd.Allowed {
 			status = rule.DenyStatus
 		}
-		if r.Method == http.MethodHead {
-			// nginx asks with HEAD to keep its connections: the body
-			// would be dropped unsent, so it is not encoded either.
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			return
-		}
-		h.writeBatchStatus(w, status, bd)
+		h.writeForwardAuth(w, r, rule.Expose, status, bd)
 		return
 	}
+}
+
+// writeForwardAuth answers a decided forward-auth call with status and as
+// much of bd as expose shows. Caddy and Traefik hand a refusal to the
+// client as it is, so what the answer shows, an abusive client reads:
+// by default the deciding limit alone, the one the RateLimit headers
+// already name, so that the headers and the body tell of the same limit
+// and the rule's other limits (an anti-abuse counter, say) stay unseen.
+func (h *handler) writeForwardAuth(w http.ResponseWriter, r *http.Request, expose forwardauth.Expose, status int, bd *ratelimits.BatchDecision) {
+	if expose == forwardauth.ExposeNone {
+		// The status, and on a refusal when to come back: no limit, no
+		// threshold, no count. Without a body there is no Content-Type
+		// either (net/http adds none to an empty answer).
+		if v, ok := headers.For(bd); ok && !bd.Allowed {
+			w.Header()[headers.RetryAfter] = []string{v.RetryAfter}
+		}
+		w.WriteHeader(status)
+		return
+	}
+	setRateLimitHeaders(w.Header(), bd)
+	if r.Method == http.MethodHead {
+		// nginx asks with HEAD to keep its connections: the body
+		// would be dropped unsent, so it is not encoded either.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		return
+	}
+	decisions := bd.Decisions
+	if expose == forwardauth.ExposeDeciding {
+		// The decision the RateLimit headers are made from
+		// (headers.For), or none when no limit decides the batch (every
+		// one unlimited or shadow, or a source that failed open).
+		decisions = nil
+		if bd.Deciding >= 0 {
+			decisions = bd.Decisions[bd.Deciding : bd.Deciding+1]
+		}
+	}
+	h.writeBatchStatus(w, status, bd, decisions)
 }
 
 // forwardAuthPrefix is the path of the forward-auth calls, before the rule.

@@ -197,9 +197,11 @@ func faError(t *testing.T, rec *httptest.ResponseRecorder) wire.ErrorDetail {
 	return e.Error
 }
 
-// An allowed request is a 200 whose body and RateLimit headers are those
-// of the same spend through POST /v1/spend, byte for byte; the rule's
-// limits take their ids from the header and the caller's address.
+// An allowed request is a 200 whose RateLimit headers are those of the
+// same spend through POST /v1/spend, and whose body is that spend's with
+// the decision of the limit the headers name alone (the rule's default,
+// expose: deciding); the rule's limits take their ids from the header and
+// the caller's address.
 func TestForwardAuthAllowed(t *testing.T) {
 	s := newFAServer(t, faOptions{})
 	spend := newFAServer(t, faOptions{})
@@ -208,8 +210,8 @@ func TestForwardAuthAllowed(t *testing.T) {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
 	same := spend.spend(`{"transactions":[{"limit":"Keys","id":"k1"},{"limit":"PerIP","id":"192.0.2.1"}]}`)
-	if rec.Body.String() != same.Body.String() {
-		t.Errorf("body\n %s\nwant that of /v1/spend\n %s", rec.Body, same.Body)
+	if want := decidingOnly(t, same); rec.Body.String() != want {
+		t.Errorf("body\n %s\nwant that of /v1/spend with the deciding decision alone\n %s", rec.Body, want)
 	}
 	for _, h := range []string{"Content-Type", "RateLimit-Policy", "RateLimit", "Retry-After"} {
 		if got, want := rec.Header().Get(h), same.Header().Get(h); got != want {
@@ -217,12 +219,45 @@ func TestForwardAuthAllowed(t *testing.T) {
 		}
 	}
 	got := decode[wire.BatchResponse](t, rec)
-	if !got.Allowed || len(got.Decisions) != 2 || got.Decisions[0].ID != "k1" || got.Decisions[1].ID != "192.0.2.1" || got.Remaining != 1 {
-		t.Errorf("answer %+v; want allowed, k1 and 192.0.2.1, 1 remaining (PerIP)", got)
+	if !got.Allowed || len(got.Decisions) != 1 || got.Decisions[0].ID != "192.0.2.1" || got.Remaining != 1 {
+		t.Errorf("answer %+v; want allowed, 192.0.2.1 alone, 1 remaining (PerIP)", got)
 	}
 	if h := rec.Header().Get("RateLimit-Policy"); h != `"PerIP";q=2;w=60` {
 		t.Errorf("RateLimit-Policy = %q; want PerIP's, the deciding limit", h)
 	}
+	if n := s.remaining("Keys", "k1"); n != 2 {
+		t.Errorf("Keys k1 has %d of 3 left; want 2: the limit the body leaves out was spent too", n)
+	}
+}
+
+// decidingOnly is the body of a /v1/spend answer with only the decision of
+// the limit its RateLimit-Policy header names: what a forward-auth rule
+// with the default expose answers.
+func decidingOnly(t *testing.T, rec *httptest.ResponseRecorder) string {
+	t.Helper()
+	name, _, _ := strings.Cut(rec.Header().Get("RateLimit-Policy"), ";")
+	name, err := strconv.Unquote(name)
+	if err != nil {
+		t.Fatalf("RateLimit-Policy %q names no limit", rec.Header().Get("RateLimit-Policy"))
+	}
+	all := decode[wire.BatchResponse](t, rec)
+	only := all
+	only.Decisions = nil
+	for _, d := range all.Decisions {
+		if d.Limit == name {
+			only.Decisions = append(only.Decisions, d)
+		}
+	}
+	if len(only.Decisions) != 1 {
+		t.Fatalf("%d decisions of %s in %s", len(only.Decisions), name, rec.Body)
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(only); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 // spend is POST /v1/spend with body.
@@ -236,8 +271,9 @@ func (s *faServer) spend(body string) *httptest.ResponseRecorder {
 }
 
 // A denied request is the rule's deny status (429 by default, 403 where
-// the rule says so for nginx), with the body, the RateLimit headers and
-// Retry-After of the same spend through POST /v1/spend.
+// the rule says so for nginx), with the RateLimit headers and Retry-After
+// of the same spend through POST /v1/spend, and its body with the
+// deciding decision alone.
 func TestForwardAuthDenied(t *testing.T) {
 	tests := []struct {
 		rule   string
@@ -274,8 +310,8 @@ func TestForwardAuthDenied(t *testing.T) {
 				}
 			}
 			same := spend.spend(tt.last)
-			if rec.Body.String() != same.Body.String() {
-				t.Errorf("body\n %s\nwant that of /v1/spend\n %s", rec.Body, same.Body)
+			if want := decidingOnly(t, same); rec.Body.String() != want {
+				t.Errorf("body\n %s\nwant that of /v1/spend with the deciding decision alone\n %s", rec.Body, want)
 			}
 			for _, h := range []string{"Content-Type", "RateLimit-Policy", "RateLimit", "Retry-After"} {
 				if got, want := rec.Header().Get(h), same.Header().Get(h); got != want || got == "" {
@@ -326,8 +362,11 @@ func TestForwardAuthMissingAllow(t *testing.T) {
 		t.Fatalf("no session cookie: %d %+v; want Keys alone counted", rec.Code, got)
 	}
 	rec = s.ask("GET", "allow", faPeer, "X-Api-Key", "k1", "Cookie", "session=s1")
-	if got := decode[wire.BatchResponse](t, rec); rec.Code != 200 || len(got.Decisions) != 2 || got.Decisions[1].ID != "s1" {
-		t.Fatalf("with the cookie: %d %+v; want both counted", rec.Code, got)
+	if got := decode[wire.BatchResponse](t, rec); rec.Code != 200 || len(got.Decisions) != 1 || got.Decisions[0].ID != "k1" {
+		t.Fatalf("with the cookie: %d %+v; want Keys alone shown, the deciding limit", rec.Code, got)
+	}
+	if n := s.remaining("Sessions", "s1"); n != 99 {
+		t.Errorf("Sessions s1 has %d of 100 left; want 99, counted", n)
 	}
 
 	for _, rule := range []string{"allow", "allow-only"} {
@@ -406,9 +445,8 @@ func TestForwardAuthTrustedProxies(t *testing.T) {
 		{faPeer, "203.0.113.7", "192.0.2.1"},
 	} {
 		rec := s.ask("GET", "api", tt.peer, "X-Api-Key", "k-"+tt.id, "X-Forwarded-For", tt.xff)
-		got := decode[wire.BatchResponse](t, rec)
-		if rec.Code != 200 || len(got.Decisions) != 2 || got.Decisions[1].ID != tt.id {
-			t.Errorf("peer %s, X-Forwarded-For %q: %d %+v; want PerIP of %s", tt.peer, tt.xff, rec.Code, got, tt.id)
+		if rec.Code != 200 || s.remaining("PerIP", tt.id) != 1 {
+			t.Errorf("peer %s, X-Forwarded-For %q: %d %s; want PerIP of %s spent", tt.peer, tt.xff, rec.Code, rec.Body, tt.id)
 		}
 	}
 }
@@ -454,8 +492,8 @@ func TestForwardAuthInvalidID(t *testing.T) {
 		t.Errorf("Keys k1 has %d of 3 left after refused requests", n)
 	}
 	rec := s.ask("GET", "accounts", faPeer, "X-Api-Key", "k1", "X-Account", "42")
-	if got := decode[wire.BatchResponse](t, rec); rec.Code != 200 || got.Decisions[1].ID != "42" {
-		t.Errorf("a valid account: %d %+v", rec.Code, got)
+	if rec.Code != 200 || s.remaining("NewOrdersPerAccount", "42") != 4 {
+		t.Errorf("a valid account: %d %s; want NewOrdersPerAccount 42 spent", rec.Code, rec.Body)
 	}
 	// A header value the string kind refuses (a control character).
 	rec = s.ask("GET", "nginx", faPeer, "X-Api-Key", "a\x01b")

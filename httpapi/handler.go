@@ -253,14 +253,14 @@ func (h *handler) settle(w http.ResponseWriter, r *http.Request, op string, bd *
 // writeBatch sends a batch decision with the hand encoder, in a pooled
 // buffer.
 func (h *handler) writeBatch(w http.ResponseWriter, bd *ratelimits.BatchDecision) {
-	h.writeBatchStatus(w, http.StatusOK, bd)
+	h.writeBatchStatus(w, http.StatusOK, bd, bd.Decisions)
 }
 
-// writeBatchStatus is writeBatch with another status: forward-auth's
-// denials.
-func (h *handler) writeBatchStatus(w http.ResponseWriter, status int, bd *ratelimits.BatchDecision) {
+// writeBatchStatus is writeBatch with another status and only some of the
+// decisions: forward-auth's denials, and the decisions its rules show.
+func (h *handler) writeBatchStatus(w http.ResponseWriter, status int, bd *ratelimits.BatchDecision, decisions []ratelimits.Decision) {
 	bufp := h.bufs.Get().(*[]byte)
-	buf := appendBatch((*bufp)[:0], bd)
+	buf := appendBatchOf((*bufp)[:0], bd, decisions)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf)

@@ -210,6 +210,13 @@ func forwardAuthExchanges(method string) []exchange {
 	}
 	denied := "denied-" + strings.ToLower(method)
 	nginx := "nginx-" + strings.ToLower(method)
+	quiet := "quiet-" + strings.ToLower(method)
+	// expose: none answers without a body, Content-Type or RateLimit
+	// headers; a denial keeps Retry-After.
+	none := func(ex exchange, retryAfter string) exchange {
+		ex.answerHeaders = map[string]string{"Content-Type": "", "RateLimit": "", "RateLimit-Policy": "", "Retry-After": retryAfter}
+		return ex
+	}
 	return []exchange{
 		fa("an allowed request", "api", "key-"+strings.ToLower(method), apiToken, 200, ""),
 		fa("an allowed request with the admin token", "api", "key-"+strings.ToLower(method), adminToken, 200, ""),
@@ -218,6 +225,9 @@ func forwardAuthExchanges(method string) []exchange {
 		fa("a denial", "api", denied, apiToken, 429, ""),
 		empty(nginx),
 		fa("a denial with another status", "nginx", nginx, apiToken, 403, ""),
+		none(fa("an allowed request, expose: none", "quiet", quiet, apiToken, 200, ""), ""),
+		empty(quiet + "-denied"),
+		none(fa("a denial, expose: none", "quiet", quiet+"-denied", apiToken, 429, ""), "1"),
 		fa("a missing id", "api", "", apiToken, 429, "missing_id"),
 		{name: method + " an id its kind refuses", method: method, path: "/v1/forward-auth/ranges", token: apiToken,
 			header: map[string]string{"X-Range": "nope"}, accepted: true, status: 400, code: "invalid_id"},

@@ -23,8 +23,8 @@ import (
 
 // The configuration the OpenAPI tests serve: a limit of each algorithm, a
 // lockout, two rate counters, an id kind whose ids hold "/", a shadow
-// limit, an override, and forward-auth rules with each missing action and
-// two deny statuses.
+// limit, an override, and forward-auth rules with each missing action,
+// two deny statuses and an answer without a body (expose: none).
 const (
 	contractDefaults = `
 Plain:
@@ -106,6 +106,11 @@ rules:
     limits:
       - limit: Ranges
         id: header:X-Range
+  quiet:
+    limits:
+      - limit: Plain
+        id: header:X-Api-Key
+    expose: none
 `
 )
 

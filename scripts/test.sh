@@ -56,6 +56,25 @@ if ! have_nginx; then
   fi
 fi
 
+# The Caddy tests run Caddy (a child process of the test, no root needed, on
+# a free loopback port, without its admin endpoint) in front of the service,
+# with the shipped deploy/caddy/Caddyfile; they need the binary only, which
+# Debian installs in /usr/bin.
+have_caddy() { command -v caddy >/dev/null || [ -x /usr/bin/caddy ]; }
+if ! have_caddy; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    stage "installing caddy (apt-get)"
+    # As for nginx: the package's service may fail to start, which does not
+    # matter here.
+    apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq caddy >/dev/null || true
+  fi
+  if ! have_caddy; then
+    echo "scripts/test.sh: caddy is required (in PATH or /usr/bin); install it (e.g. sudo apt-get install -y caddy)" >&2
+    exit 1
+  fi
+fi
+
 # Build output does not belong in the tree: a tracked file over 1 MB outside
 # a testdata folder fails the run.
 stage "tracked files over 1 MB"

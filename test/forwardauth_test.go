@@ -170,8 +170,8 @@ FATight:
 `
 
 // faRules are the rules of the forward-auth tests, with %s the trusted
-// proxies: one rule per id source, then rules for denials, costs, batches
-// and each missing action.
+// proxies: one rule per id source, then rules for denials, what answers
+// show, costs, batches and each missing action.
 const faRules = `trusted_proxies: [%s]
 rules:
   ip:
@@ -201,6 +201,16 @@ rules:
     limits:
       - {limit: FATight, id: "header:X-Api-Key"}
       - {limit: FAByKey, id: "header:X-Other"}
+  pair-none:
+    limits:
+      - {limit: FATight, id: "header:X-Api-Key"}
+      - {limit: FAByKey, id: "header:X-Other"}
+    expose: none
+  pair-all:
+    limits:
+      - {limit: FATight, id: "header:X-Api-Key"}
+      - {limit: FAByKey, id: "header:X-Other"}
+    expose: all
   costly:
     limits: [{limit: FATight, id: "const:costly"}]
     cost: 2
@@ -472,8 +482,8 @@ func TestForwardAuthAnswers(t *testing.T) {
 			t.Errorf("without a key: %d %s, want only the address counted", r.Status, r.Body)
 		}
 		r = forwardAuth(t, p, "GET", "optional", "", "X-Forwarded-For: 203.0.113.20", "X-Api-Key: d1")
-		if a := decoded(t, r); r.Status != 200 || len(a.Decisions) != 2 {
-			t.Errorf("with a key: %d %s, want both counted", r.Status, r.Body)
+		if a := decoded(t, r); r.Status != 200 || len(a.Decisions) != 1 || remaining("FAByKey", "d1") != 999 || remaining("FAByIP", "203.0.113.20") != 998 {
+			t.Errorf("with a key: %d %s, want both counted, the deciding one shown", r.Status, r.Body)
 		}
 		r = forwardAuth(t, p, "GET", "optional-all", "")
 		const nothing = `{"allowed":true,"remaining":9223372036854775807,"retry_in_ms":0,"reset_in_ms":0,"decisions":[]}`
@@ -618,7 +628,7 @@ func TestForwardAuthCheckConfig(t *testing.T) {
 	overrides := writeFile(t, dir, "overrides.yaml", "[]\n")
 	good := writeFile(t, dir, "forward-auth.yaml", fmt.Sprintf(faRules, faTrusted))
 	out, err := exec.Command(binary, "check-config", "--defaults", defaults, "--overrides", overrides, "--forward-auth", good).CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "ok: ") || !strings.Contains(string(out), good+" (17 forward-auth rules)") {
+	if err != nil || !strings.HasPrefix(string(out), "ok: ") || !strings.Contains(string(out), good+" (19 forward-auth rules)") {
 		t.Errorf("check-config of a good file: %v\n%s", err, out)
 	}
 	for _, bad := range faBadRules {

@@ -58,6 +58,9 @@ func TestForwardAuthLaneAnswersAsNetHTTP(t *testing.T) {
 		{"three pipelined calls, the third denied", []string{
 			get("tight", "X-Api-Key: t1\r\n"), get("tight", "X-Api-Key: t1\r\n"), get("tight", "X-Api-Key: t1\r\n")}, 3},
 		{"the nginx rule's denial, asked with HEAD", []string{head("tight-nginx", "X-Api-Key: t1\r\n")}, 1},
+		{"answers without a body (expose: none), allowed and denied, GET and HEAD", []string{
+			get("pair-none", "X-Api-Key: n1\r\n", "X-Other: o\r\n"), head("pair-none", "X-Api-Key: n1\r\n", "X-Other: o\r\n"),
+			get("pair-none", "X-Api-Key: n1\r\n", "X-Other: o\r\n"), head("pair-none", "X-Api-Key: n1\r\n", "X-Other: o\r\n")}, 4},
 		{"a spend with a body between two calls", []string{
 			get("ip", "X-Forwarded-For: 203.0.113.9\r\n"),
 			"POST /v1/spend HTTP/1.1\r\nHost: limiter.test\r\nContent-Type: application/json\r\nContent-Length: " +

@@ -15,7 +15,7 @@ import (
 // rule's limits.
 var (
 	forwardAuthFields      = []string{"trusted_proxies", "rules"}
-	forwardAuthRuleFields  = []string{"limits", "cost", "missing", "deny_status"}
+	forwardAuthRuleFields  = []string{"limits", "cost", "missing", "deny_status", "expose"}
 	forwardAuthLimitFields = []string{"limit", "id"}
 	// forwardAuthRuleMisplaced and forwardAuthLimitMisplaced are fields
 	// written where they do not belong, each with where they go.
@@ -29,11 +29,12 @@ var (
 		"cost":        "cost belongs to the rule, next to limits",
 		"missing":     "missing belongs to the rule, next to limits",
 		"deny_status": "deny_status belongs to the rule, next to limits",
+		"expose":      "expose belongs to the rule, next to limits",
 	}
 )
 
 // forwardAuthShape reminds the operator of the rules file's format.
-const forwardAuthShape = "{trusted_proxies: [CIDR, ...], rules: {NAME: {limits: [{limit: LIMIT, id: SOURCE}, ...], cost: N, missing: deny|allow|client_ip, deny_status: 4xx}}}"
+const forwardAuthShape = "{trusted_proxies: [CIDR, ...], rules: {NAME: {limits: [{limit: LIMIT, id: SOURCE}, ...], cost: N, missing: deny|allow|client_ip, deny_status: 4xx, expose: deciding|none|all}}}"
 
 // LoadForwardAuth reads the forward-auth rules file, which says what the
 // reverse proxies' forward-auth calls count, and parses it against cfg
@@ -62,6 +63,7 @@ func LoadForwardAuth(path string, cfg *ratelimits.Config) (*forwardauth.Rules, e
 //	    cost: 1          # optional, default 1
 //	    missing: deny    # deny | allow | client_ip; optional, default deny
 //	    deny_status: 429 # optional, default 429
+//	    expose: deciding # deciding | none | all; optional, default deciding
 //
 // An empty file (or comments only, or null) means no rules, and so do the
 // explicit empty forms {}, "rules: {}" and [], which a reload accepts
@@ -221,7 +223,7 @@ func (p *forwardAuthParser) parseRules(n *yaml.Node) {
 func (p *forwardAuthParser) rule(key, n *yaml.Node) (forwardauth.Rule, bool) {
 	s := p.scope("")
 	if n.Kind != yaml.MappingNode {
-		s.add(n.Line, "rule %s must be a mapping {limits: [...], cost, missing, deny_status}, got %s", quoteShort(key.Value), describe(n))
+		s.add(n.Line, "rule %s must be a mapping {limits: [...], cost, missing, deny_status, expose}, got %s", quoteShort(key.Value), describe(n))
 		return forwardauth.Rule{}, false
 	}
 	fs := s.fields(n, forwardAuthRuleMisplaced, forwardAuthRuleFields...)
@@ -250,6 +252,15 @@ func (p *forwardAuthParser) rule(key, n *yaml.Node) (forwardauth.Rule, bool) {
 			ok = false
 		} else {
 			rule.DenyStatus = st
+		}
+	}
+	if f, has := fs["expose"]; has {
+		e, good := forwardauth.ParseExpose(f.val.Value)
+		if !isString(f.val) || !good {
+			s.add(f.val.Line, "expose must be deciding (the deciding limit only), none (nothing but Retry-After on a refusal) or all (every decision, for debugging), got %s", describe(f.val))
+			ok = false
+		} else {
+			rule.Expose = e
 		}
 	}
 	f, has := fs["limits"]

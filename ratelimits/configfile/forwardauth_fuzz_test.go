@@ -14,14 +14,15 @@ import (
 // problem, and the rules it accepts are ones the handler can serve: each
 // found by a valid name, naming known limits once each, with an id source
 // that reads back as itself when written as the file spells it, a cost of
-// at least 1, and a 4xx deny status.
+// at least 1, a 4xx deny status, and an expose value that reads back as
+// itself.
 func FuzzParseForwardAuth(f *testing.F) {
-	f.Add([]byte("trusted_proxies: [127.0.0.1/32, \"::1/128\"]\nrules:\n  api:\n    limits:\n      - limit: APIRequestsPerKey\n        id: header:x-api-key\n      - limit: RequestsPerClientIP\n        id: client_ip\n    cost: 1\n    missing: deny\n    deny_status: 429\n"))
-	f.Add([]byte("rules:\n  a.b-c_d:\n    limits: [{limit: NewOrdersPerAccount, id: const:7}, {limit: APIRequestsPerConsumer, id: cookie:s}]\n    missing: client_ip\n    deny_status: 403\n"))
-	f.Add([]byte("rules:\n  x: {limits: [{limit: RequestsPerRange, id: client_ip}, {limit: PasswordResetsPerIP, id: host}], missing: allow, cost: 3}\n  y: {limits: [{limit: RequestsPerDomain, id: path}, {limit: APIRequestsPerKey, id: method}]}\n"))
+	f.Add([]byte("trusted_proxies: [127.0.0.1/32, \"::1/128\"]\nrules:\n  api:\n    limits:\n      - limit: APIRequestsPerKey\n        id: header:x-api-key\n      - limit: RequestsPerClientIP\n        id: client_ip\n    cost: 1\n    missing: deny\n    deny_status: 429\n    expose: deciding\n"))
+	f.Add([]byte("rules:\n  a.b-c_d:\n    limits: [{limit: NewOrdersPerAccount, id: const:7}, {limit: APIRequestsPerConsumer, id: cookie:s}]\n    missing: client_ip\n    deny_status: 403\n    expose: none\n"))
+	f.Add([]byte("rules:\n  x: {limits: [{limit: RequestsPerRange, id: client_ip}, {limit: PasswordResetsPerIP, id: host}], missing: allow, cost: 3, expose: all}\n  y: {limits: [{limit: RequestsPerDomain, id: path}, {limit: APIRequestsPerKey, id: method}], expose: deciding}\n"))
 	f.Add([]byte("trusted_proxies: [10.1.2.3/8, fe80::1%eth0, ::ffff:10.0.0.0/104, 2001:db8::1]\nrules: {}\n"))
 	f.Add([]byte("rules:\n  api: &r\n    limits: [{limit: APIRequestsPerKey, id: 'const:a:b'}]\n  api2: *r\n  ..: {limits: []}\n"))
-	f.Add([]byte("rules:\n  api:\n    <<: {cost: 2}\n    limits: [{limit: APIRequestsPerKey, id: client_ip, cost: 1}]\n    deny_status: 429.5\n"))
+	f.Add([]byte("rules:\n  api:\n    <<: {cost: 2}\n    limits: [{limit: APIRequestsPerKey, id: client_ip, cost: 1}]\n    deny_status: 429.5\n    expose: None\n"))
 	f.Add([]byte("- {"))
 	f.Add([]byte(""))
 	cfg, err := configfile.Parse("defaults.yaml", []byte(faDefaults), "overrides.yaml", nil)
@@ -53,6 +54,9 @@ func FuzzParseForwardAuth(f *testing.F) {
 			}
 			if len(r.Limits) == 0 || r.Cost < 1 || r.DenyStatus < 400 || r.DenyStatus > 499 || r.Missing.String() == "" {
 				t.Fatalf("rule %q cannot be served: %+v", name, *r)
+			}
+			if again, ok := forwardauth.ParseExpose(r.Expose.String()); !ok || again != r.Expose {
+				t.Fatalf("rule %q: expose %v does not read back from %q", name, r.Expose, r.Expose.String())
 			}
 			seen := map[string]bool{}
 			for _, e := range r.Limits {

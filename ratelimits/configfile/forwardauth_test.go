@@ -75,7 +75,7 @@ func faConfig(t testing.TB) *ratelimits.Config {
 
 // A file using every field, and every id source: the rules come out as
 // written, in canonical form, with the defaults where a field is left
-// out (cost 1, missing deny, deny_status 429); trusted proxies are
+// out (cost 1, missing deny, deny_status 429, expose deciding); trusted proxies are
 // prefixes, a bare address one host, an IPv4-mapped address or prefix its
 // IPv4 form.
 func TestForwardAuthGoodFile(t *testing.T) {
@@ -98,6 +98,7 @@ rules:
     cost: 2
     missing: allow
     deny_status: 403
+    expose: none
   plain:
     limits:
       - {limit: PasswordResetsPerIP, id: client_ip}
@@ -111,10 +112,12 @@ rules:
       - {limit: RequestsPerRange, id: client_ip}
     missing: client_ip
     deny_status: 429
+    expose: all
   consts:
     limits:
       - {limit: RequestsPerDomain, id: "const:Example.COM"}
     missing: deny
+    expose: deciding
 `
 	rs, err := configfile.ParseForwardAuth(faFile, []byte(file), faConfig(t))
 	if err != nil {
@@ -142,14 +145,14 @@ rules:
 		return v
 	}
 	want := map[string]forwardauth.Rule{
-		"api": {Name: "api", Cost: 2, Missing: forwardauth.MissingAllow, DenyStatus: 403, Limits: []forwardauth.Entry{
+		"api": {Name: "api", Cost: 2, Missing: forwardauth.MissingAllow, DenyStatus: 403, Expose: forwardauth.ExposeNone, Limits: []forwardauth.Entry{
 			{Limit: "APIRequestsPerKey", Source: forwardauth.Source{Kind: forwardauth.Header, Arg: "X-Api-Key"}},
 			{Limit: "RequestsPerClientIP", Source: forwardauth.Source{Kind: forwardauth.ClientIP}},
 		}},
 		"plain": {Name: "plain", Cost: 1, Missing: forwardauth.MissingDeny, DenyStatus: 429, Limits: []forwardauth.Entry{
 			{Limit: "PasswordResetsPerIP", Source: src("client_ip")},
 		}},
-		"everything.v2": {Name: "everything.v2", Cost: 1, Missing: forwardauth.MissingClientIP, DenyStatus: 429, Limits: []forwardauth.Entry{
+		"everything.v2": {Name: "everything.v2", Cost: 1, Missing: forwardauth.MissingClientIP, DenyStatus: 429, Expose: forwardauth.ExposeAll, Limits: []forwardauth.Entry{
 			{Limit: "APIRequestsPerConsumer", Source: src("cookie:session")},
 			{Limit: "APIRequestsPerKey", Source: src("method")},
 			{Limit: "RequestsPerClientIP", Source: src("host")},
@@ -167,7 +170,7 @@ rules:
 			t.Errorf("rule %s not loaded", name)
 			continue
 		}
-		if got.Name != w.Name || got.Cost != w.Cost || got.Missing != w.Missing || got.DenyStatus != w.DenyStatus || !slices.Equal(got.Limits, w.Limits) {
+		if got.Name != w.Name || got.Cost != w.Cost || got.Missing != w.Missing || got.DenyStatus != w.DenyStatus || got.Expose != w.Expose || !slices.Equal(got.Limits, w.Limits) {
 			t.Errorf("rule %s =\n %+v\nwant\n %+v", name, *got, w)
 		}
 	}
@@ -253,7 +256,7 @@ func TestForwardAuthProblems(t *testing.T) {
 		{"a rule of null", "rules:\n  api:\n", []faProblem{{2, "", `rule "api" must be a mapping`}}},
 
 		// Fields of a rule.
-		{"an unknown field of a rule", rule(key + "    costs: 2\n"), []faProblem{{6, "", `unknown field "costs" (allowed: limits, cost, missing, deny_status)`}}},
+		{"an unknown field of a rule", rule(key + "    costs: 2\n"), []faProblem{{6, "", `unknown field "costs" (allowed: limits, cost, missing, deny_status, expose)`}}},
 		{"limit written on the rule", rule("    limit: APIRequestsPerKey\n    id: client_ip\n"), []faProblem{
 			{3, "", "a rule lists its limits under limits:"},
 			{3, "", `rule "api": missing limits`}, // at the rule's first line
@@ -271,6 +274,7 @@ func TestForwardAuthProblems(t *testing.T) {
 		{"cost on a limit", rule(key + "        cost: 2\n"), []faProblem{{6, "", "cost belongs to the rule"}}},
 		{"missing on a limit", rule(key + "        missing: allow\n"), []faProblem{{6, "", "missing belongs to the rule"}}},
 		{"deny_status on a limit", rule(key + "        deny_status: 403\n"), []faProblem{{6, "", "deny_status belongs to the rule"}}},
+		{"expose on a limit", rule(key + "        expose: none\n"), []faProblem{{6, "", "expose belongs to the rule"}}},
 		{"a limit without its name", rule("    limits:\n      - id: client_ip\n"), []faProblem{{4, "", "missing limit"}}},
 		{"a limit name that is not a string", rule("    limits:\n      - {limit: [a], id: client_ip}\n"), []faProblem{{4, "", "limit must be a limit name, got a list"}}},
 		{"an empty limit name", rule("    limits:\n      - {limit: '', id: client_ip}\n"), []faProblem{{4, "", `limit must be a limit name, got the string ""`}}},
@@ -357,6 +361,16 @@ func TestForwardAuthProblems(t *testing.T) {
 		{"deny_status 429.0", rule(key + "    deny_status: 429.0\n"), []faProblem{{6, "", "got the number 429.0"}}},
 		{"deny_status null", rule(key + "    deny_status:\n"), []faProblem{{6, "", "got no value"}}},
 		{"deny_status true", rule(key + "    deny_status: true\n"), []faProblem{{6, "", "got the boolean true"}}},
+
+		// expose.
+		{"expose: bogus", rule(key + "    expose: bogus\n"), []faProblem{{6, "", `expose must be deciding (the deciding limit only), none (nothing but Retry-After on a refusal) or all (every decision, for debugging), got the string "bogus"`}}},
+		{"expose: None", rule(key + "    expose: None\n"), []faProblem{{6, "", `got the string "None"`}}},
+		{"expose: an empty string", rule(key + "    expose: ''\n"), []faProblem{{6, "", `got the string ""`}}},
+		{"expose: false", rule(key + "    expose: false\n"), []faProblem{{6, "", "got the boolean false"}}},
+		{"expose: 0", rule(key + "    expose: 0\n"), []faProblem{{6, "", "got the integer 0"}}},
+		{"expose: a list", rule(key + "    expose: [all]\n"), []faProblem{{6, "", "got a list"}}},
+		{"expose: null", rule(key + "    expose:\n"), []faProblem{{6, "", "got no value"}}},
+		{"expose twice", rule(key + "    expose: none\n    expose: all\n"), []faProblem{{7, "", `duplicate field "expose" (first at line 6)`}}},
 	}
 	cfg := faConfig(t)
 	for _, tt := range tests {
@@ -437,6 +451,7 @@ rules:
     limits: [{limit: PasswordResetsPerIP, id: client_ip}]
     cost: 4
     missing: maybe
+    expose: some
 typo: 1
 `
 	checkProblems(t, faProblems(t, file, faConfig(t)), []faProblem{
@@ -453,7 +468,8 @@ typo: 1
 		{19, "", `rule "good" is given twice (first at line 5)`},
 		{21, "PasswordResetsPerIP", "cost 4, above the 3"},
 		{24, "", "missing must be deny, allow or client_ip"},
-		{25, "", `unknown field "typo"`},
+		{25, "", "expose must be deciding"},
+		{26, "", `unknown field "typo"`},
 	})
 }
 
@@ -475,10 +491,11 @@ func TestForwardAuthWithoutConfig(t *testing.T) {
 	if err != nil || rs.Count() != 1 {
 		t.Fatalf("ParseForwardAuth with no configuration = %v, %v; want the rule", rs, err)
 	}
-	checkProblems(t, faProblems(t, "trusted_proxies: [10.0.0.1/8]\nrules:\n  api:\n    limits: [{limit: NoSuchLimit, id: ip}]\n    deny_status: 302\n", nil), []faProblem{
+	checkProblems(t, faProblems(t, "trusted_proxies: [10.0.0.1/8]\nrules:\n  api:\n    limits: [{limit: NoSuchLimit, id: ip}]\n    deny_status: 302\n    expose: everything\n", nil), []faProblem{
 		{1, "", "has bits set"},
 		{4, "", `invalid id source "ip"`},
 		{5, "", "deny_status must be a 4xx status"},
+		{6, "", "expose must be deciding"},
 	})
 }
 
@@ -525,7 +542,8 @@ func TestForwardAuthLoadFiles(t *testing.T) {
 }
 
 // The bundled rules file loads against the bundled limit files, and has
-// a rule for each proxy its comments name.
+// a rule for each proxy its comments name; the password-reset form's
+// answers show nothing of its limits.
 func TestForwardAuthBundledFile(t *testing.T) {
 	cfg, err := configfile.Load("../../config/defaults.yaml", "../../config/overrides.yaml")
 	if err != nil {
@@ -547,6 +565,9 @@ func TestForwardAuthBundledFile(t *testing.T) {
 		if name == "api-nginx" && r.DenyStatus != 403 {
 			t.Errorf("rule api-nginx answers %d; nginx's auth_request needs 403", r.DenyStatus)
 		}
+	}
+	if r, ok := rs.Rule("password-reset"); !ok || r.Expose != forwardauth.ExposeNone {
+		t.Errorf("rule password-reset: %+v, %v; want expose: none", r, ok)
 	}
 	if !rs.Trusts(netip.MustParseAddr("127.0.0.1")) || !rs.Trusts(netip.MustParseAddr("::1")) || rs.Trusts(netip.MustParseAddr("192.0.2.1")) {
 		t.Errorf("the bundled file trusts %v; want loopback only", rs.TrustedProxies())
