@@ -104,16 +104,18 @@ func (c *Conn) Close() error { return c.nc.Close() }
 // Open starts n calls of method (a full name, "/package.Service/Method")
 // whose request never comes: a HEADERS frame each, with no body and
 // without END_STREAM, written at once whatever the server's limit on
-// streams. It returns once they are written.
-func (c *Conn) Open(method string, n int) error {
+// streams. Each call has header's fields (name, value) beside gRPC's
+// own, grpc-timeout for one. It returns once they are written.
+func (c *Conn) Open(method string, n int, header ...[2]string) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	fields := append([][2]string{
+		{":method", "POST"}, {":scheme", "http"}, {":path", method}, {":authority", c.addr},
+		{"content-type", "application/grpc"}, {"te", "trailers"},
+	}, header...)
 	for range n {
 		c.hbuf.Reset()
-		for _, f := range [][2]string{
-			{":method", "POST"}, {":scheme", "http"}, {":path", method}, {":authority", c.addr},
-			{"content-type", "application/grpc"}, {"te", "trailers"},
-		} {
+		for _, f := range fields {
 			if err := c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
 				return err
 			}
