@@ -142,11 +142,20 @@ func streamingMethods(srv *grpc.Server) map[string]bool {
 // is the one place a deadline covers the wait for the request: gRPC reads
 // a unary call's request before it runs the interceptors and the
 // handler, so neither is reached by a call whose request never comes, and
-// the context such a call waits on is this one. A client's deadline
-// (grpc-timeout) is already on ctx, and the earlier of the two wins.
+// the context such a call waits on is this one.
+//
+// A client's deadline (grpc-timeout) is already on ctx, and gRPC ends the
+// call then. When it comes no later than the call timeout, as Envoy's
+// does (it sends its timeout, 20 ms by default), the call is left as it
+// is: a deadline of its own would cost every call a timer and a context
+// (8 allocations, some 5% of a call's time in BenchmarkShouldRateLimit)
+// and change nothing.
 func (s *Server) bound(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if s.streaming[info.FullMethodName] {
 		return awaitRequest(ctx, s.callTimeout), nil
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.callTimeout {
+		return ctx, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	// gRPC cancels ctx's parent when the call ends, which releases ctx

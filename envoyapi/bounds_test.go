@@ -133,6 +133,43 @@ func TestHalfOpenCallsAreBounded(t *testing.T) {
 	}
 }
 
+// Of a client's own deadline (grpc-timeout) and the call timeout, the
+// earlier ends a call whose request never comes. At the client's
+// deadline gRPC resets the stream, and the answer DEADLINE_EXCEEDED may or
+// may not make it first; the call timeout ends the call with that answer,
+// then a reset (the client never ended its side).
+func TestTheEarlierDeadlineEndsTheCall(t *testing.T) {
+	const short = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name        string
+		callTimeout time.Duration
+		grpcTimeout string
+		mustAnswer  bool
+	}{
+		{"the client's", time.Minute, "200m", false},
+		{"the server's", short, "60S", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, withBounds(envoyapi.Bounds{CallTimeout: tc.callTimeout}))
+			c := dialRaw(t, h)
+			began := time.Now()
+			if err := c.Open(rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, 1, [2]string{"grpc-timeout", tc.grpcTimeout}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			counts, err := c.Wait(ctx, func(n rawgrpc.Counts) bool { return n.Reset > 0 })
+			answered := counts.Status[codes.DeadlineExceeded]
+			if err != nil || counts.Reset != 1 || len(counts.Status) != answered || tc.mustAnswer && answered != 1 {
+				t.Fatalf("%v, %+v; want the call reset, after DEADLINE_EXCEEDED if anything", err, counts)
+			}
+			if ended := time.Since(began); ended < short || ended > short+5*time.Second {
+				t.Errorf("the call ended after %v; want about %v", ended, short)
+			}
+		})
+	}
+}
+
 // A streaming call (a health watch, reflection) whose first request does
 // not come within the call timeout ends with DEADLINE_EXCEEDED too, while
 // a watch that has its request stays open past it.
