@@ -15,14 +15,22 @@ import (
 const (
 	// DefaultMaxConcurrentStreams: a call the server holds costs about
 	// 11 KiB, its goroutine's stack and the stream's state (20,000 calls
-	// without a request held 220 MiB), so a connection at the cap holds
-	// about 11 MiB. Envoy multiplexes its
-	// calls over one connection per worker thread and waits for each at
-	// most its timeout (20 ms by default), so 1000 calls under way on one
+	// without a request held 220 MiB), and its headers, so a connection
+	// at the cap holds some 11 MiB, and 27 MiB at most with headers of
+	// DefaultMaxHeaderBytes. Envoy multiplexes its calls over one
+	// connection per worker thread and waits for each at most its
+	// timeout (20 ms by default), so 1000 calls under way on one
 	// connection would be some 50,000 calls a second from one worker,
 	// more than a worker makes; and a connection at the limit the server
 	// advertises does not make Envoy wait: its pool opens another.
 	DefaultMaxConcurrentStreams = 1000
+	// DefaultMaxHeaderBytes is far more than the headers Envoy sends to
+	// the service (its own, a token, tracing), where gRPC's default, 16
+	// MiB, would let each call hold that much: a header gRPC decodes
+	// from base64 (a "-bin" one) is new memory even when HPACK sent it as
+	// a one-byte reference to a header sent before, so 20 calls of a few
+	// KiB each on the wire held 320 MiB.
+	DefaultMaxHeaderBytes = 16 << 10
 	// DefaultCallTimeout is far above what Envoy waits for an answer
 	// (its timeout: 20 ms by default) and above any sensible source
 	// timeout (100 ms by default), and short enough that calls whose
@@ -47,8 +55,8 @@ const (
 )
 
 // Bounds are what one client may hold of the server: calls at once on a
-// connection, how long a call may last, how often it may ping, and how
-// long a connection may live. Without them, one connection opening calls
+// connection and the size of their headers, how long a call may last,
+// how often a client may ping, and how long a connection may live. Without them, one connection opening calls
 // it never sends the request of keeps a goroutine and the call's state
 // each, for as long as it stays connected. A zero field takes its
 // default.
@@ -60,6 +68,12 @@ type Bounds struct {
 	// the stream workers are shared, and a call finding none free gets a
 	// goroutine of its own. DefaultMaxConcurrentStreams when <= 0.
 	MaxConcurrentStreams int
+	// MaxHeaderBytes is the largest size of one call's headers
+	// (metadata), as HTTP/2 counts it (each field's name and value, and
+	// 32 bytes). The server announces it when the connection opens, and
+	// resets a call with larger headers (FRAME_SIZE_ERROR).
+	// DefaultMaxHeaderBytes when <= 0.
+	MaxHeaderBytes int
 	// CallTimeout bounds a call from the moment its headers arrive. A
 	// unary call (ShouldRateLimit, a health check) not answered by then,
 	// whether its request never came or deciding took that long, ends with
@@ -93,6 +107,9 @@ func (b Bounds) withDefaults() Bounds {
 	if b.MaxConcurrentStreams <= 0 {
 		b.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+	if b.MaxHeaderBytes <= 0 {
+		b.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	orDefault := func(d *time.Duration, def time.Duration) {
 		if *d <= 0 {
 			*d = def
@@ -113,6 +130,7 @@ func (s *Server) boundOptions(b Bounds) []grpc.ServerOption {
 		// reading the connection while as many handlers run as the limit
 		// (a stream the client reset may leave its handler running).
 		grpc.MaxConcurrentStreams(uint32(min(b.MaxConcurrentStreams, math.MaxUint32))),
+		grpc.MaxHeaderListSize(uint32(min(b.MaxHeaderBytes, math.MaxUint32))),
 		grpc.InTapHandle(s.bound),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: b.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{

@@ -1,7 +1,9 @@
 package envoyapi_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"runtime"
 	"testing"
 	"time"
@@ -76,14 +78,14 @@ func TestHalfOpenCallsAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	arrived := time.Since(began)
-	goroutines, bytes := held()
+	goroutines, heldBytes := held()
 	refused := c.Counts().Refused
 	t.Logf("%d calls without a request arrived in %v: goroutines %d then %d, heap and stacks %d KiB then %d KiB, %d refused",
-		attack, arrived, baseGoroutines, goroutines, baseBytes>>10, bytes>>10, refused)
+		attack, arrived, baseGoroutines, goroutines, baseBytes>>10, heldBytes>>10, refused)
 	if limit := baseGoroutines + maxStreams + 50; goroutines > limit {
 		t.Errorf("%d goroutines with the calls under way (%d before); want at most %d: the stream cap and some slack", goroutines, baseGoroutines, limit)
 	}
-	if grew, limit := int64(bytes)-int64(baseBytes), int64(maxStreams*perCall+memorySlack); grew > limit {
+	if grew, limit := int64(heldBytes)-int64(baseBytes), int64(maxStreams*perCall+memorySlack); grew > limit {
 		t.Errorf("heap and stacks grew by %d KiB with the calls under way; want at most %d KiB", grew>>10, limit>>10)
 	}
 	if refused < attack-maxStreams {
@@ -131,6 +133,38 @@ func TestHalfOpenCallsAreBounded(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A call's headers are bounded too. Calls whose headers repeat a "-bin"
+// header HPACK sends as a byte or two, and gRPC would decode into new
+// memory each time, some 11 MiB a call from a few KiB on the wire, are
+// reset at once, and the server holds nothing of them.
+func TestLargeHeadersAreRefused(t *testing.T) {
+	const calls = 20
+	h := start(t) // the default bounds
+	_, baseBytes := held()
+	c := dialRaw(t, h)
+	value := base64.RawStdEncoding.EncodeToString(bytes.Repeat([]byte{'x'}, 2900))
+	header := make([][2]string, 4000)
+	for i := range header {
+		header[i] = [2]string{"x-padding-bin", value}
+	}
+	if err := c.Open(rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, calls, header...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, heldBytes := held()
+	if grew := int64(heldBytes) - int64(baseBytes); grew > 8<<20 {
+		t.Errorf("heap and stacks grew by %d KiB with %d calls of large headers; want at most 8 MiB", grew>>10, calls)
+	}
+	if n := c.Counts(); n.Reset != calls {
+		t.Errorf("%+v; want all %d calls reset", n, calls)
+	}
+	h.call(request("edge", desc("user", "after-large-headers")))
 }
 
 // Of a client's own deadline (grpc-timeout) and the call timeout, the
