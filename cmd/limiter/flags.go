@@ -171,6 +171,8 @@ func (f *serveFlags) settings() []setting {
 			usage: "serve Envoy's rate-limit service (gRPC, envoy.service.ratelimit.v3), with gRPC health and reflection, on this address; off when empty"},
 		{name: "grpc-max-concurrent-streams", bind: intVar(&f.grpcBounds.MaxConcurrentStreams, envoyapi.DefaultMaxConcurrentStreams), check: positive(&f.grpcBounds.MaxConcurrentStreams),
 			usage: "most gRPC calls one connection may have under way at once, and so most goroutines and memory it holds; calls beyond are refused (REFUSED_STREAM), and Envoy opens another connection"},
+		{name: "grpc-max-header-bytes", bind: intVar(&f.grpcBounds.MaxHeaderBytes, envoyapi.DefaultMaxHeaderBytes), check: positive(&f.grpcBounds.MaxHeaderBytes),
+			usage: "largest size of one gRPC call's headers (metadata), as HTTP/2 counts them; a call with larger ones is reset"},
 		{name: "grpc-call-timeout", bind: durationVar(&f.grpcBounds.CallTimeout, envoyapi.DefaultCallTimeout), check: positive(&f.grpcBounds.CallTimeout),
 			usage: "longest a gRPC call may last from its headers, its request's arrival included, before it ends with DEADLINE_EXCEEDED (for a health watch or reflection, the wait for its first request); keep it above --source-timeout"},
 		{name: "grpc-keepalive-min-time", bind: durationVar(&f.grpcBounds.KeepaliveMinTime, envoyapi.DefaultKeepaliveMinTime), check: positive(&f.grpcBounds.KeepaliveMinTime),

@@ -57,6 +57,7 @@ func TestServeFlagsNameTheBadValue(t *testing.T) {
 		{"grpc-max-concurrent-streams", []string{"--grpc-max-concurrent-streams=0"}, nil, []string{"--grpc-max-concurrent-streams=0: must be positive"}},
 		{"grpc-call-timeout from the environment", nil, map[string]string{"LIMITER_GRPC_CALL_TIMEOUT": "0s"},
 			[]string{"LIMITER_GRPC_CALL_TIMEOUT=0s (--grpc-call-timeout): must be positive"}},
+		{"grpc-max-header-bytes", []string{"--grpc-max-header-bytes=0"}, nil, []string{"--grpc-max-header-bytes=0: must be positive"}},
 		{"grpc-max-connection-age-grace", []string{"--grpc-max-connection-age-grace=-1s"}, nil, []string{"--grpc-max-connection-age-grace=-1s: must be positive"}},
 		{"two at once", []string{"--max-batch=0", "--shutdown-timeout=0s"}, nil,
 			[]string{"--max-batch=0: must be positive", "--shutdown-timeout=0s: must be positive"}},
@@ -80,7 +81,7 @@ func TestServeFlagsNameTheBadValue(t *testing.T) {
 			[]string{"--redis-groups=16777217: want 0"}},
 	}
 	allChecked := []string{"max-buckets", "max-body-bytes", "max-batch", "source-timeout", "shutdown-timeout", "reload-interval",
-		"gc-heap-floor-mib", "grpc-max-concurrent-streams", "grpc-call-timeout", "grpc-keepalive-min-time", "grpc-max-connection-idle",
+		"gc-heap-floor-mib", "grpc-max-concurrent-streams", "grpc-max-header-bytes", "grpc-call-timeout", "grpc-keepalive-min-time", "grpc-max-connection-idle",
 		"grpc-max-connection-age", "grpc-max-connection-age-grace", "redis-pool-size", "redis-dial-timeout", "redis-read-timeout", "redis-write-timeout", "redis-expiry-margin", "redis-groups"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,6 +219,7 @@ func TestServeFlagsForEnvoy(t *testing.T) {
 func TestServeFlagsBoundGRPCClients(t *testing.T) {
 	defaults := envoyapi.Bounds{
 		MaxConcurrentStreams:  envoyapi.DefaultMaxConcurrentStreams,
+		MaxHeaderBytes:        envoyapi.DefaultMaxHeaderBytes,
 		CallTimeout:           envoyapi.DefaultCallTimeout,
 		KeepaliveMinTime:      envoyapi.DefaultKeepaliveMinTime,
 		MaxConnectionIdle:     envoyapi.DefaultMaxConnectionIdle,
@@ -226,6 +228,7 @@ func TestServeFlagsBoundGRPCClients(t *testing.T) {
 	}
 	given := envoyapi.Bounds{
 		MaxConcurrentStreams:  50,
+		MaxHeaderBytes:        4096,
 		CallTimeout:           time.Second,
 		KeepaliveMinTime:      10 * time.Second,
 		MaxConnectionIdle:     time.Minute,
@@ -234,13 +237,14 @@ func TestServeFlagsBoundGRPCClients(t *testing.T) {
 	}
 	env := map[string]string{
 		"LIMITER_GRPC_MAX_CONCURRENT_STREAMS":   "50",
+		"LIMITER_GRPC_MAX_HEADER_BYTES":         "4096",
 		"LIMITER_GRPC_CALL_TIMEOUT":             "1s",
 		"LIMITER_GRPC_KEEPALIVE_MIN_TIME":       "10s",
 		"LIMITER_GRPC_MAX_CONNECTION_IDLE":      "1m",
 		"LIMITER_GRPC_MAX_CONNECTION_AGE":       "1h",
 		"LIMITER_GRPC_MAX_CONNECTION_AGE_GRACE": "20s",
 	}
-	flags := []string{"--grpc-max-concurrent-streams=50", "--grpc-call-timeout=1s", "--grpc-keepalive-min-time=10s",
+	flags := []string{"--grpc-max-concurrent-streams=50", "--grpc-max-header-bytes=4096", "--grpc-call-timeout=1s", "--grpc-keepalive-min-time=10s",
 		"--grpc-max-connection-idle=1m", "--grpc-max-connection-age=1h", "--grpc-max-connection-age-grace=20s"}
 	tests := []struct {
 		name string
