@@ -40,10 +40,13 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 
 // stream wraps every streaming call (health watches, reflection, and
 // calls to methods the server does not have) as unary does, without the
-// token check: none of them needs one.
+// token check: none of them needs one. It also lifts the call's timeout
+// once its first request has come (awaitingRequest).
 func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	start := time.Now()
+	ss, ended := awaitingRequest(ss)
 	defer func() {
+		ended()
 		if v := recover(); v != nil {
 			s.panicked(info.FullMethod, v)
 			err = status.Error(codes.Internal, msgInternal)

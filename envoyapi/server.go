@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/limiter-dev/limiter/bearer"
@@ -66,6 +65,9 @@ type Options struct {
 	// MaxMessageBytes bounds the size of one request
 	// (DefaultMaxMessageBytes when <= 0).
 	MaxMessageBytes int
+	// Bounds are what one client may hold of the server; each zero field
+	// takes its default.
+	Bounds Bounds
 }
 
 // Server is Envoy's rate-limit service with its health and reflection
@@ -78,6 +80,10 @@ type Server struct {
 	decisions      *decisionmetrics.Metrics
 	requests       *requestMetrics
 	maxDescriptors int
+	callTimeout    time.Duration // Bounds.CallTimeout
+	// streaming are the full names of the streaming methods, set once
+	// the services are registered, before any call.
+	streaming map[string]bool
 
 	grpc   *grpc.Server
 	health *health.Server
@@ -110,21 +116,24 @@ func New(opts Options) *Server {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	bounds := opts.Bounds.withDefaults()
 	s := &Server{
 		limiter:        opts.Limiter,
 		tokens:         opts.Tokens,
 		log:            opts.Logger,
 		decisions:      opts.Decisions,
 		maxDescriptors: opts.MaxDescriptors,
+		callTimeout:    bounds.CallTimeout,
 		health:         health.NewServer(),
 		probeDone:      make(chan struct{}),
 	}
 	s.rules.Store(opts.Rules)
 	s.probeCtx, s.stopProbe = context.WithCancel(context.Background())
-	s.grpc = grpc.NewServer(s.serverOptions(opts.MaxMessageBytes)...)
+	s.grpc = grpc.NewServer(s.serverOptions(opts.MaxMessageBytes, bounds)...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, rateLimitService{s: s})
 	healthgrpc.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
+	s.streaming = streamingMethods(s.grpc)
 	s.requests = newRequestMetrics(opts.Registry, s.grpc)
 	// Not serving until the first probe has seen the source answer.
 	s.setHealth(false)
@@ -132,10 +141,10 @@ func New(opts Options) *Server {
 }
 
 // serverOptions are the gRPC server's options: the interceptors, the
-// request size bound, a pool of stream workers, and keepalive pings as
-// Envoy may send them.
-func (s *Server) serverOptions(maxMessageBytes int) []grpc.ServerOption {
-	return []grpc.ServerOption{
+// request size bound, a pool of stream workers, and the bounds on every
+// client (boundOptions).
+func (s *Server) serverOptions(maxMessageBytes int, bounds Bounds) []grpc.ServerOption {
+	return append([]grpc.ServerOption{
 		grpc.UnaryInterceptor(s.unary),
 		grpc.StreamInterceptor(s.stream),
 		grpc.UnknownServiceHandler(unknownMethod),
@@ -149,13 +158,7 @@ func (s *Server) serverOptions(maxMessageBytes int) []grpc.ServerOption {
 		// as without workers. Buffer and window sizes and shared write
 		// buffers made no measurable difference, so they are left alone.
 		grpc.NumStreamWorkers(streamWorkers),
-		// Envoy keeps its connection to the service open and may ping it
-		// (http2_protocol_options.connection_keepalive) every few seconds,
-		// also while no call is under way. gRPC's default policy answers
-		// pings more often than every 5 minutes by closing the connection
-		// ("too_many_pings"); allow them down to every 5 seconds.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}
+	}, s.boundOptions(bounds)...)
 }
 
 // SetRules puts r in use from the next request on, as a reload does; nil

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/limiter-dev/limiter/envoyapi"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/source/redis"
@@ -180,6 +181,20 @@ func (f *serveFlags) settings() []setting {
 		{name: "listen", bind: stringVar(&f.listen, "127.0.0.1:8080"), usage: "address to serve HTTP on: host:port, or unix:PATH for a Unix socket (a proxy on the same host)"},
 		{name: "grpc-listen", bind: stringVar(&f.grpcListen, ""),
 			usage: "serve Envoy's rate-limit service (gRPC, envoy.service.ratelimit.v3), with gRPC health and reflection, on this address; off when empty"},
+		{name: "grpc-max-concurrent-streams", bind: intVar(&f.grpcBounds.MaxConcurrentStreams, envoyapi.DefaultMaxConcurrentStreams), check: positive(&f.grpcBounds.MaxConcurrentStreams),
+			usage: "most gRPC calls one connection may have under way at once, and so most goroutines and memory it holds; calls beyond are refused (REFUSED_STREAM), and Envoy opens another connection"},
+		{name: "grpc-max-header-bytes", bind: intVar(&f.grpcBounds.MaxHeaderBytes, envoyapi.DefaultMaxHeaderBytes), check: positive(&f.grpcBounds.MaxHeaderBytes),
+			usage: "largest size of one gRPC call's headers (metadata), as HTTP/2 counts them; a call with larger ones is reset"},
+		{name: "grpc-call-timeout", bind: durationVar(&f.grpcBounds.CallTimeout, envoyapi.DefaultCallTimeout), check: positive(&f.grpcBounds.CallTimeout),
+			usage: "longest a gRPC call may last from its headers, its request's arrival included, before it ends with DEADLINE_EXCEEDED (for a health watch or reflection, the wait for its first request); keep it above --source-timeout"},
+		{name: "grpc-keepalive-min-time", bind: durationVar(&f.grpcBounds.KeepaliveMinTime, envoyapi.DefaultKeepaliveMinTime), check: positive(&f.grpcBounds.KeepaliveMinTime),
+			usage: "shortest time between a gRPC client's pings, with or without calls under way; a client pinging more often is disconnected (GOAWAY too_many_pings)"},
+		{name: "grpc-max-connection-idle", bind: durationVar(&f.grpcBounds.MaxConnectionIdle, envoyapi.DefaultMaxConnectionIdle), check: positive(&f.grpcBounds.MaxConnectionIdle),
+			usage: "close a gRPC connection (GOAWAY) that has had no call under way for this long"},
+		{name: "grpc-max-connection-age", bind: durationVar(&f.grpcBounds.MaxConnectionAge, envoyapi.DefaultMaxConnectionAge), check: positive(&f.grpcBounds.MaxConnectionAge),
+			usage: "close a gRPC connection (GOAWAY; the client reconnects) once it is this old, give or take a tenth"},
+		{name: "grpc-max-connection-age-grace", bind: durationVar(&f.grpcBounds.MaxConnectionAgeGrace, envoyapi.DefaultMaxConnectionAgeGrace), check: positive(&f.grpcBounds.MaxConnectionAgeGrace),
+			usage: "how long calls under way on a gRPC connection closed for its age may finish before it is cut"},
 		{name: "source", bind: stringVar(&f.source, "memory"),
 			usage: "bucket source: memory, redis://host:port[/db] (rediss:// for TLS), or redis-cluster://host:port[,host:port...] (rediss-cluster:// for TLS)"},
 		{name: "max-buckets", bind: intVar(&f.maxBuckets, 1_000_000), check: positive(&f.maxBuckets), scope: memoryOnly,

@@ -42,6 +42,7 @@ type serveFlags struct {
 	redisFlags
 	listen          string
 	grpcListen      string
+	grpcBounds      envoyapi.Bounds
 	source          string
 	maxBuckets      int
 	maxBodyBytes    int64
@@ -294,6 +295,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 			Decisions:       decisions,
 			MaxDescriptors:  f.maxBatch,
 			MaxMessageBytes: int(min(f.maxBodyBytes, math.MaxInt32)),
+			Bounds:          f.grpcBounds,
 		})}
 		reload.setRules = envoy.srv.SetRules
 	}

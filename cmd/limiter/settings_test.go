@@ -7,6 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/limiter-dev/limiter/envoyapi"
 )
 
 // Every flag reads the environment variable envName derives from it, so
@@ -51,6 +54,11 @@ func TestServeFlagsNameTheBadValue(t *testing.T) {
 		{"shutdown-timeout", []string{"--shutdown-timeout=-1s"}, nil, []string{"--shutdown-timeout=-1s: must be positive"}},
 		{"reload-interval", []string{"--reload-interval=-1s"}, nil, []string{"--reload-interval=-1s: must not be negative"}},
 		{"gc-heap-floor-mib", []string{"--gc-heap-floor-mib=-1"}, nil, []string{"--gc-heap-floor-mib=-1: must not be negative"}},
+		{"grpc-max-concurrent-streams", []string{"--grpc-max-concurrent-streams=0"}, nil, []string{"--grpc-max-concurrent-streams=0: must be positive"}},
+		{"grpc-call-timeout from the environment", nil, map[string]string{"LIMITER_GRPC_CALL_TIMEOUT": "0s"},
+			[]string{"LIMITER_GRPC_CALL_TIMEOUT=0s (--grpc-call-timeout): must be positive"}},
+		{"grpc-max-header-bytes", []string{"--grpc-max-header-bytes=0"}, nil, []string{"--grpc-max-header-bytes=0: must be positive"}},
+		{"grpc-max-connection-age-grace", []string{"--grpc-max-connection-age-grace=-1s"}, nil, []string{"--grpc-max-connection-age-grace=-1s: must be positive"}},
 		{"two at once", []string{"--max-batch=0", "--shutdown-timeout=0s"}, nil,
 			[]string{"--max-batch=0: must be positive", "--shutdown-timeout=0s: must be positive"}},
 		{"from the environment", nil, map[string]string{"LIMITER_MAX_BATCH": "0"},
@@ -73,7 +81,8 @@ func TestServeFlagsNameTheBadValue(t *testing.T) {
 			[]string{"--redis-groups=16777217: want 0"}},
 	}
 	allChecked := []string{"max-buckets", "max-body-bytes", "max-batch", "source-timeout", "shutdown-timeout", "reload-interval",
-		"gc-heap-floor-mib", "redis-pool-size", "redis-dial-timeout", "redis-read-timeout", "redis-write-timeout", "redis-expiry-margin", "redis-groups"}
+		"gc-heap-floor-mib", "grpc-max-concurrent-streams", "grpc-max-header-bytes", "grpc-call-timeout", "grpc-keepalive-min-time", "grpc-max-connection-idle",
+		"grpc-max-connection-age", "grpc-max-connection-age-grace", "redis-pool-size", "redis-dial-timeout", "redis-read-timeout", "redis-write-timeout", "redis-expiry-margin", "redis-groups"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {
@@ -200,6 +209,66 @@ func TestServeFlagsForEnvoy(t *testing.T) {
 			}
 			if f.grpcListen != tt.wantGRPC || f.descriptors != tt.wantDescriptors {
 				t.Errorf("grpcListen %q, descriptors %q; want %q, %q", f.grpcListen, f.descriptors, tt.wantGRPC, tt.wantDescriptors)
+			}
+		})
+	}
+}
+
+// The bounds on gRPC clients are envoyapi's defaults unless given; the
+// environment gives them, and a flag beats the environment.
+func TestServeFlagsBoundGRPCClients(t *testing.T) {
+	defaults := envoyapi.Bounds{
+		MaxConcurrentStreams:  envoyapi.DefaultMaxConcurrentStreams,
+		MaxHeaderBytes:        envoyapi.DefaultMaxHeaderBytes,
+		CallTimeout:           envoyapi.DefaultCallTimeout,
+		KeepaliveMinTime:      envoyapi.DefaultKeepaliveMinTime,
+		MaxConnectionIdle:     envoyapi.DefaultMaxConnectionIdle,
+		MaxConnectionAge:      envoyapi.DefaultMaxConnectionAge,
+		MaxConnectionAgeGrace: envoyapi.DefaultMaxConnectionAgeGrace,
+	}
+	given := envoyapi.Bounds{
+		MaxConcurrentStreams:  50,
+		MaxHeaderBytes:        4096,
+		CallTimeout:           time.Second,
+		KeepaliveMinTime:      10 * time.Second,
+		MaxConnectionIdle:     time.Minute,
+		MaxConnectionAge:      time.Hour,
+		MaxConnectionAgeGrace: 20 * time.Second,
+	}
+	env := map[string]string{
+		"LIMITER_GRPC_MAX_CONCURRENT_STREAMS":   "50",
+		"LIMITER_GRPC_MAX_HEADER_BYTES":         "4096",
+		"LIMITER_GRPC_CALL_TIMEOUT":             "1s",
+		"LIMITER_GRPC_KEEPALIVE_MIN_TIME":       "10s",
+		"LIMITER_GRPC_MAX_CONNECTION_IDLE":      "1m",
+		"LIMITER_GRPC_MAX_CONNECTION_AGE":       "1h",
+		"LIMITER_GRPC_MAX_CONNECTION_AGE_GRACE": "20s",
+	}
+	flags := []string{"--grpc-max-concurrent-streams=50", "--grpc-max-header-bytes=4096", "--grpc-call-timeout=1s", "--grpc-keepalive-min-time=10s",
+		"--grpc-max-connection-idle=1m", "--grpc-max-connection-age=1h", "--grpc-max-connection-age-grace=20s"}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want envoyapi.Bounds
+	}{
+		{"defaults", nil, nil, defaults},
+		{"flags", flags, nil, given},
+		{"environment", nil, env, given},
+		{"a flag beats the environment", []string{"--grpc-max-concurrent-streams=50"}, map[string]string{"LIMITER_GRPC_MAX_CONCURRENT_STREAMS": "7000"},
+			func() envoyapi.Bounds { b := defaults; b.MaxConcurrentStreams = 50; return b }()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			f, err := parseServeFlags(tt.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.grpcBounds != tt.want {
+				t.Errorf("bounds %+v, want %+v", f.grpcBounds, tt.want)
 			}
 		})
 	}
