@@ -263,7 +263,7 @@ func TestServeFlagsBoundGRPCClients(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			f, err := parseServeFlags(tt.args, io.Discard)
+			f, err := parseServeFlags(tt.args, io.Discard, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
