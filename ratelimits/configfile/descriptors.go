@@ -67,7 +67,7 @@ func ParseDescriptors(file string, data []byte, cfg *ratelimits.Config) (*descri
 			l.names[n.Limit] = n // for the "did you mean" of an unknown name
 		}
 	}
-	p := descriptorsParser{l: l, file: file, cfg: cfg, domains: map[string]*domainUse{}}
+	p := descriptorsParser{l: l, file: file, cfg: cfg, domains: map[string]*domainUse{}, arity: map[string]*[2]int{}}
 	root, ok := l.parseDocument(file, data)
 	if ok && root != nil && !isNull(root) {
 		p.parseRoot(root)
@@ -91,7 +91,10 @@ type descriptorsParser struct {
 	cfg  *ratelimits.Config // nil: limit names are not checked
 
 	domains map[string]*domainUse // every domain named so far
-	parsed  []descriptors.Domain  // the domains without problems, in file order
+	// arity is, for every limit named so far, the line of its first
+	// rule of one key and of its first rule of several (0: none yet).
+	arity  map[string]*[2]int
+	parsed []descriptors.Domain // the domains without problems, in file order
 }
 
 // domainUse is where a domain was first named, and the key lists of its
@@ -203,7 +206,40 @@ func (p *descriptorsParser) rule(n *yaml.Node, use *domainUse) (descriptors.Rule
 	if !okKeys || !okLimit {
 		return descriptors.Rule{}, false
 	}
+	if !p.oneArity(n.Line, keys, limit) {
+		return descriptors.Rule{}, false
+	}
 	return descriptors.Rule{Keys: keys, Limit: limit}, true
+}
+
+// oneArity refuses a rule of one key and a rule of several under one
+// limit. The values of a rule of several keys are escaped before they are
+// joined (descriptors.JoinValues), so no two descriptors of such rules
+// share an id; a single value is the id as it is, so it can spell any
+// joined id ("tenant:alice:x" is also (tenant, alice:x) joined), and
+// whoever sets that one value could spend another subscriber's bucket.
+// Rules of one key among themselves, or of several among themselves,
+// may share a limit.
+func (p *descriptorsParser) oneArity(line int, keys []string, limit string) bool {
+	use := p.arity[limit]
+	if use == nil {
+		use = &[2]int{}
+		p.arity[limit] = use
+	}
+	mine, other := 0, 1
+	if len(keys) > 1 {
+		mine, other = 1, 0
+	}
+	if use[other] != 0 {
+		kinds := [2]string{"one key", "several keys"}
+		p.scope(limit).add(line, "a rule of %s names this limit, and so does a rule of %s (line %d): a single value can spell a joined id (tenant:alice:x is also tenant and alice:x joined), so the two would share buckets; give each its own limit",
+			kinds[mine], kinds[other], use[other])
+		return false
+	}
+	if use[mine] == 0 {
+		use[mine] = line
+	}
+	return true
 }
 
 // keys reads a rule's keys, a non-empty list of non-empty strings, and

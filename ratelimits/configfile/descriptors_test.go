@@ -199,6 +199,8 @@ func TestDescriptorsBadFiles(t *testing.T) {
 			[]wantProblem{{xfile, 3, "", "each key must be a non-empty string, got a list"}}},
 		{"the same keys twice", edge + "    - keys: [remote_address]\n      limit: NewRegistrationsPerIPAddress\n    - keys:\n        - api_key\n      limit: LoginAttemptsPerUser\n",
 			[]wantProblem{{xfile, 7, "", `the keys ["api_key"] are given twice in this domain (first at line 3): only the first rule would ever match`}}},
+		{"one key and several under one limit", "- domain: edge\n  descriptors:\n    - keys: [tenant]\n      limit: LoginAttemptsPerUser\n- domain: mesh\n  descriptors:\n    - keys: [tenant, user]\n      limit: LoginAttemptsPerUser\n",
+			[]wantProblem{{xfile, 7, "LoginAttemptsPerUser", "a rule of several keys names this limit, and so does a rule of one key (line 3): a single value can spell a joined id"}}},
 		{"no limit", "- domain: edge\n  descriptors:\n    - keys: [api_key]\n",
 			[]wantProblem{{xfile, 3, "", "missing limit"}}},
 		{"a limit that is a list", "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: [APIRequestsPerKey]\n",
