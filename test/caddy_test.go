@@ -59,7 +59,7 @@ func startCaddyStack(t *testing.T, rules, token string) *caddyStack {
 	s.limiter = startLimiter(t, procOptions{
 		Env: map[string]string{
 			"LIMITER_DEFAULTS":     writeFile(t, dir, "defaults.yaml", caddyDefaults),
-			"LIMITER_OVERRIDES":    dir + "/no-overrides.yaml",
+			"LIMITER_OVERRIDES":    writeFile(t, dir, "no-overrides.yaml", "[]\n"),
 			"LIMITER_FORWARD_AUTH": writeFile(t, dir, "forward-auth.yaml", rules),
 			"LIMITER_FAKECLOCK":    fakeClockStart,
 		},

@@ -71,7 +71,7 @@ func startERLProcs(t *testing.T, n int, url string) []*limiterProc {
 	dir := t.TempDir()
 	env := map[string]string{
 		"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", erlDefaults),
-		"LIMITER_OVERRIDES": dir + "/none.yaml",
+		"LIMITER_OVERRIDES": writeFile(t, dir, "none.yaml", "[]\n"),
 		"LIMITER_SOURCE":    url,
 		"LIMITER_FAKECLOCK": fakeClockStart,
 	}

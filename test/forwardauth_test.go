@@ -247,7 +247,7 @@ func startForwardAuth(t *testing.T, trusted string, args ...string) (*limiterPro
 	p := startLimiter(t, procOptions{
 		Env: map[string]string{
 			"LIMITER_DEFAULTS":        writeFile(t, dir, "defaults.yaml", faDefaults),
-			"LIMITER_OVERRIDES":       dir + "/no-overrides.yaml",
+			"LIMITER_OVERRIDES":       writeFile(t, dir, "no-overrides.yaml", "[]\n"),
 			"LIMITER_FAKECLOCK":       fakeClockStart,
 			"LIMITER_RELOAD_INTERVAL": "0",
 		},

@@ -66,7 +66,7 @@ func TestIdempotentRetryAcrossARedisPause(t *testing.T) {
 			dir := t.TempDir()
 			p := startLimiter(t, procOptions{Env: map[string]string{
 				"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", "PauseTest:\n  enum: 320\n  id: string\n  burst: 100\n  count: 100\n  period: 1h\n"),
-				"LIMITER_OVERRIDES": dir + "/none.yaml",
+				"LIMITER_OVERRIDES": writeFile(t, dir, "none.yaml", "[]\n"),
 				"LIMITER_SOURCE":    url,
 			}, Args: []string{"--source-timeout=100ms"}})
 			// Connections and the script are warm before the pause.

@@ -115,7 +115,7 @@ func startNginxStack(t *testing.T, rules, token string, extraEnv map[string]stri
 	s := &nginxStack{
 		env: map[string]string{
 			"LIMITER_DEFAULTS":     writeFile(t, dir, "defaults.yaml", nginxDefaults),
-			"LIMITER_OVERRIDES":    dir + "/no-overrides.yaml",
+			"LIMITER_OVERRIDES":    writeFile(t, dir, "no-overrides.yaml", "[]\n"),
 			"LIMITER_FORWARD_AUTH": writeFile(t, dir, "forward-auth.yaml", rules),
 			"LIMITER_FAKECLOCK":    fakeClockStart,
 		},

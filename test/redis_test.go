@@ -98,7 +98,7 @@ func TestRedisGroupsOverHTTP(t *testing.T) {
 	dir := t.TempDir()
 	env := map[string]string{
 		"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", redisOvershootDefaults),
-		"LIMITER_OVERRIDES": dir + "/none.yaml",
+		"LIMITER_OVERRIDES": writeFile(t, dir, "none.yaml", "[]\n"),
 		"LIMITER_SOURCE":    srv.URL(),
 		"LIMITER_FAKECLOCK": fakeClockStart,
 	}
@@ -162,7 +162,7 @@ func TestRedisNoOvershootOverHTTP(t *testing.T) {
 			dir := t.TempDir()
 			env := map[string]string{
 				"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", redisOvershootDefaults),
-				"LIMITER_OVERRIDES": dir + "/none.yaml",
+				"LIMITER_OVERRIDES": writeFile(t, dir, "none.yaml", "[]\n"),
 				"LIMITER_SOURCE":    url,
 				"LIMITER_FAKECLOCK": fakeClockStart, // no refill during the test
 			}
@@ -308,7 +308,7 @@ func TestRedisFaultsOverHTTP(t *testing.T) {
 	dir := t.TempDir()
 	env := map[string]string{
 		"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", "FaultTest:\n  enum: 310\n  id: string\n  burst: 1000000\n  count: 1000000\n  period: 1h\n"),
-		"LIMITER_OVERRIDES": dir + "/none.yaml",
+		"LIMITER_OVERRIDES": writeFile(t, dir, "none.yaml", "[]\n"),
 		"LIMITER_SOURCE":    srv.URL(),
 	}
 	closed := startLimiter(t, procOptions{Env: env})

@@ -231,7 +231,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 func TestNoOvershootOverHTTP(t *testing.T) {
 	dir := t.TempDir()
 	defaults := writeFile(t, dir, "defaults.yaml", "NewOrdersPerAccount:\n  burst: 100\n  count: 100\n  period: 1h\n")
-	p := startLimiter(t, procOptions{Env: map[string]string{"LIMITER_DEFAULTS": defaults, "LIMITER_OVERRIDES": dir + "/none.yaml"}})
+	p := startLimiter(t, procOptions{Env: map[string]string{"LIMITER_DEFAULTS": defaults, "LIMITER_OVERRIDES": writeFile(t, dir, "none.yaml", "[]\n")}})
 	var allowed, denied atomic.Int64
 	var wg sync.WaitGroup
 	c := p.api()

@@ -56,7 +56,7 @@ func startSyncProcs(t *testing.T, n int, url, defaults string) []*limiterProc {
 	dir := t.TempDir()
 	env := map[string]string{
 		"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", defaults),
-		"LIMITER_OVERRIDES": dir + "/none.yaml",
+		"LIMITER_OVERRIDES": writeFile(t, dir, "none.yaml", "[]\n"),
 		"LIMITER_SOURCE":    url,
 		"LIMITER_FAKECLOCK": fakeClockStart,
 	}

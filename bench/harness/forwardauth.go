@@ -119,7 +119,8 @@ func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, 
 	}
 	defaults := filepath.Join(dir, "forward-auth-defaults.yaml")
 	rules := filepath.Join(dir, "forward-auth-rules.yaml")
-	for path, text := range map[string]string{defaults: faDefaults, rules: faRules} {
+	overrides := filepath.Join(dir, "forward-auth-overrides.yaml")
+	for path, text := range map[string]string{defaults: faDefaults, rules: faRules, overrides: "[]\n"} {
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			return nil, nil, err
 		}
@@ -150,7 +151,7 @@ func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, 
 	}
 	fa.limiter = &server{name: "limiter for forward-auth", cmd: []string{limiterBin, "serve"}, env: slices.Concat(env, []string{
 		"LIMITER_LISTEN=" + listen, "LIMITER_DEFAULTS=" + defaults,
-		"LIMITER_OVERRIDES=" + filepath.Join(dir, "forward-auth-no-overrides.yaml"), // missing: no overrides
+		"LIMITER_OVERRIDES=" + overrides,
 		"LIMITER_FORWARD_AUTH=" + rules})}
 	if err := fa.limiter.start(); err != nil {
 		return nil, nil, err
