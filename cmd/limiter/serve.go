@@ -56,11 +56,14 @@ type serveFlags struct {
 	forwardAuthLane bool
 	apiTokenFile    string
 	adminTokenFile  string
-	metricsListen   string
-	reloadInterval  time.Duration
-	pprofListen     string
-	gcHeapFloorMiB  int
-	idempotencyTTL  time.Duration
+	// insecureNoAdminToken lets --listen reach beyond loopback without
+	// admin tokens (adminExposed).
+	insecureNoAdminToken bool
+	metricsListen        string
+	reloadInterval       time.Duration
+	pprofListen          string
+	gcHeapFloorMiB       int
+	idempotencyTTL       time.Duration
 
 	// warnings are settings the environment gave that do not apply to the
 	// chosen source; serve logs them once the logger exists.
@@ -95,6 +98,9 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (*serveFlags, erro
 		return nil, errUnknownSource(f.source)
 	}
 	if err := set.check(kind); err != nil {
+		return nil, err
+	}
+	if err := f.adminExposed(); err != nil {
 		return nil, err
 	}
 	warnings, err := set.sourceMismatch(kind)

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
+	"strings"
 )
 
 // readTokenFile reads bearer tokens, one per line. Blank lines and lines
@@ -38,4 +41,35 @@ func readTokenFile(path string) ([][]byte, error) {
 		return nil, fmt.Errorf("token file %s holds no token", path)
 	}
 	return tokens, nil
+}
+
+// adminExposed refuses to serve the API beyond loopback with no admin
+// token: reset, reload and sync would then be open to anyone who reaches
+// the port, which a service listening on 0.0.0.0 (a container's default)
+// must not be by accident. --insecure-no-admin-token says it is meant.
+func (f *serveFlags) adminExposed() error {
+	if f.adminTokenFile != "" || f.insecureNoAdminToken || loopbackOnly(f.listen) {
+		return nil
+	}
+	return fmt.Errorf("--listen %s is reachable beyond this host, and there is no --admin-token-file (%s): anyone who reaches it could reset any limit, reload and sync; give a file of admin tokens, listen on loopback, or say --insecure-no-admin-token (%s=true) to serve so anyway",
+		f.listen, envName("admin-token-file"), envName("insecure-no-admin-token"))
+}
+
+// loopbackOnly reports whether a --listen address is reachable from this
+// host alone: a Unix socket, localhost, or a loopback address. An empty
+// host (":8080") is every interface; a host name other than localhost may
+// resolve to anything, and counts as reachable.
+func loopbackOnly(listen string) bool {
+	if strings.HasPrefix(listen, unixPrefix) {
+		return true
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
