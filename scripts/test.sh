@@ -106,6 +106,19 @@ go vet -race ./...
 stage "go test (race detector, every package)"
 go test -race -count=1 -parallel 4 -timeout 12m ./...
 
+# The release script, for one target: its tarball matches SHA256SUMS and
+# holds a binary that says the version it was given. (The other targets
+# differ only in GOOS and GOARCH.)
+stage "release script (linux/amd64)"
+release=$(mktemp -d)
+RELEASE_TARGETS=linux/amd64 VERSION=v0.0.0-release-check scripts/release.sh "$release" >/dev/null
+(cd "$release" && sha256sum --quiet -c SHA256SUMS && tar -xzf limiter_v0.0.0-release-check_linux_amd64.tar.gz)
+if ! "$release/limiter_v0.0.0-release-check_linux_amd64/limiter" version | grep -q '^limiter v0.0.0-release-check'; then
+  echo "scripts/test.sh: the released binary does not say its version" >&2
+  exit 1
+fi
+rm -rf "$release"
+
 # Short fuzzing: the handler (no 5xx for any body), the fast decoders and
 # the fast encoder (each against encoding/json), config, descriptors-file and forward-auth-file parsing, the
 # join of descriptor values into an id (injective), id
