@@ -138,10 +138,11 @@ var listeningLine = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
 // startContainer runs the image detached on the host's network, with its
 // API and gRPC listeners on free loopback ports (the image's 0.0.0.0:8080
-// and :8081 would be every interface of the host, and may be taken) and
-// an admin token file mounted where the image expects one; it waits until
-// the service logs that it listens. The container is removed when the
-// test ends, and its log shown if the test failed.
+// and :8081 would be every interface of the host, and may be taken), an
+// admin token file mounted where the image expects one, and the hardening
+// a deployment would add; it waits until the service logs that it
+// listens. The container is removed when the test ends, and its log shown
+// if the test failed.
 func startContainer(t *testing.T, opts runOptions) *container {
 	t.Helper()
 	secret, token := tokenSecret(t)
@@ -153,7 +154,10 @@ func startContainer(t *testing.T, opts runOptions) *container {
 		env[k] = v
 	}
 	c := &container{t: t, name: uniqueName(t), token: token}
+	// Hardened as docs/operations.md suggests: a read-only root file
+	// system, no capabilities, no privilege gained.
 	args := []string{"run", "--detach", "--network", "host", "--name", c.name,
+		"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 		"--volume", secret + ":" + tokenMountDir + ":ro"}
 	keys := make([]string, 0, len(env))
 	for k := range env {
