@@ -46,7 +46,11 @@ ENV LIMITER_LISTEN=0.0.0.0:8080 \
     LIMITER_OVERRIDES=/etc/limiter/overrides.yaml \
     LIMITER_DESCRIPTORS=/etc/limiter/descriptors.yaml \
     LIMITER_FORWARD_AUTH=/etc/limiter/forward-auth.yaml \
-    LIMITER_ADMIN_TOKEN_FILE=/run/secrets/limiter/admin-tokens
+    LIMITER_ADMIN_TOKEN_FILE=/run/secrets/limiter/admin-tokens \
+    LIMITER_SHUTDOWN_TIMEOUT=8s
+
+# LIMITER_SHUTDOWN_TIMEOUT: the drain ends within docker stop's 10 s grace
+# (the binary's own default, 15 s, would outlast it).
 
 # HTTP API (and /healthz, /readyz, /metrics), and Envoy's rate-limit
 # service over gRPC.

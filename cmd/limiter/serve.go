@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -170,9 +171,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if err := runServer(f, log); err != nil {
 		log.Error("limiter stopped", "err", err)
 		var missing *missingFile
-		if errors.As(err, &missing) {
-			// A file that is not where the command line says is a
-			// mistake in how the process was started.
+		if errors.As(err, &missing) || errors.Is(err, fs.ErrNotExist) {
+			// A file that is not where the settings say (a
+			// configuration file, a token file, a CA file) is a mistake
+			// in how the process was started.
 			return 2
 		}
 		return 1

@@ -357,6 +357,7 @@ func TestImageLayout(t *testing.T) {
 		"LIMITER_DESCRIPTORS=/etc/limiter/descriptors.yaml",
 		"LIMITER_FORWARD_AUTH=/etc/limiter/forward-auth.yaml",
 		"LIMITER_ADMIN_TOKEN_FILE=" + tokenMountDir + "/" + tokenFileName,
+		"LIMITER_SHUTDOWN_TIMEOUT=8s",
 	} {
 		if !slices.Contains(cfg.Env, want) {
 			t.Errorf("no %s in the image's environment: %q", want, cfg.Env)
@@ -449,7 +450,7 @@ func TestImageRefusesWithoutAdminToken(t *testing.T) {
 		wantCode int
 		wantLog  string
 	}{
-		{"no token file mounted", nil, 1,
+		{"no token file mounted", nil, 2,
 			`msg="limiter stopped" err="token file: open ` + tokenMountDir + "/" + tokenFileName + `: no such file or directory"`},
 		{"no token file named", []string{"--env", "LIMITER_ADMIN_TOKEN_FILE="}, 2,
 			"limiter serve: --listen 0.0.0.0:8080 is reachable beyond this host, and there is no --admin-token-file (LIMITER_ADMIN_TOKEN_FILE)"},
