@@ -79,8 +79,10 @@ type rendering struct {
 	objects []object
 }
 
-// memRoot is where the tree is put in kustomize's in-memory file system.
-const memRoot = "/deploy/kubernetes"
+// memRoot is where the tree is put in kustomize's in-memory file system:
+// as in a checkout named limiter, so that a kustomization beside it
+// (docs_test.go) reaches the base as ../limiter/deploy/kubernetes/base.
+const memRoot = "/limiter/deploy/kubernetes"
 
 // render builds the kustomization at dir (relative to the tree) with
 // kustomize's library, as kubectl apply -k does, and decodes every object
