@@ -9,11 +9,11 @@
 # each one finishes. go test's output is left as it is, unfiltered and
 # unpiped, so its closing lines and the exit code are the run's verdict.
 #
-# It needs no network once the main module's dependencies are downloaded
-# (go mod download). The benchmark peer in bench/peers/redisrate is a module
-# of its own with dependencies of its own; the load harness builds it when
-# asked (go run ./bench/harness -sources ...,redisrate), and nothing here
-# does.
+# It needs no network once the dependencies of the main module and of
+# deploy/ are downloaded (go mod download, in the root and in deploy/). The
+# benchmark peer in bench/peers/redisrate is a module of its own with
+# dependencies of its own; the load harness builds it when asked (go run
+# ./bench/harness -sources ...,redisrate), and nothing here does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -185,6 +185,16 @@ export LIMITER_IMAGE=${LIMITER_IMAGE:-limiter:dev}
 go vet -tags image ./test/image/
 ./scripts/image.sh "$LIMITER_IMAGE"
 go test -tags image -count=1 -timeout 5m ./test/image/
+
+# The Kubernetes manifests (deploy/kubernetes) and the Envoy snippet beside
+# them, checked without a cluster by deploy/, a module of its own that keeps
+# kustomize and the Kubernetes API types out of the main module's
+# dependencies (./... above stops at its go.mod). Its tests render every
+# kustomization, decode each object strictly into its Kubernetes type, check
+# the settings against the binary they build from this tree, and start that
+# binary with them for a moment.
+stage "deploy/ (Kubernetes manifests)"
+(cd deploy && go vet ./... && go test -count=1 ./...)
 
 # Short fuzzing: the handler (no 5xx for any body), the fast decoders and
 # the fast encoder (each against encoding/json), config, descriptors-file and forward-auth-file parsing, the
