@@ -75,6 +75,36 @@ if ! have_caddy; then
   fi
 fi
 
+# The alerting rules in deploy/prometheus are checked and unit-tested with
+# promtool, which Debian's prometheus package installs in /usr/bin; only
+# the binary matters (the package's server may fail to start, as above).
+have_promtool() { command -v promtool >/dev/null || [ -x /usr/bin/promtool ]; }
+if ! have_promtool; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    stage "installing prometheus, for promtool (apt-get)"
+    apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null || true
+  fi
+  if ! have_promtool; then
+    echo "scripts/test.sh: promtool is required (in PATH or /usr/bin); install it (e.g. sudo apt-get install -y prometheus)" >&2
+    exit 1
+  fi
+fi
+
+# The systemd unit in deploy/systemd is checked with systemd-analyze
+# verify, which needs no running systemd; Debian's systemd package has it.
+if ! command -v systemd-analyze >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    stage "installing systemd, for systemd-analyze (apt-get)"
+    apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null || true
+  fi
+  if ! command -v systemd-analyze >/dev/null; then
+    echo "scripts/test.sh: systemd-analyze is required; install it (e.g. sudo apt-get install -y systemd)" >&2
+    exit 1
+  fi
+fi
+
 # Build output does not belong in the tree: a tracked file over 1 MB outside
 # a testdata folder fails the run.
 stage "tracked files over 1 MB"
