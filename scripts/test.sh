@@ -20,84 +20,50 @@ cd "$(dirname "$0")/.."
 start=$SECONDS
 stage() { echo "==> $* ($((SECONDS - start))s elapsed)"; }
 
-# The Redis tests start their own redis-server processes on free loopback
-# ports; they need the binaries, not a running server.
-have_redis() { command -v redis-server >/dev/null && command -v redis-cli >/dev/null; }
-if ! have_redis; then
+# The tools the tests run, each from Debian's packages; only the binaries
+# matter, so a package whose own service fails to start (no init system, a
+# port taken) is judged by its binary, not by apt-get's exit code:
+#   redis-server, redis-cli  the Redis tests start servers of their own on
+#                            free loopback ports
+#   nginx, caddy             the proxy tests run them in front of the
+#                            service with deploy/nginx and deploy/caddy
+#                            (Debian puts nginx in /usr/sbin, which is not
+#                            in every user's PATH; the tests look there too)
+#   docker                   the image tests build and run the image
+#                            (docker.io; the daemon is started below)
+#   promtool                 the alerting rules' tests (prometheus)
+#   systemd-analyze          the unit's check (systemd)
+# What is missing is installed in one apt-get run when root, and the run
+# fails loudly when it cannot be.
+have() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
+tools=(redis-server:redis-server redis-cli:redis-server nginx:nginx caddy:caddy docker:docker.io
+  promtool:prometheus systemd-analyze:systemd)
+missing=()
+for t in "${tools[@]}"; do
+  have "${t%%:*}" || missing+=("${t#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  packages=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    stage "installing redis-server (apt-get)"
-    # The package's own service may fail to start where there is no init
-    # system or its port is taken; only the binaries matter here, so the
-    # outcome is judged by them, not by apt-get's exit code.
+    stage "installing $packages(apt-get)"
     apt-get update -qq || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null || true
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null || true
   fi
-  if ! have_redis; then
-    echo "scripts/test.sh: redis-server and redis-cli are required; install them (e.g. sudo apt-get install -y redis-server)" >&2
-    exit 1
-  fi
+  for t in "${tools[@]}"; do
+    if ! have "${t%%:*}"; then
+      echo "scripts/test.sh: ${t%%:*} is required; install it (e.g. sudo apt-get install -y ${t#*:})" >&2
+      exit 1
+    fi
+  done
 fi
 
-# The nginx tests run nginx (a child process of the test, no root needed, on a free
-# loopback port) in front of the service, with the shipped
-# deploy/nginx/limiter.conf; they need the binary only. Debian installs it
-# in /usr/sbin, which is not in every user's PATH; the tests look there too.
-have_nginx() { command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; }
-if ! have_nginx; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    stage "installing nginx (apt-get)"
-    # As for redis-server: the package's service may fail to start (no init
-    # system, port 80 taken), which does not matter here.
-    apt-get update -qq || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null || true
-  fi
-  if ! have_nginx; then
-    echo "scripts/test.sh: nginx is required (in PATH or /usr/sbin); install it (e.g. sudo apt-get install -y nginx)" >&2
-    exit 1
-  fi
-fi
-
-# The Caddy tests run Caddy (a child process of the test, no root needed, on
-# a free loopback port, without its admin endpoint) in front of the service,
-# with the shipped deploy/caddy/Caddyfile; they need the binary only, which
-# Debian installs in /usr/bin.
-have_caddy() { command -v caddy >/dev/null || [ -x /usr/bin/caddy ]; }
-if ! have_caddy; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    stage "installing caddy (apt-get)"
-    # As for nginx: the package's service may fail to start, which does not
-    # matter here.
-    apt-get update -qq || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq caddy >/dev/null || true
-  fi
-  if ! have_caddy; then
-    echo "scripts/test.sh: caddy is required (in PATH or /usr/bin); install it (e.g. sudo apt-get install -y caddy)" >&2
-    exit 1
-  fi
-fi
-
-# The image tests build the container image (scripts/image.sh) and run it
-# with a real Docker daemon: the docker CLI and a daemon that answers it.
-# Debian's docker.io has both, and builds and runs the image offline: its
-# base is scratch, and the containers use the host's network (or none).
-if ! command -v docker >/dev/null; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    stage "installing docker.io (apt-get)"
-    # As for redis-server: the package's service does not start where there
-    # is no init system; the daemon is started below.
-    apt-get update -qq || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null || true
-  fi
-  if ! command -v docker >/dev/null; then
-    echo "scripts/test.sh: docker is required for the image tests; install it (e.g. sudo apt-get install -y docker.io)" >&2
-    exit 1
-  fi
-fi
-# A daemon that does not answer is started as root and left running; CI
-# ends every process after the run. If dockerd cannot set up its bridge
-# network (no iptables, or no permission for it, as in some sandboxes), it
-# is started again without one: the image tests run their containers with
-# --network host or --network none, which need no bridge.
+# The image tests need a Docker daemon that answers. One that does not is
+# started as root and left running; CI ends every process after the run.
+# If dockerd cannot set up its bridge network (no iptables, or no
+# permission for it, as in some sandboxes), it is started again without
+# one: the image tests run their containers with --network host or
+# --network none, which need no bridge.
 docker_answers() { docker info >/dev/null 2>&1; }
 # start_dockerd LOG [FLAGS...] starts dockerd and waits up to 30 s for it
 # to answer: 0 once it does, 1 if it exited, 2 if it runs without answering.
