@@ -1,9 +1,6 @@
 package test
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -83,12 +79,7 @@ import "%[1]s/site.caddyfile"
 
 // caddyProc is one `caddy run` with the shipped site, in the foreground.
 type caddyProc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	URL    string
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	exited chan struct{}
+	*proxyProc
 }
 
 // startCaddy runs Caddy with the shipped Caddyfile on a free loopback
@@ -102,15 +93,9 @@ func startCaddy(t *testing.T, limiterURL, appURL, token string) *caddyProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for attempt := 1; ; attempt++ {
-		c, err := tryCaddy(t, bin, string(template), hostPort(t, limiterURL), hostPort(t, appURL), token)
-		if err == nil {
-			return c
-		}
-		if !errors.Is(err, errPortTaken) || attempt == 3 {
-			t.Fatal(err)
-		}
-	}
+	return retryPortTaken(t, func() (*caddyProc, error) {
+		return tryCaddy(t, bin, string(template), hostPort(t, limiterURL), hostPort(t, appURL), token)
+	})
 }
 
 func tryCaddy(t *testing.T, bin, template, limiterAddr, appAddr, token string) (*caddyProc, error) {
@@ -135,71 +120,12 @@ func tryCaddy(t *testing.T, bin, template, limiterAddr, appAddr, token string) (
 		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
 		"LIMITER_TOKEN=" + token,
 	}
-	stderr, err := cmd.StderrPipe()
+	// SIGTERM: Caddy's graceful stop.
+	p, err := startProxy(t, "caddy", cmd, listen, "address already in use", syscall.SIGTERM)
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting caddy: %w", err)
-	}
-	c := &caddyProc{t: t, cmd: cmd, URL: "http://" + listen, exited: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			c.mu.Lock()
-			c.stderr.WriteString(sc.Text() + "\n")
-			c.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(c.exited)
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", listen, time.Second)
-		if err == nil {
-			conn.Close()
-			t.Cleanup(c.stop)
-			return c, nil
-		}
-		select {
-		case <-c.exited:
-			if strings.Contains(c.logs(), "address already in use") {
-				return nil, fmt.Errorf("%w: %s", errPortTaken, c.logs())
-			}
-			return nil, fmt.Errorf("caddy exited before listening on %s:\n%s", listen, c.logs())
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-c.exited
-			return nil, fmt.Errorf("caddy did not listen on %s within 10s:\n%s", listen, c.logs())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// logs is Caddy's stderr so far (its own log, as JSON lines).
-func (c *caddyProc) logs() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return "caddy stderr:\n" + c.stderr.String()
-}
-
-// stop ends Caddy (SIGTERM: a graceful stop).
-func (c *caddyProc) stop() {
-	select {
-	case <-c.exited:
-		return
-	default:
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exited:
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.exited
-		c.t.Errorf("caddy did not stop within 10s of SIGTERM:\n%s", c.logs())
-	}
+	return &caddyProc{p}, nil
 }
 
 // from is a client whose connections come from the loopback address ip

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -246,28 +244,4 @@ func TestCaddyMisconfigured(t *testing.T) {
 		s := startCaddyStack(t, rules, caddyToken)
 		s.refused(t, s.caddy.from("127.0.0.2").get("/", "X-Api-Key: key-a"), 0, 500, "internal")
 	})
-}
-
-// docs/forward-auth.md shows the shipped Caddyfile whole: the block after
-// its marker is the file, byte for byte, so that the documentation shows
-// what the tests run.
-func TestCaddyDocShowsShippedConfig(t *testing.T) {
-	t.Parallel()
-	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs/forward-auth.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shipped, err := os.ReadFile(filepath.Join(repoRoot, caddyConfigPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const marker = "<!-- The block below is deploy/caddy/Caddyfile, byte for byte: a test compares them. -->\n```caddyfile\n"
-	_, rest, found := strings.Cut(string(doc), marker)
-	block, _, closed := strings.Cut(rest, "\n```\n")
-	if !found || !closed {
-		t.Fatalf("docs/forward-auth.md has no Caddyfile block after the marker %q", marker)
-	}
-	if block+"\n" != string(shipped) {
-		t.Errorf("the Caddyfile in docs/forward-auth.md differs from %s: copy the file into the block", caddyConfigPath)
-	}
 }

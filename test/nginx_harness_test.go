@@ -1,9 +1,6 @@
 package test
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +13,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // nginxConfigPath is the shipped nginx configuration, relative to the
@@ -91,13 +87,7 @@ http {
 // nginxProc is one nginx running the shipped configuration in the
 // foreground, as a single process.
 type nginxProc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	dir    string
-	URL    string
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	exited chan struct{}
+	*proxyProc
 }
 
 // startNginx runs nginx with the shipped configuration on a free loopback
@@ -111,19 +101,10 @@ func startNginx(t *testing.T, limiterURL, appURL string) *nginxProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for attempt := 1; ; attempt++ {
-		n, err := tryNginx(t, bin, string(template), hostPort(t, limiterURL), hostPort(t, appURL))
-		if err == nil {
-			return n
-		}
-		if !errors.Is(err, errPortTaken) || attempt == 3 {
-			t.Fatal(err)
-		}
-	}
+	return retryPortTaken(t, func() (*nginxProc, error) {
+		return tryNginx(t, bin, string(template), hostPort(t, limiterURL), hostPort(t, appURL))
+	})
 }
-
-// errPortTaken is a start that failed because the chosen port was taken.
-var errPortTaken = errors.New("the port was taken")
 
 func tryNginx(t *testing.T, bin, template, limiterAddr, appAddr string) (*nginxProc, error) {
 	dir := t.TempDir()
@@ -139,73 +120,16 @@ func tryNginx(t *testing.T, bin, template, limiterAddr, appAddr string) (*nginxP
 	// nginx writes a log before it reads the configuration too.
 	cmd := exec.Command(bin, "-e", "stderr", "-p", dir, "-c", mainConf,
 		"-g", fmt.Sprintf("daemon off; master_process off; pid %q; error_log stderr notice;", filepath.Join(dir, "nginx.pid")))
-	stderr, err := cmd.StderrPipe()
+	// SIGQUIT: finish the requests in flight, then exit.
+	p, err := startProxy(t, "nginx", cmd, listen, "Address already in use", syscall.SIGQUIT)
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting nginx: %w", err)
+	p.moreLogs = func() string {
+		access, _ := os.ReadFile(filepath.Join(dir, "access.log"))
+		return "nginx access log:\n" + string(access)
 	}
-	n := &nginxProc{t: t, cmd: cmd, dir: dir, URL: "http://" + listen, exited: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			n.mu.Lock()
-			n.stderr.WriteString(sc.Text() + "\n")
-			n.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(n.exited)
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", listen, time.Second)
-		if err == nil {
-			conn.Close()
-			t.Cleanup(n.stop)
-			return n, nil
-		}
-		select {
-		case <-n.exited:
-			if strings.Contains(n.logs(), "Address already in use") {
-				return nil, fmt.Errorf("%w: %s", errPortTaken, n.logs())
-			}
-			return nil, fmt.Errorf("nginx exited before listening on %s:\n%s", listen, n.logs())
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-n.exited
-			return nil, fmt.Errorf("nginx did not listen on %s within 10s:\n%s", listen, n.logs())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// logs is nginx's stderr and its access log so far.
-func (n *nginxProc) logs() string {
-	n.mu.Lock()
-	errs := n.stderr.String()
-	n.mu.Unlock()
-	access, _ := os.ReadFile(filepath.Join(n.dir, "access.log"))
-	return "nginx stderr:\n" + errs + "nginx access log:\n" + string(access)
-}
-
-// stop ends nginx (SIGQUIT: finish the requests in flight, then exit).
-func (n *nginxProc) stop() {
-	select {
-	case <-n.exited:
-		return
-	default:
-	}
-	_ = n.cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-n.exited:
-	case <-time.After(10 * time.Second):
-		_ = n.cmd.Process.Kill()
-		<-n.exited
-		n.t.Errorf("nginx did not stop within 10s of SIGQUIT:\n%s", n.logs())
-	}
+	return &nginxProc{p}, nil
 }
 
 // get sends a request without a body through nginx with the given headers

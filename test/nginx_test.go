@@ -437,26 +437,32 @@ func killLimiter(t *testing.T, p *limiterProc) {
 	p.err = nil
 }
 
-// docs/forward-auth.md shows the shipped nginx configuration whole: the
+// docs/forward-auth.md shows each shipped proxy configuration whole: the
 // block after its marker is the file, byte for byte, so that the
 // documentation shows what the tests run.
-func TestNginxDocShowsShippedConfig(t *testing.T) {
+func TestDocShowsShippedProxyConfigs(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs/forward-auth.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	shipped, err := os.ReadFile(filepath.Join(repoRoot, nginxConfigPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const marker = "<!-- The block below is deploy/nginx/limiter.conf, byte for byte: a test compares them. -->\n```nginx\n"
-	_, rest, found := strings.Cut(string(doc), marker)
-	block, _, closed := strings.Cut(rest, "\n```\n")
-	if !found || !closed {
-		t.Fatalf("docs/forward-auth.md has no nginx block after the marker %q", marker)
-	}
-	if block+"\n" != string(shipped) {
-		t.Errorf("the nginx configuration in docs/forward-auth.md differs from %s: copy the file into the block", nginxConfigPath)
+	for _, shipped := range []struct{ path, lang string }{
+		{nginxConfigPath, "nginx"},
+		{caddyConfigPath, "caddyfile"},
+	} {
+		file, err := os.ReadFile(filepath.Join(repoRoot, shipped.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker := "<!-- The block below is " + shipped.path + ", byte for byte: a test compares them. -->\n```" + shipped.lang + "\n"
+		_, rest, found := strings.Cut(string(doc), marker)
+		block, _, closed := strings.Cut(rest, "\n```\n")
+		if !found || !closed {
+			t.Errorf("docs/forward-auth.md has no block after the marker %q", marker)
+			continue
+		}
+		if block+"\n" != string(file) {
+			t.Errorf("the block of %s in docs/forward-auth.md differs from the file: copy the file into the block", shipped.path)
+		}
 	}
 }
