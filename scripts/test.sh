@@ -19,6 +19,13 @@ cd "$(dirname "$0")/.."
 
 start=$SECONDS
 stage() { echo "==> $* ($((SECONDS - start))s elapsed)"; }
+# Some stages print nothing for minutes (go vet compiling every package on
+# a cold cache, go test waiting on the slowest package): a line every 20 s
+# says the run is alive.
+heartbeat() { while sleep 20; do echo "... still running ($((SECONDS - start))s elapsed)"; done; }
+heartbeat &
+heartbeat_pid=$!
+trap 'kill "$heartbeat_pid" 2>/dev/null' EXIT
 
 # The tools the tests run, each from Debian's packages; only the binaries
 # matter, so a package whose own service fails to start (no init system, a
