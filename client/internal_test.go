@@ -1,16 +1,12 @@
 package client
 
 import (
-	"encoding/json"
 	"math"
 	"net/http"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/limiter-dev/limiter/httpapi/wire"
 )
 
 // The waits between attempts double from BaseDelay up to MaxDelay, and
@@ -123,54 +119,14 @@ func TestErrorFromAnyAnswer(t *testing.T) {
 	}
 }
 
-// jsonFields lists the JSON names of a struct type's fields.
-func jsonFields(t reflect.Type) []string {
-	var names []string
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// The client reads every field the server's wire types have: a field
-// added to the API and not to the client fails here.
-func TestEveryWireFieldIsRead(t *testing.T) {
-	pairs := []struct {
-		server, client any
-	}{
-		{wire.BatchResponse{}, batchJSON{}},
-		{wire.DecisionResponse{}, decisionJSON{}},
-		{wire.LimitsResponse{}, limitsJSON{}},
-		{wire.LimitResponse{}, limitJSON{}},
-		{wire.LimitSettings{}, settingsJSON{}},
-		{wire.TransactionRequest{}, transactionJSON{}},
-	}
-	for _, p := range pairs {
-		s, c := reflect.TypeOf(p.server), reflect.TypeOf(p.client)
-		if got, want := jsonFields(c), jsonFields(s); !slices.Equal(got, want) {
-			t.Errorf("%v reads %v; %v has %v", c, got, s, want)
-		}
-	}
-}
-
-// A decision answer with every field set, as the server's wire types
-// encode it, decodes to the same values.
+// A decision answer with every field set decodes to the same values.
+// (test/client, in the main module, holds the client's wire types to the
+// service's: it sends this answer from the service's own types.)
 func TestDecodeEveryDecisionField(t *testing.T) {
-	yes, rate := true, 0.5
-	src := wire.BatchResponse{
-		Allowed: true, Remaining: 7, RetryInMS: 1, ResetInMS: 2500, Degraded: true,
-		Decisions: []wire.DecisionResponse{{
-			Limit: "L", ID: "i", Allowed: true, Remaining: 7, RetryInMS: 1, ResetInMS: 2500, Unlimited: true,
-			Burst: 9, Count: 8, Period: "15m0s", Override: true, Algorithm: "fixed-window",
-			Penalized: &yes, Shadow: true, SyncRate: &rate,
-		}},
-	}
-	body, err := json.Marshal(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := []byte(`{"allowed":true,"remaining":7,"retry_in_ms":1,"reset_in_ms":2500,"degraded":true,"decisions":[` +
+		`{"limit":"L","id":"i","allowed":true,"remaining":7,"retry_in_ms":1,"reset_in_ms":2500,"unlimited":true,` +
+		`"burst":9,"count":8,"period":"15m0s","override":true,"algorithm":"fixed-window",` +
+		`"penalized":true,"shadow":true,"sync_rate":0.5}]}`)
 	h := http.Header{"Idempotent-Replayed": {"true"}}
 	got, err := decodeDecision(body, h)
 	if err != nil {

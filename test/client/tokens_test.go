@@ -81,24 +81,6 @@ func TestTokens(t *testing.T) {
 	}
 }
 
-// New refuses what it cannot send or reach.
-func TestNewRefusesBadOptions(t *testing.T) {
-	for _, o := range []client.Options{
-		{BaseURL: ""},
-		{BaseURL: "limiter:8080"},
-		{BaseURL: "ftp://limiter"},
-		{BaseURL: "http://"},
-		{BaseURL: "http://limiter/?x=1"},
-		{BaseURL: "http://limiter/#top"},
-		{BaseURL: "http://limiter", APIToken: "two words"},
-		{BaseURL: "http://limiter", AdminToken: "line\nbreak"},
-	} {
-		if c, err := client.New(o); err == nil || c != nil {
-			t.Errorf("New(%+v) = %v, %v; want an error", o, c, err)
-		}
-	}
-}
-
 // A base URL with a path prefix keeps it: a proxy may serve the API under
 // one.
 func TestBaseURLWithAPrefix(t *testing.T) {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -278,27 +276,6 @@ func TestCancelStopsRetries(t *testing.T) {
 	// A context already done sends nothing.
 	if _, err := c.Check(ctx, client.Transaction{Limit: "Logins", ID: "alice"}); !errors.Is(err, context.Canceled) || len(rec.all()) != 1 {
 		t.Fatalf("a call with a done context: %v, %d requests", err, len(rec.all()))
-	}
-}
-
-// A connection that cannot be made sent nothing: every call is retried,
-// a spend without a key too, until the retries run out.
-func TestRefusedConnectionIsRetried(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	c, err := client.New(client.Options{BaseURL: "http://" + addr, Retry: fastRetries})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, err = c.Spend(context.Background(), client.Transaction{Limit: "Logins", ID: "alice"}, client.WithoutIdempotencyKey())
-	var op *net.OpError
-	if !errors.As(err, &op) || op.Op != "dial" || !strings.Contains(err.Error(), "(attempt 4)") {
-		t.Fatalf("%v, want the dial's error after 4 attempts", err)
 	}
 }
 
