@@ -7,6 +7,7 @@ require (
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/jmhodges/clock v1.2.0
+	github.com/limiter-dev/limiter/client v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0
@@ -36,3 +37,8 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
+
+// The Go client is a module of its own (client/go.mod), so that applications
+// importing it get none of the service's dependencies; the tests here use
+// the copy in this tree.
+replace github.com/limiter-dev/limiter/client => ./client

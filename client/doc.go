@@ -2,7 +2,10 @@
 // spends, checks, refunds, resets, batches, the limits list, one
 // subscriber's bucket, the admin calls and the ERL calls (rate counters
 // and penalty boxes), with tokens, retries that never spend twice, and
-// errors that keep the API's codes. It imports only the standard library.
+// errors that keep the API's codes. It is a module of its own,
+// github.com/limiter-dev/limiter/client, that requires no other module and
+// needs Go 1.24 or later: it imports only the standard library, so it adds
+// nothing but itself to an application's go.sum.
 //
 // Make one Client and share it; it keeps connections open between calls:
 //

@@ -135,6 +135,12 @@ go vet -race ./...
 stage "go test (race detector, every package)"
 go test -race -count=1 -parallel 4 -timeout 12m ./...
 
+# The Go client, a module of its own that requires nothing (./... above
+# stops at its go.mod): its own tests, which need no service. Its calls
+# against the service's handler are tested above, in test/client.
+stage "client/ (the Go client's module)"
+(cd client && go vet ./... && go test -race -count=1 ./...)
+
 # The release script, for one target: its tarball matches SHA256SUMS and
 # holds a binary that says the version it was given. (The other targets
 # differ only in GOOS and GOARCH.)

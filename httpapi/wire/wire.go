@@ -1,8 +1,10 @@
 // Package wire declares the JSON bodies of the HTTP API, once: the
 // handlers answer with them (the hot decision answers through a hand
-// encoder that a test holds to these types byte for byte), and clients,
-// tests and benchmarks decode into them. It imports nothing, so any of
-// them may use it.
+// encoder that a test holds to these types byte for byte), and tests and
+// benchmarks decode into them. It imports nothing, so any of them may use
+// it. The Go client, a module of its own that imports only the standard
+// library, keeps copies of the bodies it sends and reads; test/client
+// holds those copies to these types field for field.
 package wire
 
 // TransactionRequest is one transaction: the body of a single-transaction

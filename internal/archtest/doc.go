@@ -24,8 +24,9 @@
 //     handlers use them, so it imports the standard library alone.
 //   - cmd/limiter wires them together and may import anything.
 //
-// Beside the layers, the Go client (client) is what applications import
-// to call the service: it imports the standard library alone, none of the
-// module's packages (not even the wire types), so that it brings its
-// users nothing else.
+// Beside the layers, the Go client (client/) is what applications import
+// to call the service. It is a module of its own whose go.mod requires
+// nothing, so that the go command itself refuses any import beyond the
+// standard library (the server's packages and their wire types included)
+// and it brings its users nothing else; the test here keeps its go.mod so.
 package archtest

@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/client", "m/httpapi/fastlane"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/httpapi/fastlane"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -91,7 +91,7 @@ func TestRulesCatchForbiddenImports(t *testing.T) {
 // The allow rules catch an algorithm that imports the module or more than
 // arithmetic from the standard library, batch rules that import the
 // module beyond the algorithms, forward-auth rules that import anything
-// beyond the standard library, and a client that imports anything but the
+// beyond the standard library, and a lane that imports anything but the
 // standard library; the imports they have today pass.
 func TestAllowRules(t *testing.T) {
 	tests := []struct {
@@ -132,14 +132,6 @@ func TestAllowRules(t *testing.T) {
 		{"the lane uses the API's handler", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
 			"m/httpapi/fastlane": {"net/http", "m/httpapi"}},
 			[]string{"httpapi/fastlane imports httpapi: the lane reads requests"}},
-		{"the client uses the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
-			"m/client": {"net/http", "encoding/json", "crypto/rand", "math/rand/v2"}}, nil},
-		{"the client uses the wire types", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
-			"m/client": {"net/http", "m/httpapi/wire"}},
-			[]string{"client imports httpapi/wire: the client is what applications import"}},
-		{"the client uses another module", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
-			"m/client": {"golang.org/x/net/http2"}},
-			[]string{"client imports golang.org/x/net/http2: the client is what applications import"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

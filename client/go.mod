@@ -1,0 +1,3 @@
+module github.com/limiter-dev/limiter/client
+
+go 1.24
