@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/client", "m/httpapi/fastlane"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/client", "m/httpapi/fastlane", "m/internal/boundedtable"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -137,6 +137,14 @@ func TestAllowRules(t *testing.T) {
 		{"the client uses the wire types", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
 			"m/client": {"net/http", "m/httpapi/wire"}},
 			[]string{"client imports httpapi/wire: the client is what applications import"}},
+		{"the bounded tables use the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/internal/boundedtable": {"math/bits"}}, nil},
+		{"the bounded tables use the domain", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/internal/boundedtable": {"m/ratelimits/ratecounter"}},
+			[]string{"internal/boundedtable imports ratelimits/ratecounter: the bounded tables are the data structure"}},
+		{"the bounded tables use a source", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/internal/boundedtable": {"m/source/memory"}},
+			[]string{"internal/boundedtable imports source/memory: the bounded tables are the data structure"}},
 		{"the client uses another module", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
 			"m/client": {"golang.org/x/net/http2"}},
 			[]string{"client imports golang.org/x/net/http2: the client is what applications import"}},
