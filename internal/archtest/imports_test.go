@@ -119,10 +119,10 @@ var rules = []rule{
 
 // allowRule is an edge given as what a layer may import directly, rather
 // than what it must not: for the pure algorithm packages, whose whole list
-// of imports is short and meant to stay so, and for the forward-auth rules
-// and the HTTP/1.1 lane, which import the standard library alone (whose
-// packages import nothing else, so their direct imports are all there is
-// to check).
+// of imports is short and meant to stay so, and for the forward-auth
+// rules, the HTTP/1.1 lane and the bounded tables, which import the
+// standard library alone (whose packages import nothing else, so their
+// direct imports are all there is to check).
 type allowRule struct {
 	layer string
 	from  func(rel string) bool
@@ -165,6 +165,13 @@ var allowRules = []allowRule{
 		allow: func(g *graph, path string) bool { return g.rel(path) == "" && standard(path) },
 		why: "the lane reads requests for whatever handler it is given: the standard library only, " +
 			"so that nothing but its own few hundred lines stands between a connection and net/http's types",
+	},
+	{
+		layer: "the bounded tables (internal/boundedtable)",
+		from:  func(rel string) bool { return under(rel, "internal/boundedtable") },
+		allow: func(g *graph, path string) bool { return g.rel(path) == "" && standard(path) },
+		why: "the bounded tables are the data structure the memory source and the local layer share: " +
+			"the standard library only, so that neither brings the other's packages or the domain into it",
 	},
 }
 

@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/httpapi/fastlane"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/httpapi/fastlane", "m/internal/boundedtable"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -132,6 +132,14 @@ func TestAllowRules(t *testing.T) {
 		{"the lane uses the API's handler", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
 			"m/httpapi/fastlane": {"net/http", "m/httpapi"}},
 			[]string{"httpapi/fastlane imports httpapi: the lane reads requests"}},
+		{"the bounded tables use the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/internal/boundedtable": {"math/bits"}}, nil},
+		{"the bounded tables use the domain", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/internal/boundedtable": {"m/ratelimits/ratecounter"}},
+			[]string{"internal/boundedtable imports ratelimits/ratecounter: the bounded tables are the data structure"}},
+		{"the bounded tables use a source", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/internal/boundedtable": {"m/source/memory"}},
+			[]string{"internal/boundedtable imports source/memory: the bounded tables are the data structure"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

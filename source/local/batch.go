@@ -95,12 +95,12 @@ func unpin(ops []ratelimits.LocalOp, refs []opRef) {
 	for i := range ops {
 		op := &ops[i].Op
 		if refs[i].rt != nil {
-			if r := refs[i].rt.counters[op.Key]; r != nil {
+			if r := refs[i].rt.rate(op.Key); r != nil {
 				r.pinned = false
 			}
 		}
 		if refs[i].bt != nil {
-			if b := refs[i].bt.boxes[op.Box]; b != nil {
+			if b := refs[i].bt.box(op.Box); b != nil {
 				b.pinned = false
 			}
 		}
@@ -232,7 +232,7 @@ func (l *Layer) Refund(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 		var r *rate
 		var c *counter
 		if op.Algorithm == bucket.RateCounter {
-			r = refs[i].rt.counters[op.Key]
+			r = refs[i].rt.rate(op.Key)
 			if r != nil && r.pending != nil && op.Mode != bucket.CheckOnly {
 				given = min(op.Cost, r.pending.At(s))
 			}
@@ -246,7 +246,7 @@ func (l *Layer) Refund(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 			st.Window = c.state(nowMs, op.Window.Period)
 		}
 		if op.Box != "" {
-			if b := refs[i].bt.boxes[op.Box]; b != nil {
+			if b := refs[i].bt.box(op.Box); b != nil {
 				st.BoxExpires = b.expires()
 			}
 		}
@@ -315,7 +315,7 @@ func (l *Layer) forget(now int64, lop *ratelimits.LocalOp, ref opRef) bool {
 	var mine, read bucket.State
 	found := false
 	if op.Algorithm == bucket.RateCounter {
-		if r := ref.rt.counters[op.Key]; r != nil {
+		if r := ref.rt.rate(op.Key); r != nil {
 			found = true
 			mine.Rate = r.pending
 			if lop.SyncRate > 0 && r.readUntil > s {
@@ -337,7 +337,7 @@ func (l *Layer) forget(now int64, lop *ratelimits.LocalOp, ref opRef) bool {
 		delete(sh.orphans, op.Key)
 	}
 	if op.Box != "" {
-		if b := ref.bt.boxes[op.Box]; b != nil {
+		if b := ref.bt.box(op.Box); b != nil {
 			found = true
 			mine.BoxExpires, read.BoxExpires = b.pending, b.read
 			ref.bt.removeBox(b)

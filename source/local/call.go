@@ -83,7 +83,7 @@ func (l *Layer) boxExpires(g *group, key string) int64 {
 	t := g.tableOf(key)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if b := t.boxes[key]; b != nil {
+	if b := t.box(key); b != nil {
 		return b.expires()
 	}
 	return 0

@@ -832,7 +832,7 @@ func (l *Layer) Counters() int {
 		}
 		for _, t := range g.tableList() {
 			t.mu.Lock()
-			n += len(t.counters)
+			n += t.counters.Len()
 			t.mu.Unlock()
 		}
 	}
@@ -846,7 +846,7 @@ func (l *Layer) Boxes() int {
 	for _, g := range l.allGroups() {
 		for _, t := range g.tableList() {
 			t.mu.Lock()
-			n += len(t.boxes)
+			n += t.boxes.Len()
 			t.mu.Unlock()
 		}
 	}

@@ -1,11 +1,13 @@
 package local
 
 import (
+	"hash/maphash"
 	"maps"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/limiter-dev/limiter/internal/boundedtable"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
@@ -14,8 +16,9 @@ import (
 // name in one group, under one lock. A name is the enum part of a key
 // ("<enum>:"), and a limit's capacity bounds its entries per name, so a
 // table is where that bound can be kept exactly: a full counter evicts the
-// least recently incremented entry (a list in that order), a full box the
-// entry with the smallest remaining time (a heap on the expiry).
+// least recently incremented entry (a boundedtable.Recency), a full box
+// the entry with the smallest remaining time (a boundedtable.Expiry, on
+// the expiry as this process sees it), as the memory source's tables do.
 //
 // A counter of a limit above 0 holds, like a window counter, the hits
 // counted here and not pushed yet, those the running cycle pushes, and
@@ -27,17 +30,18 @@ type table struct {
 	mu sync.Mutex
 	id int // the lock order within the group
 
-	counters map[string]*rate
-	// newest and oldest end the list of counters by their last increment
-	// (or their making): oldest is the one a full table evicts.
-	newest, oldest *rate
+	// seed hashes the keys of counters and boxes.
+	seed maphash.Seed
+	// counters are in the order of their last increment (or their
+	// making): the oldest is the one a full table evicts.
+	counters boundedtable.Recency[*rate]
 	// orphans hold, per key, the unpushed hits of an evicted counter of a
 	// limit above 0, for the next cycle to push; a counter made again for
 	// the key takes them back. At most capacity keys.
 	orphans map[string]*rate
 
-	boxes map[string]*box
-	heap  []*box // boxes by expiry, soonest first
+	// boxes are by expiry (box.expires), soonest first.
+	boxes boundedtable.Expiry[*box]
 	// boxOrphans are evicted box entries of a limit above 0 with an expiry
 	// set here and not pushed yet: the next cycle pushes them.
 	boxOrphans map[string]*box
@@ -79,8 +83,7 @@ type rate struct {
 	seen int64
 	// pinned marks a counter the running batch or call holds: eviction
 	// passes it over.
-	pinned       bool
-	newer, older *rate
+	pinned bool
 }
 
 // view returns the counter a decision reads, nil when r holds nothing.
@@ -169,7 +172,6 @@ type box struct {
 	fetches, fetched, pinned bool
 	seen                     int64
 	stamp                    uint64
-	idx                      int // in the table's heap; -1 when not in it
 }
 
 // expires is when the entry leaves the box as this process sees it.
@@ -213,9 +215,8 @@ func (g *group) tableOf(key string) *table {
 	}
 	t := &table{
 		id:         len(tables),
-		counters:   map[string]*rate{},
+		seed:       maphash.MakeSeed(),
 		orphans:    map[string]*rate{},
-		boxes:      map[string]*box{},
 		boxOrphans: map[string]*box{},
 		capacity:   ratelimits.DefaultCapacity,
 	}
@@ -237,43 +238,25 @@ func (g *group) tableList() []*table {
 
 // --- counters: the list by last increment ---
 
-func (t *table) pushNewest(r *rate) {
-	r.older, r.newer = t.newest, nil
-	if t.newest != nil {
-		t.newest.newer = r
+// hash is key's hash in t's tables.
+func (t *table) hash(key string) uint64 { return maphash.String(t.seed, key) }
+
+// rate returns key's counter, or nil.
+func (t *table) rate(key string) *rate {
+	if p := t.counters.Find(key, t.hash(key)); p != boundedtable.None {
+		return *t.counters.At(p)
 	}
-	t.newest = r
-	if t.oldest == nil {
-		t.oldest = r
-	}
+	return nil
 }
 
-func (t *table) unlink(r *rate) {
-	if r.newer != nil {
-		r.newer.older = r.older
-	} else {
-		t.newest = r.older
-	}
-	if r.older != nil {
-		r.older.newer = r.newer
-	} else {
-		t.oldest = r.newer
-	}
-	r.newer, r.older = nil, nil
-}
-
-// touch makes r the most recently incremented counter.
+// touch makes r, which t holds, the most recently incremented counter.
 func (t *table) touch(r *rate) {
-	if t.newest != r {
-		t.unlink(r)
-		t.pushNewest(r)
-	}
+	t.counters.Touch(t.counters.Find(r.key, t.hash(r.key)))
 }
 
-// removeRate forgets r.
+// removeRate forgets r, which t holds.
 func (t *table) removeRate(r *rate) {
-	t.unlink(r)
-	delete(t.counters, r.key)
+	t.counters.Remove(t.counters.Find(r.key, t.hash(r.key)))
 }
 
 // rateOf returns key's counter, making it when there is none and create
@@ -284,18 +267,24 @@ func (t *table) removeRate(r *rate) {
 // counter leaves its unpushed hits as an orphan); fetch that a cycle must
 // read the new counter's totals before it may be forgotten.
 func (t *table) rateOf(key string, now int64, capacity int, create, synced, fetch bool) *rate {
-	if r := t.counters[key]; r != nil || !create {
-		if r != nil {
-			r.seen = now
+	h := t.hash(key)
+	if p := t.counters.Find(key, h); p != boundedtable.None || !create {
+		if p == boundedtable.None {
+			return nil
 		}
+		r := *t.counters.At(p)
+		r.seen = now
 		return r
 	}
 	s := ratecounter.Second(now)
 	t.capacity = capacityOr(capacity)
-	for t.oldest != nil && !t.oldest.pinned && t.oldest.idle(now) {
-		t.removeRate(t.oldest)
+	for p := t.counters.Oldest(); p != boundedtable.None; p = t.counters.Oldest() {
+		if o := *t.counters.At(p); o.pinned || !o.idle(now) {
+			break
+		}
+		t.counters.Remove(p)
 	}
-	for len(t.counters) >= t.capacity {
+	for t.counters.Len() >= t.capacity {
 		if !t.evictRate(s, synced) {
 			break // every counter is the running call's: the bound gives way
 		}
@@ -309,8 +298,7 @@ func (t *table) rateOf(key string, now int64, capacity int, create, synced, fetc
 			r.total = &c
 		}
 	}
-	t.counters[key] = r
-	t.pushNewest(r)
+	t.counters.Add(key, h, r)
 	return r
 }
 
@@ -319,14 +307,15 @@ func (t *table) rateOf(key string, now int64, capacity int, create, synced, fetc
 // the key's orphan while there is room (hits in flight stay with it: the
 // running cycle settles them); below 0 they are dropped.
 func (t *table) evictRate(s int64, synced bool) bool {
-	victim := t.oldest
-	for victim != nil && victim.pinned {
-		victim = victim.newer
+	p := t.counters.Oldest()
+	for p != boundedtable.None && (*t.counters.At(p)).pinned {
+		p = t.counters.Newer(p)
 	}
-	if victim == nil {
+	if p == boundedtable.None {
 		return false
 	}
-	t.removeRate(victim)
+	victim := *t.counters.At(p)
+	t.counters.Remove(p)
 	t.evictions++
 	if emptyRate(victim.pending, s) {
 		return true
@@ -348,7 +337,7 @@ func (t *table) keepRate(key string, hits *ratecounter.Counter, from *rate, s in
 	if emptyRate(hits, s) {
 		return
 	}
-	into := t.counters[key]
+	into := t.rate(key)
 	if into == nil {
 		if into = t.orphans[key]; into == nil {
 			if len(t.orphans) >= t.capacity {
@@ -374,79 +363,25 @@ func (t *table) keepRate(key string, hits *ratecounter.Counter, from *rate, s in
 
 // --- box entries: the heap by expiry ---
 
-func (t *table) less(i, j int) bool { return t.heap[i].expires() < t.heap[j].expires() }
-
-func (t *table) swap(i, j int) {
-	t.heap[i], t.heap[j] = t.heap[j], t.heap[i]
-	t.heap[i].idx, t.heap[j].idx = i, j
-}
-
-func (t *table) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !t.less(i, p) {
-			return
-		}
-		t.swap(i, p)
-		i = p
+// box returns key's box entry, or nil.
+func (t *table) box(key string) *box {
+	if p := t.boxes.Find(key, t.hash(key)); p != boundedtable.None {
+		return *t.boxes.At(p)
 	}
+	return nil
 }
 
-func (t *table) down(i int) {
-	n := len(t.heap)
-	for {
-		c := 2*i + 1
-		if c >= n {
-			return
-		}
-		if c+1 < n && t.less(c+1, c) {
-			c++
-		}
-		if !t.less(c, i) {
-			return
-		}
-		t.swap(i, c)
-		i = c
-	}
-}
-
-// fix restores the heap after b's expiry changed.
+// fix puts b, if t holds it, at its place by expiry after its expiry
+// changed.
 func (t *table) fix(b *box) {
-	if b.idx < 0 {
-		return
+	if p := t.boxes.Find(b.key, t.hash(b.key)); p != boundedtable.None && *t.boxes.At(p) == b {
+		t.boxes.SetExpiry(p, b.expires())
 	}
-	t.up(b.idx)
-	t.down(b.idx)
 }
 
-// heapPop removes and returns the box entry with the soonest expiry.
-func (t *table) heapPop() *box {
-	last := len(t.heap) - 1
-	t.swap(0, last)
-	b := t.heap[last]
-	t.heap[last] = nil
-	t.heap = t.heap[:last]
-	t.down(0)
-	b.idx = -1
-	return b
-}
-
-// removeBox forgets b.
+// removeBox forgets b, which t holds.
 func (t *table) removeBox(b *box) {
-	if i := b.idx; i >= 0 {
-		last := len(t.heap) - 1
-		if i != last {
-			t.swap(i, last)
-		}
-		t.heap[last] = nil
-		t.heap = t.heap[:last]
-		if i != last {
-			t.up(i)
-			t.down(i)
-		}
-		b.idx = -1
-	}
-	delete(t.boxes, b.key)
+	t.boxes.Remove(t.boxes.Find(b.key, t.hash(b.key)))
 }
 
 // boxOf returns key's box entry, making it when there is none and create
@@ -455,64 +390,51 @@ func (t *table) removeBox(b *box) {
 // with the smallest remaining time that is not pinned. A new entry takes
 // back the key's box orphan; synced and fetch are as for rateOf.
 func (t *table) boxOf(key string, now int64, capacity int, create, synced, fetch bool) *box {
-	if b := t.boxes[key]; b != nil || !create {
-		if b != nil {
-			b.seen = now
+	h := t.hash(key)
+	if p := t.boxes.Find(key, h); p != boundedtable.None || !create {
+		if p == boundedtable.None {
+			return nil
 		}
+		b := *t.boxes.At(p)
+		b.seen = now
 		return b
 	}
 	t.capacity = capacityOr(capacity)
-	for len(t.heap) > 0 && !t.heap[0].pinned && t.heap[0].idle(now) {
-		t.removeBox(t.heap[0])
+	for p := t.boxes.Min(); p != boundedtable.None; p = t.boxes.Min() {
+		if o := *t.boxes.At(p); o.pinned || !o.idle(now) {
+			break
+		}
+		t.boxes.Remove(p)
 	}
-	for len(t.boxes) >= t.capacity {
+	for t.boxes.Len() >= t.capacity {
 		if !t.evictBox(now, synced) {
 			break
 		}
 	}
-	b := &box{key: key, fetches: fetch, fetched: !fetch, seen: now, idx: len(t.heap)}
+	b := &box{key: key, fetches: fetch, fetched: !fetch, seen: now}
 	if o := t.boxOrphans[key]; o != nil {
 		delete(t.boxOrphans, key)
 		b.pending = o.pending
 	}
-	t.boxes[key] = b
-	t.heap = append(t.heap, b)
-	t.up(b.idx)
+	t.boxes.Add(key, h, b.expires(), b)
 	return b
 }
 
-// maxPinned is the most box entries one batch or call pins in a table.
-const maxPinned = 64
-
 // evictBox evicts the entry with the smallest remaining time not pinned,
-// and reports whether there was one. Above 0, an expiry set here and not
-// pushed yet stays as the key's box orphan while there is room, so that
-// the others still learn of it.
+// and reports whether there was one (a batch or call pins at most
+// boundedtable.MaxSkip entries of a table, which the search passes over).
+// Above 0, an expiry set here and not pushed yet stays as the key's box
+// orphan while there is room, so that the others still learn of it.
 func (t *table) evictBox(now int64, synced bool) bool {
-	var pinned [maxPinned]*box
-	n := 0
-	var victim *box
-	for len(t.heap) > 0 && n < maxPinned {
-		b := t.heapPop()
-		if !b.pinned {
-			victim = b
-			break
-		}
-		pinned[n] = b
-		n++
-	}
-	for _, b := range pinned[:n] {
-		b.idx = len(t.heap)
-		t.heap = append(t.heap, b)
-		t.up(b.idx)
-	}
-	if victim == nil {
+	p := t.boxes.MinWhere(func(p int) bool { return (*t.boxes.At(p)).pinned })
+	if p == boundedtable.None {
 		return false
 	}
-	delete(t.boxes, victim.key)
+	victim := *t.boxes.At(p)
+	t.boxes.Remove(p)
 	t.evictions++
 	if synced && victim.pending > now && len(t.boxOrphans) < t.capacity {
-		t.boxOrphans[victim.key] = &box{key: victim.key, pending: victim.pending, idx: -1}
+		t.boxOrphans[victim.key] = &box{key: victim.key, pending: victim.pending}
 	}
 	victim.pending = 0
 	return true
@@ -523,7 +445,7 @@ func (t *table) keepBox(key string, expires, now int64) {
 	if expires <= now {
 		return
 	}
-	if b := t.boxes[key]; b != nil {
+	if b := t.box(key); b != nil {
 		b.pending = max(b.pending, expires)
 		t.fix(b)
 		return
@@ -533,7 +455,7 @@ func (t *table) keepBox(key string, expires, now int64) {
 		return
 	}
 	if len(t.boxOrphans) < t.capacity {
-		t.boxOrphans[key] = &box{key: key, pending: expires, idx: -1}
+		t.boxOrphans[key] = &box{key: key, pending: expires}
 	}
 }
 
@@ -553,15 +475,17 @@ func (t *table) pending(now int64) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for key, r := range t.counters {
+	for p := range t.counters.Len() {
+		r := *t.counters.At(p)
 		if r.unpushed(s) {
 			n++
-		} else if b := t.boxes[key]; b != nil && (b.pending > now || b.inflight != 0) {
+		} else if b := t.box(r.key); b != nil && (b.pending > now || b.inflight != 0) {
 			n++
 		}
 	}
-	for key, b := range t.boxes {
-		if t.counters[key] == nil && (b.pending > now || b.inflight != 0) {
+	for p := range t.boxes.Len() {
+		b := *t.boxes.At(p)
+		if t.rate(b.key) == nil && (b.pending > now || b.inflight != 0) {
 			n++
 		}
 	}

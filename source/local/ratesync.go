@@ -58,14 +58,18 @@ func (h *held) carries() bool {
 func (t *table) snapshot(now int64, hs []held) []held {
 	s := ratecounter.Second(now)
 	t.stamp++
-	for key, r := range t.counters {
-		b := t.boxes[key]
+	// Removing an entry moves the last one into its place: going down
+	// from the last, that one was visited already.
+	for p := t.counters.Len() - 1; p >= 0; p-- {
+		r := *t.counters.At(p)
+		key := r.key
+		b := t.box(key)
 		if b != nil && b.idle(now) {
 			t.removeBox(b)
 			b = nil
 		}
 		if r.idle(now) {
-			t.removeRate(r)
+			t.counters.Remove(p)
 			if b == nil {
 				continue
 			}
@@ -82,12 +86,14 @@ func (t *table) snapshot(now int64, hs []held) []held {
 		}
 		hs = append(hs, held{t: t, key: key, r: r, b: b})
 	}
-	for key, b := range t.boxes {
+	for p := t.boxes.Len() - 1; p >= 0; p-- {
+		b := *t.boxes.At(p)
+		key := b.key
 		if b.stamp == t.stamp {
 			continue
 		}
 		if b.idle(now) {
-			t.removeBox(b)
+			t.boxes.Remove(p)
 			continue
 		}
 		t.takeBox(b, now)
@@ -213,7 +219,7 @@ func (l *Layer) settle(hs []held, pushes []ratelimits.RatePush, err error) ratel
 			switch {
 			case failed:
 				t.keepRate(h.key, hits, h.r, s)
-			case t.counters[h.key] == h.r:
+			case t.rate(h.key) == h.r:
 				h.r.read(&p.Total, s)
 				fetched = true
 			}
@@ -221,7 +227,7 @@ func (l *Layer) settle(hs []held, pushes []ratelimits.RatePush, err error) ratel
 		if h.b != nil {
 			expires := h.b.inflight
 			h.b.inflight = 0
-			live := t.boxes[h.key] == h.b
+			live := t.box(h.key) == h.b
 			switch {
 			case failed:
 				t.keepBox(h.key, expires, now)

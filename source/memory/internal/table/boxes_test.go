@@ -44,18 +44,17 @@ func (m boxModel) put(key string, exp, now int64, capacity int) (evicted bool) {
 	return evicted
 }
 
-// checkHeap fails unless b's heap is ordered and its places agree with at.
+// checkHeap fails unless b's least expiry is its first to evict (the
+// heap's own order is boundedtable's to check).
 func (b *Boxes) checkHeap(t *testing.T) {
 	t.Helper()
-	if len(b.heap) != b.Len() || len(b.at) != b.Len() || len(b.exp) != b.Len() {
-		t.Fatalf("heap %d, at %d, exp %d for %d keys", len(b.heap), len(b.at), len(b.exp), b.Len())
+	m := b.ents.Min()
+	if (m == None) != (b.Len() == 0) {
+		t.Fatalf("least entry %d of %d", m, b.Len())
 	}
-	for i, p := range b.heap {
-		if int(b.at[p]) != i {
-			t.Fatalf("heap place %d holds %d, which says it is at %d", i, p, b.at[p])
-		}
-		if i > 0 && b.less(i, (i-1)/2) {
-			t.Fatalf("heap place %d expires before its parent", i)
+	for p := range b.Len() {
+		if b.ents.Expires(p) < b.ents.Expires(m) {
+			t.Fatalf("entry %d expires before the least, %d", p, m)
 		}
 	}
 }
@@ -100,9 +99,9 @@ func TestBoxesAgainstModel(t *testing.T) {
 				t.Fatalf("seed %d step %d: %d entries, want %d", seed, step, b.Len(), len(m))
 			}
 			for j, k := range keys {
-				p := b.keys.find(k, hashes[j])
+				p := b.ents.Find(k, hashes[j])
 				want, ok := m[k]
-				if (p != None) != ok || (ok && b.exp[p] != want) {
+				if (p != None) != ok || (ok && b.ents.Expires(p) != want) {
 					t.Fatalf("seed %d step %d: %q at %d, model %v %d", seed, step, k, p, ok, want)
 				}
 			}
@@ -121,59 +120,8 @@ func TestBoxesShrink(t *testing.T) {
 	}
 	later := int64(now + 20_000)
 	b.Put("9:last", hashOf("9:last"), later+1, later, 100_000)
-	if b.Len() != 1 || cap(b.exp) > minDense || cap(b.heap) > minDense || len(b.keys.index) > 64 {
-		t.Fatalf("after the sweep: %d entries, capacities %d %d, %d index words", b.Len(), cap(b.exp), cap(b.heap), len(b.keys.index))
+	if dense, index := b.ents.Footprint(); b.Len() != 1 || dense > 64 || index > 64 {
+		t.Fatalf("after the sweep: %d entries, room for %d, %d index words", b.Len(), dense, index)
 	}
 	b.checkHeap(t)
-}
-
-// The key set against a map, with long runs of colliding hashes, keys of
-// every length, and arena compaction: every key is found at the position
-// the map says, after adds and removes in any order.
-func TestKeySetAgainstMap(t *testing.T) {
-	keys, hashes := testKeys(100)
-	for i := range keys {
-		keys[i] += string(rune('a' + i%26)) // a few more long keys
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	var k keySet
-	pos := map[string]int{}
-	byPos := []string{}
-	compactions := 0
-	for step := range 10_000 {
-		dead := k.deadBytes
-		i := rng.IntN(len(keys))
-		key := keys[i]
-		if p, ok := pos[key]; ok {
-			moved := k.removeAt(p)
-			if moved != len(byPos)-1 {
-				t.Fatalf("step %d: removeAt moved %d, want the last, %d", step, moved, len(byPos)-1)
-			}
-			byPos[p] = byPos[moved]
-			pos[byPos[p]] = p
-			byPos = byPos[:moved]
-			delete(pos, key)
-		} else {
-			if p := k.add(key, hashes[i]); p != len(byPos) {
-				t.Fatalf("step %d: add gave position %d, want %d", step, p, len(byPos))
-			}
-			pos[key] = len(byPos)
-			byPos = append(byPos, key)
-			if k.deadBytes < dead {
-				compactions++
-			}
-		}
-		for j, key := range keys {
-			want, ok := pos[key]
-			if got := k.find(key, hashes[j]); (got != None) != ok || (ok && got != want) {
-				t.Fatalf("step %d: find(%q) = %d, want %d (held %v)", step, key, got, want, ok)
-			}
-		}
-	}
-	if compactions == 0 {
-		t.Fatal("the arena was never compacted")
-	}
-	if k.Len() != len(pos) {
-		t.Fatalf("%d keys, want %d", k.Len(), len(pos))
-	}
 }

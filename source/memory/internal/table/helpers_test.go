@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 
+	"github.com/limiter-dev/limiter/internal/boundedtable"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
@@ -37,11 +38,12 @@ func counterExpiring(rng *rand.Rand, expMs int64) window.Counter {
 	return c
 }
 
-// keyAt returns the key of the entry at position i, undoing keyOf.
+// keyAt returns the key of the entry at position i, undoing
+// boundedtable.KeyOf.
 func (t *Table[V]) keyAt(i int) string {
 	sl := &t.table[i]
-	n := int(sl.meta >> lengthShift & longKey)
-	if n == longKey {
+	n := boundedtable.InlineLen(sl.meta)
+	if n < 0 {
 		return string(t.arena[sl.k0 : sl.k0+sl.k1])
 	}
 	b := make([]byte, 8+n)
@@ -62,7 +64,7 @@ func (t *Table[V]) keyAt(i int) string {
 func (t *Table[V]) arenaLive() int {
 	n := 0
 	for i := range t.table {
-		if sl := &t.table[i]; isLong(sl.meta) {
+		if sl := &t.table[i]; boundedtable.IsLong(sl.meta) {
 			n += int(sl.k1)
 		}
 	}

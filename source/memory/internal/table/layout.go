@@ -1,5 +1,7 @@
 package table
 
+import "github.com/limiter-dev/limiter/internal/boundedtable"
+
 // home is where a key whose hash (or meta) is h starts probing. The shard
 // was chosen by the hash's low bits; the table uses its high 32, scaled to
 // the table's length, which need not be a power of two.
@@ -23,7 +25,7 @@ func (t *Table[V]) firstEmpty(h uint64) int {
 // run back into the gap (backward-shift deletion), so that lookups need no
 // tombstones and every run stays unbroken.
 func (t *Table[V]) removeAt(i int) {
-	if sl := &t.table[i]; isLong(sl.meta) {
+	if sl := &t.table[i]; boundedtable.IsLong(sl.meta) {
 		t.deadBytes += int(sl.k1)
 	}
 	n := len(t.table)
@@ -72,32 +74,10 @@ func (t *Table[V]) grow() {
 // twice the bytes of the long keys held, and each rebuild is paid for by
 // as many bytes of removed keys as it copies.
 func (t *Table[V]) compactArena(extra int) {
-	t.arena, t.deadBytes = rebuildArena(t.arena, t.deadBytes, extra, func(keep func(meta uint64, k0 *uint64, k1 uint64)) {
+	t.arena, t.deadBytes = boundedtable.RebuildArena(t.arena, t.deadBytes, extra, func(keep func(meta uint64, k0 *uint64, k1 uint64)) {
 		for i := range t.table {
 			sl := &t.table[i]
 			keep(sl.meta, &sl.k0, sl.k1)
 		}
 	})
-}
-
-// rebuildArena is the arena rebuild of a Table and of a keySet: when the
-// bytes of keys no longer held (dead) are at least 4 KiB and half of
-// arena, it returns a new arena holding only the long keys that held
-// visits (each entry's meta, the offset k0 of its key, which it moves, and
-// the key's length k1), with room for extra more bytes, and 0 dead bytes;
-// otherwise arena and dead as they are.
-func rebuildArena(arena []byte, dead, extra int, held func(keep func(meta uint64, k0 *uint64, k1 uint64))) ([]byte, int) {
-	if dead < 4096 || dead*2 < len(arena) {
-		return arena, dead
-	}
-	live := len(arena) - dead
-	fresh := make([]byte, 0, live+live/4+extra)
-	held(func(meta uint64, k0 *uint64, k1 uint64) {
-		if isLong(meta) {
-			off := uint64(len(fresh))
-			fresh = append(fresh, arena[*k0:*k0+k1]...)
-			*k0 = off
-		}
-	})
-	return fresh, 0
 }

@@ -3,6 +3,7 @@ package table
 import (
 	"math"
 
+	"github.com/limiter-dev/limiter/internal/boundedtable"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
 
@@ -15,7 +16,8 @@ import (
 // hits, all of them as uint32 in a slab of widened rings beside the
 // entries (an entry goes back to the narrow form when its seconds all fit
 // again). An entry, its key and its place in the recency list take 168
-// bytes in dense slices, plus its word in the key index.
+// bytes in dense slices (boundedtable.Recency), plus its word in the key
+// index.
 //
 // An entry whose counter is Empty (no hit in its last Seconds seconds)
 // counts nothing, which is also what a missing one means: reading it
@@ -25,23 +27,18 @@ import (
 // incremented entry. Recency is the order in which increments reach the
 // table: an increment moves its entry to the front.
 type Rates struct {
-	keys keySet
-	ents []rateEntry
+	// ents are the entries in the order of their last increment.
+	ents boundedtable.Recency[rateEntry]
 	// wide holds the widened rings, by rateEntry.wide − 1; free lists
 	// the places in it no entry uses.
-	wide [][ratecounter.Seconds]uint32
-	free []int32
-	// head is the most recently incremented entry, tail the least (0 when
-	// the table is empty; see link).
-	head, tail link
-	evicted    uint64
+	wide    [][ratecounter.Seconds]uint32
+	free    []int32
+	evicted uint64
 }
 
-// rateEntry is one counter, beside its key at the same position of the
-// keySet. prev and next link it in the recency list: prev toward head.
+// rateEntry is one counter.
 type rateEntry struct {
-	last       int64
-	prev, next link
+	last int64
 	// wide is 1 + the place of its ring in Rates.wide, 0 when hits holds
 	// its seconds.
 	wide int32
@@ -50,7 +47,7 @@ type rateEntry struct {
 
 // Len returns how many entries r holds, some of which may have become
 // empty since they were last touched.
-func (r *Rates) Len() int { return r.keys.Len() }
+func (r *Rates) Len() int { return r.ents.Len() }
 
 // Evicted returns how many entries were removed to stay within capacity.
 func (r *Rates) Evicted() uint64 { return r.evicted }
@@ -59,7 +56,7 @@ func (r *Rates) Evicted() uint64 { return r.evicted }
 // held one that counts something at second s. An empty entry is forgotten
 // on the spot; c is then the zero Counter.
 func (r *Rates) Get(key string, h uint64, s int64, c *ratecounter.Counter) bool {
-	p := r.keys.find(key, h)
+	p := r.ents.Find(key, h)
 	if p == None {
 		*c = ratecounter.Counter{}
 		return false
@@ -79,7 +76,7 @@ func (r *Rates) Get(key string, h uint64, s int64, c *ratecounter.Counter) bool 
 // says). A new entry is inserted within capacity (at least 1): see Rates.
 // Put reports whether it evicted an entry that was not empty.
 func (r *Rates) Put(key string, h uint64, c *ratecounter.Counter, s int64, capacity int, incremented bool) (evicted bool) {
-	p := r.keys.find(key, h)
+	p := r.ents.Find(key, h)
 	if c.Empty(s) {
 		if p != None {
 			r.remove(p)
@@ -88,12 +85,9 @@ func (r *Rates) Put(key string, h uint64, c *ratecounter.Counter, s int64, capac
 	}
 	if p == None {
 		evicted = r.makeRoom(s, max(capacity, 1))
-		p = r.keys.add(key, h)
-		r.ents = append(r.ents, rateEntry{})
-		r.pushFront(p)
+		p = r.ents.Add(key, h, rateEntry{})
 	} else if incremented {
-		r.unlink(p)
-		r.pushFront(p)
+		r.ents.Touch(p)
 	}
 	r.store(p, c)
 	return evicted
@@ -101,7 +95,7 @@ func (r *Rates) Put(key string, h uint64, c *ratecounter.Counter, s int64, capac
 
 // Delete removes key's counter, if r holds one.
 func (r *Rates) Delete(key string, h uint64) {
-	if p := r.keys.find(key, h); p != None {
+	if p := r.ents.Find(key, h); p != None {
 		r.remove(p)
 	}
 }
@@ -110,11 +104,11 @@ func (r *Rates) Delete(key string, h uint64) {
 // evicts from the tail while r holds capacity entries or more (more when
 // the capacity was lowered since they were inserted).
 func (r *Rates) makeRoom(s int64, capacity int) (evicted bool) {
-	for r.tail != 0 && r.emptyAt(r.tail.pos(), s) {
-		r.remove(r.tail.pos())
+	for p := r.ents.Oldest(); p != None && r.emptyAt(p, s); p = r.ents.Oldest() {
+		r.remove(p)
 	}
-	for r.keys.Len() >= capacity {
-		r.remove(r.tail.pos())
+	for r.ents.Len() >= capacity {
+		r.remove(r.ents.Oldest())
 		r.evicted++
 		evicted = true
 	}
@@ -123,7 +117,7 @@ func (r *Rates) makeRoom(s int64, capacity int) (evicted bool) {
 
 // hitsAt returns the hits held in slot i of entry p.
 func (r *Rates) hitsAt(p, i int) uint32 {
-	e := &r.ents[p]
+	e := r.ents.At(p)
 	if e.wide != 0 {
 		return r.wide[e.wide-1][i]
 	}
@@ -132,7 +126,7 @@ func (r *Rates) hitsAt(p, i int) uint32 {
 
 // emptyAt is ratecounter.Counter.Empty on entry p, without loading it.
 func (r *Rates) emptyAt(p int, s int64) bool {
-	last := r.ents[p].last
+	last := r.ents.At(p).last
 	if s <= last-ratecounter.Seconds {
 		return true // the clock went back a minute: the next add starts afresh
 	}
@@ -146,7 +140,7 @@ func (r *Rates) emptyAt(p int, s int64) bool {
 
 // load copies entry p into c.
 func (r *Rates) load(p int, c *ratecounter.Counter) {
-	e := &r.ents[p]
+	e := r.ents.At(p)
 	c.Last = e.last
 	if e.wide != 0 {
 		c.Hits = r.wide[e.wide-1]
@@ -159,7 +153,7 @@ func (r *Rates) load(p int, c *ratecounter.Counter) {
 
 // store copies c into entry p, in the narrow form when every second fits.
 func (r *Rates) store(p int, c *ratecounter.Counter) {
-	e := &r.ents[p]
+	e := r.ents.At(p)
 	e.last = c.Last
 	narrow := true
 	for _, n := range c.Hits {
@@ -206,70 +200,10 @@ func (r *Rates) freeWide(w int32) {
 
 // remove drops entry p, moving the last entry into its position.
 func (r *Rates) remove(p int) {
-	r.unlink(p)
-	if w := r.ents[p].wide; w != 0 {
+	if w := r.ents.At(p).wide; w != 0 {
 		r.freeWide(w)
 	}
-	last := r.keys.removeAt(p)
-	if last != p {
-		r.ents[p] = r.ents[last]
-		r.relink(last, p)
-	}
-	r.ents[last] = rateEntry{}
-	r.ents = shrink(r.ents[:last])
-}
-
-// The recency list links entries by link: 1 + an entry's position, 0 for
-// none, so that the zero Rates and a zero rateEntry are an empty list and
-// an entry out of it.
-type link int32
-
-func linkTo(p int) link { return link(p + 1) }
-
-func (l link) pos() int { return int(l) - 1 }
-
-// relink points the neighbours of the entry moved from position from to
-// position to.
-func (r *Rates) relink(from, to int) {
-	e := &r.ents[to]
-	if e.prev != 0 {
-		r.ents[e.prev.pos()].next = linkTo(to)
-	} else if r.head == linkTo(from) {
-		r.head = linkTo(to)
-	}
-	if e.next != 0 {
-		r.ents[e.next.pos()].prev = linkTo(to)
-	} else if r.tail == linkTo(from) {
-		r.tail = linkTo(to)
-	}
-}
-
-// unlink takes entry p out of the recency list.
-func (r *Rates) unlink(p int) {
-	e := &r.ents[p]
-	if e.prev != 0 {
-		r.ents[e.prev.pos()].next = e.next
-	} else {
-		r.head = e.next
-	}
-	if e.next != 0 {
-		r.ents[e.next.pos()].prev = e.prev
-	} else {
-		r.tail = e.prev
-	}
-	e.prev, e.next = 0, 0
-}
-
-// pushFront makes entry p, out of the list, its head.
-func (r *Rates) pushFront(p int) {
-	e := &r.ents[p]
-	e.prev, e.next = 0, r.head
-	if r.head != 0 {
-		r.ents[r.head.pos()].prev = linkTo(p)
-	} else {
-		r.tail = linkTo(p)
-	}
-	r.head = linkTo(p)
+	r.ents.Remove(p)
 }
 
 // slotOf is the ring slot of second t, as ratecounter keeps it.

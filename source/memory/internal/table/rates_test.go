@@ -13,14 +13,12 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
 
-// A counter entry stays 144 bytes and a key 24, the sizes Rates's doc
-// gives (168 bytes an entry, index aside).
+// A counter's value stays 136 bytes, 144 with its links in the recency
+// list (which boundedtable's tests hold to 8 bytes, and a key to 24): the
+// 168 bytes an entry Rates's doc gives, index aside.
 func TestRateEntrySizes(t *testing.T) {
-	if n := unsafe.Sizeof(rateEntry{}); n != 144 {
-		t.Errorf("a rate entry is %d bytes, want 144", n)
-	}
-	if n := unsafe.Sizeof(ident{}); n != 24 {
-		t.Errorf("an ident is %d bytes, want 24", n)
+	if n := unsafe.Sizeof(rateEntry{}); n != 136 {
+		t.Errorf("a rate entry is %d bytes, want 136", n)
 	}
 }
 
@@ -98,30 +96,30 @@ func (m *rateModel) put(key string, c ratecounter.Counter, s int64, capacity int
 	return evicted
 }
 
-// order returns r's keys from the head of its recency list to the tail,
-// checking the links both ways.
+// order returns r's keys from the most recently incremented to the
+// least, checking the list's links both ways.
 func (r *Rates) order(t *testing.T, keys []string, hashes []uint64) []string {
 	t.Helper()
 	byPos := map[int]string{}
 	for i, k := range keys {
-		if p := r.keys.find(k, hashes[i]); p != None {
+		if p := r.ents.Find(k, hashes[i]); p != None {
 			byPos[p] = k
 		}
 	}
 	var out []string
-	var prev link
-	for l := r.head; l != 0; l = r.ents[l.pos()].next {
-		if r.ents[l.pos()].prev != prev {
-			t.Fatalf("entry %d links back to %d, want %d", l.pos(), r.ents[l.pos()].prev, prev)
+	prev := None
+	for p := r.ents.Newest(); p != None; p = r.ents.Older(p) {
+		if r.ents.Newer(p) != prev {
+			t.Fatalf("entry %d links back to %d, want %d", p, r.ents.Newer(p), prev)
 		}
-		out = append(out, byPos[l.pos()])
-		prev = l
+		out = append(out, byPos[p])
+		prev = p
 		if len(out) > r.Len() {
 			t.Fatal("the recency list has a cycle")
 		}
 	}
-	if r.tail != prev {
-		t.Fatalf("tail is %d, the list ends at %d", r.tail, prev)
+	if r.ents.Oldest() != prev {
+		t.Fatalf("the oldest is %d, the list ends at %d", r.ents.Oldest(), prev)
 	}
 	return out
 }
@@ -176,7 +174,7 @@ func TestRatesAgainstModel(t *testing.T) {
 				t.Fatalf("seed %d step %d: recency %q, want %q", seed, step, o, m.order)
 			}
 			for j, k := range keys {
-				p := r.keys.find(k, hashes[j])
+				p := r.ents.Find(k, hashes[j])
 				want, ok := m.counters[k]
 				if (p != None) != ok {
 					t.Fatalf("seed %d step %d: %q found at %d, model holds it: %v", seed, step, k, p, ok)
@@ -187,13 +185,13 @@ func TestRatesAgainstModel(t *testing.T) {
 					if c != want {
 						t.Fatalf("seed %d step %d: %q holds %+v, want %+v", seed, step, k, c, want)
 					}
-					if wide := r.ents[p].wide != 0; wide != slices.ContainsFunc(want.Hits[:], func(n uint32) bool { return n > math.MaxUint16 }) {
+					if wide := r.ents.At(p).wide != 0; wide != slices.ContainsFunc(want.Hits[:], func(n uint32) bool { return n > math.MaxUint16 }) {
 						t.Fatalf("seed %d step %d: %q wide=%v for %+v", seed, step, k, wide, want)
 					}
 				}
 			}
-			if r.Len() == 0 && (r.wide != nil || r.head != 0 || r.tail != 0) {
-				t.Fatalf("seed %d step %d: an empty table keeps %d wide rings, head %d, tail %d", seed, step, len(r.wide), r.head, r.tail)
+			if r.Len() == 0 && (r.wide != nil || r.ents.Newest() != None || r.ents.Oldest() != None) {
+				t.Fatalf("seed %d step %d: an empty table keeps %d wide rings, newest %d, oldest %d", seed, step, len(r.wide), r.ents.Newest(), r.ents.Oldest())
 			}
 		}
 	}
@@ -222,8 +220,8 @@ func TestRatesWideSeconds(t *testing.T) {
 	}
 	got.Add(s+61, 1) // both wide seconds leave the window
 	r.Put("1:a", 1<<40, &got, s+61, 10, true)
-	if r.ents[0].wide != 0 || r.wide != nil {
-		t.Fatalf("entry still wide: %d, %d rings", r.ents[0].wide, len(r.wide))
+	if r.ents.At(0).wide != 0 || r.wide != nil {
+		t.Fatalf("entry still wide: %d, %d rings", r.ents.At(0).wide, len(r.wide))
 	}
 	var back ratecounter.Counter
 	if !r.Get("1:a", 1<<40, s+61, &back) || back != got {
@@ -245,7 +243,7 @@ func TestRatesShrink(t *testing.T) {
 	var later ratecounter.Counter
 	later.Add(s+60, 1)
 	r.Put("9:last", hashOf("9:last"), &later, s+60, 100_000, true) // sweeps every other entry
-	if r.Len() != 1 || cap(r.ents) > minDense || len(r.keys.index) > 64 {
-		t.Fatalf("after the sweep: %d entries, %d entry capacity, %d index words", r.Len(), cap(r.ents), len(r.keys.index))
+	if dense, index := r.ents.Footprint(); r.Len() != 1 || dense > 64 || index > 64 {
+		t.Fatalf("after the sweep: %d entries, %d entry capacity, %d index words", r.Len(), dense, index)
 	}
 }

@@ -22,41 +22,34 @@
 // (see Store.evict).
 //
 // Rates and Boxes hold one limit name's rate counters and penalty box
-// entries, bounded per name. Their entries live in dense slices indexed by
-// a keySet (a key's position), linked by int32 positions into a recency
-// list or a heap, so that eviction takes exactly the entry the rules name
-// (the least recently incremented counter, the box entry with the least
-// time left) in O(1) or O(log n), without pointers.
+// entries, bounded per name. Their entries live in a boundedtable's dense
+// slices, linked by int32 positions into a recency list or a heap, so that
+// eviction takes exactly the entry the rules name (the least recently
+// incremented counter, the box entry with the least time left) in O(1) or
+// O(log n), without pointers.
 package table
 
+import "github.com/limiter-dev/limiter/internal/boundedtable"
+
 // None is the position of a key a table does not hold.
-const None = -1
+const None = boundedtable.None
 
 // minTable is the smallest table allocated, in slots.
 const minTable = 8
 
-// The low byte of a slot's meta word is not hash: the shard was chosen by
-// the hash's low bits, so within a shard they say little (nothing, with
-// 256 shards or more), and the byte holds the slot's flags instead.
+// A slot's meta word is its key's tag (boundedtable.KeyOf: the hash with
+// flags and the key's length in its low byte) with the pinned flag.
 const (
 	// used marks a slot that holds an entry; an empty slot's meta is 0.
-	used = 1 << 0
+	used = boundedtable.Used
 	// pinned marks an entry of the batch being applied under the shard's
 	// lock, which eviction must not choose: a batch that stores two new
 	// entries in a shard at its bound would otherwise lose the first to
 	// make room for the second, after deciding on both. Only batches of
 	// more than one op set it, and clear it before they unlock.
 	pinned = 1 << 1
-	// The six bits from lengthShift up give the length of a key held in
-	// the slot itself (0 to maxInline), or longKey for a key in the
-	// arena.
-	lengthShift = 2
-	longKey     = 63
-	flagBits    = 0xFF
-	// maxInline is the longest key kept in a slot: "<enum>:<id>" with an
-	// id of up to 13 characters (account numbers, IPv4 addresses, short
-	// domains) needs no other memory.
-	maxInline = 16
+	// maxInline is the longest key kept in a slot itself.
+	maxInline = boundedtable.MaxInline
 )
 
 // slot is one position of a table: an entry, or empty (meta 0). It holds
@@ -74,7 +67,7 @@ type slot[V any] struct {
 	exp int64
 	val V
 	// k0, k1 are the key itself for a key of up to maxInline bytes (see
-	// keyOf); for a longer one, its offset in the arena and its length.
+	// boundedtable.KeyOf); for a longer one, its offset in the arena and its length.
 	k0, k1 uint64
 }
 
@@ -124,7 +117,7 @@ func (t *Table[V]) Find(key string, h uint64) int {
 	if len(t.table) == 0 {
 		return None
 	}
-	tag, k0, k1 := keyOf(key, h)
+	tag, k0, k1 := boundedtable.KeyOf(key, h)
 	long := len(key) > maxInline
 	for i := t.home(h); ; {
 		sl := &t.table[i]
@@ -168,7 +161,7 @@ func (t *Table[V]) insert(key string, h uint64, exp int64, v V, flags uint64) {
 	if (t.count+1)*4 > len(t.table)*3 {
 		t.grow()
 	}
-	tag, k0, k1 := keyOf(key, h)
+	tag, k0, k1 := boundedtable.KeyOf(key, h)
 	sl := slot[V]{meta: tag | flags, exp: exp, val: v, k0: k0, k1: k1}
 	if len(key) > maxInline {
 		t.compactArena(len(key))

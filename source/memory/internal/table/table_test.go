@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/limiter-dev/limiter/internal/boundedtable"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
@@ -283,7 +284,7 @@ func TestTableStopsAtItsLimit(t *testing.T) {
 	}
 }
 
-// keyOf tells every two keys of the same length apart (its two words
+// boundedtable.KeyOf tells every two keys of the same length apart (its two words
 // determine the key), and keyAt gets the key back, at every length a slot
 // holds. Keys over a two-letter alphabet make near-misses common.
 func TestKeyOfDeterminesTheKey(t *testing.T) {
@@ -298,7 +299,7 @@ func TestKeyOfDeterminesTheKey(t *testing.T) {
 				b[i] = "ab"[rng.IntN(2)]
 			}
 			key := string(b)
-			_, k0, k1 := keyOf(key, 0)
+			_, k0, k1 := boundedtable.KeyOf(key, 0)
 			if other, ok := seen[[2]uint64{k0, k1}]; ok && other != key {
 				t.Fatalf("length %d: %q and %q are held alike", n, key, other)
 			}
