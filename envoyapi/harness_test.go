@@ -20,11 +20,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/envoyapi"
 	"github.com/limiter-dev/limiter/envoyapi/descriptors"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 

@@ -18,11 +18,11 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/bearer"
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 

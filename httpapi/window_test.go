@@ -9,11 +9,11 @@ import (
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/internal/vectors"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 const windowDefaults = `

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 const shadowDefaults = `

@@ -6,9 +6,9 @@ import (
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/internal/vectors"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 

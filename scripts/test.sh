@@ -202,9 +202,9 @@ fuzz FuzzFastDecode 25000 ./httpapi/
 fuzz FuzzERLFastDecode 25000 ./httpapi/
 fuzz FuzzEncode 10000 ./httpapi/
 fuzz FuzzLaneMatchesNetHTTP 10000 ./httpapi/fastlane/
-fuzz FuzzParseConfig 15000 ./ratelimits/configfile/
-fuzz FuzzParseDescriptors 10000 ./ratelimits/configfile/
+fuzz FuzzParseConfig 15000 ./configfile/
+fuzz FuzzParseDescriptors 10000 ./configfile/
 fuzz FuzzJoinInjective 20000 ./envoyapi/descriptors/
-fuzz FuzzParseForwardAuth 10000 ./ratelimits/configfile/
+fuzz FuzzParseForwardAuth 10000 ./configfile/
 fuzz FuzzCanonicalize 40000 ./ratelimits/
 fuzz FuzzStoreAgainstModel 12000 ./source/memory/internal/table/

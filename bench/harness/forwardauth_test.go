@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/forwardauth"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 // The limiter's files for the forward-auth rows load with the limiter's

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
+	"github.com/limiter-dev/limiter/configfile"
 )
 
 // checkConfig validates the four files as serve would load them and

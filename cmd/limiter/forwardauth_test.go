@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/bearer"
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 

@@ -1,7 +1,7 @@
 // Package descriptors maps the descriptors of Envoy's rate-limit requests
 // to limits: per domain, a list of rules, each an exact list of descriptor
 // entry keys and the limit name that counts such a descriptor. It is pure
-// data; ratelimits/configfile loads it from the rules file, and envoyapi
+// data; configfile loads it from the rules file, and envoyapi
 // matches requests against it.
 package descriptors
 

@@ -42,13 +42,10 @@ func under(rel, dir string) bool {
 	return rel == dir || strings.HasPrefix(rel, dir+"/")
 }
 
-// isConfigLoader tells the config-file loader from the domain: a package
-// under ratelimits whose last path element starts with "config".
+// isConfigLoader tells the config-file loader, beside the domain, from
+// everything else.
 func isConfigLoader(rel string) bool {
-	if !under(rel, "ratelimits") || rel == "ratelimits" {
-		return false
-	}
-	return strings.HasPrefix(rel[strings.LastIndexByte(rel, '/')+1:], "config")
+	return under(rel, "configfile")
 }
 
 // target is an import a layer must not have, directly or through another
@@ -90,7 +87,7 @@ type rule struct {
 var rules = []rule{
 	{
 		layer: "the domain (ratelimits/...)",
-		from:  func(rel string) bool { return under(rel, "ratelimits") && !isConfigLoader(rel) },
+		from:  func(rel string) bool { return under(rel, "ratelimits") },
 		forbid: []target{
 			external("net/http"), external("github.com/redis"), external("github.com/go-chi"),
 			external("gopkg.in/yaml.v3"), configLoader, internal("source"), internal("httpapi"),

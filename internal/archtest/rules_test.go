@@ -52,8 +52,10 @@ func TestRulesCatchForbiddenImports(t *testing.T) {
 			[]string{"ratelimits/window imports github.com/redis"}},
 		{"the domain uses chi", map[string][]string{"m/ratelimits": {"github.com/go-chi/chi/v5"}},
 			[]string{"ratelimits imports github.com/go-chi"}},
-		{"the config loader reads YAML", map[string][]string{"m/ratelimits/config": {"m/ratelimits", "gopkg.in/yaml.v3"}}, nil},
-		{"a source uses the config loader", map[string][]string{"m/source/redis": {"m/ratelimits/configfile"}, "m/ratelimits/configfile": {"gopkg.in/yaml.v3"}},
+		{"the config loader reads YAML", map[string][]string{"m/configfile": {"m/ratelimits", "gopkg.in/yaml.v3"}}, nil},
+		{"the domain loads its files", map[string][]string{"m/ratelimits": {"m/configfile"}, "m/configfile": {"gopkg.in/yaml.v3"}},
+			[]string{"ratelimits imports gopkg.in/yaml.v3", "ratelimits imports the config loader"}},
+		{"a source uses the config loader", map[string][]string{"m/source/redis": {"m/configfile"}, "m/configfile": {"gopkg.in/yaml.v3"}},
 			[]string{"source/redis imports gopkg.in/yaml.v3", "source/redis imports the config loader"}},
 		{"a source speaks HTTP", map[string][]string{"m/source/memory": {"net/http"}},
 			[]string{"source/memory imports net/http"}},
@@ -65,13 +67,13 @@ func TestRulesCatchForbiddenImports(t *testing.T) {
 		{"a handler uses HTTP and chi", map[string][]string{"m/httpapi": {"net/http", "github.com/go-chi/chi/v5", "m/ratelimits"}}, nil},
 		{"Envoy's service uses a source", map[string][]string{"m/envoyapi": {"m/ratelimits", "m/source/memory"}},
 			[]string{"envoyapi imports source/..."}},
-		{"Envoy's service loads the limit files", map[string][]string{"m/envoyapi": {"m/ratelimits/configfile"}},
+		{"Envoy's service loads the limit files", map[string][]string{"m/envoyapi": {"m/configfile"}},
 			[]string{"envoyapi imports the config loader"}},
 		{"Envoy's rules talk to Redis", map[string][]string{"m/envoyapi/descriptors": {"github.com/redis/go-redis/v9"}},
 			[]string{"envoyapi/descriptors imports github.com/redis"}},
 		{"Envoy's service uses gRPC, the rules and the HTTP API's headers", map[string][]string{
 			"m/envoyapi": {"google.golang.org/grpc", "m/envoyapi/descriptors", "m/httpapi/headers", "m/ratelimits"}}, nil},
-		{"cmd wires everything", map[string][]string{"m/cmd/limiter": {"m/httpapi", "m/source/redis", "m/ratelimits/config", "net/http"}}, nil},
+		{"cmd wires everything", map[string][]string{"m/cmd/limiter": {"m/httpapi", "m/source/redis", "m/configfile", "net/http"}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

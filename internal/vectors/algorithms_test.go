@@ -8,8 +8,8 @@ import (
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 

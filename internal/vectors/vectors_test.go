@@ -12,8 +12,8 @@ import (
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 // The embedded copies must stay the same as the shared public vectors,

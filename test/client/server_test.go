@@ -14,10 +14,10 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/client"
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/memory"
 )

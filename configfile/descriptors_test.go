@@ -272,11 +272,11 @@ func TestDescriptorsWithoutConfig(t *testing.T) {
 // rule can produce valid ids: a rule of an ip limit has one key (the
 // address), and the shadow limit it shows is one.
 func TestDescriptorsBundledFile(t *testing.T) {
-	cfg, err := Load("../../config/defaults.yaml", "../../config/overrides.yaml")
+	cfg, err := Load("../config/defaults.yaml", "../config/overrides.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := LoadDescriptors("../../config/descriptors.yaml", cfg)
+	rules, err := LoadDescriptors("../config/descriptors.yaml", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

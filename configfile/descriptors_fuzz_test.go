@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 // FuzzParseDescriptors feeds arbitrary descriptors files to the loader: it

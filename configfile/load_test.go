@@ -281,7 +281,7 @@ func TestConfigLoadFiles(t *testing.T) {
 
 // TestConfigBundledFiles loads the example files shipped in config/.
 func TestConfigBundledFiles(t *testing.T) {
-	c, err := Load("../../config/defaults.yaml", "../../config/overrides.yaml")
+	c, err := Load("../config/defaults.yaml", "../config/overrides.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

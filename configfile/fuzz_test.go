@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 

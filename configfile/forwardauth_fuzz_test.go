@@ -4,9 +4,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 // FuzzParseForwardAuth feeds arbitrary forward-auth files to the loader:

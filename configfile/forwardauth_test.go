@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/ratelimits"
-	"github.com/limiter-dev/limiter/ratelimits/configfile"
 )
 
 const faFile = "forward-auth.yaml"
@@ -545,11 +545,11 @@ func TestForwardAuthLoadFiles(t *testing.T) {
 // a rule for each proxy its comments name; the password-reset form's
 // answers show nothing of its limits.
 func TestForwardAuthBundledFile(t *testing.T) {
-	cfg, err := configfile.Load("../../config/defaults.yaml", "../../config/overrides.yaml")
+	cfg, err := configfile.Load("../config/defaults.yaml", "../config/overrides.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := configfile.LoadForwardAuth("../../config/forward-auth.yaml", cfg)
+	rs, err := configfile.LoadForwardAuth("../config/forward-auth.yaml", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
