@@ -169,21 +169,13 @@ func (p *descriptorsParser) domainName(item *yaml.Node, fs map[string]field) (st
 // rules reads a domain's descriptors: a non-empty list of rules.
 func (p *descriptorsParser) rules(item *yaml.Node, fs map[string]field, use *domainUse) ([]descriptors.Rule, bool) {
 	s := p.scope("")
-	f, has := fs["descriptors"]
-	switch {
-	case !has:
-		s.add(item.Line, "missing descriptors: a domain lists its rules, each {keys, limit}")
-		return nil, false
-	case f.val.Kind != yaml.SequenceNode:
-		s.add(f.val.Line, "descriptors must be a list of {keys, limit}, got %s", describe(f.val))
-		return nil, false
-	case len(f.val.Content) == 0:
-		s.add(f.val.Line, "descriptors is empty: a domain must have at least one rule (leave out a domain without rules)")
+	items, ok := s.list(fs, "descriptors", item.Line, "missing descriptors: a domain lists its rules, each {keys, limit}",
+		"a list of {keys, limit}", "a domain must have at least one rule (leave out a domain without rules)")
+	if !ok {
 		return nil, false
 	}
-	rules := make([]descriptors.Rule, 0, len(f.val.Content))
-	ok := true
-	for _, n := range f.val.Content {
+	rules := make([]descriptors.Rule, 0, len(items))
+	for _, n := range items {
 		if rule, good := p.rule(n, use); good {
 			rules = append(rules, rule)
 		} else {
@@ -246,21 +238,14 @@ func (p *descriptorsParser) oneArity(line int, keys []string, limit string) bool
 // refuses a list its domain already has: the later rule could never match.
 func (p *descriptorsParser) keys(n *yaml.Node, fs map[string]field, use *domainUse) ([]string, bool) {
 	s := p.scope("")
-	f, has := fs["keys"]
-	switch {
-	case !has:
-		s.add(n.Line, "missing keys: the keys of the descriptor entries this rule matches, in order")
-		return nil, false
-	case f.val.Kind != yaml.SequenceNode:
-		s.add(f.val.Line, "keys must be a list of descriptor entry keys, such as [remote_address] or [api_key, path], got %s", describe(f.val))
-		return nil, false
-	case len(f.val.Content) == 0:
-		s.add(f.val.Line, "keys is empty: a rule matches at least one descriptor entry")
+	items, ok := s.list(fs, "keys", n.Line, "missing keys: the keys of the descriptor entries this rule matches, in order",
+		"a list of descriptor entry keys, such as [remote_address] or [api_key, path]", "a rule matches at least one descriptor entry")
+	if !ok {
 		return nil, false
 	}
-	keys := make([]string, 0, len(f.val.Content))
-	ok := true
-	for _, k := range f.val.Content {
+	f := fs["keys"]
+	keys := make([]string, 0, len(items))
+	for _, k := range items {
 		if !isString(k) || k.Value == "" {
 			s.add(k.Line, "each key must be a non-empty string, got %s", describeKey(k))
 			ok = false

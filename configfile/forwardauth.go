@@ -263,20 +263,14 @@ func (p *forwardAuthParser) rule(key, n *yaml.Node) (forwardauth.Rule, bool) {
 			rule.Expose = e
 		}
 	}
-	f, has := fs["limits"]
-	switch {
-	case !has:
-		s.add(n.Line, "rule %s: missing limits: the limits that count its requests, each {limit: NAME, id: SOURCE}", quoteShort(key.Value))
-		return forwardauth.Rule{}, false
-	case f.val.Kind != yaml.SequenceNode:
-		s.add(f.val.Line, "limits must be a list of {limit: NAME, id: SOURCE}, got %s", describe(f.val))
-		return forwardauth.Rule{}, false
-	case len(f.val.Content) == 0:
-		s.add(f.val.Line, "limits is empty: a rule counts its requests against at least one limit")
+	items, listed := s.list(fs, "limits", n.Line,
+		fmt.Sprintf("rule %s: missing limits: the limits that count its requests, each {limit: NAME, id: SOURCE}", quoteShort(key.Value)),
+		"a list of {limit: NAME, id: SOURCE}", "a rule counts its requests against at least one limit")
+	if !listed {
 		return forwardauth.Rule{}, false
 	}
 	firstLine := map[string]int{}
-	for _, item := range f.val.Content {
+	for _, item := range items {
 		e, line, good := p.entry(item)
 		if !good {
 			ok = false

@@ -352,6 +352,27 @@ func (s scope) fields(m *yaml.Node, misplaced map[string]string, allowed ...stri
 
 // readGCRALimit reads burst, count and period and validates them with
 // ratelimits.NewLimit. key is the limit's name node, where missing fields
+// list reads the field name of fs as a list of at least one item, the
+// shape every file gives its collections (ids, descriptors, keys,
+// limits), and returns the items. Otherwise it reports what is wrong and
+// returns false: missing (the message missing, at line), not a list
+// ("NAME must be WANT, got ..."), or empty ("NAME is empty: EMPTYWHY").
+func (s scope) list(fs map[string]field, name string, line int, missing, want, emptyWhy string) ([]*yaml.Node, bool) {
+	f, has := fs[name]
+	switch {
+	case !has:
+		s.add(line, "%s", missing)
+		return nil, false
+	case f.val.Kind != yaml.SequenceNode:
+		s.add(f.val.Line, "%s must be %s, got %s", name, want, describe(f.val))
+		return nil, false
+	case len(f.val.Content) == 0:
+		s.add(f.val.Line, "%s is empty: %s", name, emptyWhy)
+		return nil, false
+	}
+	return f.val.Content, true
+}
+
 // are reported.
 func (s scope) readGCRALimit(key *yaml.Node, fs map[string]field) (ratelimits.Limit, bool) {
 	burst, okBurst := s.positiveInt(key, fs, "burst")

@@ -131,20 +131,13 @@ func (l *loader) storeOverrides(name string, lim ratelimits.Limit, ids []string)
 // overrideIDs reads the ids of an override and returns them canonical. Every
 // id is checked, also after a bad one.
 func (l *loader) overrideIDs(s scope, info ratelimits.NameInfo, key *yaml.Node, fs map[string]field) ([]string, bool) {
-	f, ok := fs["ids"]
-	switch {
-	case !ok:
-		s.add(key.Line, "missing ids: an override must list at least one id")
-		return nil, false
-	case f.val.Kind != yaml.SequenceNode:
-		s.add(f.val.Line, "ids must be a list of {id, comment}, got %s", describe(f.val))
-		return nil, false
-	case len(f.val.Content) == 0:
-		s.add(f.val.Line, "ids is empty: an override must list at least one id")
+	items, ok := s.list(fs, "ids", key.Line, "missing ids: an override must list at least one id",
+		"a list of {id, comment}", "an override must list at least one id")
+	if !ok {
 		return nil, false
 	}
-	ids := make([]string, 0, len(f.val.Content))
-	for _, item := range f.val.Content {
+	ids := make([]string, 0, len(items))
+	for _, item := range items {
 		if id, good := l.overrideID(s, info, item); good {
 			ids = append(ids, id)
 		} else {
