@@ -105,12 +105,8 @@ func printForwardAuth(w io.Writer, servers []*server, results [][]result, o opti
 	if o.forwardAuthUnix {
 		link = "a Unix socket"
 	}
-	reader := "its HTTP/1.1 lane"
-	if !o.forwardAuthLane {
-		reader = "net/http alone (-forward-auth-lane=false)"
-	}
-	fmt.Fprintf(w, "\nForward-auth rows: GET / with one of 10,000 ids in %s through nginx (worker_processes %d, keepalive to the app and to the limiter), the app %s; the limiter on the memory source over %s, reading the calls with %s, rule %q spending %s per id.\n",
-		faHeader, workers, app, link, reader, faRule, faLimit)
+	fmt.Fprintf(w, "\nForward-auth rows: GET / with one of 10,000 ids in %s through nginx (worker_processes %d, keepalive to the app and to the limiter), the app %s; the limiter on the memory source over %s, rule %q spending %s per id.\n",
+		faHeader, workers, app, link, faRule, faLimit)
 	fmt.Fprintf(w, "Closed loop: wrk -t%d -c%d -d%s. Open loop: %d req/s for %s. Medians of %d alternating rounds.\n\n",
 		o.threads, o.connections, o.duration, o.faRate, o.openFor, o.rounds)
 	fmt.Fprintln(w, "| row | req/s | p50 ms | p99 ms | nginx CPU µs/req | limiter CPU µs/req | wrk CPU µs/req | open p50 ms | open p99 ms | open p50 from send ms | sender late p99 ms | open req/s | errors |")

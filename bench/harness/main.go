@@ -60,9 +60,6 @@ type options struct {
 	forwardAuthUnix bool
 	// forwardAuthGoApp puts a Go net/http application behind both rows.
 	forwardAuthGoApp bool
-	// forwardAuthLane: the limiter reads forward-auth calls with its
-	// HTTP/1.1 lane (its default); false: with net/http alone.
-	forwardAuthLane bool
 }
 
 func main() {
@@ -78,7 +75,6 @@ func main() {
 	flag.IntVar(&o.faRate, "forward-auth-rate", 2000, "forward-auth rows: open-loop requests per second, a rate both rows sustain")
 	flag.BoolVar(&o.forwardAuthGoApp, "forward-auth-go-app", false, "forward-auth rows: the application both rows proxy to is a small Go net/http server answering \"ok\" (in the harness's process) instead of a static return inside nginx")
 	flag.BoolVar(&o.forwardAuthUnix, "forward-auth-unix", false, "forward-auth rows: the limiter listens on a Unix socket (--listen unix:PATH) and nginx asks it there, instead of over loopback TCP")
-	flag.BoolVar(&o.forwardAuthLane, "forward-auth-lane", true, "forward-auth rows: the limiter reads the calls with its HTTP/1.1 lane (--forward-auth-lane, its default); false: with net/http alone")
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", 0, "forward-auth rows: nginx's worker_processes, the same for both rows (0: one per core, as auto)")
 	flag.IntVar(&o.grpcInFlight, "grpc-inflight", 50, "gRPC rows: calls in flight")
 	flag.IntVar(&o.grpcConns, "grpc-conns", 2, "gRPC rows: HTTP/2 connections the calls share")
@@ -269,8 +265,7 @@ func run(o options) error {
 			}
 			servers = append(servers, &server{name: grpcRedisRow, cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: env, grpc: true})
 		case "forwardauth":
-			env := slices.Concat(extraEnv, []string{"LIMITER_FORWARD_AUTH_LANE=" + strconv.FormatBool(o.forwardAuthLane)})
-			rows, stop, err := forwardAuthRows(context.Background(), dir, filepath.Join(dir, "limiter"), env, o.nginxWorkers, o.forwardAuthUnix, o.forwardAuthGoApp)
+			rows, stop, err := forwardAuthRows(context.Background(), dir, filepath.Join(dir, "limiter"), extraEnv, o.nginxWorkers, o.forwardAuthUnix, o.forwardAuthGoApp)
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/client", "m/httpapi/fastlane"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/client"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -124,14 +124,6 @@ func TestAllowRules(t *testing.T) {
 			[]string{"forwardauth imports github.com/go-chi/chi/v5"}},
 		{"a package under forwardauth uses golang.org/x", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {}, "m/forwardauth/proxyproto": {"golang.org/x/net/http/httpguts"}},
 			[]string{"forwardauth/proxyproto imports golang.org/x/net/http/httpguts"}},
-		{"the lane uses the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
-			"m/httpapi/fastlane": {"net", "net/http", "net/url", "context"}}, nil},
-		{"the lane uses chi", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
-			"m/httpapi/fastlane": {"net/http", "github.com/go-chi/chi/v5"}},
-			[]string{"httpapi/fastlane imports github.com/go-chi/chi/v5: the lane reads requests"}},
-		{"the lane uses the API's handler", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
-			"m/httpapi/fastlane": {"net/http", "m/httpapi"}},
-			[]string{"httpapi/fastlane imports httpapi: the lane reads requests"}},
 		{"the client uses the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
 			"m/client": {"net/http", "encoding/json", "crypto/rand", "math/rand/v2"}}, nil},
 		{"the client uses the wire types", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
