@@ -156,6 +156,14 @@ func TestJudgeForwardAuth(t *testing.T) {
 			wantLines: []string{"PASS: added p50", "PASS: throughput", "PASS: errors"},
 		},
 		{
+			name:     "just under 0.9 of the bare handler's throughput",
+			direct:   direct,
+			via:      []result{row(9800, 3.0, 0.40, 0), row(9800, 3.0, 0.40, 0), row(9800, 3.0, 0.40, 0)},
+			bare:     bare,
+			addedP50: 0.40 - 0.22, ratio: 9800.0 / 11000, errors: 0,
+			wantLines: []string{"PASS: added p50", "FAIL: throughput", "PASS: errors"},
+		},
+		{
 			name:     "added p50 above 0.3 ms",
 			direct:   direct,
 			via:      []result{row(10000, 3.0, 0.60, 0), row(10000, 3.0, 0.55, 0), row(10000, 3.0, 0.58, 0)},
@@ -164,7 +172,7 @@ func TestJudgeForwardAuth(t *testing.T) {
 			wantLines: []string{"FAIL: added p50", "PASS: throughput", "PASS: errors"},
 		},
 		{
-			name:     "below 0.8 of the bare handler's throughput, and errors",
+			name:     "below 0.9 of the bare handler's throughput, and errors",
 			direct:   direct,
 			via:      []result{row(8000, 3.0, 0.30, 2), row(8700, 3.0, 0.30, 0), row(7000, 3.0, 0.30, 0)},
 			bare:     []result{row(12000, 2.5, 0.30, 1), row(11000, 2.6, 0.32, 0), row(1000, 9.0, 4.00, 0)},
