@@ -133,15 +133,6 @@ func (h *handler) writeForwardAuth(w http.ResponseWriter, r *http.Request, expos
 // forwardAuthPrefix is the path of the forward-auth calls, before the rule.
 const forwardAuthPrefix = "/v1/forward-auth/"
 
-// IsForwardAuthPath reports whether path is a forward-auth call's,
-// /v1/forward-auth/{rule} with a name a rule can have: the calls a server
-// may read and route on a path of its own before handing them to this
-// package's handler (cmd/limiter serves them on httpapi/fastlane).
-func IsForwardAuthPath(path string) bool {
-	name, ok := strings.CutPrefix(path, forwardAuthPrefix)
-	return ok && forwardauth.ValidName(name)
-}
-
 // forwardAuthRule is the rule name of a forward-auth call's path, and
 // false when the path is not one: the router's parameter, or for a method
 // the router does not know (which it routes nowhere), the path's last

@@ -201,7 +201,6 @@ fuzz FuzzHandler 20000 ./httpapi/
 fuzz FuzzFastDecode 25000 ./httpapi/
 fuzz FuzzERLFastDecode 25000 ./httpapi/
 fuzz FuzzEncode 10000 ./httpapi/
-fuzz FuzzLaneMatchesNetHTTP 10000 ./httpapi/fastlane/
 fuzz FuzzParseConfig 15000 ./configfile/
 fuzz FuzzParseDescriptors 10000 ./configfile/
 fuzz FuzzJoinInjective 20000 ./envoyapi/descriptors/

@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// What a rule's answers show, through the binary (whose HTTP/1.1 lane
-// reads these calls): by default the deciding limit alone, in the headers
-// and the body; under expose: none the status, and Retry-After on a
-// refusal, with no body; under expose: all every decision. The three
-// rules count the same two limits, FATight (2 a minute) deciding.
+// What a rule's answers show, through the binary: by default the
+// deciding limit alone, in the headers and the body; under expose: none
+// the status, and Retry-After on a refusal, with no body; under expose:
+// all every decision. The three rules count the same two limits,
+// FATight (2 a minute) deciding.
 func TestForwardAuthExpose(t *testing.T) {
 	t.Parallel()
 	p, _ := startForwardAuth(t, faTrusted)

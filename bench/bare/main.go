@@ -9,6 +9,11 @@
 // per request (a counter that never resets: a cost, not a working
 // limiter). It is the ceiling for the limiter's Redis source, which adds
 // exact GCRA in a script and atomic batches on top.
+//
+// With -forward-auth HEADER it serves forward-auth calls instead
+// (GET and HEAD /v1/forward-auth/{rule}), answered as the limiter answers
+// an allowed one when the request carries HEADER: the reference the
+// harness puts behind the same nginx as the limiter.
 package main
 
 import (
@@ -24,7 +29,12 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
 	redisAddr := flag.String("redis", "", "also INCR a Redis key per request, on this host:port")
+	forwardAuth := flag.String("forward-auth", "", "serve forward-auth calls instead of spends, the id read from this request header; -listen may then be unix:PATH")
 	flag.Parse()
+	if *forwardAuth != "" {
+		serveForwardAuth(*listen, *forwardAuth)
+		return
+	}
 	decide := func(context.Context, string, string) (bool, int64, error) { return true, 99, nil }
 	if *redisAddr != "" {
 		rdb := goredis.NewClient(&goredis.Options{Addr: *redisAddr})

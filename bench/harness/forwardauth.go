@@ -16,12 +16,14 @@ import (
 )
 
 // The forward-auth rows (-sources forwardauth): the same GET requests
-// through nginx, once proxied straight to an application and once after
-// nginx has asked the limiter's /v1/forward-auth/{rule} with auth_request,
-// in the same run, alternating.
+// through nginx, proxied straight to an application, after nginx has
+// asked the limiter's /v1/forward-auth/{rule} with auth_request, and
+// after it has asked a bare net/http handler the same way, in the same
+// run, alternating.
 const (
 	faDirectRow = "nginx → app (direct)"
 	faViaRow    = "nginx → limiter forward-auth → app"
+	faBareRow   = "nginx → bare net/http forward-auth → app"
 
 	// faRule is the rule nginx asks, faLimit its one limit, faHeader the
 	// request header its ids come from.
@@ -56,46 +58,63 @@ rules:
     deny_status: 403
 `
 
-	// faScript is the wrk script of both rows, under the module's root.
+	// faScript is the wrk script of the rows, under the module's root.
 	faScript = "bench/harness/forward_auth.lua"
 
 	// faUpstreamBody is what the application answers.
 	faUpstreamBody = "ok\n"
 )
 
-// forwardAuthRequest is the open loop's request of both rows, the one
+// forwardAuthRequest is the open loop's request of the rows, the one
 // forward_auth.lua sends: GET / with one of 10,000 ids in faHeader.
 func forwardAuthRequest(i int, host string) []byte {
 	return fmt.Appendf(nil, "GET / HTTP/1.1\r\nHost: %s\r\n%s: key-%d\r\n\r\n", host, faHeader, i+1)
 }
 
-// forwardAuthSetup is what both rows share: one application, one limiter,
-// one nginx serving both.
+// forwardAuthSetup is what the rows share: one application, one limiter,
+// one bare forward-auth handler, one nginx serving them all.
 type forwardAuthSetup struct {
 	limiter *server
+	bare    *server
 	nginx   *nginxProcess
 	workers int
-	// The ports of the application and the limiter, whose closed
-	// connections tell whether nginx keeps its connections to them.
-	appPort, limiterPort int
-	// unix: the limiter listens on a Unix socket (no port, no TIME_WAIT)
-	// in sockDir.
+	// The ports of the application, the limiter and the bare handler,
+	// whose closed connections tell whether nginx keeps its connections
+	// to them.
+	appPort, limiterPort, barePort int
+	// unix: the limiter and the bare handler listen on Unix sockets (no
+	// port, no TIME_WAIT) in sockDir.
 	unix    bool
 	sockDir string
+}
+
+// authPort is the port of the server row's nginx asks, 0 for none (the
+// direct row) or a Unix socket.
+func (fa *forwardAuthSetup) authPort(row *server) int {
+	switch row.auth {
+	case fa.limiter:
+		return fa.limiterPort
+	case fa.bare:
+		return fa.barePort
+	}
+	return 0
 }
 
 // faFigures are what a forward-auth row measures besides the other rows'
 // figures.
 type faFigures struct {
-	limiterCPUPerReq float64 // µs, the limiter's part of cpuPerReq
-	// TIME_WAIT sockets to the application's and the limiter's ports
-	// right after the closed loop: connections closed in the last
-	// minute. Where nginx keeps its connections, a handful; where it
-	// does not, nearly one per request.
-	timeWaitApp, timeWaitLimiter int
+	// authCPUPerReq is the part of cpuPerReq (µs) of the server nginx
+	// asks: the limiter, or the bare handler; 0 in the direct row.
+	authCPUPerReq float64
+	// TIME_WAIT sockets to the application's port and to that of the
+	// server nginx asks, right after the closed loop: connections closed
+	// in the last minute. Where nginx keeps its connections, a handful;
+	// where it does not, nearly one per request.
+	timeWaitApp, timeWaitAuth int
 	// otherCores and openOtherCores are the CPU time the rest of the
 	// machine used while the closed loop and the open loop ran, in cores:
-	// everything but nginx, the limiter, wrk and the harness, the
+	// everything but nginx, the limiter, the bare handler, wrk and the
+	// harness, the
 	// kernel's own network work outside their time included. The same
 	// small figure in every round is the kernel's; more in one round is
 	// another process competing. The machine's figure is counted in
@@ -105,15 +124,17 @@ type faFigures struct {
 }
 
 // forwardAuthRows starts the limiter (memory source, the files above
-// written into dir) and nginx, checks that both servers answer as they
-// should, and returns the two rows and what stops their processes.
+// written into dir), the bare forward-auth handler (bareBin, bench/bare)
+// and nginx, checks that every server answers as it should, and returns
+// the three rows and what stops their processes.
 //
-// With unix, the limiter listens on a Unix socket in dir, and nginx asks
-// it there: the deployment for a limiter on the proxy's host.
+// With unix, the limiter and the bare handler listen on Unix sockets in
+// a directory of their own, and nginx asks them there: the deployment for
+// a limiter on the proxy's host.
 //
 // With goApp, the application is a small Go net/http server in this
 // process rather than the static answer inside nginx.
-func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, workers int, unix, goApp bool) ([]*server, func(), error) {
+func forwardAuthRows(ctx context.Context, dir, limiterBin, bareBin string, env []string, workers int, unix, goApp bool) ([]*server, func(), error) {
 	if _, err := os.Stat(nginxBinary); err != nil {
 		return nil, nil, fmt.Errorf("the forward-auth rows need nginx at %s: apt-get install -y nginx", nginxBinary)
 	}
@@ -129,7 +150,7 @@ func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, 
 		workers = runtime.NumCPU()
 	}
 	fa := &forwardAuthSetup{workers: workers, unix: unix}
-	listen := "127.0.0.1:0"
+	listen, bareListen := "127.0.0.1:0", "127.0.0.1:0"
 	if unix {
 		// A directory of its own that nginx's workers, another user
 		// when the harness runs as root, may pass through: dir and its
@@ -148,41 +169,52 @@ func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, 
 		}()
 		fa.sockDir = sockDir
 		listen = "unix:" + filepath.Join(sockDir, "limiter.sock")
+		bareListen = "unix:" + filepath.Join(sockDir, "bare.sock")
 	}
 	fa.limiter = &server{name: "limiter for forward-auth", cmd: []string{limiterBin, "serve"}, env: slices.Concat(env, []string{
 		"LIMITER_LISTEN=" + listen, "LIMITER_DEFAULTS=" + defaults,
 		"LIMITER_OVERRIDES=" + overrides,
 		"LIMITER_FORWARD_AUTH=" + rules})}
-	if err := fa.limiter.start(); err != nil {
-		return nil, nil, err
-	}
-	if unix {
-		// nginx's workers run as another user (nobody, when the
-		// harness runs as root); the limiter's socket is its owner's
-		// and group's alone.
-		if err := os.Chmod(strings.TrimPrefix(listen, "unix:"), 0o666); err != nil {
-			fa.limiter.stop()
-			return nil, nil, err
-		}
-	}
+	// The bare handler gets the garbage collector's policy the bare
+	// spend handler gets, for the reason given there (run).
+	fa.bare = &server{name: "bare forward-auth", cmd: []string{bareBin, "-forward-auth", faHeader, "-listen", bareListen},
+		env: slices.Concat(env, []string{"GOGC=1600"})}
 	stop := func() {
 		if fa.nginx != nil {
 			fa.nginx.stop()
 		}
 		fa.limiter.stop()
+		fa.bare.stop()
 		if fa.sockDir != "" {
 			os.RemoveAll(fa.sockDir)
 		}
 	}
-	ports, err := freeLoopbackAddrs(3)
+	for _, s := range []*server{fa.limiter, fa.bare} {
+		if err := s.start(); err != nil {
+			stop()
+			return nil, nil, err
+		}
+	}
+	if unix {
+		// nginx's workers run as another user (nobody, when the
+		// harness runs as root); the sockets are their owners' and
+		// groups' alone.
+		for _, l := range []string{listen, bareListen} {
+			if err := os.Chmod(strings.TrimPrefix(l, "unix:"), 0o666); err != nil {
+				stop()
+				return nil, nil, err
+			}
+		}
+	}
+	ports, err := freeLoopbackAddrs(4)
 	if err != nil {
 		stop()
 		return nil, nil, err
 	}
 	conf := nginxConf{
 		Prefix: filepath.Join(dir, "nginx"), Workers: workers,
-		Upstream: ports[0], App: ports[0], Direct: ports[1], ForwardAuth: ports[2],
-		Limiter: strings.TrimPrefix(fa.limiter.url, "http://"), Rule: faRule,
+		Upstream: ports[0], App: ports[0], Direct: ports[1], ForwardAuth: ports[2], BareForwardAuth: ports[3],
+		Limiter: strings.TrimPrefix(fa.limiter.url, "http://"), Bare: strings.TrimPrefix(fa.bare.url, "http://"), Rule: faRule,
 	}
 	if goApp {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -208,6 +240,10 @@ func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, 
 			stop()
 			return nil, nil, err
 		}
+		if fa.barePort, err = portOf(conf.Bare); err != nil {
+			stop()
+			return nil, nil, err
+		}
 	}
 	fa.nginx, err = startNginx(ctx, conf, ports...)
 	if err != nil {
@@ -216,9 +252,10 @@ func forwardAuthRows(ctx context.Context, dir, limiterBin string, env []string, 
 	}
 	rows := []*server{
 		{name: faDirectRow, url: "http://" + conf.Direct, forwardAuth: fa},
-		{name: faViaRow, url: "http://" + conf.ForwardAuth, forwardAuth: fa},
+		{name: faViaRow, url: "http://" + conf.ForwardAuth, forwardAuth: fa, auth: fa.limiter},
+		{name: faBareRow, url: "http://" + conf.BareForwardAuth, forwardAuth: fa, auth: fa.bare},
 	}
-	if err := preflightForwardAuth(ctx, rows[0].url, rows[1].url); err != nil {
+	if err := preflightForwardAuth(ctx, rows[0].url, rows[1].url, rows[2].url); err != nil {
 		stop()
 		return nil, nil, err
 	}
@@ -250,12 +287,12 @@ func freeLoopbackAddrs(n int) ([]string, error) {
 // than the rows assume.
 var errPreflight = errors.New("forward-auth preflight")
 
-// preflightForwardAuth checks, before anything is measured, that both
-// servers pass a request with an id to the application, and that the
-// forward-auth server really asks the limiter: a request without an id is
-// refused by the rule (missing: deny, 403), which nginx answers as 429,
-// where the direct server lets it through.
-func preflightForwardAuth(ctx context.Context, direct, via string) error {
+// preflightForwardAuth checks, before anything is measured, that every
+// server passes a request with an id to the application, and that each
+// forward-auth server (via) really asks its handler: a request without an
+// id is refused (the rule's missing: deny, 403; the bare handler's 403),
+// which nginx answers as 429, where the direct server lets it through.
+func preflightForwardAuth(ctx context.Context, direct string, via ...string) error {
 	client := &http.Client{Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
 	get := func(url string, withID bool) (int, string, error) {
@@ -274,17 +311,17 @@ func preflightForwardAuth(ctx context.Context, direct, via string) error {
 		body, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body), err
 	}
-	for _, c := range []struct {
+	type check struct {
 		url    string
 		withID bool
 		status int
 		body   string // "" for any
-	}{
-		{direct, true, http.StatusOK, faUpstreamBody},
-		{via, true, http.StatusOK, faUpstreamBody},
-		{direct, false, http.StatusOK, faUpstreamBody},
-		{via, false, http.StatusTooManyRequests, ""},
-	} {
+	}
+	checks := []check{{direct, true, http.StatusOK, faUpstreamBody}, {direct, false, http.StatusOK, faUpstreamBody}}
+	for _, v := range via {
+		checks = append(checks, check{v, true, http.StatusOK, faUpstreamBody}, check{v, false, http.StatusTooManyRequests, ""})
+	}
+	for _, c := range checks {
 		status, body, err := get(c.url, c.withID)
 		if err != nil {
 			return fmt.Errorf("%w: GET %s/: %w", errPreflight, c.url, err)
@@ -297,8 +334,8 @@ func preflightForwardAuth(ctx context.Context, direct, via string) error {
 }
 
 // measureForwardAuth is measure for a forward-auth row: wrk's warm-up and
-// measured run with the CPU time of nginx, the limiter and wrk itself
-// read around it, then the open loop at its own, moderate rate. Around
+// measured run with the CPU time of nginx, the server nginx asks and wrk
+// itself read around it, then the open loop at its own, moderate rate. Around
 // both, what the rest of the machine used is read too, to tell a
 // disturbed round.
 func measureForwardAuth(s *server, script string, o options) (result, error) {
@@ -329,15 +366,20 @@ func measureForwardAuth(s *server, script string, o options) (result, error) {
 		}
 		perReq := func(seconds float64) float64 { return seconds / float64(requests) * 1e6 }
 		r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
-		r.fa.limiterCPUPerReq = perReq(after.limiter - before.limiter)
-		r.cpuPerReq = perReq(after.nginx-before.nginx) + r.fa.limiterCPUPerReq
+		switch s.auth {
+		case fa.limiter:
+			r.fa.authCPUPerReq = perReq(after.limiter - before.limiter)
+		case fa.bare:
+			r.fa.authCPUPerReq = perReq(after.bare - before.bare)
+		}
+		r.cpuPerReq = perReq(after.nginx-before.nginx) + r.fa.authCPUPerReq
 		r.clientCPUPerReq = perReq(wrkCPU.Seconds())
 		r.fa.otherCores = otherCores(before, after, wrkCPU.Seconds())
 		if r.fa.timeWaitApp, err = timeWaitCount(fa.appPort); err != nil {
 			return r, err
 		}
-		if !fa.unix {
-			if r.fa.timeWaitLimiter, err = timeWaitCount(fa.limiterPort); err != nil {
+		if port := fa.authPort(s); port != 0 {
+			if r.fa.timeWaitAuth, err = timeWaitCount(port); err != nil {
 				return r, err
 			}
 		}
@@ -358,10 +400,11 @@ func measureForwardAuth(s *server, script string, o options) (result, error) {
 }
 
 // cpuSnapshot is the CPU time, in seconds, that nginx, the limiter, the
-// harness itself and the whole machine had used at one moment.
+// bare handler, the harness itself and the whole machine had used at one
+// moment.
 type cpuSnapshot struct {
-	at                         time.Time
-	nginx, limiter, own, total float64
+	at                               time.Time
+	nginx, limiter, bare, own, total float64
 }
 
 func (fa *forwardAuthSetup) snapshot() (cpuSnapshot, error) {
@@ -371,6 +414,9 @@ func (fa *forwardAuthSetup) snapshot() (cpuSnapshot, error) {
 		return s, err
 	}
 	if s.limiter, err = cpuSeconds(fa.limiter.proc.Process.Pid); err != nil {
+		return s, err
+	}
+	if s.bare, err = cpuSeconds(fa.bare.proc.Process.Pid); err != nil {
 		return s, err
 	}
 	if s.own, err = ownCPUSeconds(); err != nil {
@@ -385,9 +431,9 @@ func (fa *forwardAuthSetup) snapshot() (cpuSnapshot, error) {
 
 // otherCores is what the rest of the machine used between two snapshots,
 // in cores: the machine's busy time less nginx's, the limiter's, the
-// harness's and load's (wrk's CPU time, 0 for the harness's own open
-// loop).
+// bare handler's, the harness's and load's (wrk's CPU time, 0 for the
+// harness's own open loop).
 func otherCores(before, after cpuSnapshot, load float64) float64 {
-	ours := (after.nginx - before.nginx) + (after.limiter - before.limiter) + (after.own - before.own) + load
+	ours := (after.nginx - before.nginx) + (after.limiter - before.limiter) + (after.bare - before.bare) + (after.own - before.own) + load
 	return ((after.total - before.total) - ours) / after.at.Sub(before.at).Seconds()
 }

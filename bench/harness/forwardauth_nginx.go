@@ -29,14 +29,29 @@ const nginxBinary = "/usr/sbin/nginx"
 // nginxConf is what the template is filled with: the temporary prefix,
 // the worker count and the host:port of each server and upstream.
 type nginxConf struct {
-	Prefix      string
-	Workers     int
-	Upstream    string // the static application in nginx
-	App         string // the application both rows proxy to: Upstream, or a Go server
-	Direct      string // the server that proxies straight to it
-	ForwardAuth string // the server that asks the limiter first
-	Limiter     string // the limiter's HTTP address
-	Rule        string // the forward-auth rule asked
+	Prefix          string
+	Workers         int
+	Upstream        string // the static application in nginx
+	App             string // the application every row proxies to: Upstream, or a Go server
+	Direct          string // the server that proxies straight to it
+	ForwardAuth     string // the server that asks the limiter first
+	BareForwardAuth string // the server that asks the bare handler first
+	Limiter         string // the limiter's HTTP address
+	Bare            string // the bare forward-auth handler's HTTP address
+	Rule            string // the forward-auth rule asked
+}
+
+// authServer is what the template's forward-auth server is filled with:
+// the upstream it asks, the address it listens on and the rule.
+type authServer struct {
+	Upstream, Listen, Rule string
+}
+
+// Asking is the forward-auth server that listens on listen and asks
+// upstream: one template for the limiter's and the bare handler's, so
+// that the two differ in nothing else.
+func (c nginxConf) Asking(upstream, listen string) authServer {
+	return authServer{Upstream: upstream, Listen: listen, Rule: c.Rule}
 }
 
 // render fills the template with c.

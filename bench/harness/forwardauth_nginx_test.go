@@ -14,7 +14,7 @@ import (
 // testConf is a filled-in configuration of made-up ports.
 func testConf(prefix string) nginxConf {
 	return nginxConf{Prefix: prefix, Workers: 2, Upstream: "127.0.0.1:40001", App: "127.0.0.1:40001", Direct: "127.0.0.1:40002",
-		ForwardAuth: "127.0.0.1:40003", Limiter: "127.0.0.1:40004", Rule: faRule}
+		ForwardAuth: "127.0.0.1:40003", Limiter: "127.0.0.1:40004", BareForwardAuth: "127.0.0.1:40005", Bare: "127.0.0.1:40006", Rule: faRule}
 }
 
 // locationBody is the text inside "location <name> { ... }" of the server
@@ -64,6 +64,7 @@ func TestNginxConfRender(t *testing.T) {
 		"access_log off;",
 		"upstream app {\n        server 127.0.0.1:40001;\n        keepalive 64;\n    }",
 		"upstream limiter {\n        server 127.0.0.1:40004;\n        keepalive 64;\n    }",
+		"upstream bare {\n        server 127.0.0.1:40006;\n        keepalive 64;\n    }",
 		"pid /tmp/prefix/nginx.pid;",
 	} {
 		if !strings.Contains(conf, want) {
@@ -100,6 +101,19 @@ func TestNginxConfRender(t *testing.T) {
 		if !slices.Contains(auth, want) {
 			t.Errorf("auth location lacks %q: %q", want, auth)
 		}
+	}
+	// The bare handler's server is the limiter's but for the upstream
+	// it asks.
+	if bare := locationBody(t, conf, "127.0.0.1:40005", "/"); !slices.Equal(bare, via) {
+		t.Errorf("the bare handler's location / differs from the limiter's:\n%q\n%q", bare, via)
+	}
+	bareAuth := locationBody(t, conf, "127.0.0.1:40005", "= /.limiter")
+	wantAuth := slices.Clone(auth)
+	for i, l := range wantAuth {
+		wantAuth[i] = strings.Replace(l, "http://limiter/", "http://bare/", 1)
+	}
+	if !slices.Equal(bareAuth, wantAuth) || slices.Equal(bareAuth, auth) {
+		t.Errorf("the bare handler's auth location is not the limiter's asking bare:\n%q\n%q", bareAuth, auth)
 	}
 }
 

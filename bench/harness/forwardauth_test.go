@@ -95,21 +95,29 @@ func TestPreflightForwardAuth(t *testing.T) {
 	broken := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
 	wrongBody := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("welcome")) })
 	for _, c := range []struct {
-		name        string
-		direct, via http.Handler
-		ok          bool
+		name   string
+		direct http.Handler
+		via    []http.Handler
+		ok     bool
 	}{
-		{"the limiter asked", app, limited, true},
-		{"the limiter not asked: requests without an id pass", app, app, false},
-		{"the application unreachable through the limiter", app, broken, false},
-		{"the direct server refuses requests without an id", limited, limited, false},
-		{"the direct server answers something else", wrongBody, limited, false},
+		{"the limiter asked", app, []http.Handler{limited}, true},
+		{"the limiter and the bare handler asked", app, []http.Handler{limited, limited}, true},
+		{"the limiter not asked: requests without an id pass", app, []http.Handler{app}, false},
+		{"the bare handler not asked", app, []http.Handler{limited, app}, false},
+		{"the application unreachable through the limiter", app, []http.Handler{broken}, false},
+		{"the direct server refuses requests without an id", limited, []http.Handler{limited}, false},
+		{"the direct server answers something else", wrongBody, []http.Handler{limited}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			direct, via := httptest.NewServer(c.direct), httptest.NewServer(c.via)
+			direct := httptest.NewServer(c.direct)
 			defer direct.Close()
-			defer via.Close()
-			err := preflightForwardAuth(context.Background(), direct.URL, via.URL)
+			var via []string
+			for _, h := range c.via {
+				srv := httptest.NewServer(h)
+				defer srv.Close()
+				via = append(via, srv.URL)
+			}
+			err := preflightForwardAuth(context.Background(), direct.URL, via...)
 			if c.ok && err != nil {
 				t.Errorf("refused: %v", err)
 			}
@@ -121,16 +129,19 @@ func TestPreflightForwardAuth(t *testing.T) {
 }
 
 // The verdict compares the rows' medians with the targets: the added p50
-// of the open loop, the throughput ratio of the closed loop, and errors.
+// of the open loop against direct, the throughput ratio of the closed
+// loop against the bare handler's row, and errors.
 func TestJudgeForwardAuth(t *testing.T) {
 	row := func(rps, p50, openP50 float64, errs int64) result {
 		return result{rps: rps, p50: p50, errors: errs, open: openLoopResult{p50: openP50}}
 	}
 	direct := []result{row(20000, 2.0, 0.20, 0), row(21000, 1.9, 0.25, 0), row(19000, 2.1, 0.22, 0)}
+	bare := []result{row(12000, 2.5, 0.30, 0), row(11000, 2.6, 0.32, 0), row(1000, 9.0, 4.00, 0)}
 	for _, c := range []struct {
 		name      string
 		direct    []result
 		via       []result
+		bare      []result
 		addedP50  float64
 		ratio     float64
 		errors    int64
@@ -140,33 +151,45 @@ func TestJudgeForwardAuth(t *testing.T) {
 			name:     "both met: medians, not means, and the open loop's p50",
 			direct:   direct,
 			via:      []result{row(12000, 3.0, 0.40, 0), row(10000, 3.5, 0.45, 0), row(2000, 9.0, 5.00, 0)},
-			addedP50: 0.45 - 0.22, ratio: 10000.0 / 20000, errors: 0,
+			bare:     bare,
+			addedP50: 0.45 - 0.22, ratio: 10000.0 / 11000, errors: 0,
 			wantLines: []string{"PASS: added p50", "PASS: throughput", "PASS: errors"},
+		},
+		{
+			name:     "just under 0.9 of the bare handler's throughput",
+			direct:   direct,
+			via:      []result{row(9800, 3.0, 0.40, 0), row(9800, 3.0, 0.40, 0), row(9800, 3.0, 0.40, 0)},
+			bare:     bare,
+			addedP50: 0.40 - 0.22, ratio: 9800.0 / 11000, errors: 0,
+			wantLines: []string{"PASS: added p50", "FAIL: throughput", "PASS: errors"},
 		},
 		{
 			name:     "added p50 above 0.3 ms",
 			direct:   direct,
-			via:      []result{row(15000, 3.0, 0.60, 0), row(15000, 3.0, 0.55, 0), row(15000, 3.0, 0.58, 0)},
-			addedP50: 0.58 - 0.22, ratio: 0.75, errors: 0,
+			via:      []result{row(10000, 3.0, 0.60, 0), row(10000, 3.0, 0.55, 0), row(10000, 3.0, 0.58, 0)},
+			bare:     bare,
+			addedP50: 0.58 - 0.22, ratio: 10000.0 / 11000, errors: 0,
 			wantLines: []string{"FAIL: added p50", "PASS: throughput", "PASS: errors"},
 		},
 		{
-			name:     "below half the direct throughput, and errors",
+			name:     "below 0.9 of the bare handler's throughput, and errors",
 			direct:   direct,
-			via:      []result{row(9000, 3.0, 0.30, 2), row(9900, 3.0, 0.30, 0), row(8000, 3.0, 0.30, 1)},
-			addedP50: 0.30 - 0.22, ratio: 9000.0 / 20000, errors: 3,
+			via:      []result{row(8000, 3.0, 0.30, 2), row(8700, 3.0, 0.30, 0), row(7000, 3.0, 0.30, 0)},
+			bare:     []result{row(12000, 2.5, 0.30, 1), row(11000, 2.6, 0.32, 0), row(1000, 9.0, 4.00, 0)},
+			addedP50: 0.30 - 0.22, ratio: 8000.0 / 11000, errors: 3,
 			wantLines: []string{"PASS: added p50", "FAIL: throughput", "FAIL: errors"},
 		},
 		{
 			name:     "no closed loop: the throughput target is not met by default",
 			direct:   []result{row(0, 0, 0.20, 0)},
 			via:      []result{row(0, 0, 0.30, 0)},
+			bare:     []result{row(0, 0, 0.25, 0)},
 			addedP50: 0.10, ratio: 0, errors: 0,
 			wantLines: []string{"PASS: added p50", "FAIL: throughput not measured", "PASS: errors"},
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v := judgeForwardAuth(c.direct, c.via)
+			v := judgeForwardAuth(c.direct, c.via, c.bare)
 			if !near(v.addedP50, c.addedP50) || !near(v.ratio, c.ratio) || v.errors != c.errors {
 				t.Errorf("verdict %+v, want added p50 %.3f, ratio %.3f, errors %d", v, c.addedP50, c.ratio, c.errors)
 			}
@@ -185,17 +208,17 @@ func TestJudgeForwardAuth(t *testing.T) {
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
-// A via row whose closed loop left more closed connections to the limiter
-// than one per hundred requests is flagged: nginx is opening a connection
-// per subrequest.
+// A row whose closed loop left more closed connections to the server
+// nginx asks than one per hundred requests is flagged: nginx is opening a
+// connection per subrequest.
 func TestKeepaliveWarning(t *testing.T) {
-	kept := result{rps: 10000, fa: faFigures{timeWaitLimiter: 130}}
-	closed := result{rps: 10000, fa: faFigures{timeWaitLimiter: 60000}}
-	if w := keepaliveWarning([]result{kept, kept}, 10); w != "" {
+	kept := result{rps: 10000, fa: faFigures{timeWaitAuth: 130}}
+	closed := result{rps: 10000, fa: faFigures{timeWaitAuth: 60000}}
+	if w := keepaliveWarning("the limiter", []result{kept, kept}, 10); w != "" {
 		t.Errorf("warned of kept connections: %s", w)
 	}
-	if w := keepaliveWarning([]result{kept, closed}, 10); !strings.Contains(w, "round 2") {
-		t.Errorf("warning %q, want one naming round 2", w)
+	if w := keepaliveWarning("the bare handler", []result{kept, closed}, 10); !strings.Contains(w, "round 2") || !strings.Contains(w, "the bare handler") {
+		t.Errorf("warning %q, want one naming round 2 and the bare handler", w)
 	}
 }
 
@@ -235,10 +258,11 @@ Transfer/sec:      2.91MB
 	}
 }
 
-// The whole setup, with nginx and a limiter built from this tree: both
-// rows answer, the forward-auth row is refused without an id, and nginx
-// keeps its connections to the limiter (a handful closed for hundreds of
-// requests), which is what the auth location's settings are for.
+// The whole setup, with nginx, and a limiter and bench/bare built from
+// this tree: every row answers, the rows that ask are refused without an
+// id, and nginx keeps its connections to the limiter and to the bare
+// handler (a handful closed for hundreds of requests), which is what the
+// auth location's settings are for.
 func TestForwardAuthRowsEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the limiter and starts nginx")
@@ -250,45 +274,52 @@ func TestForwardAuthRowsEndToEnd(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	bin := buildLimiter(ctx, t, dir)
-	rows, stop, err := forwardAuthRows(ctx, dir, bin, nil, 1, false, false)
+	bare := buildBare(ctx, t, dir)
+	rows, stop, err := forwardAuthRows(ctx, dir, bin, bare, nil, 1, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	if len(rows) != 2 || rows[0].name != faDirectRow || rows[1].name != faViaRow {
-		t.Fatalf("rows %v %v", rows[0].name, rows[1].name)
+	if len(rows) != 3 || rows[0].name != faDirectRow || rows[1].name != faViaRow || rows[2].name != faBareRow {
+		t.Fatalf("rows %v %v %v", rows[0].name, rows[1].name, rows[2].name)
 	}
 	fa := rows[1].forwardAuth
-	before, err := timeWaitCount(fa.limiterPort)
-	if err != nil {
-		t.Fatal(err)
+	if rows[0].auth != nil || rows[1].auth != fa.limiter || rows[2].auth != fa.bare {
+		t.Errorf("the rows ask %v, %v and %v; want nothing, the limiter and the bare handler", rows[0].auth, rows[1].auth, rows[2].auth)
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	defer client.CloseIdleConnections()
 	const requests = 300
-	for i := range requests {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rows[1].url+"/", nil)
+	for _, row := range rows[1:] {
+		port := fa.authPort(row)
+		before, err := timeWaitCount(port)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set(faHeader, "key-"+strings.Repeat("7", i%5+1))
-		resp, err := client.Do(req)
+		for i := range requests {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, row.url+"/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set(faHeader, "key-"+strings.Repeat("7", i%5+1))
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := new(bytes.Buffer)
+			_, _ = body.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || body.String() != faUpstreamBody {
+				t.Fatalf("%s, request %d: %d %q", row.name, i, resp.StatusCode, body)
+			}
+		}
+		after, err := timeWaitCount(port)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := new(bytes.Buffer)
-		_, _ = body.ReadFrom(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || body.String() != faUpstreamBody {
-			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		if closed := after - before; closed > 10 {
+			t.Errorf("%s: %d connections to %s closed for %d requests: nginx does not keep them", row.name, closed, row.auth.name, requests)
 		}
-	}
-	after, err := timeWaitCount(fa.limiterPort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if closed := after - before; closed > 10 {
-		t.Errorf("%d connections to the limiter closed for %d requests: nginx does not keep them", closed, requests)
 	}
 	// nginx's CPU time is read from its master and every worker; 300
 	// requests can take less than the clock tick /proc counts in, so the
@@ -305,14 +336,25 @@ func TestForwardAuthRowsEndToEnd(t *testing.T) {
 	// socket. forwardAuthRows checks them before it returns: the direct
 	// row answers without an id, the other asks the limiter, which
 	// refuses it.
-	unixRows, stopUnix, err := forwardAuthRows(ctx, t.TempDir(), bin, nil, 1, true, true)
+	unixRows, stopUnix, err := forwardAuthRows(ctx, t.TempDir(), bin, bare, nil, 1, true, true)
 	if err != nil {
 		t.Fatalf("over a Unix socket: %v", err)
 	}
 	defer stopUnix()
-	if !unixRows[1].forwardAuth.unix || !strings.HasPrefix(unixRows[1].forwardAuth.limiter.url, "http://unix:") {
-		t.Errorf("the limiter is at %s; want a Unix socket", unixRows[1].forwardAuth.limiter.url)
+	ufa := unixRows[1].forwardAuth
+	if !ufa.unix || !strings.HasPrefix(ufa.limiter.url, "http://unix:") || !strings.HasPrefix(ufa.bare.url, "http://unix:") {
+		t.Errorf("the limiter is at %s, the bare handler at %s; want Unix sockets", ufa.limiter.url, ufa.bare.url)
 	}
+}
+
+// buildBare builds this tree's bench/bare into dir.
+func buildBare(ctx context.Context, t *testing.T, dir string) string {
+	t.Helper()
+	bin := dir + "/bare"
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/limiter-dev/limiter/bench/bare").CombinedOutput(); err != nil {
+		t.Fatalf("building bench/bare: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // buildLimiter builds this tree's limiter into dir.

@@ -13,7 +13,7 @@
 //	go run ./bench/harness -sources memory,redis,erl -baseline ebd7b57   # check_rate, and GCRA against an older build
 //	go run ./bench/harness -sources memory,redis,grpc   # Envoy's ShouldRateLimit over gRPC next to /v1/spend
 //	go run ./bench/harness -grpc-addr 127.0.0.1:8081 -duration 30s   # ShouldRateLimit of a running server
-//	go run ./bench/harness -sources forwardauth   # nginx auth_request to the limiter against nginx alone
+//	go run ./bench/harness -sources forwardauth   # nginx auth_request to the limiter against a bare handler and nginx alone
 package main
 
 import (
@@ -60,9 +60,6 @@ type options struct {
 	forwardAuthUnix bool
 	// forwardAuthGoApp puts a Go net/http application behind both rows.
 	forwardAuthGoApp bool
-	// forwardAuthLane: the limiter reads forward-auth calls with its
-	// HTTP/1.1 lane (its default); false: with net/http alone.
-	forwardAuthLane bool
 }
 
 func main() {
@@ -74,12 +71,11 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
-	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
-	flag.IntVar(&o.faRate, "forward-auth-rate", 2000, "forward-auth rows: open-loop requests per second, a rate both rows sustain")
-	flag.BoolVar(&o.forwardAuthGoApp, "forward-auth-go-app", false, "forward-auth rows: the application both rows proxy to is a small Go net/http server answering \"ok\" (in the harness's process) instead of a static return inside nginx")
-	flag.BoolVar(&o.forwardAuthUnix, "forward-auth-unix", false, "forward-auth rows: the limiter listens on a Unix socket (--listen unix:PATH) and nginx asks it there, instead of over loopback TCP")
-	flag.BoolVar(&o.forwardAuthLane, "forward-auth-lane", true, "forward-auth rows: the limiter reads the calls with its HTTP/1.1 lane (--forward-auth-lane, its default); false: with net/http alone")
-	flag.IntVar(&o.nginxWorkers, "nginx-workers", 0, "forward-auth rows: nginx's worker_processes, the same for both rows (0: one per core, as auto)")
+	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
+	flag.IntVar(&o.faRate, "forward-auth-rate", 2000, "forward-auth rows: open-loop requests per second, a rate every row sustains")
+	flag.BoolVar(&o.forwardAuthGoApp, "forward-auth-go-app", false, "forward-auth rows: the application every row proxies to is a small Go net/http server answering \"ok\" (in the harness's process) instead of a static return inside nginx")
+	flag.BoolVar(&o.forwardAuthUnix, "forward-auth-unix", false, "forward-auth rows: the limiter and the bare handler listen on Unix sockets (--listen unix:PATH) and nginx asks them there, instead of over loopback TCP")
+	flag.IntVar(&o.nginxWorkers, "nginx-workers", 0, "forward-auth rows: nginx's worker_processes, the same for every row (0: one per core, as auto)")
 	flag.IntVar(&o.grpcInFlight, "grpc-inflight", 50, "gRPC rows: calls in flight")
 	flag.IntVar(&o.grpcConns, "grpc-conns", 2, "gRPC rows: HTTP/2 connections the calls share")
 	flag.StringVar(&o.grpcAddr, "grpc-addr", "", "measure only this running server's ShouldRateLimit (host:port) with the gRPC rows' closed loop, building and starting nothing; its rules must map domain \"bench\", key api_key to "+defaultLimit)
@@ -109,8 +105,11 @@ type server struct {
 	grpc     bool
 	grpcAddr string
 	// forwardAuth rows are servers of nginx, started with the limiter
-	// and the application they share, not by start.
+	// and the application they share, not by start; auth is the server
+	// a row's nginx asks (the limiter, the bare handler), nil for the
+	// direct row.
 	forwardAuth *forwardAuthSetup
+	auth        *server
 }
 
 // script is the wrk script of s's requests.
@@ -269,8 +268,7 @@ func run(o options) error {
 			}
 			servers = append(servers, &server{name: grpcRedisRow, cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: env, grpc: true})
 		case "forwardauth":
-			env := slices.Concat(extraEnv, []string{"LIMITER_FORWARD_AUTH_LANE=" + strconv.FormatBool(o.forwardAuthLane)})
-			rows, stop, err := forwardAuthRows(context.Background(), dir, filepath.Join(dir, "limiter"), env, o.nginxWorkers, o.forwardAuthUnix, o.forwardAuthGoApp)
+			rows, stop, err := forwardAuthRows(context.Background(), dir, filepath.Join(dir, "limiter"), filepath.Join(dir, "bare"), extraEnv, o.nginxWorkers, o.forwardAuthUnix, o.forwardAuthGoApp)
 			if err != nil {
 				return err
 			}

@@ -212,8 +212,6 @@ func (f *serveFlags) settings() []setting {
 		{name: "log-format", bind: stringVar(&f.logFormat, "text"), usage: "log format: text or json"},
 		{name: "log-level", bind: stringVar(&f.logLevel, "info"), usage: "log level: debug, info, warn or error"},
 		{name: "access-log", bind: boolVar(&f.accessLog, false), usage: "log one line per request: method, route, status, duration"},
-		{name: "forward-auth-lane", bind: boolVar(&f.forwardAuthLane, true),
-			usage: "read forward-auth GET and HEAD calls without a body with the limiter's own HTTP/1.1 reader, which costs a proxy's calls less CPU than net/http's; anything else on the connection goes to net/http; false: net/http reads every call"},
 		{name: "api-token-file", bind: stringVar(&f.apiTokenFile, ""),
 			usage: "file of bearer tokens, one per line, required on every /v1/ call when set"},
 		{name: "admin-token-file", bind: stringVar(&f.adminTokenFile, ""),

@@ -31,7 +31,6 @@ import (
 	"github.com/limiter-dev/limiter/envoyapi"
 	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/httpapi"
-	"github.com/limiter-dev/limiter/httpapi/fastlane"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/source/local"
 )
@@ -54,7 +53,6 @@ type serveFlags struct {
 	logFormat       string
 	logLevel        string
 	accessLog       bool
-	forwardAuthLane bool
 	apiTokenFile    string
 	adminTokenFile  string
 	// insecureNoAdminToken lets --listen reach beyond loopback without
@@ -319,11 +317,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	api := &namedServer{name: "api", addr: f.listen, handler: handler}
-	if f.forwardAuthLane {
-		api.lane = httpapi.IsForwardAuthPath
-	}
-	servers := []*namedServer{api}
+	servers := []*namedServer{{name: "api", addr: f.listen, handler: handler}}
 	if f.metricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -398,17 +392,8 @@ type namedServer struct {
 	name    string
 	addr    string
 	handler http.Handler
-	// lane, when set, chooses the paths of the bodiless GET and HEAD
-	// calls that fastlane reads itself before handing them to handler.
-	lane  func(path string) bool
-	bound string
-	srv   *http.Server
-	// served is what serves srv's listener: srv itself, or a
-	// fastlane.Server in front of it.
-	served interface {
-		Serve(net.Listener) error
-		Shutdown(context.Context) error
-	}
+	bound   string
+	srv     *http.Server
 }
 
 // start listens (so a taken port fails the start at once) and serves in
@@ -431,15 +416,11 @@ func (n *namedServer) start(log *slog.Logger, served chan<- error) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	n.served = n.srv
-	if n.lane != nil {
-		n.served = &fastlane.Server{Fallback: n.srv, Match: n.lane}
-	}
 	if n.name != "api" {
 		log.Info("listening", "server", n.name, "addr", n.bound)
 	}
 	go func() {
-		if err := n.served.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := n.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			served <- fmt.Errorf("%s server: %w", n.name, err)
 		}
 	}()
@@ -471,11 +452,11 @@ func shutdownAll(servers []*namedServer, envoy *envoyServer, timeout time.Durati
 		})
 	}
 	for _, s := range servers {
-		if s.served == nil {
+		if s.srv == nil {
 			continue
 		}
 		wg.Go(func() {
-			if err := s.served.Shutdown(ctx); err != nil {
+			if err := s.srv.Shutdown(ctx); err != nil {
 				failed(s.name, err)
 			}
 		})

@@ -117,9 +117,9 @@ var rules = []rule{
 // allowRule is an edge given as what a layer may import directly, rather
 // than what it must not: for the pure algorithm packages, whose whole list
 // of imports is short and meant to stay so, and for the forward-auth
-// rules, the HTTP/1.1 lane and the bounded tables, which import the
-// standard library alone (whose packages import nothing else, so their
-// direct imports are all there is to check).
+// rules and the bounded tables, which import the standard library alone
+// (whose packages import nothing else, so their direct imports are all
+// there is to check).
 type allowRule struct {
 	layer string
 	from  func(rel string) bool
@@ -155,13 +155,6 @@ var allowRules = []allowRule{
 			return r == "" || r == "ratelimits/gcra" || r == "ratelimits/window" || r == "ratelimits/ratecounter"
 		},
 		why: "the batch rules hand each op to its algorithm; from the module they use the algorithms alone",
-	},
-	{
-		layer: "the HTTP/1.1 lane (httpapi/fastlane)",
-		from:  func(rel string) bool { return under(rel, "httpapi/fastlane") },
-		allow: func(g *graph, path string) bool { return g.rel(path) == "" && standard(path) },
-		why: "the lane reads requests for whatever handler it is given: the standard library only, " +
-			"so that nothing but its own few hundred lines stands between a connection and net/http's types",
 	},
 	{
 		layer: "the bounded tables (internal/boundedtable)",

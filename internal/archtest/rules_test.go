@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/httpapi/fastlane", "m/internal/boundedtable"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/internal/boundedtable"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -126,14 +126,6 @@ func TestAllowRules(t *testing.T) {
 			[]string{"forwardauth imports github.com/go-chi/chi/v5"}},
 		{"a package under forwardauth uses golang.org/x", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {}, "m/forwardauth/proxyproto": {"golang.org/x/net/http/httpguts"}},
 			[]string{"forwardauth/proxyproto imports golang.org/x/net/http/httpguts"}},
-		{"the lane uses the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
-			"m/httpapi/fastlane": {"net", "net/http", "net/url", "context"}}, nil},
-		{"the lane uses chi", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
-			"m/httpapi/fastlane": {"net/http", "github.com/go-chi/chi/v5"}},
-			[]string{"httpapi/fastlane imports github.com/go-chi/chi/v5: the lane reads requests"}},
-		{"the lane uses the API's handler", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
-			"m/httpapi/fastlane": {"net/http", "m/httpapi"}},
-			[]string{"httpapi/fastlane imports httpapi: the lane reads requests"}},
 		{"the bounded tables use the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
 			"m/internal/boundedtable": {"math/bits"}}, nil},
 		{"the bounded tables use the domain", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
