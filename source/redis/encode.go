@@ -109,9 +109,6 @@ const (
 	scriptFormatV2 = "2"
 )
 
-// headerArgs is how many arguments the header takes.
-const headerArgs = 3
-
 // windowToken returns a window op's token in a spend or check: its
 // algorithm and its mode in one argument. The tokens are constants, so
 // appending one allocates nothing.

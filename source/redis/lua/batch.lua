@@ -15,11 +15,11 @@ local function spend(K, k, n, a, write)
   local b = a
   for i = 1, n do
     local key = K[k + i]
-    local mode = ARGV[b]
+    local mode = ARGV[b] -- every op's first argument: its token
     if #mode == 1 then
-      local ih, il = num(ARGV[b + 1])
-      local bh, bl = num(ARGV[b + 2])
-      b = b + 3
+      local ih, il = num(ARGV[b + GCRA_INCREMENT])
+      local bh, bl = num(ARGV[b + GCRA_BURST])
+      b = b + GCRA_SIZE
       local v, th, tl = read(key)
       if v then
         out[i + 1] = v
@@ -57,14 +57,14 @@ local function spend(K, k, n, a, write)
           nw[2 * i - 1], nw[2 * i] = W, x
           W = nil
         end
-        if #ARGV[b + 3] == 1 then
-          b = b + 6
+        if #ARGV[b + BOX_SIZE] == 1 then
+          b = b + (BOX_SIZE + GCRA_SIZE)
         else
-          b = b + 7
+          b = b + (BOX_SIZE + WIN_SIZE)
         end
       else
         v, denies, W, x, c, q = e.spend(key, b, mode)
-        b = b + 4
+        b = b + WIN_SIZE
       end
       out[i + 1] = v
       if denies then
@@ -102,11 +102,12 @@ end
 -- add written out and no table: in Redis's Lua a function call costs about
 -- a third of a tonumber, and a growing table as much as two. It decides
 -- exactly as spend does with n = 1, and returns the reply's two items. Its
--- increment and burst offset are at ARGV[a], ARGV[a+1].
+-- increment and burst offset start at ARGV[a], as a folded batch's values
+-- (FOLDED_*, a GCRA op's from its increment on).
 local function spend1(K, k, a, write, mode)
   local key = K[k + 1]
-  local ih, il = num(ARGV[a])
-  local bh, bl = num(ARGV[a + 1])
+  local ih, il = num(ARGV[a + FOLDED_INCREMENT])
+  local bh, bl = num(ARGV[a + FOLDED_BURST])
   local v, th, tl = read(key)
   if not v then
     v, th, tl = '', now_hi, now_lo -- t = max(now, tat)
@@ -148,11 +149,11 @@ local function refund(K, k, n, a)
   local b = a
   for i = 1, n do
     local key = K[k + i]
-    local t = ARGV[b]
+    local t = ARGV[b] -- every op's first argument: its kind
     local bv
     if t == 'BOX' then
-      bv = (ext or ext_make()).bread(ARGV[b + 1])
-      b = b + 2
+      bv = (ext or ext_make()).bread(ARGV[b + RBOX_NAME])
+      b = b + RBOX_SIZE
       t = ARGV[b]
     end
     if t == 'W' or t == 'F' then
@@ -162,7 +163,7 @@ local function refund(K, k, n, a)
         pw = pw or {}
         pw[i] = { W, x, c, q }
       end
-      b = b + 3
+      b = b + RWIN_SIZE
     elseif t == 'T' then
       local v, c = (ext or ext_make()).rrefund(key, b)
       out[i + 1] = v
@@ -170,10 +171,10 @@ local function refund(K, k, n, a)
         pw = pw or {}
         pw[i] = { c }
       end
-      b = b + 2
+      b = b + RRATE_SIZE
     else
       local dh, dl = num(t)
-      b = b + 1
+      b = b + RGCRA_SIZE
       local v, th, tl = read(key)
       if v then
         out[i + 1] = v
@@ -227,20 +228,20 @@ local function reset(K, k, n, a)
   local b = a
   for i = 1, n do
     local key = K[k + i]
-    local spec = ARGV[b]
+    local spec = ARGV[b] -- every op's first argument: its kind
     local counts = false
     if spec == 'BOX' then
-      local name = ARGV[b + 1]
+      local name = ARGV[b + RBOX_NAME]
       local bv, eh, el = (ext or ext_make()).bread(name)
       counts = lt(now_hi, now_lo, eh, el)
       if bv ~= '' then
         m = m + 1
         gone[m] = name
       end
-      b = b + 2
+      b = b + RBOX_SIZE
       spec = ARGV[b]
     end
-    b = b + 1
+    b = b + RESET_SIZE
     local v = get(key)
     if v then
       if spec == 'G' then
@@ -265,34 +266,34 @@ local function reset(K, k, n, a)
 end
 
 -- run decides one batch: operation op on K[k+1..k+n], with "now" at
--- ARGV[a], ARGV[a+1] and its values after. It returns the batch's reply
+-- ARGV[a] (NOW_*) and its values after. It returns the batch's reply
 -- and how many values the batch took after its now; for a one-key GCRA
 -- spend, the reply's two items instead (verdict, then used, then the
 -- TAT), which spares a table. A folded one-key spend (see FOLD_OP) comes
 -- with its mode known, and only its increment and burst offset after its
 -- now.
 local function run(op, K, k, n, a, mode)
-  now_hi, now_lo = count(ARGV[a]), tonumber(ARGV[a + 1])
+  now_hi, now_lo = count(ARGV[a + NOW_HI]), tonumber(ARGV[a + NOW_LO])
   if op == 'S' or op == 'C' then
     if mode then
-      local verdict, tat = spend1(K, k, a + 2, op == 'S', mode)
-      return verdict, 2, tat
+      local verdict, tat = spend1(K, k, a + NOW_SIZE, op == 'S', mode)
+      return verdict, FOLDED_SIZE, tat
     end
-    if n == 1 and #ARGV[a + 2] == 1 then
-      local verdict, tat = spend1(K, k, a + 3, op == 'S', ARGV[a + 2])
-      return verdict, 3, tat
+    if n == 1 and #ARGV[a + (NOW_SIZE + GCRA_MODE)] == 1 then
+      local verdict, tat = spend1(K, k, a + (NOW_SIZE + GCRA_INCREMENT), op == 'S', ARGV[a + (NOW_SIZE + GCRA_MODE)])
+      return verdict, GCRA_SIZE, tat
     end
-    return spend(K, k, n, a + 2, op == 'S')
+    return spend(K, k, n, a + NOW_SIZE, op == 'S')
   elseif op == 'R' then
-    return refund(K, k, n, a + 2)
+    return refund(K, k, n, a + NOW_SIZE)
   elseif op == 'D' then
-    return reset(K, k, n, a + 2)
+    return reset(K, k, n, a + NOW_SIZE)
   elseif op == 'A' then
-    return (ext or ext_make()).sync(K, k, n, a + 2), 4 * n
+    return (ext or ext_make()).sync(K, k, n, a + NOW_SIZE), SYNC_SIZE * n
   elseif op == 'E' then
-    return (ext or ext_make()).call(K, a + 2), 0
+    return (ext or ext_make()).call(K, a + NOW_SIZE), 0
   elseif op == 'Y' then
-    return (ext or ext_make()).rsync(K, k, n, a + 2), 3 * n
+    return (ext or ext_make()).rsync(K, k, n, a + NOW_SIZE), PUSH_SIZE * n
   end
   error('limiter: unknown operation ' .. tostring(op))
 end

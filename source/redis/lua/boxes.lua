@@ -40,13 +40,13 @@
     end
   end
 
-  -- gdecide decides a GCRA op of a limit with a box (its mode, increment
-  -- and burst offset at ARGV[b..b+2]) as spend does, without writing. It
+  -- gdecide decides a GCRA op of a limit with a box (its values, GCRA_*,
+  -- at ARGV[b]) as spend does, without writing. It
   -- returns the value read, whether its bucket denies the cost, and, when
   -- it does not, the new TAT when one is to be written.
   local function gdecide(key, b)
-    local ih, il = num(ARGV[b + 1])
-    local bh, bl = num(ARGV[b + 2])
+    local ih, il = num(ARGV[b + GCRA_INCREMENT])
+    local bh, bl = num(ARGV[b + GCRA_BURST])
     local v, th, tl = read(key)
     if not v then
       v, th, tl = '', now_hi, now_lo
@@ -59,7 +59,7 @@
     if lt(lh, ll, wh, wl) then
       return v, true
     end
-    if ARGV[b] ~= '1' and lt(th, tl, wh, wl) then
+    if ARGV[b + GCRA_MODE] ~= '1' and lt(th, tl, wh, wl) then
       return v, false, wh, wl
     end
     return v, false
@@ -86,13 +86,14 @@
   -- the batch is allowed: 'G' and a TAT's limbs, or 'W' and a window
   -- counter (period, index, cur, prev).
   local function boxed(key, b)
-    local name = ARGV[b + 1]
-    local uh, ul = num(ARGV[b + 2])
-    local mode = ARGV[b + 3]
+    local name = ARGV[b + BOX_NAME]
+    local uh, ul = num(ARGV[b + BOX_UNTIL])
+    local o = b + BOX_SIZE -- the op's own values
+    local mode = ARGV[o] -- its token
     local m = string.byte(mode, #mode) -- '0' 48, '1' 49, '2' 50
     local bv, eh, el = bread(name)
     if string.byte(mode, 1) == 82 then -- 'R': a rate counter
-      local cost, W, rate = count(ARGV[b + 4]), count(ARGV[b + 5]), count(ARGV[b + 6])
+      local cost, W, rate = count(ARGV[o + RATE_COST]), count(ARGV[o + RATE_WINDOW]), count(ARGV[o + RATE_RATE])
       local v = get(key) or ''
       local c = rparse(key, v)
       local nh, nl = eh, el
@@ -124,13 +125,13 @@
     end
     local v, denied, kind, x1, x2, x3, x4
     if gcra then
-      v, denied, x1, x2 = gdecide(key, b + 3)
+      v, denied, x1, x2 = gdecide(key, o)
       denied = denied and m ~= 50
       if x1 then
         kind = 'G'
       end
     else
-      v, denied, x1, x2, x3, x4 = wspend(key, b + 3, mode)
+      v, denied, x1, x2, x3, x4 = wspend(key, o, mode)
       if x1 then
         kind = 'W'
       end
@@ -148,14 +149,14 @@
     return bv .. ' ' .. v, false, nil, kind, x1, x2, x3, x4
   end
 
-  -- rrefund gives back to a rate counter, whose hits are at ARGV[b + 1]:
+  -- rrefund gives back to a rate counter, whose values (RRATE_*) are at ARGV[b]:
   -- up to that many come off the second of now, never below 0
   -- (ratecounter.Counter.Remove). It returns the value read and, when
   -- something was taken, the counter to store (rwrite).
   local function rrefund(key, b)
     local v = get(key) or ''
     local c = rparse(key, v)
-    if rremove(c, now_hi, count(ARGV[b + 1])) > 0 then
+    if rremove(c, now_hi, count(ARGV[b + RRATE_HITS])) > 0 then
       return v, c
     end
     return v

@@ -1,7 +1,7 @@
   -- call applies an ERL call (operation E, bucket.ApplyCall): KEYS[1..m]
-  -- are its counters and KEYS[m + 1] its box entry; ARGV[a] is m, then
-  -- per counter its delta, window (s; 0 checks nothing) and rate, then the
-  -- box action (N none, R read, A box when a counter went above its
+  -- are its counters and KEYS[m + 1] its box entry; ARGV[a] holds m
+  -- (CALL_*), then per counter its delta, window (s; 0 checks nothing) and
+  -- rate (CTR_*), then (ACTION_*) the box action (N none, R read, A box when a counter went above its
   -- limit, P replace, X remove, E extend) and the expiry it gives. Each
   -- counter gets its delta at the second of now; a box action other than
   -- R and N sets the entry's expiry: A and E to the later of it and the
@@ -10,11 +10,12 @@
   -- {1, c_1..c_m, box, box after}: the counters and the box entry as
   -- read, and the box entry as the call left it ('' when none).
   local function call(K, a)
-    local m = count(ARGV[a])
+    local m = count(ARGV[a + CALL_COUNTERS])
+    local c0 = a + (CALL_SIZE - CTR_SIZE) -- counter i's values are at c0 + CTR_SIZE * i
     local out, cs, above = { 1 }, {}, false
     for i = 1, m do
-      local b = a + 3 * i - 2
-      local d, W, rate = count(ARGV[b]), count(ARGV[b + 1]), count(ARGV[b + 2])
+      local b = c0 + CTR_SIZE * i
+      local d, W, rate = count(ARGV[b + CTR_DELTA]), count(ARGV[b + CTR_WINDOW]), count(ARGV[b + CTR_RATE])
       local v = get(K[i]) or ''
       out[i + 1] = v
       local c = rparse(K[i], v)
@@ -24,8 +25,9 @@
       end
       cs[i] = c
     end
-    local act = ARGV[a + 3 * m + 1]
-    local uh, ul = num(ARGV[a + 3 * m + 2])
+    local x = c0 + CTR_SIZE * (m + 1) -- the box action's values
+    local act = ARGV[x + ACTION_KIND]
+    local uh, ul = num(ARGV[x + ACTION_UNTIL])
     local name = K[m + 1]
     local bv, eh, el = '', 0, 0
     if act ~= 'N' then
@@ -40,7 +42,7 @@
       nh, nl = uh, ul
     end
     for i = 1, m do
-      if count(ARGV[a + 3 * i - 2]) > 0 then
+      if count(ARGV[c0 + CTR_SIZE * i + CTR_DELTA]) > 0 then
         rwrite(K[i], cs[i])
       end
     end
@@ -58,7 +60,7 @@
 
   -- rsync adds pushes of other processes (operation Y) to the rate
   -- counters and box entries K[k+1..k+n], whose values start at ARGV[a],
-  -- three each: the hits ('' to only read, '-' for a push without a
+  -- PUSH_SIZE each: the hits ('' to only read, '-' for a push without a
   -- counter, whose key is then its box entry), the box entry's name (''
   -- for none) and the expiry to store ('0' to only read). Hits are added
   -- second by second, oldest first (ratecounter.Counter.Merge); a box
@@ -68,8 +70,8 @@
   local function rsync(K, k, n, a)
     local out = { 1 }
     for i = 1, n do
-      local b = a + 3 * (i - 1)
-      local hits, name = ARGV[b], ARGV[b + 1]
+      local b = a + PUSH_SIZE * (i - 1)
+      local hits, name = ARGV[b + PUSH_HITS], ARGV[b + PUSH_BOX]
       local key = K[k + i]
       local cv, after = '', ''
       local c, eh, el
@@ -85,7 +87,7 @@
         cv = rwrite(key, c)
       end
       if name ~= '' then
-        local ph, pl = num(ARGV[b + 2])
+        local ph, pl = num(ARGV[b + PUSH_EXPIRY])
         if lt(eh, el, ph, pl) and lt(now_hi, now_lo, ph, pl) then
           store(name, ph, pl)
           after = format(ph, pl)

@@ -1,12 +1,12 @@
-margin = tonumber(ARGV[2])
-local op = ARGV[1]
+margin = tonumber(ARGV[HEAD_MARGIN])
+local op = ARGV[HEAD_OP]
 if op == 'O' then
   return once()
 elseif op == 'Q' then
   return claim()
 end
 if op ~= 'M' and op ~= 'P' then
-  local reply, _, tat = run(op, KEYS, 0, #KEYS, 4)
+  local reply, _, tat = run(op, KEYS, 0, #KEYS, HEAD_SIZE + 1)
   if tat then
     return { reply, tat }
   end
@@ -21,19 +21,22 @@ local FOLD_OP = { S0 = 'S', S1 = 'S', S2 = 'S', C0 = 'C', C1 = 'C', C2 = 'C' }
 local FOLD_MODE = { S0 = '0', S1 = '1', S2 = '2', C0 = '0', C1 = '1', C2 = '2' }
 local inline = op == 'P'
 local replies, r = {}, 0
-local k, a = 0, 4
+local k, a = 0, HEAD_SIZE + 1
 while a <= #ARGV do
-  local bop, mode, n = FOLD_OP[ARGV[a]], FOLD_MODE[ARGV[a]], 1
+  -- A batch's first argument is its folded token (FTOKEN_TOKEN) or its
+  -- operation (PACK_OP).
+  local t = ARGV[a + FTOKEN_TOKEN]
+  local bop, mode, n = FOLD_OP[t], FOLD_MODE[t], 1
   -- K, k: where the batch's keys are; v: where its now starts.
-  local K, v = KEYS, a + 1
+  local K, v = KEYS, a + FTOKEN_SIZE
   if bop then
     if inline then
-      K, k, v = ARGV, a, a + 2
+      K, k, v = ARGV, a + (FTOKEN_SIZE - 1), a + (FTOKEN_SIZE + 1)
     end
   else
-    bop, n, v = ARGV[a], count(ARGV[a + 1]), a + 2
+    bop, n, v = t, count(ARGV[a + PACK_KEYS]), a + PACK_SIZE
     if inline then
-      K, k, v = ARGV, a + 1, a + 2 + n
+      K, k, v = ARGV, a + (PACK_SIZE - 1), a + PACK_SIZE + n
     end
   end
   local ok, reply, used, tat = pcall(run, bop, K, k, n, v, mode)
@@ -65,15 +68,15 @@ while a <= #ARGV do
       r = r + n
     end
     if mode then
-      used = 2
+      used = FOLDED_SIZE
     else
-      used = (ext or ext_make()).span(bop, v + 2, n)
+      used = (ext or ext_make()).span(bop, v + NOW_SIZE, n)
     end
   end
   if inline then
-    a = v + 2 + used
+    a = v + NOW_SIZE + used
   else
-    k, a = k + n, v + 2 + used
+    k, a = k + n, v + NOW_SIZE + used
   end
 end
 return replies

@@ -35,8 +35,8 @@ end
 local function once()
   local n = #KEYS - 1
   local rkey = KEYS[n + 1]
-  local fp = ARGV[5]
-  now_hi, now_lo = count(ARGV[8]), tonumber(ARGV[9])
+  local fp = ARGV[ONCE_FINGERPRINT]
+  now_hi, now_lo = count(ARGV[ONCE_NOW + NOW_HI]), tonumber(ARGV[ONCE_NOW + NOW_LO])
   local old = redis.call('GET', rkey)
   if old then
     local w, m = words(old)
@@ -55,11 +55,11 @@ local function once()
       return out
     end
   end
-  local reply, _, tat = run(ARGV[4], KEYS, 0, n, 8)
+  local reply, _, tat = run(ARGV[ONCE_OP], KEYS, 0, n, ONCE_NOW)
   if tat then
     reply = { reply, tat }
   end
-  local rec = { fp, ARGV[6], format(now_hi, now_lo), tostring(reply[1]) }
+  local rec = { fp, ARGV[ONCE_EXPIRES], format(now_hi, now_lo), tostring(reply[1]) }
   local out = { 0, '', reply[1] }
   for i = 1, n do
     local t = reply[i + 1]
@@ -69,7 +69,7 @@ local function once()
     end
     rec[4 + i] = t
   end
-  redis.call('SET', rkey, table.concat(rec, ' '), 'PX', ARGV[7])
+  redis.call('SET', rkey, table.concat(rec, ' '), 'PX', ARGV[ONCE_LIFETIME])
   return out
 end
 
@@ -80,12 +80,12 @@ end
 -- record, or the fingerprint and expiry followed by P while its call has
 -- no known outcome); otherwise a pending claim is made and nil returned.
 local function claim()
-  now_hi, now_lo = count(ARGV[7]), tonumber(ARGV[8])
+  now_hi, now_lo = count(ARGV[CLAIM_NOW + NOW_HI]), tonumber(ARGV[CLAIM_NOW + NOW_LO])
   local old = redis.call('GET', KEYS[1])
   if old and live(words(old)[2]) then
     return old
   end
-  redis.call('SET', KEYS[1], ARGV[4] .. ' ' .. ARGV[5] .. ' P', 'PX', ARGV[6])
+  redis.call('SET', KEYS[1], ARGV[CLAIM_FINGERPRINT] .. ' ' .. ARGV[CLAIM_EXPIRES] .. ' P', 'PX', ARGV[CLAIM_LIFETIME])
   return false
 end
 

@@ -130,9 +130,9 @@ local MAXC = 9007199254740991
 -- '3:alice' of hash 'lim:v2:{12345}'. The name has the hash's slot (its
 -- hash tag is the group), so Redis Cluster routes and checks it as it
 -- would the hash.
-local GROUPED = ARGV[3] == '2'
-if not GROUPED and ARGV[3] ~= '1' then
-  error('limiter: unknown key format ' .. tostring(ARGV[3]))
+local GROUPED = ARGV[HEAD_FORMAT] == '2'
+if not GROUPED and ARGV[HEAD_FORMAT] ~= '1' then
+  error('limiter: unknown key format ' .. tostring(ARGV[HEAD_FORMAT]))
 end
 
 -- A v2 hash is swept of its full buckets when a new field brings it to

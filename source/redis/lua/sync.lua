@@ -31,7 +31,7 @@
   end
 
   -- sync adds hits to the window counters K[k+1..k+n], whose values
-  -- start at ARGV[a], four each: the period W, the index x of a window,
+  -- start at ARGV[a], SYNC_SIZE each: the period W, the index x of a window,
   -- its hits and the hits of window x - 1. The counter is rolled forward
   -- to the latest of its own window, x and the window of now; hits of a
   -- window older than the one before that are dropped (they no longer
@@ -43,8 +43,8 @@
     local nm = nowms()
     for i = 1, n do
       local key = K[k + i]
-      local b = a + 4 * (i - 1)
-      local W, x, h, ph = count(ARGV[b]), count(ARGV[b + 1]), count(ARGV[b + 2]), count(ARGV[b + 3])
+      local b = a + SYNC_SIZE * (i - 1)
+      local W, x, h, ph = count(ARGV[b + SYNC_PERIOD]), count(ARGV[b + SYNC_INDEX]), count(ARGV[b + SYNC_HITS]), count(ARGV[b + SYNC_PREV])
       local v, p, wi, c, q = wread(key)
       if p ~= W then
         v, p = '', nil
@@ -74,43 +74,44 @@
 
   -- span returns how many values a batch of operation op and n keys
   -- takes, its values starting at ARGV[a]: what a packed call skips when
-  -- the batch fails.
+  -- the batch fails. Every op's first argument tells its kind, and a
+  -- window op and a rate counter take as many (WIN_SIZE).
   local function span(op, a, n)
     local b = a
     if op == 'S' or op == 'C' then
       for _ = 1, n do
         if ARGV[b] == 'BOX' then
-          b = b + 3
+          b = b + BOX_SIZE
         end
         if #ARGV[b] == 1 then
-          b = b + 3
+          b = b + GCRA_SIZE
         else
-          b = b + 4
+          b = b + WIN_SIZE
         end
       end
     elseif op == 'R' then
       for _ = 1, n do
         if ARGV[b] == 'BOX' then
-          b = b + 2
+          b = b + RBOX_SIZE
         end
         local t = ARGV[b]
         if t == 'W' or t == 'F' then
-          b = b + 3
+          b = b + RWIN_SIZE
         elseif t == 'T' then
-          b = b + 2
+          b = b + RRATE_SIZE
         else
-          b = b + 1
+          b = b + RGCRA_SIZE
         end
       end
     elseif op == 'D' then
       for _ = 1, n do
         if ARGV[b] == 'BOX' then
-          b = b + 2
+          b = b + RBOX_SIZE
         end
-        b = b + 1
+        b = b + RESET_SIZE
       end
     elseif op == 'A' then
-      b = b + 4 * n
+      b = b + SYNC_SIZE * n
     end
     return b - a
   end

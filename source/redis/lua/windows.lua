@@ -109,7 +109,7 @@ ext_make = function()
   end
 
   -- wspend decides a window op of spend, whose token is mode and whose
-  -- cost, count and period are at ARGV[b+1..b+3]. It returns the value
+  -- values (WIN_*) are at ARGV[b]. It returns the value
   -- read, whether the op denies the batch, and the counter to write when
   -- the batch is allowed (period, index, cur, prev; nil for none).
   --
@@ -128,7 +128,7 @@ ext_make = function()
   -- a sliding window's cost goes into its previous-window count when x is
   -- that window, and is dropped otherwise.
   local function wspend(key, b, mode)
-    local cost, limit, W = count(ARGV[b + 1]), count(ARGV[b + 2]), count(ARGV[b + 3])
+    local cost, limit, W = count(ARGV[b + WIN_COST]), count(ARGV[b + WIN_COUNT]), count(ARGV[b + WIN_PERIOD])
     local fixed = string.byte(mode, 1) == 70 -- 'F'
     local m = string.byte(mode, 2) -- '0' 48, '1' 49, '2' 50
     local v, p, wi, c, q = wread(key)
@@ -155,13 +155,13 @@ ext_make = function()
   end
 
   -- wrefund gives back to a window op of refund ('W' or 'F' in t), whose
-  -- hits and period are at ARGV[b+1], ARGV[b+2], and returns the value
+  -- values (RWIN_*) are at ARGV[b], and returns the value
   -- read and, when something is given back, the counter to store
   -- (period, index, cur, prev). It gives back only to the current window,
   -- when it holds hits (window.Refund): it never creates a counter nor
   -- touches the previous window.
   local function wrefund(key, b, t)
-    local hits, W = count(ARGV[b + 1]), count(ARGV[b + 2])
+    local hits, W = count(ARGV[b + RWIN_HITS]), count(ARGV[b + RWIN_PERIOD])
     local v, p, wi, c, q = wread(key)
     local x = math.floor(nowms() / W)
     local cur, prev = wcounts(W, x, p, wi, c, q)
