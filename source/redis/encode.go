@@ -217,7 +217,9 @@ func limbs(v int64) (hi, lo int64) {
 }
 
 func (w wire) header(args []any, op string) []any {
-	return append(args, op, w.margin, w.format)
+	var h [headerArgs]any
+	h[argOp-1], h[argMargin-1], h[argFormat-1] = op, w.margin, w.format
+	return append(args, h[:]...)
 }
 
 // encode returns the KEYS and ARGV of c sent as a script call of its own.
@@ -226,17 +228,30 @@ func (w wire) encode(c *scriptCall) (keys []string, args []any) {
 	switch {
 	case c.op == opClaim:
 		r := c.record
-		args = w.header(make([]any, 0, headerArgs+5), scriptClaim)
-		return c.keys, append(args, r.fingerprint, r.expires, r.lifetimeMS, hi, lo)
+		var v [claimNow + nowSize - claimFingerprint]any
+		v[claimFingerprint-claimFingerprint], v[claimExpires-claimFingerprint] = r.fingerprint, r.expires
+		v[claimLifetime-claimFingerprint] = r.lifetimeMS
+		v[claimNow+nowHi-claimFingerprint], v[claimNow+nowLo-claimFingerprint] = hi, lo
+		return c.keys, append(w.header(make([]any, 0, headerArgs+len(v)), scriptClaim), v[:]...)
 	case c.record != nil:
 		r := c.record
-		args = w.header(make([]any, 0, headerArgs+6+4*len(c.keys)), scriptOnce)
-		args = append(args, scriptOp(c.op), r.fingerprint, r.expires, r.lifetimeMS, hi, lo)
+		var v [onceNow + nowSize - onceOp]any
+		v[onceOp-onceOp], v[onceFingerprint-onceOp], v[onceExpires-onceOp] = scriptOp(c.op), r.fingerprint, r.expires
+		v[onceLifetime-onceOp], v[onceNow+nowHi-onceOp], v[onceNow+nowLo-onceOp] = r.lifetimeMS, hi, lo
+		args = w.header(make([]any, 0, headerArgs+len(v)+4*len(c.keys)), scriptOnce)
+		args = append(args, v[:]...)
 		keys = make([]string, 0, len(c.keys)+1)
 		return append(append(keys, c.keys...), r.key), c.appendValues(args)
 	}
-	args = w.header(make([]any, 0, headerArgs+2+4*len(c.keys)), scriptOp(c.op))
-	return c.keys, c.appendValues(append(args, hi, lo))
+	args = w.header(make([]any, 0, headerArgs+nowSize+4*len(c.keys)), scriptOp(c.op))
+	return c.keys, c.appendValues(appendNow(args, hi, lo))
+}
+
+// appendNow appends now's two limbs.
+func appendNow(args []any, hi, lo int64) []any {
+	var v [nowSize]any
+	v[nowHi], v[nowLo] = hi, lo
+	return append(args, v[:]...)
 }
 
 // appendValues appends the values per key of a spend, check, refund,
@@ -247,59 +262,79 @@ func (c *scriptCall) appendValues(args []any) []any {
 		for i := range c.ops {
 			op := &c.ops[i]
 			if c.boxed(i) {
-				args = append(args, boxToken, c.boxes[i], op.BoxUntil)
+				var b [boxSize]any
+				b[boxTokenAt], b[boxEntry], b[boxUntil] = boxToken, c.boxes[i], op.BoxUntil
+				args = append(args, b[:]...)
 			}
 			switch op.Algorithm {
 			case bucket.GCRA:
 				// The script splits the int64s into limbs itself.
-				args = append(args, int64(op.Mode), op.EmissionInterval*op.Cost, op.BurstOffset)
+				var v [gcraSize]any
+				v[gcraMode], v[gcraIncrement], v[gcraBurst] = int64(op.Mode), op.EmissionInterval*op.Cost, op.BurstOffset
+				args = append(args, v[:]...)
 			case bucket.RateCounter:
-				args = append(args, rateToken(op), op.Cost, op.Rate.Window, op.Rate.Rate)
+				var v [rateSize]any
+				v[rateTokenAt], v[rateCost], v[rateWindow], v[rateRate] = rateToken(op), op.Cost, op.Rate.Window, op.Rate.Rate
+				args = append(args, v[:]...)
 			default:
-				args = append(args, windowToken(op), op.Cost, op.Window.Count, op.Window.Period)
+				var v [windowSize]any
+				v[windowTokenAt], v[windowCost], v[windowCount], v[windowPeriod] = windowToken(op), op.Cost, op.Window.Count, op.Window.Period
+				args = append(args, v[:]...)
 			}
 		}
 	case opRefund:
 		for i := range c.ops {
 			op := &c.ops[i]
-			if c.boxed(i) {
-				args = append(args, boxToken, c.boxes[i])
-			}
+			args = c.appendBox(args, i)
 			switch op.Algorithm {
 			case bucket.GCRA:
-				args = append(args, c.amounts[i])
+				var v [refundGCRASize]any
+				v[refundGCRADecrement] = c.amounts[i]
+				args = append(args, v[:]...)
 			case bucket.RateCounter:
-				args = append(args, "T", c.amounts[i])
+				var v [refundRateSize]any
+				v[refundRateKind], v[refundRateHits] = "T", c.amounts[i]
+				args = append(args, v[:]...)
 			default:
-				args = append(args, windowKind(op), c.amounts[i], op.Window.Period)
+				var v [refundWindowSize]any
+				v[refundWindowKind], v[refundWindowHits], v[refundWindowPeriod] = windowKind(op), c.amounts[i], op.Window.Period
+				args = append(args, v[:]...)
 			}
 		}
 	case opReset:
 		for i := range c.ops {
 			op := &c.ops[i]
-			if c.boxed(i) {
-				args = append(args, boxToken, c.boxes[i])
-			}
+			args = c.appendBox(args, i)
+			var v [resetSize]any
 			switch op.Algorithm {
 			case bucket.GCRA:
-				args = append(args, "G")
+				v[resetSpec] = "G"
 			case bucket.RateCounter:
-				args = append(args, "T")
+				v[resetSpec] = "T"
 			default:
-				args = append(args, windowKind(op)+strconv.FormatInt(op.Window.Period, 10))
+				v[resetSpec] = windowKind(op) + strconv.FormatInt(op.Window.Period, 10)
 			}
+			args = append(args, v[:]...)
 		}
 	case opSync:
 		for i := range c.extra.pushes {
 			p := &c.extra.pushes[i]
-			args = append(args, p.Period, p.Start/p.Period, p.Hits, p.PrevHits)
+			var v [syncSize]any
+			v[syncPeriod], v[syncIndex], v[syncHits], v[syncPrev] = p.Period, p.Start/p.Period, p.Hits, p.PrevHits
+			args = append(args, v[:]...)
 		}
 	case opCall:
-		args = append(args, len(c.extra.call.Counters))
+		var h [callSize]any
+		h[callCounters] = len(c.extra.call.Counters)
+		args = append(args, h[:]...)
 		for _, cc := range c.extra.call.Counters {
-			args = append(args, cc.Delta, cc.Limit.Window, cc.Limit.Rate)
+			var v [counterSize]any
+			v[counterDelta], v[counterWindow], v[counterRate] = cc.Delta, cc.Limit.Window, cc.Limit.Rate
+			args = append(args, v[:]...)
 		}
-		args = append(args, callAction(c.extra.call.Action), c.extra.call.Until)
+		var a [actionSize]any
+		a[actionKind], a[actionUntil] = callAction(c.extra.call.Action), c.extra.call.Until
+		args = append(args, a[:]...)
 	case opSyncRates:
 		for i := range c.extra.ratePushes {
 			p := &c.extra.ratePushes[i]
@@ -307,7 +342,9 @@ func (c *scriptCall) appendValues(args []any) []any {
 			if p.Key != "" {
 				hits = formatRate(&p.Hits)
 			}
-			args = append(args, hits, c.boxes[i], p.BoxExpires)
+			var v [pushSize]any
+			v[pushHits], v[pushBox], v[pushExpiry] = hits, c.boxes[i], p.BoxExpires
+			args = append(args, v[:]...)
 		}
 	}
 	return args
@@ -349,20 +386,36 @@ func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 	if len(c.keys) == 1 && len(c.ops) == 1 && c.ops[0].Algorithm == bucket.GCRA && !c.boxed(0) {
 		op := &c.ops[0]
 		if token, ok := foldedToken(c.op, op.Mode); ok {
-			args = append(args, token)
+			var t [foldTokenSize]any
+			t[foldToken] = token
+			args = append(args, t[:]...)
 			if inline {
 				args = append(args, c.keys[0])
 			}
-			return append(args, hi, lo, op.EmissionInterval*op.Cost, op.BurstOffset)
+			var v [foldSize]any
+			v[foldIncrement], v[foldBurst] = op.EmissionInterval*op.Cost, op.BurstOffset
+			return append(appendNow(args, hi, lo), v[:]...)
 		}
 	}
-	args = append(args, scriptOp(c.op), len(c.keys))
+	var h [packSize]any
+	h[packOp], h[packKeyCount] = scriptOp(c.op), len(c.keys)
+	args = append(args, h[:]...)
 	if inline {
 		for _, k := range c.keys {
 			args = append(args, k)
 		}
 	}
-	return c.appendValues(append(args, hi, lo))
+	return c.appendValues(appendNow(args, hi, lo))
+}
+
+// appendBox appends the box of op i, if it has one, in a refund or reset.
+func (c *scriptCall) appendBox(args []any, i int) []any {
+	if !c.boxed(i) {
+		return args
+	}
+	var b [rboxSize]any
+	b[rboxTokenAt], b[rboxEntry] = boxToken, c.boxes[i]
+	return append(args, b[:]...)
 }
 
 // checkOp rejects ops outside the Source contract, whose arithmetic the
