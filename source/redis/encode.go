@@ -12,74 +12,11 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
-// The bucket script's arguments, as encode writes them (bucket.lua's
-// header states the same layout from the script's side):
-//
-//	ARGV[1]  operation, one letter (scriptOp below)
-//	ARGV[2]  expiry margin in whole milliseconds
-//	ARGV[3]  key format: "1" or "2"
-//
-// Spend (S), check (C), refund (R), reset (D), sync (A): KEYS are the
-// batch's buckets, then ARGV holds now as two limbs (limbs), and per key
-//
-//	S, C  GCRA: mode, increment (EmissionInterval*Cost), burst offset;
-//	      window: its token (windowToken), cost, count, period (ms);
-//	      rate counter: its token (rateToken), cost, window (s), rate
-//	R     GCRA: decrement (refundAmount);
-//	      window: "W" (sliding) or "F" (fixed), hits (refundAmount), period;
-//	      rate counter: "T", hits (refundAmount)
-//	D     "G" for GCRA, or "W" or "F" and the period as one word
-//	      ("W60000"), or "T" for a rate counter
-//	A     period, window index (Start / Period), hits, previous hits
-//
-// An op with a penalty box (every rate counter, and any op whose Box is
-// set) has three more values before its own in S and C: "BOX", its box
-// entry's name (keyFormat.boxName) and its BoxUntil; and two in R and D:
-// "BOX" and the name. An op without a box has none: its values are those
-// above, exactly.
-//
-// A window counter is stored as "<period>:<index>:<cur>:<prev>" (see
-// formatCounter and parseCounter), a rate counter as formatRate writes it,
-// and a box entry as its expiry, a decimal integer.
-//
-// ERL call (E, erl.go): KEYS are the call's counters and then, when it has
-// a box action, its box entry; ARGV holds now as two limbs, the number of
-// counters, per counter its delta, window (s, 0 for none) and rate, then
-// the box action (callAction) and the expiry it gives (Call.Until).
-//
-// Rate sync (Y, syncrates.go): KEYS hold per push its counter, or its box
-// entry when it has no counter; ARGV holds now as two limbs and per push
-// its hits (formatRate; "" to only read; "-" for a push without a
-// counter), its box entry's name ("" for none) and the expiry to store
-// (0 to only read).
-//
-// Under an idempotency record (O): KEYS are the batch's buckets and then
-// the record's key; ARGV holds the batch's operation (S or R), the
-// fingerprint, the record's expiry (unix ns), its key's lifetime (ms), now
-// as two limbs, and the batch's values as above.
-//
-// Claim (Q): KEYS is the claim's key; ARGV holds the fingerprint, the
-// expiry, the lifetime and now as two limbs.
-//
-// Packed (M, P; see pack.go): after the header, each batch in turn as
-// appendPacked writes it.
-//
-// A spend, for instance: a one-key spend of 1 token from a limit of
-// 100/hour at now = 1790000000123456789 ns, as a batch alone:
-//
-//	KEYS = ["lim:v1:{3:alice}"]
-//	ARGV = ["S", 60000, "1", 1790000000, 123456789, 0, 36000000000, 3600000000000]
-//
-// The script answers {1, ""} (allowed; the bucket was missing), and decode
-// turns that into allowed = true, states = [bucket.Empty], from which
-// bucket.SpendBatch computes the outcome. A sliding window of 100 hits a
-// minute, in the same batch, adds to KEYS its key and to ARGV
-//
-//	"W0", 1, 100, 60000
-//
-// and the reply gets one more item, the counter read ("" when none), say
-// "60000:29833333:17:40": 17 hits in the minute starting at unix ms
-// 29833333 * 60000, 40 in the one before.
+// The bucket script's arguments: their positions are declared in
+// protocol.go, and docs/redis.md, "The script's arguments", describes
+// every operation's arguments and reply. A window counter is stored as
+// formatCounter writes it, a rate counter as formatRate does, and a box
+// entry as its expiry, a decimal integer.
 
 // limbBase splits an int64 into the two limbs the script computes with.
 const limbBase = 1_000_000_000
@@ -148,7 +85,7 @@ func windowKind(op *bucket.Op) string {
 }
 
 // foldedToken returns the token of a one-key GCRA spend or check in a
-// packed call (bucket.lua, FOLD_OP): one argument for the operation and
+// packed call (lua/main.lua, FOLD_OP): one argument for the operation and
 // the mode, and no batch size. The tokens are constants, so appending one
 // allocates nothing.
 func foldedToken(op operation, mode bucket.Mode) (any, bool) {
@@ -489,7 +426,7 @@ func formatCounter(c window.Counter) string {
 }
 
 // recordText is an idempotency record as stored in Redis, the same words
-// bucket.lua's operation O writes: the fingerprint, the expiry, the now
+// the script's operation O writes: the fingerprint, the expiry, the now
 // of the call, its verdict (0 or 1), and the state read of each op's
 // bucket: a TAT, or a window counter (formatCounter), "-" for a missing
 // or full one. decodeRecord reads it back.

@@ -1,6 +1,6 @@
 -- Bucket script of the limiter's Redis source, key formats v1 and v2
--- (docs/redis.md). The Go side builds every call in one place, encode.go,
--- whose doc comment states this same layout.
+-- (docs/redis.md), in parts joined in the order script.go lists. The Go
+-- side builds every call in one place, encode.go.
 --
 -- One call decides and writes the buckets named in KEYS atomically: Redis
 -- runs a script to completion before any other command, so two calls on
@@ -32,90 +32,21 @@
 -- where a stored count exceeds the limit's count, correctly above
 -- anything it is compared with (see wspend).
 --
--- Every call starts with the same three arguments:
+-- The arguments of every operation, and its reply, are described once in
+-- docs/redis.md, "The script's arguments"; their positions are declared
+-- in protocol.go, and read here by the names lua/protocol.lua lists.
 --
--- ARGV[1]        operation: S spend (and write when allowed), C spend
---                as part of a batch denied elsewhere (decide, and write
---                only what a denied batch writes: a rate counter's hits
---                and box entries; nothing for GCRA and window ops), R
---                refund, D reset, A add hits to window counters (sync),
---                E an Edge Rate Limiting call, Y add hits to rate
---                counters and expiries to box entries (sync), O a spend
---                or refund under an idempotency record, Q claim an
---                idempotency key, M and P several batches in one call (all
---                described below)
--- ARGV[2]        expiry margin in whole milliseconds
--- ARGV[3]        key format: 1 (a key per bucket) or 2 (buckets are
---                fields of shared hashes)
---
--- S, C, R, D, A: KEYS are the batch's buckets, ARGV[4], [5] is now as
--- (hi, lo), and then per key, in order:
---   S, C: a GCRA op: 3 values, its mode (0 check-and-spend, 1 check-only,
---         2 spend-only), the increment EI*cost, the burst offset;
---         a window op: 4 values, its token ('W0', 'W1', 'W2' for a
---         sliding window in mode 0, 1, 2; 'F0' to 'F2' for a fixed one),
---         its cost, the limit's count, its period in ms;
---         a rate counter: 4 values, its token ('R0' to 'R2' for mode 0
---         to 2), its cost, its window in seconds (1, 10 or 60), its rate
---   R: a GCRA op: 1 value, the decrement (0 for check-only);
---      a window op: 3 values, 'W' or 'F', the hits to give back (0 for
---      check-only), the period;
---      a rate counter: 2 values, 'T' and the hits to give back
---   D: 1 value: 'G' for a GCRA bucket, or 'W' or 'F' followed by the
---      period ('W60000'), or 'T' for a rate counter
---   A: 4 values: the period, the index of the window the hits count in,
---      its hits, and the hits of the window before it
--- An op with a penalty box (every rate counter; a GCRA or window op of a
--- limit with a penalty) has more values before its own: in S and C,
--- 'BOX', its box entry's name and the expiry (unix ns) an id it boxes
--- gets; in R and D, 'BOX' and the name. Box entries are named in ARGV, not
--- declared: the service names each in its key's slot (its id's hash tag).
--- An op without a box has no more values, and takes the same path as
--- before boxes existed.
--- Numbers are decimal strings; the script splits int64s into limbs
--- itself, so each costs one argument (Redis spends a fair share of a call
--- on every argument it parses). A batch may mix GCRA and window ops.
---
--- Reply of S, C and R: {verdict, v_1, ..., v_n}, verdict 1 when the batch
--- is allowed (always 1 for R), v_i the value stored under key i before the
--- call, as stored, or "" when there was none (or, for a GCRA op, a full
--- bucket or a window counter); for an op with a box, its box entry's
--- value ("" for none), a space, and that. The service recomputes every
--- outcome from these values with the same functions the memory source
--- uses. E and Y are described at call and rsync. Reply of
--- D: how many buckets still counted something (a GCRA bucket not full, a
--- window counter with hits that count at now). Reply of A: {1, v_1, ...,
--- v_n}, v_i the counter stored after the add ("" when it counts nothing,
--- or is of another period).
---
--- M packs several independent batches into one call, so that concurrent
--- batches to one Redis share its per-call cost (on a cluster, see P).
--- KEYS holds the batches' keys one after another; after the header, ARGV
--- holds per batch its operation, its number of keys, its now as (hi, lo)
--- and its values per key as above, except that a one-key GCRA spend is
--- folded (see FOLD_OP below): 'S0' to 'C2' for its operation and mode,
--- its now, its increment and its burst offset. Each batch is decided
--- exactly as alone, under its own "now". The reply is the batches'
--- replies one after another in one flat list (a table per batch would cost
--- Redis more than the list): 1 + n items for an S, C, R or A batch of n
--- keys, 1 for a D batch. A batch that fails (say on a key that holds
--- neither a TAT nor a counter) answers its own error, then n empty strings
--- for an S, C, R or A batch, without touching the others. The whole call
--- is still one atomic script run.
---
--- P is M for a cluster node, where the keys of one call may only be
--- declared in KEYS when they share a slot. KEYS is empty, and each batch
--- carries its keys in ARGV, after its size: operation, n, n keys, now as
--- (hi, lo), values; folded, the token, the key, now, the two values.
--- Redis lets a script without flags reach undeclared keys of any slot the
--- node serves, and refuses a command on a key of another node's slot (one
--- that moved since the caller looked) with an error. The service packs
--- only one-key batches this way, so such a batch fails at its first
--- command on its key, having changed nothing, and is sent again alone. One
--- exception, while the slot migrates: a key still here but full is read
--- and deleted, and then the write of its new TAT is refused (the key is
--- gone from a migrating slot). That changes no answer: a full bucket and
--- a missing one are the same, and the call sent again starts from that.
+-- On a cluster node (operation P) the keys of a batch are passed in ARGV,
+-- undeclared. Redis lets a script without flags reach undeclared keys of
+-- any slot the node serves, and refuses a command on a key of another
+-- node's slot (one that moved since the caller looked) with an error. The
+-- service packs only one-key batches this way, so such a batch fails at
+-- its first command on its key, having changed nothing, and is sent again
+-- alone. One exception, while the slot migrates: a key still here but
+-- full is read and deleted, and then the write of its new TAT is refused
+-- (the key is gone from a migrating slot). That changes no answer: a full
+-- bucket and a missing one are the same, and the call sent again starts
+-- from that.
 
 local B = 1000000000
 local MAX_HI, MAX_LO = 9223372036, 854775807 -- math.MaxInt64
