@@ -4,6 +4,9 @@
 # count repeats within a fraction of a percent on a noisy machine.
 #
 #   bench/script-instructions.sh [script.lua] [calls]
+#
+# Without script.lua it counts the script the source loads: the fragments
+# of source/redis/lua joined (source/redis/script.go).
 #   GROUPED=1 bench/script-instructions.sh      # key format v2
 #
 # Each call is one packed EVALSHA (operation M) of ten one-key spends, as
@@ -12,11 +15,15 @@
 # and the buckets are fields of 1,000 hashes, ten each.
 # Needs valgrind, redis-server, redis-cli, redis-benchmark.
 set -euo pipefail
-lua=${1:-"$(dirname "$0")/../source/redis/bucket.lua"}
+lua=${1:-}
 calls=${2:-3000}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 dir=$(mktemp -d)
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+if [[ -z $lua ]]; then
+	lua="$dir/bucket.lua"
+	(cd "$(dirname "$0")/.." && LIMITER_SCRIPT_OUT="$lua" go test -count=1 -run '^TestScriptText$' ./source/redis >/dev/null)
+fi
 
 valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$dir/redis.log" 2>&1 &

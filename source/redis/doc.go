@@ -1,8 +1,9 @@
 // Package redis is the bucket source that keeps buckets in Redis: one
 // server, or a Redis Cluster, shared by any number of limiter processes.
 //
-// Every batch is decided and written inside Redis by one Lua script
-// (bucket.lua, loaded once and called by its SHA-1), so decisions are
+// Every batch is decided and written inside Redis by one Lua script (the
+// files of lua/ joined, script.go; loaded once and called by its SHA-1;
+// its arguments declared in protocol.go), so decisions are
 // exact and atomic across processes: no read-compute-write-back from Go,
 // and so no overshoot by concurrent spenders. The script computes with
 // exact two-limb integers (and window counts in exact whole milliseconds)

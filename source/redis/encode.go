@@ -12,74 +12,11 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
-// The bucket script's arguments, as encode writes them (bucket.lua's
-// header states the same layout from the script's side):
-//
-//	ARGV[1]  operation, one letter (scriptOp below)
-//	ARGV[2]  expiry margin in whole milliseconds
-//	ARGV[3]  key format: "1" or "2"
-//
-// Spend (S), check (C), refund (R), reset (D), sync (A): KEYS are the
-// batch's buckets, then ARGV holds now as two limbs (limbs), and per key
-//
-//	S, C  GCRA: mode, increment (EmissionInterval*Cost), burst offset;
-//	      window: its token (windowToken), cost, count, period (ms);
-//	      rate counter: its token (rateToken), cost, window (s), rate
-//	R     GCRA: decrement (refundAmount);
-//	      window: "W" (sliding) or "F" (fixed), hits (refundAmount), period;
-//	      rate counter: "T", hits (refundAmount)
-//	D     "G" for GCRA, or "W" or "F" and the period as one word
-//	      ("W60000"), or "T" for a rate counter
-//	A     period, window index (Start / Period), hits, previous hits
-//
-// An op with a penalty box (every rate counter, and any op whose Box is
-// set) has three more values before its own in S and C: "BOX", its box
-// entry's name (keyFormat.boxName) and its BoxUntil; and two in R and D:
-// "BOX" and the name. An op without a box has none: its values are those
-// above, exactly.
-//
-// A window counter is stored as "<period>:<index>:<cur>:<prev>" (see
-// formatCounter and parseCounter), a rate counter as formatRate writes it,
-// and a box entry as its expiry, a decimal integer.
-//
-// ERL call (E, erl.go): KEYS are the call's counters and then, when it has
-// a box action, its box entry; ARGV holds now as two limbs, the number of
-// counters, per counter its delta, window (s, 0 for none) and rate, then
-// the box action (callAction) and the expiry it gives (Call.Until).
-//
-// Rate sync (Y, syncrates.go): KEYS hold per push its counter, or its box
-// entry when it has no counter; ARGV holds now as two limbs and per push
-// its hits (formatRate; "" to only read; "-" for a push without a
-// counter), its box entry's name ("" for none) and the expiry to store
-// (0 to only read).
-//
-// Under an idempotency record (O): KEYS are the batch's buckets and then
-// the record's key; ARGV holds the batch's operation (S or R), the
-// fingerprint, the record's expiry (unix ns), its key's lifetime (ms), now
-// as two limbs, and the batch's values as above.
-//
-// Claim (Q): KEYS is the claim's key; ARGV holds the fingerprint, the
-// expiry, the lifetime and now as two limbs.
-//
-// Packed (M, P; see pack.go): after the header, each batch in turn as
-// appendPacked writes it.
-//
-// A spend, for instance: a one-key spend of 1 token from a limit of
-// 100/hour at now = 1790000000123456789 ns, as a batch alone:
-//
-//	KEYS = ["lim:v1:{3:alice}"]
-//	ARGV = ["S", 60000, "1", 1790000000, 123456789, 0, 36000000000, 3600000000000]
-//
-// The script answers {1, ""} (allowed; the bucket was missing), and decode
-// turns that into allowed = true, states = [bucket.Empty], from which
-// bucket.SpendBatch computes the outcome. A sliding window of 100 hits a
-// minute, in the same batch, adds to KEYS its key and to ARGV
-//
-//	"W0", 1, 100, 60000
-//
-// and the reply gets one more item, the counter read ("" when none), say
-// "60000:29833333:17:40": 17 hits in the minute starting at unix ms
-// 29833333 * 60000, 40 in the one before.
+// The bucket script's arguments: their positions are declared in
+// protocol.go, and docs/redis.md, "The script's arguments", describes
+// every operation's arguments and reply. A window counter is stored as
+// formatCounter writes it, a rate counter as formatRate does, and a box
+// entry as its expiry, a decimal integer.
 
 // limbBase splits an int64 into the two limbs the script computes with.
 const limbBase = 1_000_000_000
@@ -108,9 +45,6 @@ const (
 	scriptFormatV1 = "1"
 	scriptFormatV2 = "2"
 )
-
-// headerArgs is how many arguments the header takes.
-const headerArgs = 3
 
 // windowToken returns a window op's token in a spend or check: its
 // algorithm and its mode in one argument. The tokens are constants, so
@@ -151,7 +85,7 @@ func windowKind(op *bucket.Op) string {
 }
 
 // foldedToken returns the token of a one-key GCRA spend or check in a
-// packed call (bucket.lua, FOLD_OP): one argument for the operation and
+// packed call (lua/main.lua, FOLD_OP): one argument for the operation and
 // the mode, and no batch size. The tokens are constants, so appending one
 // allocates nothing.
 func foldedToken(op operation, mode bucket.Mode) (any, bool) {
@@ -220,7 +154,9 @@ func limbs(v int64) (hi, lo int64) {
 }
 
 func (w wire) header(args []any, op string) []any {
-	return append(args, op, w.margin, w.format)
+	var h [headerArgs]any
+	h[argOp-1], h[argMargin-1], h[argFormat-1] = op, w.margin, w.format
+	return append(args, h[:]...)
 }
 
 // encode returns the KEYS and ARGV of c sent as a script call of its own.
@@ -229,17 +165,30 @@ func (w wire) encode(c *scriptCall) (keys []string, args []any) {
 	switch {
 	case c.op == opClaim:
 		r := c.record
-		args = w.header(make([]any, 0, headerArgs+5), scriptClaim)
-		return c.keys, append(args, r.fingerprint, r.expires, r.lifetimeMS, hi, lo)
+		var v [claimNow + nowSize - claimFingerprint]any
+		v[claimFingerprint-claimFingerprint], v[claimExpires-claimFingerprint] = r.fingerprint, r.expires
+		v[claimLifetime-claimFingerprint] = r.lifetimeMS
+		v[claimNow+nowHi-claimFingerprint], v[claimNow+nowLo-claimFingerprint] = hi, lo
+		return c.keys, append(w.header(make([]any, 0, headerArgs+len(v)), scriptClaim), v[:]...)
 	case c.record != nil:
 		r := c.record
-		args = w.header(make([]any, 0, headerArgs+6+4*len(c.keys)), scriptOnce)
-		args = append(args, scriptOp(c.op), r.fingerprint, r.expires, r.lifetimeMS, hi, lo)
+		var v [onceNow + nowSize - onceOp]any
+		v[onceOp-onceOp], v[onceFingerprint-onceOp], v[onceExpires-onceOp] = scriptOp(c.op), r.fingerprint, r.expires
+		v[onceLifetime-onceOp], v[onceNow+nowHi-onceOp], v[onceNow+nowLo-onceOp] = r.lifetimeMS, hi, lo
+		args = w.header(make([]any, 0, headerArgs+len(v)+4*len(c.keys)), scriptOnce)
+		args = append(args, v[:]...)
 		keys = make([]string, 0, len(c.keys)+1)
 		return append(append(keys, c.keys...), r.key), c.appendValues(args)
 	}
-	args = w.header(make([]any, 0, headerArgs+2+4*len(c.keys)), scriptOp(c.op))
-	return c.keys, c.appendValues(append(args, hi, lo))
+	args = w.header(make([]any, 0, headerArgs+nowSize+4*len(c.keys)), scriptOp(c.op))
+	return c.keys, c.appendValues(appendNow(args, hi, lo))
+}
+
+// appendNow appends now's two limbs.
+func appendNow(args []any, hi, lo int64) []any {
+	var v [nowSize]any
+	v[nowHi], v[nowLo] = hi, lo
+	return append(args, v[:]...)
 }
 
 // appendValues appends the values per key of a spend, check, refund,
@@ -250,59 +199,79 @@ func (c *scriptCall) appendValues(args []any) []any {
 		for i := range c.ops {
 			op := &c.ops[i]
 			if c.boxed(i) {
-				args = append(args, boxToken, c.boxes[i], op.BoxUntil)
+				var b [boxSize]any
+				b[boxTokenAt], b[boxEntry], b[boxUntil] = boxToken, c.boxes[i], op.BoxUntil
+				args = append(args, b[:]...)
 			}
 			switch op.Algorithm {
 			case bucket.GCRA:
 				// The script splits the int64s into limbs itself.
-				args = append(args, int64(op.Mode), op.EmissionInterval*op.Cost, op.BurstOffset)
+				var v [gcraSize]any
+				v[gcraMode], v[gcraIncrement], v[gcraBurst] = int64(op.Mode), op.EmissionInterval*op.Cost, op.BurstOffset
+				args = append(args, v[:]...)
 			case bucket.RateCounter:
-				args = append(args, rateToken(op), op.Cost, op.Rate.Window, op.Rate.Rate)
+				var v [rateSize]any
+				v[rateTokenAt], v[rateCost], v[rateWindow], v[rateRate] = rateToken(op), op.Cost, op.Rate.Window, op.Rate.Rate
+				args = append(args, v[:]...)
 			default:
-				args = append(args, windowToken(op), op.Cost, op.Window.Count, op.Window.Period)
+				var v [windowSize]any
+				v[windowTokenAt], v[windowCost], v[windowCount], v[windowPeriod] = windowToken(op), op.Cost, op.Window.Count, op.Window.Period
+				args = append(args, v[:]...)
 			}
 		}
 	case opRefund:
 		for i := range c.ops {
 			op := &c.ops[i]
-			if c.boxed(i) {
-				args = append(args, boxToken, c.boxes[i])
-			}
+			args = c.appendBox(args, i)
 			switch op.Algorithm {
 			case bucket.GCRA:
-				args = append(args, c.amounts[i])
+				var v [refundGCRASize]any
+				v[refundGCRADecrement] = c.amounts[i]
+				args = append(args, v[:]...)
 			case bucket.RateCounter:
-				args = append(args, "T", c.amounts[i])
+				var v [refundRateSize]any
+				v[refundRateKind], v[refundRateHits] = "T", c.amounts[i]
+				args = append(args, v[:]...)
 			default:
-				args = append(args, windowKind(op), c.amounts[i], op.Window.Period)
+				var v [refundWindowSize]any
+				v[refundWindowKind], v[refundWindowHits], v[refundWindowPeriod] = windowKind(op), c.amounts[i], op.Window.Period
+				args = append(args, v[:]...)
 			}
 		}
 	case opReset:
 		for i := range c.ops {
 			op := &c.ops[i]
-			if c.boxed(i) {
-				args = append(args, boxToken, c.boxes[i])
-			}
+			args = c.appendBox(args, i)
+			var v [resetSize]any
 			switch op.Algorithm {
 			case bucket.GCRA:
-				args = append(args, "G")
+				v[resetSpec] = "G"
 			case bucket.RateCounter:
-				args = append(args, "T")
+				v[resetSpec] = "T"
 			default:
-				args = append(args, windowKind(op)+strconv.FormatInt(op.Window.Period, 10))
+				v[resetSpec] = windowKind(op) + strconv.FormatInt(op.Window.Period, 10)
 			}
+			args = append(args, v[:]...)
 		}
 	case opSync:
 		for i := range c.extra.pushes {
 			p := &c.extra.pushes[i]
-			args = append(args, p.Period, p.Start/p.Period, p.Hits, p.PrevHits)
+			var v [syncSize]any
+			v[syncPeriod], v[syncIndex], v[syncHits], v[syncPrev] = p.Period, p.Start/p.Period, p.Hits, p.PrevHits
+			args = append(args, v[:]...)
 		}
 	case opCall:
-		args = append(args, len(c.extra.call.Counters))
+		var h [callSize]any
+		h[callCounters] = len(c.extra.call.Counters)
+		args = append(args, h[:]...)
 		for _, cc := range c.extra.call.Counters {
-			args = append(args, cc.Delta, cc.Limit.Window, cc.Limit.Rate)
+			var v [counterSize]any
+			v[counterDelta], v[counterWindow], v[counterRate] = cc.Delta, cc.Limit.Window, cc.Limit.Rate
+			args = append(args, v[:]...)
 		}
-		args = append(args, callAction(c.extra.call.Action), c.extra.call.Until)
+		var a [actionSize]any
+		a[actionKind], a[actionUntil] = callAction(c.extra.call.Action), c.extra.call.Until
+		args = append(args, a[:]...)
 	case opSyncRates:
 		for i := range c.extra.ratePushes {
 			p := &c.extra.ratePushes[i]
@@ -310,7 +279,9 @@ func (c *scriptCall) appendValues(args []any) []any {
 			if p.Key != "" {
 				hits = formatRate(&p.Hits)
 			}
-			args = append(args, hits, c.boxes[i], p.BoxExpires)
+			var v [pushSize]any
+			v[pushHits], v[pushBox], v[pushExpiry] = hits, c.boxes[i], p.BoxExpires
+			args = append(args, v[:]...)
 		}
 	}
 	return args
@@ -352,20 +323,36 @@ func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 	if len(c.keys) == 1 && len(c.ops) == 1 && c.ops[0].Algorithm == bucket.GCRA && !c.boxed(0) {
 		op := &c.ops[0]
 		if token, ok := foldedToken(c.op, op.Mode); ok {
-			args = append(args, token)
+			var t [foldTokenSize]any
+			t[foldToken] = token
+			args = append(args, t[:]...)
 			if inline {
 				args = append(args, c.keys[0])
 			}
-			return append(args, hi, lo, op.EmissionInterval*op.Cost, op.BurstOffset)
+			var v [foldSize]any
+			v[foldIncrement], v[foldBurst] = op.EmissionInterval*op.Cost, op.BurstOffset
+			return append(appendNow(args, hi, lo), v[:]...)
 		}
 	}
-	args = append(args, scriptOp(c.op), len(c.keys))
+	var h [packSize]any
+	h[packOp], h[packKeyCount] = scriptOp(c.op), len(c.keys)
+	args = append(args, h[:]...)
 	if inline {
 		for _, k := range c.keys {
 			args = append(args, k)
 		}
 	}
-	return c.appendValues(append(args, hi, lo))
+	return c.appendValues(appendNow(args, hi, lo))
+}
+
+// appendBox appends the box of op i, if it has one, in a refund or reset.
+func (c *scriptCall) appendBox(args []any, i int) []any {
+	if !c.boxed(i) {
+		return args
+	}
+	var b [rboxSize]any
+	b[rboxTokenAt], b[rboxEntry] = boxToken, c.boxes[i]
+	return append(args, b[:]...)
 }
 
 // checkOp rejects ops outside the Source contract, whose arithmetic the
@@ -439,7 +426,7 @@ func formatCounter(c window.Counter) string {
 }
 
 // recordText is an idempotency record as stored in Redis, the same words
-// bucket.lua's operation O writes: the fingerprint, the expiry, the now
+// the script's operation O writes: the fingerprint, the expiry, the now
 // of the call, its verdict (0 or 1), and the state read of each op's
 // bucket: a TAT, or a window counter (formatCounter), "-" for a missing
 // or full one. decodeRecord reads it back.

@@ -9,7 +9,7 @@ import (
 )
 
 // Call implements ratelimits.Source: an Edge Rate Limiting call is one
-// script call (bucket.lua, operation E), which reads the call's counters
+// script call (the bucket script, operation E), which reads the call's counters
 // and its box entry, adds each counter's hits, checks its limit, applies
 // the box action, and writes what changed, as bucket.ApplyCall does. The
 // script returns the counters and the box entry as it read them, and the

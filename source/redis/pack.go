@@ -9,7 +9,7 @@ import (
 
 // Batch packing: the calls a pipe sends in one pipeline are packed, up to
 // maxPack at a time, into single script calls (operations M and P of
-// bucket.lua), which spares Redis most of its fixed cost per call. A
+// the script), which spares Redis most of its fixed cost per call. A
 // packed call decides its batches one after another inside one script
 // run, each as if alone, and a failing batch answers its own error; its
 // reply is the batches' replies one after another in one flat list.
@@ -32,8 +32,8 @@ const (
 	// arguments: for a cluster master, where the keys a script declares
 	// must share a slot but a script may reach undeclared keys of every
 	// slot the node serves. A key whose slot has moved fails its own
-	// batch having changed nothing that any answer can tell (bucket.lua,
-	// operation P), and Source.evalOn sends that call again alone, its key
+	// batch having changed nothing that any answer can tell (the
+	// script's operation P), and Source.evalOn sends that call again alone, its key
 	// declared. A call of several keys is never packed this way: its keys
 	// are declared, so that Redis checks them all before the script runs.
 	packInline

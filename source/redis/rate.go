@@ -24,7 +24,7 @@ import (
 // byte of any second an int64 of nanoseconds holds (|second| < 2^34) is
 // 0x00 to 0x02 or 0xfd to 0xff, never a digit nor '-', which every TAT,
 // window counter and box entry starts with, so no value reads as
-// another's. bucket.lua reads and writes the same form (rparse, rwrite)
+// another's. The script reads and writes the same form (rparse, rwrite)
 // with Redis's struct library, in one call for the whole counter.
 
 // rateHeader is the size of a packed counter's second and width.

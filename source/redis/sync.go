@@ -26,7 +26,7 @@ const maxSyncCalls = 64
 
 // SyncWindows implements ratelimits.WindowSyncer: it adds each push's hits
 // to its window counter and reads the counter back, atomically per
-// counter (bucket.lua, operation A), so hits pushed by any number of
+// counter (the bucket script, operation A), so hits pushed by any number of
 // processes add up. On one Redis the pushes go in one script call (one
 // per maxSyncKeys); on a cluster, in one call per hash slot, all of them
 // in parallel and sharing round trips per master.

@@ -17,7 +17,7 @@ const maxRateSyncKeys = 64
 
 // SyncRates implements ratelimits.RateSyncer for the rate counters and box
 // entries of limits whose sync_rate is above 0: per push, in one step
-// inside a script run (bucket.lua, operation Y), the pushed hits are added
+// inside a script run (the bucket script, operation Y), the pushed hits are added
 // second by second to the stored counter (ratecounter.Counter.Merge: hits
 // of seconds the stored counter no longer keeps are dropped, and a second
 // stops at ratecounter.MaxHitsPerSecond), the box entry becomes the later

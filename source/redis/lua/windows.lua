@@ -1,0 +1,176 @@
+-- ext_make makes ext, the functions of window counters, of sync and of a
+-- failed packed batch.
+ext_make = function()
+  -- nowms returns floor(now / 1e6). now_hi * 1000 is exact (|now_hi| <
+  -- 2^35), and lo / 1e6 for an integer lo below 1e9 is never within
+  -- rounding of the next integer, so its floor is exact too; lo >= 0
+  -- makes it the floor for times before 1970 as well.
+  local function nowms()
+    return now_hi * 1000 + math.floor(now_lo / 1000000)
+  end
+
+  -- counter reads a window counter ('<period>:<index>:<cur>:<prev>'),
+  -- returning its four numbers, or nil when s is not one. Each part must
+  -- be exact in a double: at most 16 digits, the counts and the window's
+  -- start (index * period) at most 2^53 - 1 in magnitude. A part above
+  -- that reads as at least 2^53 (rounding never crosses a representable
+  -- bound), so the checks themselves are exact.
+  local function counter(s)
+    local p, i, c, q = string.match(s, '^(%d+):(%-?%d+):(%d+):(%d+)$')
+    if p and #p <= 16 and #i <= 17 and #c <= 16 and #q <= 16 then
+      p, i, c, q = tonumber(p), tonumber(i), tonumber(c), tonumber(q)
+      if p >= 1 and c <= MAXC and q <= MAXC and math.abs(i * p) <= MAXC then
+        return p, i, c, q
+      end
+    end
+    return nil
+  end
+
+  -- israte reports whether v has a rate counter's form (see rparse): a
+  -- first byte that is not a digit nor '-', as the first of every TAT,
+  -- window counter and box entry is, a width of 1, 2 or 4 at its sixth,
+  -- and 1 to 60 counts of that width after it.
+  local function israte(v)
+    local b, w, n = string.byte(v, 1), string.byte(v, 6), #v - 6
+    return n > 0 and b ~= 45 and (b < 48 or b > 57) and (w == 1 or w == 2 or w == 4) and n % w == 0 and n <= 60 * w
+  end
+
+  -- wsplit reads the value v of a window op's key: the counter's period,
+  -- index, cur and prev, or nothing for a TAT or a rate counter (another
+  -- algorithm's value, which a window op reads as empty). Anything else is
+  -- refused.
+  local function wsplit(key, v)
+    local p, i, c, q = counter(v)
+    if p then
+      return p, i, c, q
+    end
+    if (#v > 20 or not string.find(v, '^%-?%d+$')) and not israte(v) then
+      error('limiter: ' .. key .. ' does not hold a window counter')
+    end
+  end
+
+  -- wread returns a window op's stored value ('' when none) and, when it
+  -- is a counter, its period, index, cur and prev.
+  local function wread(key)
+    local v = get(key)
+    if not v then
+      return ''
+    end
+    return v, wsplit(key, v)
+  end
+
+  -- wcounts returns the hits of window x (of period W) and of the window
+  -- before it, as a counter read (p, i, c, q; p nil for none) holds them,
+  -- as window.Counter.At does: a counter of another period, or one older
+  -- than the window before x, or newer than x, counts nothing at x.
+  local function wcounts(W, x, p, i, c, q)
+    if p ~= W then
+      return 0, 0
+    end
+    if i == x then
+      return c, q
+    elseif i == x - 1 then
+      return 0, c
+    end
+    return 0, 0
+  end
+
+  -- ends returns the unix ms from which a counter (period p, index i,
+  -- counts c and q) counts nothing: two periods after its start while c >
+  -- 0, one while only q > 0, at once when neither.
+  local function ends(p, i, c, q)
+    local e = i * p
+    if c > 0 then
+      return e + 2 * p
+    elseif q > 0 then
+      return e + p
+    end
+    return e
+  end
+
+  -- wstore writes the counter (period W, window index x, counts c and
+  -- q), expiring margin milliseconds after it stops counting (relative to
+  -- the now passed in). A counter that counts nothing at now is deleted
+  -- instead. It returns the value written, or '' when it deleted.
+  local function wstore(key, W, x, c, q)
+    local nm, e = nowms(), ends(W, x, c, q)
+    if e <= nm then
+      drop(key)
+      return ''
+    end
+    local ms = string.format('%d', e - nm + margin)
+    local v = string.format('%d:%d:%d:%d', W, x, c, q)
+    if GROUPED then
+      put(key, ms, v)
+    else
+      redis.call('PSETEX', key, ms, v)
+    end
+    return v
+  end
+
+  -- wspend decides a window op of spend, whose token is mode and whose
+  -- values (WIN_*) are at ARGV[b]. It returns the value
+  -- read, whether the op denies the batch, and the counter to write when
+  -- the batch is allowed (period, index, cur, prev; nil for none).
+  --
+  -- A cost c at now_ms, in window x (start s = x * W, e = now_ms - s
+  -- elapsed), is allowed, as window.Spend decides, when
+  --   cur*W + prev*(W - e) + c*W <= count*W       (fixed: prev = 0)
+  -- which holds exactly when cur <= count - c and prev*(W - e) <= (count
+  -- - cur - c)*W. Every operand is an integer of at most 2^53 - 1, and so
+  -- is the right side (at most count*W); prev*(W - e) may exceed 2^53
+  -- when a stored count is above the limit's count, and is then rounded
+  -- to a double still above 2^53 - 1, so the comparison stays right.
+  --
+  -- An allowed op that writes adds its cost to window x. A counter stored
+  -- for a later window than x (written by a process whose clock is ahead)
+  -- reads as empty, as the window functions say, but is never moved back:
+  -- a sliding window's cost goes into its previous-window count when x is
+  -- that window, and is dropped otherwise.
+  local function wspend(key, b, mode)
+    local cost, limit, W = count(ARGV[b + WIN_COST]), count(ARGV[b + WIN_COUNT]), count(ARGV[b + WIN_PERIOD])
+    local fixed = string.byte(mode, 1) == 70 -- 'F'
+    local m = string.byte(mode, 2) -- '0' 48, '1' 49, '2' 50
+    local v, p, wi, c, q = wread(key)
+    local nm = nowms()
+    -- Exact: |nm| < 2^53, so the quotient's rounding never reaches the
+    -- next integer.
+    local x = math.floor(nm / W)
+    local cur, prev = wcounts(W, x, p, wi, c, q)
+    if fixed then
+      prev = 0
+    end
+    if cur > limit - cost or prev * (W - (nm - x * W)) > (limit - cur - cost) * W then
+      return v, m ~= 50
+    end
+    if m == 49 or cost == 0 then
+      return v, false
+    end
+    if p ~= W or wi <= x then
+      return v, false, W, x, cur + cost, prev
+    elseif wi == x + 1 and not fixed then
+      return v, false, W, wi, c, math.min(q + cost, MAXC)
+    end
+    return v, false
+  end
+
+  -- wrefund gives back to a window op of refund ('W' or 'F' in t), whose
+  -- values (RWIN_*) are at ARGV[b], and returns the value
+  -- read and, when something is given back, the counter to store
+  -- (period, index, cur, prev). It gives back only to the current window,
+  -- when it holds hits (window.Refund): it never creates a counter nor
+  -- touches the previous window.
+  local function wrefund(key, b, t)
+    local hits, W = count(ARGV[b + RWIN_HITS]), count(ARGV[b + RWIN_PERIOD])
+    local v, p, wi, c, q = wread(key)
+    local x = math.floor(nowms() / W)
+    local cur, prev = wcounts(W, x, p, wi, c, q)
+    if t == 'F' then
+      prev = 0
+    end
+    if cur > 0 and hits > 0 then
+      return v, W, x, math.max(cur - hits, 0), prev
+    end
+    return v
+  end
+
