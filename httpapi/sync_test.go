@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/bearer"
@@ -27,7 +29,7 @@ type flakySyncer struct {
 	down bool
 }
 
-func (f *flakySyncer) SyncWindows(_ context.Context, _ int64, pushes []ratelimits.WindowPush) error {
+func (f *flakySyncer) SyncWindows(_ context.Context, _ int64, pushes []syncpush.Window) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
@@ -48,7 +50,7 @@ func (f *flakySyncer) setDown(down bool) {
 
 // newSyncHandler serves a Limiter with a local layer on syncer: Synced is
 // a sliding window of 10 per hour, synced every minute.
-func newSyncHandler(t *testing.T, syncer ratelimits.WindowSyncer, admin ...string) http.Handler {
+func newSyncHandler(t *testing.T, syncer syncpush.WindowSyncer, admin ...string) http.Handler {
 	t.Helper()
 	win, err := ratelimits.NewWindowLimit(ratelimits.SlidingWindow, 10, time.Hour)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -64,7 +66,7 @@ type windowStore struct {
 	counters map[string]window.Counter
 }
 
-func (s *windowStore) SyncWindows(_ context.Context, now int64, pushes []ratelimits.WindowPush) error {
+func (s *windowStore) SyncWindows(_ context.Context, now int64, pushes []syncpush.Window) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	nowMs := now / 1e6

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/jmhodges/clock"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -94,7 +96,7 @@ func registerLayerGauges(reg prometheus.Registerer, layer *local.Layer) {
 // not one still gets a layer, whose limits above 0 then count in each
 // process only (every cycle fails, and says why).
 func newLocalLayer(src ratelimits.Source, clk clock.Clock, m *syncMetrics, log *slog.Logger) (*local.Layer, error) {
-	syncer, ok := src.(ratelimits.WindowSyncer)
+	syncer, ok := src.(syncpush.WindowSyncer)
 	if !ok {
 		log.Warn("the source cannot sync window counters: limits with a sync_rate above 0 count in each process only")
 	}

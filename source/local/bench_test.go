@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -137,14 +139,14 @@ func BenchmarkLocalMemoryPerRateCounter(b *testing.B) {
 // hits, so that a benchmark measures the layer's memory alone.
 type echo struct{}
 
-func (echo) SyncWindows(_ context.Context, _ int64, pushes []ratelimits.WindowPush) error {
+func (echo) SyncWindows(_ context.Context, _ int64, pushes []syncpush.Window) error {
 	for i := range pushes {
 		pushes[i].Total, pushes[i].Applied = hitsOf(&pushes[i]), true
 	}
 	return nil
 }
 
-func (echo) SyncRates(_ context.Context, _ int64, pushes []ratelimits.RatePush) error {
+func (echo) SyncRates(_ context.Context, _ int64, pushes []syncpush.Rate) error {
 	for i := range pushes {
 		p := &pushes[i]
 		p.Total, p.TotalBox, p.Applied = p.Hits, p.BoxExpires, true

@@ -11,7 +11,7 @@
 //   - above 0, here first: a decision reads the totals this process last
 //     read from the source plus the hits it counted since and has not
 //     pushed, with no round trip. Every sync_rate a loop pushes those hits
-//     (ratelimits.WindowSyncer and ratelimits.RateSyncer add them
+//     (syncpush.WindowSyncer and syncpush.RateSyncer add them
 //     atomically on the source, so no process's hit is lost) and reads
 //     back the totals of every counter the process holds. Box entries go
 //     the same way: an expiry set here is pushed at the next cycle (the
@@ -72,6 +72,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/limiter-dev/limiter/source/syncpush"
 
 	"github.com/jmhodges/clock"
 
@@ -145,11 +147,11 @@ type Cycle struct {
 type Options struct {
 	// Syncer is the shared source's side of a sync. Nil makes every cycle
 	// fail with ErrNoSyncer (hits above 0 stay here, unpushed). When it is
-	// also a ratelimits.RateSyncer, rate counters and box entries of
+	// also a syncpush.RateSyncer, rate counters and box entries of
 	// limits above 0 sync too (else their cycles fail with
 	// ErrNoRateSyncer); when it also has the ERL Call of a
 	// ratelimits.Source, a box removal above 0 is applied with it.
-	Syncer ratelimits.WindowSyncer
+	Syncer syncpush.WindowSyncer
 	// Clock gives now for decisions and syncs: the Limiter's clock.
 	// Required.
 	Clock clock.Clock
@@ -179,7 +181,7 @@ type Layer struct {
 	// rates and caller are the Syncer's other sides, when it has them:
 	// the sync of rate counters and box entries, and the ERL call that
 	// removes or shortens a box entry on the source at once.
-	rates  ratelimits.RateSyncer
+	rates  syncpush.RateSyncer
 	caller caller
 
 	// groups maps a sync_rate to its group (all rates below 0 to -1's). The
@@ -218,7 +220,7 @@ func New(opts Options) (*Layer, error) {
 	}
 	l := &Layer{opts: opts, seed: maphash.MakeSeed(), nShards: shardsPerGroup}
 	if opts.Syncer != nil {
-		l.rates, _ = opts.Syncer.(ratelimits.RateSyncer)
+		l.rates, _ = opts.Syncer.(syncpush.RateSyncer)
 		l.caller, _ = opts.Syncer.(caller)
 	}
 	l.groups.Store(&map[time.Duration]*group{})
@@ -614,7 +616,7 @@ func (l *Layer) cycle(ctx context.Context, g *group) (ratelimits.SyncResult, err
 func (l *Layer) windowCycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
 	nowMs := msOf(now)
-	var pushes []ratelimits.WindowPush
+	var pushes []syncpush.Window
 	var held []*counter // pushes[i]'s counter; nil for an orphan
 	for i := range g.shards {
 		sh := &g.shards[i]
@@ -689,17 +691,17 @@ func (l *Layer) windowCycle(ctx context.Context, g *group) (ratelimits.SyncResul
 }
 
 // push is the WindowPush of a counter's hits, read at the cycle's now.
-func push(key string, hits window.Counter) ratelimits.WindowPush {
-	return ratelimits.WindowPush{Key: key, Period: hits.Period, Start: hits.Start, Hits: hits.Cur, PrevHits: hits.Prev}
+func push(key string, hits window.Counter) syncpush.Window {
+	return syncpush.Window{Key: key, Period: hits.Period, Start: hits.Start, Hits: hits.Cur, PrevHits: hits.Prev}
 }
 
 // hitsOf is the hits a push carried, as a counter.
-func hitsOf(p *ratelimits.WindowPush) window.Counter {
+func hitsOf(p *syncpush.Window) window.Counter {
 	return window.Counter{Period: p.Period, Start: p.Start, Cur: p.Hits, Prev: p.PrevHits}
 }
 
 // syncWindows makes the cycle's one call, within its timeout.
-func (l *Layer) syncWindows(ctx context.Context, g *group, now int64, pushes []ratelimits.WindowPush) error {
+func (l *Layer) syncWindows(ctx context.Context, g *group, now int64, pushes []syncpush.Window) error {
 	if l.opts.Syncer == nil {
 		return ErrNoSyncer
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -33,7 +35,7 @@ type store struct {
 	// accepts and fail: a sync cut into parts of which some failed.
 	only   func(key string) bool
 	n      int // calls
-	pushes [][]ratelimits.WindowPush
+	pushes [][]syncpush.Window
 	calls  chan int // receives n after each call, when set
 	// hold, when set, keeps every call waiting until it is closed, after
 	// announcing the call on entered.
@@ -43,14 +45,14 @@ type store struct {
 	rates      map[string]ratecounter.Counter
 	boxes      map[string]int64
 	rn, cn     int
-	ratePushes [][]ratelimits.RatePush
+	ratePushes [][]syncpush.Rate
 }
 
 func newStore() *store {
 	return &store{counters: map[string]window.Counter{}, rates: map[string]ratecounter.Counter{}, boxes: map[string]int64{}}
 }
 
-func (s *store) SyncWindows(_ context.Context, now int64, pushes []ratelimits.WindowPush) error {
+func (s *store) SyncWindows(_ context.Context, now int64, pushes []syncpush.Window) error {
 	if s.hold != nil {
 		s.entered <- struct{}{}
 		<-s.hold
@@ -58,7 +60,7 @@ func (s *store) SyncWindows(_ context.Context, now int64, pushes []ratelimits.Wi
 	s.mu.Lock()
 	s.n++
 	n := s.n
-	s.pushes = append(s.pushes, append([]ratelimits.WindowPush(nil), pushes...))
+	s.pushes = append(s.pushes, append([]syncpush.Window(nil), pushes...))
 	err := s.fail
 	if err == nil && s.only != nil {
 		err = errors.New("part of the sync failed")

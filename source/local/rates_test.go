@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
@@ -18,7 +20,7 @@ import (
 // hits added second by second (ratecounter.Counter.Merge), an expiry kept
 // as the later of the stored one and the pushed one, and both read back.
 // fail and only work as for SyncWindows.
-func (s *store) SyncRates(_ context.Context, now int64, pushes []ratelimits.RatePush) error {
+func (s *store) SyncRates(_ context.Context, now int64, pushes []syncpush.Rate) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rn++
@@ -643,7 +645,7 @@ func TestNoRateSyncer(t *testing.T) {
 // windowsOnly is a source that syncs window counters and nothing else.
 type windowsOnly struct{ s *store }
 
-func (w windowsOnly) SyncWindows(ctx context.Context, now int64, pushes []ratelimits.WindowPush) error {
+func (w windowsOnly) SyncWindows(ctx context.Context, now int64, pushes []syncpush.Window) error {
 	return w.s.SyncWindows(ctx, now, pushes)
 }
 
@@ -712,11 +714,11 @@ func TestLocalRateSpendAllocatesNothing(t *testing.T) {
 // syncsOnly syncs windows and rate counters but has no ERL call.
 type syncsOnly struct{ s *store }
 
-func (w syncsOnly) SyncWindows(ctx context.Context, now int64, pushes []ratelimits.WindowPush) error {
+func (w syncsOnly) SyncWindows(ctx context.Context, now int64, pushes []syncpush.Window) error {
 	return w.s.SyncWindows(ctx, now, pushes)
 }
 
-func (w syncsOnly) SyncRates(ctx context.Context, now int64, pushes []ratelimits.RatePush) error {
+func (w syncsOnly) SyncRates(ctx context.Context, now int64, pushes []syncpush.Rate) error {
 	return w.s.SyncRates(ctx, now, pushes)
 }
 

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
 
 // ErrNoRateSyncer is the error of a cycle with rate-counter hits or box
-// entries to push when the source offers no ratelimits.RateSyncer: they
+// entries to push when the source offers no syncpush.RateSyncer: they
 // stay here, unpushed.
 var ErrNoRateSyncer = errors.New("local: the source offers no rate counter and box sync")
 
@@ -30,8 +32,8 @@ type held struct {
 }
 
 // push is h's RatePush, as the snapshot left it.
-func (h *held) push() ratelimits.RatePush {
-	var p ratelimits.RatePush
+func (h *held) push() syncpush.Rate {
+	var p syncpush.Rate
 	if h.r != nil {
 		p.Key = h.key
 		if h.r.inflight != nil {
@@ -154,13 +156,13 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult,
 		for i := range hs {
 			carried = carried || hs[i].carries()
 		}
-		l.settle(hs, make([]ratelimits.RatePush, len(hs)), ErrNoRateSyncer)
+		l.settle(hs, make([]syncpush.Rate, len(hs)), ErrNoRateSyncer)
 		if carried {
 			return ratelimits.SyncResult{}, ErrNoRateSyncer
 		}
 		return res, nil
 	}
-	pushes := make([]ratelimits.RatePush, 0, min(len(hs), rateChunk))
+	pushes := make([]syncpush.Rate, 0, min(len(hs), rateChunk))
 	var err error
 	for start := 0; start < len(hs); start += rateChunk {
 		part := hs[start:min(start+rateChunk, len(hs))]
@@ -182,7 +184,7 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult,
 }
 
 // syncRates makes one SyncRates call, within the cycle's timeout.
-func (l *Layer) syncRates(ctx context.Context, g *group, now int64, pushes []ratelimits.RatePush) error {
+func (l *Layer) syncRates(ctx context.Context, g *group, now int64, pushes []syncpush.Rate) error {
 	ctx, cancel := context.WithTimeout(ctx, l.syncTimeout(g))
 	defer cancel()
 	if err := l.rates.SyncRates(ctx, now, pushes); err != nil {
@@ -197,7 +199,7 @@ func (l *Layer) syncRates(ctx context.Context, g *group, now int64, pushes []rat
 // puts its hits and expiry back with the key's counter and entry (or as
 // orphans), for the next cycle. It reads the clock's now: hits that waited
 // for a failed push are read as of when they are put back.
-func (l *Layer) settle(hs []held, pushes []ratelimits.RatePush, err error) ratelimits.SyncResult {
+func (l *Layer) settle(hs []held, pushes []syncpush.Rate, err error) ratelimits.SyncResult {
 	now := l.opts.Clock.Now().UnixNano()
 	s := ratecounter.Second(now)
 	var res ratelimits.SyncResult

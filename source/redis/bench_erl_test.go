@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/limiter-dev/limiter/internal/redistest"
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/source/redis"
@@ -60,11 +61,11 @@ func BenchmarkMemoryPerBusyRateCounter(b *testing.B) {
 	}
 	full := hitsAt(s, hits[:]...)
 	var mu sync.Mutex
-	batch := map[*redis.Source][]ratelimits.RatePush{}
+	batch := map[*redis.Source][]syncpush.Rate{}
 	benchEntryMemory(b, "B/counter", func(src *redis.Source, id string) error {
 		mu.Lock()
 		defer mu.Unlock()
-		batch[src] = append(batch[src], ratelimits.RatePush{Key: "130:" + id, Hits: full})
+		batch[src] = append(batch[src], syncpush.Rate{Key: "130:" + id, Hits: full})
 		if len(batch[src]) < 1000 && id != strconv.Itoa(123_000_000+erlEntries-1) {
 			return nil
 		}
@@ -138,10 +139,10 @@ func BenchmarkSyncRates(b *testing.B) {
 			hits ratecounter.Counter
 		}{{"one-second", hitsAt(s, 3)}, {"sixty-seconds", hitsAt(s, full[:]...)}} {
 			b.Run(be.name+"/"+kind.name, func(b *testing.B) {
-				pushes := make([]ratelimits.RatePush, 1000)
+				pushes := make([]syncpush.Rate, 1000)
 				for i := range pushes {
 					k := fmt.Sprintf("400:user%d", i)
-					pushes[i] = ratelimits.RatePush{Key: k, Hits: kind.hits, Box: k}
+					pushes[i] = syncpush.Rate{Key: k, Hits: kind.hits, Box: k}
 				}
 				measureRedis(b, opts.Addrs)
 				for b.Loop() {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/configfile"
@@ -246,10 +248,10 @@ func BenchmarkSyncWindows(b *testing.B) {
 		opts.Namespace = "benchs:"
 		src := benchSource(b, opts)
 		b.Run(be.name, func(b *testing.B) {
-			pushes := make([]ratelimits.WindowPush, 1000)
+			pushes := make([]syncpush.Window, 1000)
 			start := now / 1e6 / 60_000 * 60_000
 			for i := range pushes {
-				pushes[i] = ratelimits.WindowPush{Key: fmt.Sprintf("400:user%d", i), Period: 60_000, Start: start, Hits: 3, PrevHits: 1}
+				pushes[i] = syncpush.Window{Key: fmt.Sprintf("400:user%d", i), Period: 60_000, Start: start, Hits: 3, PrevHits: 1}
 			}
 			measureRedis(b, opts.Addrs)
 			for b.Loop() {

@@ -1,9 +1,9 @@
 package redis
 
 import (
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
+	"github.com/limiter-dev/limiter/source/syncpush"
 )
 
 // operation is what one run of the bucket script does.
@@ -95,11 +95,11 @@ type scriptCall struct {
 type extraArgs struct {
 	// pushes holds an opSync's counters, one per key; decode fills their
 	// Total.
-	pushes []ratelimits.WindowPush
+	pushes []syncpush.Window
 	// ratePushes holds an opSyncRates' pushes, one per key (the counter's
 	// name, or the box entry's for a push of a box entry alone); decode
 	// fills their Total and TotalBox.
-	ratePushes []ratelimits.RatePush
+	ratePushes []syncpush.Rate
 	// call is an opCall's call: its keys are its counters' names and then,
 	// when it has a box action, its box entry's name.
 	call *bucket.Call

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/limiter-dev/limiter/internal/redistest"
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
@@ -99,7 +100,7 @@ func TestCoalescedBoxedBatchesKeepTheirReplies(t *testing.T) {
 			return fmt.Sprint(res.Counters[0].At(ratecounter.Second(coalesceNow)), res.Expires == coalesceNow+1), err
 		}, "2 true"},
 		{"rate sync", func() (any, error) {
-			p := []ratelimits.RatePush{{Key: "1:s", Box: "1:s", BoxExpires: coalesceNow + 5}}
+			p := []syncpush.Rate{{Key: "1:s", Box: "1:s", BoxExpires: coalesceNow + 5}}
 			p[0].Hits.Add(ratecounter.Second(coalesceNow), 7)
 			err := src.SyncRates(ctx, coalesceNow, p)
 			return fmt.Sprint(p[0].Total.At(ratecounter.Second(coalesceNow)), p[0].TotalBox == coalesceNow+5), err

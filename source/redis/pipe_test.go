@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
@@ -439,7 +440,7 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 			return src.Reset(ctx, coalesceNow, []bucket.Op{winOp("wd", true, 0), winOp("wx", false, 0)})
 		}, "1"},
 		{"sync", func() (any, error) {
-			p := []ratelimits.WindowPush{{Key: "ws", Period: 60_000, Start: coalesceNow / 1e6 / 60_000 * 60_000, Hits: 4, PrevHits: 2}}
+			p := []syncpush.Window{{Key: "ws", Period: 60_000, Start: coalesceNow / 1e6 / 60_000 * 60_000, Hits: 4, PrevHits: 2}}
 			err := src.SyncWindows(ctx, coalesceNow, p)
 			return fmt.Sprint(p[0].Total.Cur, p[0].Total.Prev), err
 		}, "4 2"},

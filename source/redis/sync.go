@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
-var _ ratelimits.WindowSyncer = (*Source)(nil)
+var _ syncpush.WindowSyncer = (*Source)(nil)
 
 // maxSyncKeys bounds the counters one sync script call adds to: Redis runs
 // nothing else while a script runs, and a few hundred counters take it
@@ -24,7 +25,7 @@ const maxSyncKeys = 256
 // cluster does not start thousands of goroutines.
 const maxSyncCalls = 64
 
-// SyncWindows implements ratelimits.WindowSyncer: it adds each push's hits
+// SyncWindows implements syncpush.WindowSyncer: it adds each push's hits
 // to its window counter and reads the counter back, atomically per
 // counter (the bucket script, operation A), so hits pushed by any number of
 // processes add up. On one Redis the pushes go in one script call (one
@@ -44,7 +45,7 @@ const maxSyncCalls = 64
 // failed, the error says so without that mark, and the pushes of the
 // failed calls are the ones not Applied (a failed call that timed out may
 // still have added its hits).
-func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []ratelimits.WindowPush) error {
+func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []syncpush.Window) error {
 	if len(pushes) == 0 {
 		return nil
 	}
@@ -60,7 +61,7 @@ func (s *Source) SyncWindows(ctx context.Context, now int64, pushes []ratelimits
 	}
 	jobs := make([]syncJob, 0, 1)
 	for _, idx := range s.syncGroups(keys, maxSyncKeys) {
-		c := &scriptCall{op: opSync, now: now, keys: make([]string, len(idx)), extra: &extraArgs{pushes: make([]ratelimits.WindowPush, len(idx))}}
+		c := &scriptCall{op: opSync, now: now, keys: make([]string, len(idx)), extra: &extraArgs{pushes: make([]syncpush.Window, len(idx))}}
 		for j, i := range idx {
 			c.keys[j], c.extra.pushes[j] = keys[i], pushes[i]
 		}
@@ -159,7 +160,7 @@ func syncError(errs []error) error {
 // checkPush refuses a push the script cannot add exactly: a period out of
 // range, a Start that is not a window's start (a multiple of Period),
 // hits below 0 or above window.MaxProduct, or an empty key in format v2.
-func (s *Source) checkPush(p *ratelimits.WindowPush) error {
+func (s *Source) checkPush(p *syncpush.Window) error {
 	if err := s.checkKey(p.Key); err != nil {
 		return err
 	}

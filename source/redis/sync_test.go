@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/window"
@@ -15,7 +17,7 @@ import (
 )
 
 // syncWindows runs one sync and fails the test on an error.
-func syncWindows(t testing.TB, src *redis.Source, at int64, pushes []ratelimits.WindowPush) {
+func syncWindows(t testing.TB, src *redis.Source, at int64, pushes []syncpush.Window) {
 	t.Helper()
 	if err := src.SyncWindows(context.Background(), at, pushes); err != nil {
 		t.Fatalf("SyncWindows: %v", err)
@@ -50,12 +52,12 @@ func TestSyncWindowsAddUp(t *testing.T) {
 					src = openSource(t, opts)
 				}
 				wg.Go(func() {
-					pushes := make([]ratelimits.WindowPush, len(keys))
+					pushes := make([]syncpush.Window, len(keys))
 					mine := make([]int64, len(keys))
 					for r := range rounds {
 						for i, k := range keys {
 							hits := int64((p+r+i)%3 + 1)
-							pushes[i] = ratelimits.WindowPush{Key: k, Period: w, Start: start, Hits: hits, PrevHits: int64(p % 2)}
+							pushes[i] = syncpush.Window{Key: k, Period: w, Start: start, Hits: hits, PrevHits: int64(p % 2)}
 							mine[i] += hits
 						}
 						if err := src.SyncWindows(context.Background(), at, pushes); err != nil {
@@ -76,9 +78,9 @@ func TestSyncWindowsAddUp(t *testing.T) {
 			for err := range errs {
 				t.Fatal(err)
 			}
-			reads := make([]ratelimits.WindowPush, len(keys))
+			reads := make([]syncpush.Window, len(keys))
 			for i, k := range keys {
-				reads[i] = ratelimits.WindowPush{Key: k, Period: w, Start: start}
+				reads[i] = syncpush.Window{Key: k, Period: w, Start: start}
 			}
 			syncWindows(t, first, at, reads)
 			for i, r := range reads {
@@ -120,7 +122,7 @@ func TestSyncWindowsRoll(t *testing.T) {
 			minute := func(i int64) int64 { return (x + i) * w }
 			push := func(atMinute, startMinute, hits, prev int64) window.Counter {
 				t.Helper()
-				p := []ratelimits.WindowPush{{Key: "r", Period: w, Start: minute(startMinute), Hits: hits, PrevHits: prev}}
+				p := []syncpush.Window{{Key: "r", Period: w, Start: minute(startMinute), Hits: hits, PrevHits: prev}}
 				syncWindows(t, src, msToNs(minute(atMinute)+1234), p)
 				return p[0].Total
 			}
@@ -162,7 +164,7 @@ func TestSyncWindowsRoll(t *testing.T) {
 			}
 			storedIs(fmt.Sprintf("%d:%d:6:1", w, x+4))
 			// Another period replaces the counter.
-			p := []ratelimits.WindowPush{{Key: "r", Period: w / 2, Start: minute(4), Hits: 1}}
+			p := []syncpush.Window{{Key: "r", Period: w / 2, Start: minute(4), Hits: 1}}
 			syncWindows(t, src, msToNs(minute(4)), p)
 			if want := (window.Counter{Period: w / 2, Start: minute(4), Cur: 1}); p[0].Total != want {
 				t.Fatalf("another period: %+v, want %+v", p[0].Total, want)
@@ -179,9 +181,9 @@ func TestSyncWindowsManyCounters(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			src := newSource(t, b.opts(t))
 			at := msToNs(minuteStart)
-			pushes := make([]ratelimits.WindowPush, 1000)
+			pushes := make([]syncpush.Window, 1000)
 			for i := range pushes {
-				pushes[i] = ratelimits.WindowPush{Key: fmt.Sprintf("m:%d", i), Period: 60_000, Start: minuteStart, Hits: int64(i%7 + 1)}
+				pushes[i] = syncpush.Window{Key: fmt.Sprintf("m:%d", i), Period: 60_000, Start: minuteStart, Hits: int64(i%7 + 1)}
 			}
 			syncWindows(t, src, at, pushes)
 			syncWindows(t, src, at, pushes)
@@ -200,37 +202,37 @@ func TestSyncWindowsNotApplied(t *testing.T) {
 	srv := redistest.NewStandalone(t)
 	src := newSource(t, redis.Options{Addrs: []string{srv.Addr()}})
 	at := msToNs(minuteStart)
-	good := ratelimits.WindowPush{Key: "a", Period: 60_000, Start: minuteStart, Hits: 1}
-	for _, bad := range []ratelimits.WindowPush{
+	good := syncpush.Window{Key: "a", Period: 60_000, Start: minuteStart, Hits: 1}
+	for _, bad := range []syncpush.Window{
 		{Key: "a", Period: 60_000, Start: minuteStart + 1, Hits: 1},
 		{Key: "a", Period: 0, Start: 0, Hits: 1},
 		{Key: "a", Period: 60_000, Start: minuteStart, Hits: -1},
 		{Key: "a", Period: 60_000, Start: minuteStart, PrevHits: window.MaxProduct + 1},
 	} {
-		err := src.SyncWindows(context.Background(), at, []ratelimits.WindowPush{good, bad})
+		err := src.SyncWindows(context.Background(), at, []syncpush.Window{good, bad})
 		if !errors.Is(err, ratelimits.ErrNotApplied) || !errors.Is(err, redis.ErrInvalidOp) {
 			t.Errorf("push %+v: %v, want ErrNotApplied and ErrInvalidOp", bad, err)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := src.SyncWindows(ctx, at, []ratelimits.WindowPush{good}); !errors.Is(err, ratelimits.ErrNotApplied) {
+	if err := src.SyncWindows(ctx, at, []syncpush.Window{good}); !errors.Is(err, ratelimits.ErrNotApplied) {
 		t.Errorf("a cancelled sync: %v, want ErrNotApplied", err)
 	}
-	p := []ratelimits.WindowPush{{Key: "a", Period: 60_000, Start: minuteStart}}
+	p := []syncpush.Window{{Key: "a", Period: 60_000, Start: minuteStart}}
 	syncWindows(t, src, at, p)
 	if p[0].Total.Cur != 0 {
 		t.Fatalf("after syncs that were not applied, the counter holds %+v", p[0].Total)
 	}
 	srv.Stop(t)
-	if err := src.SyncWindows(context.Background(), at, []ratelimits.WindowPush{good}); !errors.Is(err, ratelimits.ErrNotApplied) {
+	if err := src.SyncWindows(context.Background(), at, []syncpush.Window{good}); !errors.Is(err, ratelimits.ErrNotApplied) {
 		t.Errorf("a sync with Redis stopped: %v, want ErrNotApplied", err)
 	}
 }
 
 // checkApplied fails the test unless exactly the pushes failed says are
 // not Applied, and the applied ones read back their own hits.
-func checkApplied(t *testing.T, pushes []ratelimits.WindowPush, failed func(i int) bool) {
+func checkApplied(t *testing.T, pushes []syncpush.Window, failed func(i int) bool) {
 	t.Helper()
 	var applied, notApplied int
 	for i, p := range pushes {
@@ -262,9 +264,9 @@ func TestSyncWindowsPartlyApplied(t *testing.T) {
 	opts := standalone(t)
 	src := newSource(t, opts)
 	c := rawClient(t, opts)
-	pushes := make([]ratelimits.WindowPush, 600)
+	pushes := make([]syncpush.Window, 600)
 	for i := range pushes {
-		pushes[i] = ratelimits.WindowPush{Key: fmt.Sprintf("p:%d", i), Period: 60_000, Start: minuteStart, Hits: int64(i%5 + 1), Applied: true}
+		pushes[i] = syncpush.Window{Key: fmt.Sprintf("p:%d", i), Period: 60_000, Start: minuteStart, Hits: int64(i%5 + 1), Applied: true}
 	}
 	if err := c.LPush(context.Background(), src.Key("p:300"), "not a counter").Err(); err != nil {
 		t.Fatal(err)
@@ -297,11 +299,11 @@ func TestSyncWindowsPartlyAppliedOnACluster(t *testing.T) {
 		t.Fatalf("no node serves slot %d", s)
 		return false
 	}
-	pushes := make([]ratelimits.WindowPush, 60)
+	pushes := make([]syncpush.Window, 60)
 	for i := range pushes {
-		pushes[i] = ratelimits.WindowPush{Key: fmt.Sprintf("q:%d", i), Period: 60_000, Start: minuteStart, Hits: int64(i%5 + 1)}
+		pushes[i] = syncpush.Window{Key: fmt.Sprintf("q:%d", i), Period: 60_000, Start: minuteStart, Hits: int64(i%5 + 1)}
 	}
-	syncWindows(t, src, msToNs(minuteStart), []ratelimits.WindowPush{{Key: "q:0", Period: 60_000, Start: minuteStart}}) // connections up
+	syncWindows(t, src, msToNs(minuteStart), []syncpush.Window{{Key: "q:0", Period: 60_000, Start: minuteStart}}) // connections up
 	victim.Stop(t)
 	err = src.SyncWindows(context.Background(), msToNs(minuteStart), pushes)
 	if err == nil || errors.Is(err, ratelimits.ErrNotApplied) {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/source/syncpush"
 )
 
-var _ ratelimits.RateSyncer = (*Source)(nil)
+var _ syncpush.RateSyncer = (*Source)(nil)
 
 // maxRateSyncKeys bounds the pushes one rate sync script call carries: a
 // counter with hits in each of its 60 seconds takes Redis about 25 µs to
@@ -15,7 +15,7 @@ var _ ratelimits.RateSyncer = (*Source)(nil)
 // nothing else meanwhile).
 const maxRateSyncKeys = 64
 
-// SyncRates implements ratelimits.RateSyncer for the rate counters and box
+// SyncRates implements syncpush.RateSyncer for the rate counters and box
 // entries of limits whose sync_rate is above 0: per push, in one step
 // inside a script run (the bucket script, operation Y), the pushed hits are added
 // second by second to the stored counter (ratecounter.Counter.Merge: hits
@@ -32,7 +32,7 @@ const maxRateSyncKeys = 64
 // cluster. A push's counter and box entry are named by its id, so they
 // share a slot; a push whose two are in different slots (another id) is
 // refused on a cluster.
-func (s *Source) SyncRates(ctx context.Context, now int64, pushes []ratelimits.RatePush) error {
+func (s *Source) SyncRates(ctx context.Context, now int64, pushes []syncpush.Rate) error {
 	if len(pushes) == 0 {
 		return nil
 	}
@@ -60,7 +60,7 @@ func (s *Source) SyncRates(ctx context.Context, now int64, pushes []ratelimits.R
 	jobs := make([]syncJob, 0, 1)
 	for _, idx := range s.syncGroups(keys, maxRateSyncKeys) {
 		c := &scriptCall{op: opSyncRates, now: now, keys: make([]string, len(idx)), boxes: make([]string, len(idx)),
-			extra: &extraArgs{ratePushes: make([]ratelimits.RatePush, len(idx))}}
+			extra: &extraArgs{ratePushes: make([]syncpush.Rate, len(idx))}}
 		for j, i := range idx {
 			c.keys[j], c.boxes[j], c.extra.ratePushes[j] = keys[i], boxes[i], pushes[i]
 		}
@@ -82,7 +82,7 @@ func (s *Source) SyncRates(ctx context.Context, now int64, pushes []ratelimits.R
 // checkRatePush refuses a push with neither a counter nor a box entry, a
 // negative box expiry or one without a box entry, or, in format v2, an
 // empty key.
-func (s *Source) checkRatePush(p *ratelimits.RatePush) error {
+func (s *Source) checkRatePush(p *syncpush.Rate) error {
 	if (p.Key == "" && p.Box == "") || p.BoxExpires < 0 || (p.Box == "" && p.BoxExpires != 0) {
 		return fmt.Errorf("%w: a rate push of counter %q, box %q, box expiry %d", ErrInvalidOp, p.Key, p.Box, p.BoxExpires)
 	}

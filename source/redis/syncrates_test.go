@@ -8,7 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/source/syncpush"
+
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/source/redis"
@@ -25,7 +26,7 @@ func hitsAt(s int64, n ...int64) ratecounter.Counter {
 
 // syncRates runs one sync and fails the test on an error or a push not
 // applied.
-func syncRates(t testing.TB, src *redis.Source, at int64, pushes []ratelimits.RatePush) {
+func syncRates(t testing.TB, src *redis.Source, at int64, pushes []syncpush.Rate) {
 	t.Helper()
 	if err := src.SyncRates(context.Background(), at, pushes); err != nil {
 		t.Fatalf("SyncRates: %v", err)
@@ -57,7 +58,7 @@ func TestSyncRatesMerge(t *testing.T) {
 			old := hitsAt(s-70, 9)
 			want.Merge(&old)
 			want.Merge(&pushed)
-			pushes := []ratelimits.RatePush{
+			pushes := []syncpush.Rate{
 				{Key: "130:alice", Hits: old},
 				{Key: "131:alice", Hits: hitsAt(s, 1), Box: "131:alice", BoxExpires: until},
 				{Box: "135:alice", BoxExpires: now - 1}, // an expiry already past: nothing to store
@@ -71,7 +72,7 @@ func TestSyncRatesMerge(t *testing.T) {
 			wantRefunded := hitsAt(s, 1)
 			wantRefunded.Merge(&refunded)
 			spend(t, src, now, rateOp("132:alice", 10, 3, 1, until))
-			pushes = []ratelimits.RatePush{
+			pushes = []syncpush.Rate{
 				{Key: "130:alice", Hits: pushed, Box: "130:alice"},
 				{Key: "131:alice", Box: "131:alice", BoxExpires: until - 1}, // never shortens
 				{Box: "135:alice"},
@@ -114,10 +115,10 @@ func TestSyncRatesAddUp(t *testing.T) {
 				src := openSource(t, opts)
 				wg.Go(func() {
 					for r := range rounds {
-						pushes := make([]ratelimits.RatePush, counters)
+						pushes := make([]syncpush.Rate, counters)
 						for i := range pushes {
 							k := fmt.Sprintf("130:id%d", i)
-							pushes[i] = ratelimits.RatePush{Key: k, Hits: hitsAt(s, 1, int64(w+1)), Box: k, BoxExpires: now + secs(int64(60+w*rounds+r))}
+							pushes[i] = syncpush.Rate{Key: k, Hits: hitsAt(s, 1, int64(w+1)), Box: k, BoxExpires: now + secs(int64(60+w*rounds+r))}
 						}
 						if err := src.SyncRates(context.Background(), now, pushes); err != nil {
 							errs <- err
@@ -132,10 +133,10 @@ func TestSyncRatesAddUp(t *testing.T) {
 				t.Fatal(err)
 			}
 			src := openSource(t, opts)
-			read := make([]ratelimits.RatePush, counters)
+			read := make([]syncpush.Rate, counters)
 			for i := range read {
 				k := fmt.Sprintf("130:id%d", i)
-				read[i] = ratelimits.RatePush{Key: k, Box: k}
+				read[i] = syncpush.Rate{Key: k, Box: k}
 			}
 			syncRates(t, src, now, read)
 			wantNow, wantBefore := int64(sources*rounds), int64(rounds*sources*(sources+1)/2)
@@ -153,7 +154,7 @@ func TestSyncRatesAddUp(t *testing.T) {
 // applied, and the error says so.
 func TestSyncRatesRefusesInvalidPushes(t *testing.T) {
 	src := newSource(t, standalone(t))
-	for _, bad := range [][]ratelimits.RatePush{
+	for _, bad := range [][]syncpush.Rate{
 		{{Key: "130:a"}, {}},
 		{{Key: "130:a", BoxExpires: now}},
 		{{Box: "130:a", BoxExpires: -1}},
