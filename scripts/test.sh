@@ -9,8 +9,8 @@
 # each one finishes. go test's output is left as it is, unfiltered and
 # unpiped, so its closing lines and the exit code are the run's verdict.
 #
-# It needs no network once the dependencies of the main module and of
-# deploy/ are downloaded (go mod download, in the root and in deploy/). The
+# It needs no network once the dependencies of the main module, deploy/
+# and bench/ are downloaded (go mod download in each). The
 # benchmark peer in bench/peers/redisrate is a module of its own with
 # dependencies of its own; the load harness builds it when asked (go run
 # ./bench/harness -sources ...,redisrate), and nothing here does.
@@ -140,6 +140,12 @@ go test -race -count=1 -parallel 4 -timeout 12m ./...
 # against the service's handler are tested above, in test/client.
 stage "client/ (the Go client's module)"
 (cd client && go vet ./... && go test -race -count=1 ./...)
+
+# The load harness and its references are a module of their own (bench/),
+# which ./... above stops at: vetted and tested here, nginx end to end
+# included.
+stage "bench/ (the load harness)"
+(cd bench && go vet ./... && go test -race -count=1 ./...)
 
 # The release script, for one target: its tarball matches SHA256SUMS and
 # holds a binary that says the version it was given. (The other targets

@@ -361,7 +361,14 @@ func buildBare(ctx context.Context, t *testing.T, dir string) string {
 func buildLimiter(ctx context.Context, t *testing.T, dir string) string {
 	t.Helper()
 	bin := dir + "/limiter"
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/limiter-dev/limiter/cmd/limiter").CombinedOutput(); err != nil {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Built in the service's own module, with its own go.sum.
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/limiter")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the limiter: %v\n%s", err, out)
 	}
 	return bin

@@ -7,13 +7,13 @@
 // when each request was due, so queueing is counted) gives latency where
 // queueing does not hide service time.
 //
-//	go run ./bench/harness                 # memory and, if redis-server exists, redis
-//	go run ./bench/harness -rounds 5 -duration 20s
-//	go run ./bench/harness -sources memory,redis,redisrate   # with the redis_rate peer
-//	go run ./bench/harness -sources memory,redis,erl -baseline ebd7b57   # check_rate, and GCRA against an older build
-//	go run ./bench/harness -sources memory,redis,grpc   # Envoy's ShouldRateLimit over gRPC next to /v1/spend
-//	go run ./bench/harness -grpc-addr 127.0.0.1:8081 -duration 30s   # ShouldRateLimit of a running server
-//	go run ./bench/harness -sources forwardauth   # nginx auth_request to the limiter against a bare handler and nginx alone
+//	go -C bench run ./harness                 # memory and, if redis-server exists, redis
+//	go -C bench run ./harness -rounds 5 -duration 20s
+//	go -C bench run ./harness -sources memory,redis,redisrate   # with the redis_rate peer
+//	go -C bench run ./harness -sources memory,redis,erl -baseline ebd7b57   # check_rate, and GCRA against an older build
+//	go -C bench run ./harness -sources memory,redis,grpc   # Envoy's ShouldRateLimit over gRPC next to /v1/spend
+//	go -C bench run ./harness -grpc-addr 127.0.0.1:8081 -duration 30s   # ShouldRateLimit of a running server
+//	go -C bench run ./harness -sources forwardauth   # nginx auth_request to the limiter against a bare handler and nginx alone
 package main
 
 import (
@@ -178,9 +178,11 @@ func run(o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	for _, b := range []struct{ out, pkg string }{{"limiter", "./cmd/limiter"}, {"bare", "./bench/bare"}} {
+	// The limiter is the service module's; the bare handler is this
+	// module's, in bench/.
+	for _, b := range []struct{ out, pkg, dir string }{{"limiter", "./cmd/limiter", root}, {"bare", "./bare", filepath.Join(root, "bench")}} {
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
-		build.Dir = root
+		build.Dir = b.dir
 		if out, err := build.CombinedOutput(); err != nil {
 			return fmt.Errorf("building %s: %v\n%s", b.pkg, err, out)
 		}
@@ -371,7 +373,9 @@ func benchDefaults(root, dir string) (string, error) {
 }
 
 func repoRoot() (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	// The service's module, which this one (bench/) reaches by a replace
+	// of ../: its directory is the repository's root.
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/limiter-dev/limiter").Output()
 	if err != nil {
 		return "", fmt.Errorf("finding the module: %w", err)
 	}

@@ -4,7 +4,7 @@
 // BenchmarkLimiterSpendRedis (50 concurrent callers over 10,000
 // subscribers, against a private redis-server on loopback), and
 // cmd/redisrate-http, redis_rate behind net/http for the harness
-// (go run ./bench/harness -sources memory,redis,redisrate).
+// (go -C bench run ./harness -sources memory,redis,redisrate).
 //
 // It is a module of its own so that the limiter's own module never
 // depends on the peer it is measured against. Run the benchmark from this

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/limiter-dev/limiter v0.0.0
+	github.com/limiter-dev/limiter/bench v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -14,4 +15,7 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
-replace github.com/limiter-dev/limiter => ../../..
+replace (
+	github.com/limiter-dev/limiter => ../../..
+	github.com/limiter-dev/limiter/bench => ../..
+)

@@ -1,0 +1,27 @@
+module github.com/limiter-dev/limiter/bench
+
+go 1.26.8
+
+require (
+	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/limiter-dev/limiter v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+	golang.org/x/net v0.60.0
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
+	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
+	github.com/jmhodges/clock v1.2.0 // indirect
+	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
+)
+
+replace github.com/limiter-dev/limiter => ../
