@@ -9,11 +9,11 @@
 # each one finishes. go test's output is left as it is, unfiltered and
 # unpiped, so its closing lines and the exit code are the run's verdict.
 #
-# It needs no network once the dependencies of the main module, deploy/
-# and bench/ are downloaded (go mod download in each). The
+# It needs no network once the dependencies of the main module, client/,
+# deploy/ and bench/ are downloaded (go mod download in each). The
 # benchmark peer in bench/peers/redisrate is a module of its own with
-# dependencies of its own; the load harness builds it when asked (go run
-# ./bench/harness -sources ...,redisrate), and nothing here does.
+# dependencies of its own; the load harness builds it when asked (go -C
+# bench run ./harness -sources ...,redisrate), and nothing here does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
