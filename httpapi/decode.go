@@ -43,6 +43,45 @@ func (f *field[T]) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	return json.UnmarshalDecode(d, &f.v)
 }
 
+// anyValue is a field read for its name only: any value but null.
+type anyValue struct{}
+
+func (*anyValue) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	if d.PeekKind() == 'n' {
+		return errNull
+	}
+	return d.SkipValue()
+}
+
+// requestNames is the top level of requestJSON, read for its names only.
+type requestNames struct {
+	Limit        anyValue `json:"limit"`
+	ID           anyValue `json:"id"`
+	Cost         anyValue `json:"cost"`
+	Mode         anyValue `json:"mode"`
+	Transactions anyValue `json:"transactions"`
+}
+
+// namesFirst finds, for a body refused for a value's type, a fault of a
+// name (unknown, given twice) or a null in the same object, which comes
+// first whatever the order (docs/api.md): the object is decoded again
+// into names, a struct of the same names that takes any value but null.
+// A name given twice inside a value of the wrong type is that value's
+// fault, which f already is. list is the body's list of objects.
+func namesFirst(body []byte, f *fault, names any, list string) *fault {
+	if f.text || f.empty || f.unknown || f.twice || f.kind == 'n' {
+		return f
+	}
+	g := decodeObject(body, names)
+	if g == nil {
+		return f
+	}
+	if g.within(list); g.text || g.unknown || g.twice || g.kind == 'n' {
+		return g
+	}
+	return f
+}
+
 // txnJSON is one transaction as sent.
 type txnJSON struct {
 	Limit field[string] `json:"limit"`
@@ -296,12 +335,27 @@ func newFault(body []byte, err error) *fault {
 		if len(f.where) > 0 {
 			f.name = f.where[len(f.where)-1]
 		}
+		// The value at fault is read whole, to word it, only when the
+		// text is JSON: the decoder refuses a value by its first byte (an
+		// array where an object goes, null) before reading the rest, but a
+		// body that is not JSON is malformed whatever its values' types.
+		// A null member of the body is the one exception: it is refused as
+		// met, like an unknown name, even if what follows is not JSON.
+		var v jsontext.Value
+		var verr error
+		if se.ByteOffset >= 0 && se.ByteOffset < int64(len(body)) {
+			v, verr = jsontext.NewDecoder(bytes.NewReader(body[se.ByteOffset:])).ReadValue()
+		}
 		if se.Err == errNull {
 			f.kind = 'n'
-		} else if se.ByteOffset >= 0 && se.ByteOffset < int64(len(body)) {
-			if v, err := jsontext.NewDecoder(bytes.NewReader(body[se.ByteOffset:])).ReadValue(); err == nil {
-				f.value = string(v)
-			}
+		} else if verr == nil {
+			f.value = string(v)
+		}
+		if verr == nil && se.Err == errNull && len(f.where) == 1 {
+			break
+		}
+		if _, err := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true)).ReadValue(); err != nil {
+			*f = fault{text: true, err: err}
 		}
 	default:
 		f.text = true
@@ -411,6 +465,9 @@ func (f *fault) transactionFault(body []byte, maxBatch int) *apiError {
 		return f.shape(-1)
 	}
 	if f.depth() == 1 {
+		if f = namesFirst(body, f, new(requestNames), "transactions"); f.text || f.depth() != 1 {
+			return f.shape(-1)
+		}
 		// A field of the body: of its lone transaction, unless the body
 		// is a batch.
 		if f.name == "transactions" {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -48,8 +49,9 @@ type erlArgs struct {
 	checks                              []ratelimits.RateCheck
 }
 
-// erlBody is any ERL body as decoded: it has the fields of every call,
-// and which ones a body may have is checked once it is decoded.
+// erlBody is any ERL body as decoded: it has the fields of every call.
+// Each call's body is decoded into a struct of its own fields
+// (erlBodyType), then copied here.
 type erlBody struct {
 	Entry       field[string]                 `json:"entry"`
 	RateCounter field[string]                 `json:"ratecounter"`
@@ -89,21 +91,25 @@ func (h *handler) decodeERL(r *http.Request, fields, checkFields []string) (erlA
 
 // decodeERLBody decodes a body already read whole, for decodeERL.
 func decodeERLBody(body []byte, fields, checkFields []string) (erlArgs, *apiError) {
-	var b erlBody
-	if f := decodeObject(body, &b); f != nil {
+	// The body is decoded into a struct of the call's fields only, so
+	// that the decoder refuses any other field where it meets it.
+	typ := erlBodyType(fields)
+	v := reflect.New(typ)
+	if f := decodeObject(body, v.Interface()); f != nil {
+		f = namesFirst(body, f, reflect.New(erlNamesType(typ)).Interface(), "checks")
 		return erlArgs{}, f.erlFault(fields, checkFields)
 	}
-	var a erlArgs
-	for _, name := range erlBodyFields {
-		present := b.has(name)
-		if present && !slices.Contains(fields, name) {
-			return erlArgs{}, unknownERLField(name, "", fields)
-		}
-		if !present && slices.Contains(fields, name) {
+	var b erlBody
+	bv := reflect.ValueOf(&b).Elem()
+	for i := range typ.NumField() {
+		bv.FieldByName(typ.Field(i).Name).Set(v.Elem().Field(i))
+	}
+	for _, name := range fields {
+		if !b.has(name) {
 			return erlArgs{}, badRequest(codeInvalidRequest, fmt.Sprintf("%q is required", name), -1)
 		}
 	}
-	a = erlArgs{
+	a := erlArgs{
 		entry: b.Entry.v, rateCounter: b.RateCounter.v, penaltyBox: b.PenaltyBox.v, ttl: b.TTL.v,
 		delta: b.Delta.v, window: b.Window.v, limit: b.Limit.v,
 	}
@@ -120,6 +126,67 @@ func decodeERLBody(body []byte, fields, checkFields []string) (erlArgs, *apiErro
 		}
 	}
 	return a, nil
+}
+
+// erlBodyTypes are the struct types of the calls' bodies: erlBody's
+// fields that each call takes, built once.
+var erlBodyTypes = func() (types []erlBodyShape) {
+	for _, fields := range [][]string{checkRateFields, checkRatesFields, incrementFields, boxAddFields, boxRemoveFields} {
+		types = append(types, erlBodyShape{fields, buildERLBodyType(fields)})
+	}
+	return types
+}()
+
+type erlBodyShape struct {
+	fields []string
+	typ    reflect.Type
+}
+
+// erlBodyType is the struct type of a body of fields.
+func erlBodyType(fields []string) reflect.Type {
+	for _, s := range erlBodyTypes {
+		if slices.Equal(s.fields, fields) {
+			return s.typ
+		}
+	}
+	return buildERLBodyType(fields)
+}
+
+// rateCheckNames is rateCheckBody read for its names only.
+type rateCheckNames struct {
+	RateCounter anyValue `json:"ratecounter"`
+	Delta       anyValue `json:"delta"`
+	Window      anyValue `json:"window"`
+	Limit       anyValue `json:"limit"`
+}
+
+// erlNamesType is a body type of erlBodyType's fields read for their
+// names only, for namesFirst; "checks" is still a list of objects, whose
+// names are read too.
+func erlNamesType(typ reflect.Type) reflect.Type {
+	var sf []reflect.StructField
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		f.Type = reflect.TypeFor[anyValue]()
+		if f.Tag.Get("json") == "checks" {
+			f.Type = reflect.TypeFor[field[[]field[rateCheckNames]]]()
+		}
+		sf = append(sf, f)
+	}
+	return reflect.StructOf(sf)
+}
+
+// buildERLBodyType makes a struct type of erlBody's fields named in
+// fields, in erlBody's order.
+func buildERLBodyType(fields []string) reflect.Type {
+	all := reflect.TypeFor[erlBody]()
+	var sf []reflect.StructField
+	for i := range all.NumField() {
+		if f := all.Field(i); slices.Contains(fields, f.Tag.Get("json")) {
+			sf = append(sf, f)
+		}
+	}
+	return reflect.StructOf(sf)
 }
 
 // erlBodyFields are the fields of erlBody, in its order.
