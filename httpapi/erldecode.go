@@ -93,16 +93,16 @@ func (h *handler) decodeERL(r *http.Request, fields, checkFields []string) (erlA
 func decodeERLBody(body []byte, fields, checkFields []string) (erlArgs, *apiError) {
 	// The body is decoded into a struct of the call's fields only, so
 	// that the decoder refuses any other field where it meets it.
-	typ := erlBodyType(fields)
-	v := reflect.New(typ)
+	shape := erlBodyType(fields)
+	v := reflect.New(shape.typ)
 	if f := decodeObject(body, v.Interface()); f != nil {
-		f = namesFirst(body, f, reflect.New(erlNamesType(typ)).Interface(), "checks")
+		f = namesFirst(body, f, reflect.New(erlNamesType(shape.typ)).Interface(), "checks")
 		return erlArgs{}, f.erlFault(fields, checkFields)
 	}
 	var b erlBody
 	bv := reflect.ValueOf(&b).Elem()
-	for i := range typ.NumField() {
-		bv.FieldByName(typ.Field(i).Name).Set(v.Elem().Field(i))
+	for i, j := range shape.into {
+		bv.Field(j).Set(v.Elem().Field(i))
 	}
 	for _, name := range fields {
 		if !b.has(name) {
@@ -130,26 +130,45 @@ func decodeERLBody(body []byte, fields, checkFields []string) (erlArgs, *apiErro
 
 // erlBodyTypes are the struct types of the calls' bodies: erlBody's
 // fields that each call takes, built once.
-var erlBodyTypes = func() (types []erlBodyShape) {
+var erlBodyTypes = func() (shapes []*erlBodyShape) {
 	for _, fields := range [][]string{checkRateFields, checkRatesFields, incrementFields, boxAddFields, boxRemoveFields} {
-		types = append(types, erlBodyShape{fields, buildERLBodyType(fields)})
+		shapes = append(shapes, buildERLBodyType(fields))
 	}
-	return types
+	return shapes
 }()
 
+// erlBodyShape is the struct type of a body of fields, and where each of
+// its fields is in erlBody.
 type erlBodyShape struct {
 	fields []string
 	typ    reflect.Type
+	into   []int
 }
 
 // erlBodyType is the struct type of a body of fields.
-func erlBodyType(fields []string) reflect.Type {
+func erlBodyType(fields []string) *erlBodyShape {
 	for _, s := range erlBodyTypes {
 		if slices.Equal(s.fields, fields) {
-			return s.typ
+			return s
 		}
 	}
 	return buildERLBodyType(fields)
+}
+
+// buildERLBodyType makes a struct type of erlBody's fields named in
+// fields, in erlBody's order.
+func buildERLBodyType(fields []string) *erlBodyShape {
+	all := reflect.TypeFor[erlBody]()
+	s := &erlBodyShape{fields: fields}
+	var sf []reflect.StructField
+	for i := range all.NumField() {
+		if f := all.Field(i); slices.Contains(fields, f.Tag.Get("json")) {
+			sf = append(sf, f)
+			s.into = append(s.into, i)
+		}
+	}
+	s.typ = reflect.StructOf(sf)
+	return s
 }
 
 // rateCheckNames is rateCheckBody read for its names only.
@@ -172,19 +191,6 @@ func erlNamesType(typ reflect.Type) reflect.Type {
 			f.Type = reflect.TypeFor[field[[]field[rateCheckNames]]]()
 		}
 		sf = append(sf, f)
-	}
-	return reflect.StructOf(sf)
-}
-
-// buildERLBodyType makes a struct type of erlBody's fields named in
-// fields, in erlBody's order.
-func buildERLBodyType(fields []string) reflect.Type {
-	all := reflect.TypeFor[erlBody]()
-	var sf []reflect.StructField
-	for i := range all.NumField() {
-		if f := all.Field(i); slices.Contains(fields, f.Tag.Get("json")) {
-			sf = append(sf, f)
-		}
 	}
 	return reflect.StructOf(sf)
 }
