@@ -7,8 +7,7 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
-// BenchmarkDecode reads a one-transaction body (the fast path) and a
-// batch of three (encoding/json).
+// BenchmarkDecode reads a one-transaction body and a batch of three.
 func BenchmarkDecode(b *testing.B) {
 	for _, c := range []struct{ name, body string }{
 		{"single", `{"limit":"APIRequestsPerKey","id":"key-1234","cost":1}`},
@@ -52,8 +51,7 @@ func mustLimit(tb testing.TB, burst, count int64, period time.Duration) ratelimi
 	return l
 }
 
-// BenchmarkDecodeCheckRate reads a check_rate body (the fast path) and a
-// check_rates body (the field walk and encoding/json).
+// BenchmarkDecodeCheckRate reads a check_rate body and a check_rates body.
 func BenchmarkDecodeCheckRate(b *testing.B) {
 	b.Run("check_rate", func(b *testing.B) {
 		benchmarkDecodeERL(b, checkRateFields, nil, `{"entry":"192.0.2.1","ratecounter":"RequestsPerClientIP","delta":1,"window":10,"limit":100,"penaltybox":"RequestsPerClientIP","ttl":"15m"}`)

@@ -59,8 +59,8 @@ func (f debugClock) move(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req wire.ClockRequest
-	if e := decodeStrict(body, &req, noTransaction); e != nil {
-		writeError(w, e)
+	if f := decodeObject(body, &req); f != nil {
+		writeError(w, f.plain())
 		return
 	}
 	switch {

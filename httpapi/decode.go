@@ -2,33 +2,98 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"strings"
+	"strconv"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
-// txnJSON is one transaction as sent. Pointers tell a missing field (or
-// null) from a zero one: cost defaults to 1 only when it is absent.
+// Every body is decoded by github.com/go-json-experiment/json (the
+// encoding/json/v2 API) in one pass, and its defaults are what make the
+// decoding strict: names match exactly (no case folding), a name given
+// twice and invalid UTF-8 (a lone surrogate escape included) are errors of
+// the text. Unknown names are refused by this option; null is refused by
+// field below.
+var strict = json.RejectUnknownMembers(true)
+
+// field is one field of a body: whether it was sent, and its value. It
+// refuses null, which the decoder would otherwise take for a missing
+// field: a null cost would spend 1, a null mode check-and-spend.
+type field[T any] struct {
+	v   T
+	set bool
+}
+
+// errNull is the refusal of a null field, found again in decodeFault.
+var errNull = errors.New("null")
+
+func (f *field[T]) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	if d.PeekKind() == 'n' {
+		return errNull
+	}
+	f.set = true
+	return json.UnmarshalDecode(d, &f.v)
+}
+
+// anyValue is a field read for its name only: any value but null.
+type anyValue struct{}
+
+func (*anyValue) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	if d.PeekKind() == 'n' {
+		return errNull
+	}
+	return d.SkipValue()
+}
+
+// requestNames is the top level of requestJSON, read for its names only.
+type requestNames struct {
+	Limit        anyValue `json:"limit"`
+	ID           anyValue `json:"id"`
+	Cost         anyValue `json:"cost"`
+	Mode         anyValue `json:"mode"`
+	Transactions anyValue `json:"transactions"`
+}
+
+// namesFirst finds, for a body refused for a value's type, a fault of a
+// name (unknown, given twice) or a null in the same object, which comes
+// first whatever the order (docs/api.md): the object is decoded again
+// into names, a struct of the same names that takes any value but null.
+// A name given twice inside a value of the wrong type is that value's
+// fault, which f already is. list is the body's list of objects.
+func namesFirst(body []byte, f *fault, names any, list string) *fault {
+	if f.text || f.empty || f.unknown || f.twice || f.kind == 'n' {
+		return f
+	}
+	g := decodeObject(body, names)
+	if g == nil {
+		return f
+	}
+	if g.within(list); g.text || g.unknown || g.twice || g.kind == 'n' {
+		return g
+	}
+	return f
+}
+
+// txnJSON is one transaction as sent.
 type txnJSON struct {
-	Limit *string `json:"limit"`
-	ID    *string `json:"id"`
-	Cost  *int64  `json:"cost"`
-	Mode  *string `json:"mode"`
+	Limit field[string] `json:"limit"`
+	ID    field[string] `json:"id"`
+	Cost  field[int64]  `json:"cost"`
+	Mode  field[string] `json:"mode"`
 }
 
 // requestJSON is either one transaction or {"transactions": [...]}.
-// The batch is kept raw so that each transaction is decoded on its own and
-// an error can say which one it was.
 type requestJSON struct {
 	txnJSON
-	Transactions *[]json.RawMessage `json:"transactions"`
+	Transactions field[[]field[txnJSON]] `json:"transactions"`
 }
 
 // bodyForm is what a body's transactions are for, which decides whether
@@ -67,65 +132,23 @@ func (h *handler) decodeTransactions(r *http.Request, form bodyForm) ([]ratelimi
 
 // decodeBody decodes a request body already read whole.
 func decodeBody(body []byte, maxBatch int, form bodyForm) ([]ratelimits.Transaction, *apiError) {
-	if !utf8.Valid(body) {
-		// encoding/json would quietly turn invalid bytes into U+FFFD, making
-		// a binary id into a different, valid-looking subscriber.
-		return nil, badRequest(codeMalformedJSON, "the request body is not valid UTF-8", -1)
-	}
-	if txns, e, ok := decodeFast(body, maxBatch, form); ok {
-		return txns, e
-	}
-	return decodeSlow(body, maxBatch, form)
-}
-
-// decodeSlow decodes any body with encoding/json, and words every error.
-func decodeSlow(body []byte, maxBatch int, form bodyForm) ([]ratelimits.Transaction, *apiError) {
-	if loneSurrogate(body) {
-		// Checked here only: the fast path takes no escapes at all.
-		return nil, badRequest(codeMalformedJSON, `the request body has a \u escape for half a UTF-16 surrogate pair (such as \ud800) without the other half; strings must be valid Unicode`, -1)
-	}
 	var req requestJSON
-	// A body of one transaction is transaction 0: a fault in its fields
-	// names it. A fault in the body's shape names no transaction, and
-	// neither does one at the top of a batch.
-	top := place{field: 0, shape: -1}
-	batch, e := checkFieldNames(body, true, top)
-	if e != nil {
-		return nil, e
+	if e := decodeObject(body, &req); e != nil {
+		return nil, e.transactionFault(body, maxBatch)
 	}
-	if batch {
-		top.field = -1
-	}
-	if e := decodeStrict(body, &req, top); e != nil {
-		return nil, e
-	}
-	if req.Transactions == nil {
+	if !req.Transactions.set {
 		txn, e := req.txnJSON.transaction(0, form)
 		if e != nil {
 			return nil, e
 		}
 		return []ratelimits.Transaction{txn}, nil
 	}
-	if req.Limit != nil || req.ID != nil || req.Cost != nil || req.Mode != nil {
-		return nil, badRequest(codeInvalidRequest, `send either one transaction or {"transactions": [...]}, not both`, -1)
+	if e := checkBatch(&req, maxBatch); e != nil {
+		return nil, e
 	}
-	raw := *req.Transactions
-	if len(raw) == 0 {
-		return nil, badRequest(codeEmptyBatch, "transactions is empty: send at least one", -1)
-	}
-	if maxBatch > 0 && len(raw) > maxBatch {
-		return nil, badRequest(codeBatchTooLarge, fmt.Sprintf("%d transactions in one batch; at most %d are allowed", len(raw), maxBatch), -1)
-	}
-	txns := make([]ratelimits.Transaction, len(raw))
-	for i, msg := range raw {
-		var tj txnJSON
-		if _, e := checkFieldNames(msg, false, place{i, i}); e != nil {
-			return nil, e
-		}
-		if e := decodeStrict(msg, &tj, place{i, i}); e != nil {
-			return nil, e
-		}
-		txn, e := tj.transaction(i, form)
+	txns := make([]ratelimits.Transaction, len(req.Transactions.v))
+	for i := range req.Transactions.v {
+		txn, e := req.Transactions.v[i].v.transaction(i, form)
 		if e != nil {
 			return nil, e
 		}
@@ -134,83 +157,35 @@ func decodeSlow(body []byte, maxBatch int, form bodyForm) ([]ratelimits.Transact
 	return txns, nil
 }
 
-// loneSurrogate reports whether a \u escape in data stands for half of a
-// UTF-16 surrogate pair without the other half. encoding/json decodes one
-// as U+FFFD, as it does invalid UTF-8, so "\ud800", "\udc00" and "\ufffd"
-// would all be the same id. A pair (\ud83d\ude00) is one character and
-// fine. Other escapes are skipped whole, so the "\\" of "\\ud800" is not
-// taken for the start of an escape.
-func loneSurrogate(data []byte) bool {
-	for i := bytes.IndexByte(data, '\\'); i >= 0 && i+1 < len(data); {
-		next := i + 2 // past a two-character escape
-		if data[i+1] == 'u' {
-			r, ok := hex4(data[i+2:])
-			next = i + 6
-			switch {
-			case !ok:
-				// Not valid JSON: the decoder says so.
-			case r >= 0xdc00 && r <= 0xdfff:
-				return true // a second half first
-			case r >= 0xd800 && r <= 0xdbff:
-				rest := data[next:]
-				if len(rest) < 2 || rest[0] != '\\' || rest[1] != 'u' {
-					return true
-				}
-				low, ok := hex4(rest[2:])
-				if !ok || low < 0xdc00 || low > 0xdfff {
-					return true
-				}
-				next += 6
-			}
-		}
-		if next >= len(data) {
-			return false
-		}
-		j := bytes.IndexByte(data[next:], '\\')
-		if j < 0 {
-			return false
-		}
-		i = next + j
+// checkBatch refuses what is wrong with a batch as a whole.
+func checkBatch(req *requestJSON, maxBatch int) *apiError {
+	if req.Limit.set || req.ID.set || req.Cost.set || req.Mode.set {
+		return badRequest(codeInvalidRequest, `send either one transaction or {"transactions": [...]}, not both`, -1)
 	}
-	return false
-}
-
-// hex4 reads the four hex digits of a \u escape.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
+	n := len(req.Transactions.v)
+	if n == 0 {
+		return badRequest(codeEmptyBatch, "transactions is empty: send at least one", -1)
 	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
+	if maxBatch > 0 && n > maxBatch {
+		return badRequest(codeBatchTooLarge, fmt.Sprintf("%d transactions in one batch; at most %d are allowed", n, maxBatch), -1)
 	}
-	return r, true
+	return nil
 }
 
 // transaction checks the fields' presence and mode and fills defaults.
 func (tj *txnJSON) transaction(index int, form bodyForm) (ratelimits.Transaction, *apiError) {
-	if tj.Limit == nil {
+	if !tj.Limit.set {
 		return ratelimits.Transaction{}, badRequest(codeInvalidRequest, `"limit" is required`, index)
 	}
-	if tj.ID == nil {
+	if !tj.ID.set {
 		return ratelimits.Transaction{}, badRequest(codeInvalidRequest, `"id" is required`, index)
 	}
-	txn := ratelimits.Transaction{Limit: *tj.Limit, ID: *tj.ID, Cost: 1}
-	if tj.Cost != nil {
-		txn.Cost = *tj.Cost
+	txn := ratelimits.Transaction{Limit: tj.Limit.v, ID: tj.ID.v, Cost: 1}
+	if tj.Cost.set {
+		txn.Cost = tj.Cost.v
 	}
-	if tj.Mode != nil && form.readsMode() {
-		mode, err := parseMode(*tj.Mode)
+	if tj.Mode.set && form.readsMode() {
+		mode, err := parseMode(tj.Mode.v)
 		if err != nil {
 			return ratelimits.Transaction{}, badRequest(codeInvalidMode, err.Error(), index)
 		}
@@ -276,168 +251,323 @@ func readBody(r *http.Request, maxBody int64, buf []byte) ([]byte, *apiError) {
 	return buf, nil
 }
 
-// fieldIndex numbers the field names a body may use: those of a
-// transaction, then "transactions" (top level only). -1 for any other.
-func fieldIndex(name string) int {
-	switch name {
-	case "limit":
-		return 0
-	case "id":
-		return 1
-	case "cost":
-		return 2
-	case "mode":
-		return 3
-	case "transactions":
-		return 4
+// decodeObject decodes body, which must be exactly one JSON object, into
+// v strictly. A refusal is returned as a fault, which its caller words.
+func decodeObject(body []byte, v any) *fault {
+	switch string(bytes.TrimSpace(body)) {
+	case "":
+		return &fault{empty: true}
+	case "null":
+		// The decoder would take a null body for an empty object.
+		return &fault{kind: 'n'}
 	}
-	return -1
-}
-
-// checkFieldNames refuses an object with a field not named exactly as the
-// API names it, or with a field given twice ("transactions" is allowed at
-// the top level only). encoding/json alone would take "LIMIT" for "limit"
-// (it matches names case-insensitively) and keep the last of two "id"s: a
-// body that a proxy or a log reader in front of this service may read
-// differently. Anything that is not an object is left to decodeStrict,
-// which words the error.
-//
-// It also reports whether the object has a "transactions" field. At the
-// top level that decides what a fault in a field names (at.field, the
-// lone transaction, or nothing in a batch), so there the walk goes on past
-// the first such fault, as far as the body is valid JSON, to find out; the
-// fault reported is still the first one met.
-func checkFieldNames(data []byte, topLevel bool, at place) (hasTransactions bool, e *apiError) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return false, nil
-	}
-	var seen [5]bool
-	var code, message string // the first fault in a field, once met
-	for dec.More() {
-		tok, err := dec.Token()
-		if err == nil {
-			key, _ := tok.(string)
-			i := fieldIndex(key)
-			known := i >= 0 && (i != 4 || topLevel)
-			switch {
-			case code != "":
-				// Past the first fault: only looking for "transactions".
-			case !known:
-				code, message = codeUnknownField, fmt.Sprintf("unknown field %q", key)
-			case seen[i] && i == 4:
-				return true, badRequest(codeInvalidRequest, `field "transactions" appears twice`, at.shape)
-			case seen[i]:
-				code, message = codeInvalidRequest, fmt.Sprintf("field %q appears twice", key)
-			}
-			if known {
-				seen[i] = true
-			}
-			if code != "" && !topLevel {
-				break
-			}
-			var skip json.RawMessage
-			err = dec.Decode(&skip)
-			if err == nil && known && code == "" && string(skip) == "null" {
-				// encoding/json would leave the field as if it were absent:
-				// a null cost would spend 1, a null mode check-and-spend.
-				if i == 4 {
-					return true, badRequest(codeInvalidRequest, "transactions must be an array of transaction objects, got null", at.shape)
-				}
-				code, message = nullField(key)
-				if !topLevel {
-					break
-				}
-			}
-		}
-		if err != nil {
-			if code != "" {
-				break
-			}
-			return seen[4], decodeError(err, at)
-		}
-	}
-	if code == "" {
-		return seen[4], nil
-	}
-	if seen[4] {
-		at.field = -1 // a batch: the fault is the body's
-	}
-	return seen[4], badRequest(code, message, at.field)
-}
-
-// nullField words the fault of a transaction field sent as null, as
-// decodeError words a field of another wrong type.
-func nullField(key string) (code, message string) {
-	if key == "cost" {
-		return codeInvalidCost, "cost must be a whole number from 0 to the limit's burst, got null"
-	}
-	return codeInvalidRequest, fmt.Sprintf("%q must be a string, got null", key)
-}
-
-// decodeStrict decodes exactly one JSON object into v: null, unknown
-// fields, wrong types, fractional or out-of-range numbers and trailing data
-// are all refused with a message that names the problem.
-func decodeStrict(data []byte, v any, at place) *apiError {
-	return decodeStrictAs(data, v, at, decodeError)
-}
-
-// decodeStrictAs is decodeStrict with the decoder's errors worded by
-// words, for a body whose fields have codes of their own.
-func decodeStrictAs(data []byte, v any, at place, words func(error, place) *apiError) *apiError {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return badRequest(codeMalformedJSON, "the request body is empty; send a JSON object", at.shape)
-	}
-	if string(bytes.TrimSpace(data)) == "null" {
-		// encoding/json would take it for an empty object.
-		return badRequest(codeInvalidRequest, "expected a JSON object, got null", at.shape)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return words(err, at)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return badRequest(codeMalformedJSON, "unexpected data after the JSON object", at.shape)
+	if err := json.Unmarshal(body, v, strict); err != nil {
+		return newFault(body, err)
 	}
 	return nil
 }
 
-// place is where the part of a body being decoded sits, and so which
-// transaction an error found there names: a fault in one of a
-// transaction's fields names that transaction (field), a fault in the
-// shape of the part itself (not JSON, not an object, data after it) names
-// one only when the part is a transaction of a batch (shape). -1 names
-// none.
-type place struct{ field, shape int }
+// fault is why the decoder refused a body, taken apart.
+type fault struct {
+	empty   bool // no value at all
+	text    bool // not JSON, not valid Unicode, or data after the object
+	after   bool // (text) data after the object
+	unknown bool // a member of a name the object does not have
+	twice   bool // a member whose name the object already had
+	// where is the JSON Pointer's reference tokens to the value at fault,
+	// or, for unknown and twice, to the object whose member it is.
+	where []string
+	name  string        // the member at fault, if any
+	kind  jsontext.Kind // the kind of the value at fault, if any
+	value string        // the value at fault, for a number
+	err   error
+}
 
-// noTransaction is the place of a body that holds no transaction.
-var noTransaction = place{-1, -1}
-
-// decodeError turns an encoding/json error into the API's words.
-func decodeError(err error, at place) *apiError {
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
-	switch {
-	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if i := strings.LastIndexByte(field, '.'); i >= 0 {
-			field = field[i+1:]
-		}
-		switch field {
-		case "":
-			return badRequest(codeInvalidRequest, fmt.Sprintf("expected a JSON object, got %s", typeErr.Value), at.shape)
-		case "cost":
-			return badRequest(codeInvalidCost, fmt.Sprintf("cost must be a whole number from 0 to the limit's burst, got %s", typeErr.Value), at.field)
-		case "transactions":
-			return badRequest(codeInvalidRequest, "transactions must be an array of transaction objects", at.shape)
-		}
-		return badRequest(codeInvalidRequest, fmt.Sprintf("%q must be a %s, got %s", field, typeErr.Type, typeErr.Value), at.field)
-	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return badRequest(codeMalformedJSON, "the request body is not valid JSON: "+err.Error(), at.shape)
-	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		// encoding/json has no error type for this one.
-		return badRequest(codeUnknownField, strings.TrimPrefix(err.Error(), "json: "), at.field)
+// within reduces a name given twice inside a value the body's type does
+// not decode as an object (an object where a string or a number goes) to
+// what it is: a value of the wrong type. list is the name of the body's
+// one array of objects ("transactions", "checks").
+func (f *fault) within(list string) {
+	if !f.twice {
+		return
 	}
-	return badRequest(codeMalformedJSON, "the request body is not valid JSON: "+err.Error(), at.shape)
+	owned := len(f.where) == 0 || (len(f.where) == 2 && f.where[0] == list)
+	if owned {
+		return
+	}
+	n := 1 // a top-level field
+	if f.where[0] == list {
+		n = min(3, len(f.where)) // a field of an element, or the element
+	}
+	f.twice, f.where, f.kind = false, f.where[:n], '{'
+	f.name = f.where[n-1]
+}
+
+// depth is how deep in the body the fault is: 0 the body itself, 1 a
+// member of it, 2 a member or element of that.
+func (f *fault) depth() int {
+	if f.unknown || f.twice {
+		return len(f.where) + 1
+	}
+	return len(f.where)
+}
+
+// newFault takes apart an error of json.Unmarshal.
+func newFault(body []byte, err error) *fault {
+	f := &fault{err: err}
+	var se *json.SemanticError
+	var sy *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &sy) && sy.Err == jsontext.ErrDuplicateName:
+		f.twice, f.name = true, sy.JSONPointer.LastToken()
+		f.where = tokens(sy.JSONPointer.Parent())
+	case errors.As(err, &sy):
+		f.text = true
+		// The first value whole and valid means the error is in what
+		// follows it.
+		_, err := jsontext.NewDecoder(bytes.NewReader(body)).ReadValue()
+		f.after = err == nil
+	case errors.As(err, &se) && se.Err == json.ErrUnknownName:
+		f.unknown, f.name = true, se.JSONPointer.LastToken()
+		f.where = tokens(se.JSONPointer.Parent())
+	case errors.As(err, &se):
+		f.where, f.kind = tokens(se.JSONPointer), se.JSONKind
+		if len(f.where) > 0 {
+			f.name = f.where[len(f.where)-1]
+		}
+		// The value at fault is read whole, to word it, only when the
+		// text is JSON: the decoder refuses a value by its first byte (an
+		// array where an object goes, null) before reading the rest, but a
+		// body that is not JSON is malformed whatever its values' types.
+		// A null member of the body is the one exception: it is refused as
+		// met, like an unknown name, even if what follows is not JSON.
+		var v jsontext.Value
+		var verr error
+		if se.ByteOffset >= 0 && se.ByteOffset < int64(len(body)) {
+			v, verr = jsontext.NewDecoder(bytes.NewReader(body[se.ByteOffset:])).ReadValue()
+		}
+		if se.Err == errNull {
+			f.kind = 'n'
+		} else if verr == nil {
+			f.value = string(v)
+		}
+		if verr == nil && se.Err == errNull && len(f.where) == 1 {
+			break
+		}
+		if _, err := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true)).ReadValue(); err != nil {
+			*f = fault{text: true, err: err}
+		}
+	default:
+		f.text = true
+	}
+	if !f.text && badText(body) {
+		// The text is checked first (docs/api.md): a body with invalid
+		// UTF-8 or a lone surrogate escape anywhere is malformed, whatever
+		// fault the decoder met before reaching it.
+		*f = fault{text: true, err: errors.New("a string is not valid UTF-8 or has a \\u escape of half a UTF-16 surrogate pair (such as \\ud800) without the other half")}
+	}
+	return f
+}
+
+// tokens are the reference tokens of p.
+func tokens(p jsontext.Pointer) []string {
+	var t []string
+	for tok := range p.Tokens() {
+		t = append(t, tok)
+	}
+	return t
+}
+
+// badText reports whether body has invalid UTF-8, or an escape of half a
+// UTF-16 surrogate pair, anywhere as far as it is JSON: it is read once as
+// the decoder reads it and once letting invalid text through, and a body
+// that only the second reading gets further into has such a string.
+func badText(body []byte) bool {
+	if !utf8.Valid(body) {
+		return true
+	}
+	strictErr := readAll(body)
+	if strictErr == nil {
+		return false
+	}
+	lenientErr := readAll(body, jsontext.AllowInvalidUTF8(true))
+	return lenientErr == nil || offset(lenientErr) > offset(strictErr)
+}
+
+// readAll reads every token of body, names given twice allowed.
+func readAll(body []byte, opts ...jsontext.Options) error {
+	d := jsontext.NewDecoder(bytes.NewReader(body), append(opts, jsontext.AllowDuplicateNames(true))...)
+	for {
+		if _, err := d.ReadToken(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// offset is where in the body a syntactic error is.
+func offset(err error) int64 {
+	var sy *jsontext.SyntacticError
+	if errors.As(err, &sy) {
+		return sy.ByteOffset
+	}
+	return -1
+}
+
+// got words the value at fault.
+func (f *fault) got() string {
+	if f.value != "" && f.kind == '0' {
+		return f.value
+	}
+	return kindName(f.kind)
+}
+
+// kindName words a kind of JSON value.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 'f', 't':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "something else"
+}
+
+// shape words a fault of the body as a whole: empty, not JSON, data after
+// the object, not an object.
+func (f *fault) shape(index int) *apiError {
+	switch {
+	case f.empty:
+		return badRequest(codeMalformedJSON, "the request body is empty; send a JSON object", index)
+	case f.after:
+		return badRequest(codeMalformedJSON, "unexpected data after the JSON object", index)
+	case f.text:
+		return badRequest(codeMalformedJSON, "the request body is not valid JSON: "+f.err.Error(), index)
+	}
+	return badRequest(codeInvalidRequest, "expected a JSON object, got "+kindName(f.kind), index)
+}
+
+// transactionFault words a fault of a transaction body, naming the
+// transaction it is in when it is in one (docs/api.md).
+func (f *fault) transactionFault(body []byte, maxBatch int) *apiError {
+	f.within("transactions")
+	if f.text || f.empty || f.depth() == 0 {
+		return f.shape(-1)
+	}
+	if f.depth() == 1 {
+		if f = namesFirst(body, f, new(requestNames), "transactions"); f.text || f.depth() != 1 {
+			return f.shape(-1)
+		}
+		// A field of the body: of its lone transaction, unless the body
+		// is a batch.
+		if f.name == "transactions" {
+			return f.batchFault()
+		}
+		index := 0
+		if hasTransactions(body) {
+			index = -1
+		}
+		return f.fieldFault(index)
+	}
+	// Inside the batch: the faults of the body's top level and of the
+	// batch as a whole come first.
+	if e := batchFirst(body, maxBatch); e != nil {
+		return e
+	}
+	i, err := strconv.Atoi(f.where[1])
+	if err != nil {
+		return f.shape(-1) // unreachable: the batch is an array
+	}
+	if f.depth() == 2 {
+		return badRequest(codeInvalidRequest, "a transaction must be an object, got "+kindName(f.kind), i)
+	}
+	return f.fieldFault(i)
+}
+
+// plain words a fault of a body of string fields that names no
+// transaction.
+func (f *fault) plain() *apiError {
+	switch {
+	case f.text || f.empty || f.depth() == 0:
+		return f.shape(-1)
+	case f.twice:
+		return badRequest(codeInvalidRequest, fmt.Sprintf("field %q appears twice", f.name), -1)
+	case f.unknown:
+		return badRequest(codeUnknownField, fmt.Sprintf("unknown field %q", f.name), -1)
+	}
+	return badRequest(codeInvalidRequest, fmt.Sprintf("%q must be a string, got %s", f.name, f.got()), -1)
+}
+
+// batchFault words a fault of the "transactions" field itself.
+func (f *fault) batchFault() *apiError {
+	if f.twice {
+		return badRequest(codeInvalidRequest, `field "transactions" appears twice`, -1)
+	}
+	return badRequest(codeInvalidRequest, "transactions must be an array of transaction objects, got "+kindName(f.kind), -1)
+}
+
+// fieldFault words a fault of a transaction's field.
+func (f *fault) fieldFault(index int) *apiError {
+	switch {
+	case f.twice:
+		return badRequest(codeInvalidRequest, fmt.Sprintf("field %q appears twice", f.name), index)
+	case f.unknown:
+		return badRequest(codeUnknownField, fmt.Sprintf("unknown field %q", f.name), index)
+	case f.name == "cost":
+		return badRequest(codeInvalidCost, "cost must be a whole number from 0 to the limit's burst, got "+f.got(), index)
+	}
+	return badRequest(codeInvalidRequest, fmt.Sprintf("%q must be a string, got %s", f.name, f.got()), index)
+}
+
+// hasTransactions reports whether the top level of body has a
+// "transactions" member, reading as far as body is JSON: a fault in a
+// field next to it is the body's, not a lone transaction's.
+func hasTransactions(body []byte) bool {
+	d := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	for d.PeekKind() == '"' {
+		name, err := d.ReadToken()
+		if err != nil {
+			return false
+		}
+		if name.String() == "transactions" {
+			return true
+		}
+		if d.SkipValue() != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// batchFirst finds, for a body refused inside its batch, a fault of the
+// body's top level or of the batch as a whole, which comes before any of
+// its transactions' (docs/api.md): it decodes the top level again, each
+// transaction kept as its text.
+func batchFirst(body []byte, maxBatch int) *apiError {
+	var top struct {
+		txnJSON
+		Transactions field[[]jsontext.Value] `json:"transactions"`
+	}
+	if err := json.Unmarshal(body, &top, strict); err != nil {
+		if f := newFault(body, err); f.depth() <= 1 {
+			return f.transactionFault(body, maxBatch)
+		}
+		return nil
+	}
+	req := requestJSON{txnJSON: top.txnJSON}
+	req.Transactions.v = make([]field[txnJSON], len(top.Transactions.v))
+	return checkBatch(&req, maxBatch)
 }

@@ -1,17 +1,13 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
@@ -53,18 +49,26 @@ type erlArgs struct {
 	checks                              []ratelimits.RateCheck
 }
 
-// erlBody is any ERL body as encoding/json reads it: pointers tell a
-// missing field from a zero one. It has the fields of every call; which
-// ones a body may have is checked by name before it is decoded.
+// erlBody is any ERL body as decoded: it has the fields of every call.
+// Each call's body is decoded into a struct of its own fields
+// (erlBodyType), then copied here.
 type erlBody struct {
-	Entry       *string                  `json:"entry"`
-	RateCounter *string                  `json:"ratecounter"`
-	Delta       *int64                   `json:"delta"`
-	Window      *int64                   `json:"window"`
-	Limit       *int64                   `json:"limit"`
-	PenaltyBox  *string                  `json:"penaltybox"`
-	TTL         *string                  `json:"ttl"`
-	Checks      *[]wire.RateCheckRequest `json:"checks"`
+	Entry       field[string]                 `json:"entry"`
+	RateCounter field[string]                 `json:"ratecounter"`
+	Delta       field[int64]                  `json:"delta"`
+	Window      field[int64]                  `json:"window"`
+	Limit       field[int64]                  `json:"limit"`
+	PenaltyBox  field[string]                 `json:"penaltybox"`
+	TTL         field[string]                 `json:"ttl"`
+	Checks      field[[]field[rateCheckBody]] `json:"checks"`
+}
+
+// rateCheckBody is an element of "checks".
+type rateCheckBody struct {
+	RateCounter field[string] `json:"ratecounter"`
+	Delta       field[int64]  `json:"delta"`
+	Window      field[int64]  `json:"window"`
+	Limit       field[int64]  `json:"limit"`
 }
 
 // decodeERL reads the body of an ERL call whose fields are fields (and,
@@ -85,283 +89,173 @@ func (h *handler) decodeERL(r *http.Request, fields, checkFields []string) (erlA
 	return decodeERLBody(body, fields, checkFields)
 }
 
-// decodeERLBody decodes a body already read whole, for decodeERL: with
-// decodeERLFast when it can, else with encoding/json, which words every
-// error.
+// decodeERLBody decodes a body already read whole, for decodeERL.
 func decodeERLBody(body []byte, fields, checkFields []string) (erlArgs, *apiError) {
-	if !utf8.Valid(body) {
-		return erlArgs{}, badRequest(codeMalformedJSON, "the request body is not valid UTF-8", -1)
-	}
-	if a, ok := decodeERLFast(body, fields, checkFields); ok {
-		return a, nil
-	}
-	return decodeERLSlow(body, fields, checkFields)
-}
-
-// decodeERLSlow decodes any ERL body with encoding/json.
-func decodeERLSlow(body []byte, fields, checkFields []string) (erlArgs, *apiError) {
-	if loneSurrogate(body) {
-		return erlArgs{}, badRequest(codeMalformedJSON, `the request body has a \u escape for half a UTF-16 surrogate pair (such as \ud800) without the other half; strings must be valid Unicode`, -1)
-	}
-	if e := checkERLFields(body, fields, checkFields, ""); e != nil {
-		return erlArgs{}, e
+	// The body is decoded into a struct of the call's fields only, so
+	// that the decoder refuses any other field where it meets it.
+	shape := erlBodyType(fields)
+	v := reflect.New(shape.typ)
+	if f := decodeObject(body, v.Interface()); f != nil {
+		f = namesFirst(body, f, reflect.New(erlNamesType(shape.typ)).Interface(), "checks")
+		return erlArgs{}, f.erlFault(fields, checkFields)
 	}
 	var b erlBody
-	if e := decodeStrictAs(body, &b, noTransaction, erlDecodeError); e != nil {
-		return erlArgs{}, e
+	bv := reflect.ValueOf(&b).Elem()
+	for i, j := range shape.into {
+		bv.Field(j).Set(v.Elem().Field(i))
 	}
-	var a erlArgs
-	for _, f := range fields {
-		present := true
-		switch f {
-		case "entry":
-			present, a.entry = b.Entry != nil, deref(b.Entry)
-		case "ratecounter":
-			present, a.rateCounter = b.RateCounter != nil, deref(b.RateCounter)
-		case "penaltybox":
-			present, a.penaltyBox = b.PenaltyBox != nil, deref(b.PenaltyBox)
-		case "ttl":
-			present, a.ttl = b.TTL != nil, deref(b.TTL)
-		case "delta":
-			present, a.delta = b.Delta != nil, deref(b.Delta)
-		case "window":
-			present, a.window = b.Window != nil, deref(b.Window)
-		case "limit":
-			present, a.limit = b.Limit != nil, deref(b.Limit)
-		case "checks":
-			present = b.Checks != nil
-		}
-		if !present {
-			return erlArgs{}, badRequest(codeInvalidRequest, fmt.Sprintf("%q is required", f), -1)
+	for _, name := range fields {
+		if !b.has(name) {
+			return erlArgs{}, badRequest(codeInvalidRequest, fmt.Sprintf("%q is required", name), -1)
 		}
 	}
-	if b.Checks != nil {
-		a.checks = make([]ratelimits.RateCheck, len(*b.Checks))
-		for i, c := range *b.Checks {
-			for j, ok := range []bool{c.RateCounter != nil, c.Delta != nil, c.Window != nil, c.Limit != nil} {
+	a := erlArgs{
+		entry: b.Entry.v, rateCounter: b.RateCounter.v, penaltyBox: b.PenaltyBox.v, ttl: b.TTL.v,
+		delta: b.Delta.v, window: b.Window.v, limit: b.Limit.v,
+	}
+	if b.Checks.set {
+		a.checks = make([]ratelimits.RateCheck, len(b.Checks.v))
+		for i, elem := range b.Checks.v {
+			c := elem.v
+			for j, ok := range []bool{c.RateCounter.set, c.Delta.set, c.Window.set, c.Limit.set} {
 				if !ok {
 					return erlArgs{}, badRequest(codeInvalidRequest, fmt.Sprintf("%q in checks[%d] is required", rateCheckFields[j], i), -1)
 				}
 			}
-			a.checks[i] = ratelimits.RateCheck{Counter: *c.RateCounter, Delta: *c.Delta, Window: *c.Window, Limit: *c.Limit}
+			a.checks[i] = ratelimits.RateCheck{Counter: c.RateCounter.v, Delta: c.Delta.v, Window: c.Window.v, Limit: c.Limit.v}
 		}
 	}
 	return a, nil
 }
 
-// deref is *p, or T's zero value when p is nil (a field that is missing,
-// which decodeERLSlow then refuses if the call needs it).
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
+// erlBodyTypes are the struct types of the calls' bodies: erlBody's
+// fields that each call takes, built once.
+var erlBodyTypes = func() (shapes []*erlBodyShape) {
+	for _, fields := range [][]string{checkRateFields, checkRatesFields, incrementFields, boxAddFields, boxRemoveFields} {
+		shapes = append(shapes, buildERLBodyType(fields))
 	}
-	return *p
+	return shapes
+}()
+
+// erlBodyShape is the struct type of a body of fields, and where each of
+// its fields is in erlBody.
+type erlBodyShape struct {
+	fields []string
+	typ    reflect.Type
+	into   []int
 }
 
-// checkERLFields refuses, in an object, a field not named exactly as the
-// API names it (encoding/json would match "ENTRY" to "entry"), a field
-// given twice (encoding/json would keep the last), and a null (which
-// encoding/json would take for a missing field). The elements of
-// "checks" are held to checkFields the same way; where says which element
-// is read. Anything that is not JSON or not an object is left to the
-// decoder, which words the error, so the fault reported is the first one
-// met reading from the start.
-func checkERLFields(data []byte, fields, checkFields []string, where string) *apiError {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
-	}
-	seen := make([]bool, len(fields))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		key, _ := tok.(string)
-		i := slices.Index(fields, key)
-		switch {
-		case i < 0:
-			return badRequest(codeUnknownField, fmt.Sprintf("unknown field %q%s (allowed: %s)", key, where, strings.Join(fields, ", ")), -1)
-		case seen[i]:
-			return badRequest(codeInvalidRequest, fmt.Sprintf("field %q appears twice%s", key, where), -1)
-		}
-		seen[i] = true
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil
-		}
-		if string(raw) == "null" {
-			return nullERLField(key, where)
-		}
-		if key != "checks" {
-			continue
-		}
-		var elems []json.RawMessage
-		if json.Unmarshal(raw, &elems) != nil {
-			continue // not an array: the decoder says so
-		}
-		for j, elem := range elems {
-			if string(elem) == "null" {
-				return badRequest(codeInvalidRequest, fmt.Sprintf("checks[%d] must be an object, got null", j), -1)
-			}
-			if e := checkERLFields(elem, checkFields, nil, fmt.Sprintf(" in checks[%d]", j)); e != nil {
-				return e
-			}
+// erlBodyType is the struct type of a body of fields.
+func erlBodyType(fields []string) *erlBodyShape {
+	for _, s := range erlBodyTypes {
+		if slices.Equal(s.fields, fields) {
+			return s
 		}
 	}
-	return nil
+	return buildERLBodyType(fields)
 }
 
-// nullERLField words the refusal of a field sent as null.
-func nullERLField(key, where string) *apiError {
-	if slices.Contains(erlValueFields, key) {
-		return badRequest(codeInvalidArgument, erlValueWant(key)+", got null"+where, -1)
+// buildERLBodyType makes a struct type of erlBody's fields named in
+// fields, in erlBody's order.
+func buildERLBodyType(fields []string) *erlBodyShape {
+	all := reflect.TypeFor[erlBody]()
+	s := &erlBodyShape{fields: fields}
+	var sf []reflect.StructField
+	for i := range all.NumField() {
+		if f := all.Field(i); slices.Contains(fields, f.Tag.Get("json")) {
+			sf = append(sf, f)
+			s.into = append(s.into, i)
+		}
 	}
-	return badRequest(codeInvalidRequest, fmt.Sprintf("%q%s must not be null", key, where), -1)
+	s.typ = reflect.StructOf(sf)
+	return s
 }
 
-// erlDecodeError words a decoding error of an ERL body: a value field of
-// the wrong type (a string delta, a fractional or huge window, a number
-// ttl) is invalid_argument; anything else as in a transaction body.
-func erlDecodeError(err error, at place) *apiError {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		field := typeErr.Field
-		if i := strings.LastIndexByte(field, '.'); i >= 0 {
-			field = field[i+1:]
-		}
-		if slices.Contains(erlValueFields, field) {
-			return badRequest(codeInvalidArgument, fmt.Sprintf("%s, got %s", erlValueWant(field), typeErr.Value), -1)
-		}
-		if field == "checks" {
-			return badRequest(codeInvalidRequest, "checks must be an array of two check objects", -1)
-		}
-	}
-	return decodeError(err, at)
+// rateCheckNames is rateCheckBody read for its names only.
+type rateCheckNames struct {
+	RateCounter anyValue `json:"ratecounter"`
+	Delta       anyValue `json:"delta"`
+	Window      anyValue `json:"window"`
+	Limit       anyValue `json:"limit"`
 }
 
-// decodeERLFast reads the common ERL bodies without reflection: an object
-// with exactly the fields named, each once, spelled exactly, string values
-// without escapes and whole numbers of at most 18 digits where the field
-// is a number, as fastParser reads them; "checks" an array of such objects
-// with exactly checkFields. For anything else ok is false and
-// decodeERLSlow decodes the body and words its errors; FuzzERLFastDecode
-// checks that whenever this answers, that answers the same. body must be
-// valid UTF-8.
-func decodeERLFast(body []byte, fields, checkFields []string) (a erlArgs, ok bool) {
-	p := fastParser{b: body}
-	p.space()
-	if p.peek() != '{' {
-		return erlArgs{}, false
+// erlNamesType is a body type of erlBodyType's fields read for their
+// names only, for namesFirst; "checks" is still a list of objects, whose
+// names are read too.
+func erlNamesType(typ reflect.Type) reflect.Type {
+	var sf []reflect.StructField
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		f.Type = reflect.TypeFor[anyValue]()
+		if f.Tag.Get("json") == "checks" {
+			f.Type = reflect.TypeFor[field[[]field[rateCheckNames]]]()
+		}
+		sf = append(sf, f)
 	}
-	p.text = string(body) // one allocation for every string value
-	if !p.erlObject(&a, fields, checkFields) {
-		return erlArgs{}, false
-	}
-	p.space()
-	return a, p.i == len(p.b)
+	return reflect.StructOf(sf)
 }
 
-// erlObject reads an object of exactly fields into a; "checks" is an
-// array of objects of exactly checkFields, appended to a.checks.
-func (p *fastParser) erlObject(a *erlArgs, fields, checkFields []string) bool {
-	if len(fields) > 8 || !p.byte('{') {
-		return false
-	}
-	var seen [8]bool
-	n := 0
-	for {
-		p.space()
-		key, ok := p.plainString()
-		if !ok {
-			return false
-		}
-		i := slices.Index(fields, string(key))
-		if i < 0 || seen[i] {
-			return false
-		}
-		seen[i] = true
-		n++
-		p.space()
-		if !p.byte(':') {
-			return false
-		}
-		p.space()
-		if fields[i] == "checks" {
-			ok = p.erlChecks(a, checkFields)
-		} else {
-			ok = p.erlValue(a, fields[i])
-		}
-		if !ok {
-			return false
-		}
-		p.space()
-		if p.byte(',') {
-			continue
-		}
-		return p.byte('}') && n == len(fields)
-	}
-}
+// erlBodyFields are the fields of erlBody, in its order.
+var erlBodyFields = []string{"entry", "ratecounter", "delta", "window", "limit", "penaltybox", "ttl", "checks"}
 
-// erlChecks reads an array of check objects into a.checks.
-func (p *fastParser) erlChecks(a *erlArgs, checkFields []string) bool {
-	if !p.byte('[') {
-		return false
-	}
-	p.space()
-	if p.byte(']') {
-		a.checks = []ratelimits.RateCheck{}
-		return true
-	}
-	for {
-		p.space()
-		var c erlArgs
-		if !p.erlObject(&c, checkFields, nil) {
-			return false
-		}
-		a.checks = append(a.checks, ratelimits.RateCheck{Counter: c.rateCounter, Delta: c.delta, Window: c.window, Limit: c.limit})
-		p.space()
-		if p.byte(',') {
-			continue
-		}
-		return p.byte(']')
-	}
-}
-
-// erlValue reads the value of field into a: a number or a string.
-func (p *fastParser) erlValue(a *erlArgs, field string) bool {
-	var num *int64
-	var str *string
-	switch field {
+// has reports whether the body had the field.
+func (b *erlBody) has(name string) bool {
+	switch name {
 	case "entry":
-		str = &a.entry
+		return b.Entry.set
 	case "ratecounter":
-		str = &a.rateCounter
-	case "penaltybox":
-		str = &a.penaltyBox
-	case "ttl":
-		str = &a.ttl
+		return b.RateCounter.set
 	case "delta":
-		num = &a.delta
+		return b.Delta.set
 	case "window":
-		num = &a.window
+		return b.Window.set
 	case "limit":
-		num = &a.limit
-	default:
-		return false
+		return b.Limit.set
+	case "penaltybox":
+		return b.PenaltyBox.set
+	case "ttl":
+		return b.TTL.set
+	case "checks":
+		return b.Checks.set
 	}
-	if num != nil {
-		v, ok := p.integer()
-		*num = v
-		return ok
+	return false
+}
+
+// unknownERLField words the refusal of a field the call does not have.
+func unknownERLField(name, where string, allowed []string) *apiError {
+	return badRequest(codeUnknownField, fmt.Sprintf("unknown field %q%s (allowed: %s)", name, where, strings.Join(allowed, ", ")), -1)
+}
+
+// erlFault words a fault of an ERL body. A value field of the wrong type
+// or null (a string delta, a fractional or huge window, a number ttl) is
+// invalid_argument; the others as in a transaction body. No fault names a
+// transaction.
+func (f *fault) erlFault(fields, checkFields []string) *apiError {
+	f.within("checks")
+	if f.text || f.empty || f.depth() == 0 {
+		return f.shape(-1)
 	}
-	start := p.i + 1
-	v, ok := p.plainString()
-	if ok {
-		*str = p.text[start : start+len(v)]
+	where, allowed := "", fields
+	if f.depth() > 1 {
+		// In "checks": the element is the second token.
+		where, allowed = " in checks["+f.where[1]+"]", checkFields
+		if f.depth() == 2 {
+			return badRequest(codeInvalidRequest, fmt.Sprintf("checks[%s] must be an object, got %s", f.where[1], kindName(f.kind)), -1)
+		}
 	}
-	return ok
+	switch {
+	case f.twice:
+		return badRequest(codeInvalidRequest, fmt.Sprintf("field %q appears twice%s", f.name, where), -1)
+	case f.unknown:
+		return unknownERLField(f.name, where, allowed)
+	case slices.Contains(erlValueFields, f.name):
+		return badRequest(codeInvalidArgument, fmt.Sprintf("%s, got %s%s", erlValueWant(f.name), f.got(), where), -1)
+	case f.name == "checks":
+		return badRequest(codeInvalidRequest, "checks must be an array of two check objects, got "+kindName(f.kind), -1)
+	case f.kind == 'n':
+		return badRequest(codeInvalidRequest, fmt.Sprintf("%q%s must not be null", f.name, where), -1)
+	}
+	return badRequest(codeInvalidRequest, fmt.Sprintf("%q%s must be a string, got %s", f.name, where, f.got()), -1)
 }
 
 // parseTTL reads an ERL TTL as sent: a Go duration. Its range is the
