@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/limiter-dev/limiter/envoyapi/descriptors"
@@ -199,8 +200,6 @@ func TestDescriptorsBadFiles(t *testing.T) {
 			[]wantProblem{{xfile, 3, "", "each key must be a non-empty string, got a list"}}},
 		{"the same keys twice", edge + "    - keys: [remote_address]\n      limit: NewRegistrationsPerIPAddress\n    - keys:\n        - api_key\n      limit: LoginAttemptsPerUser\n",
 			[]wantProblem{{xfile, 7, "", `the keys ["api_key"] are given twice in this domain (first at line 3): only the first rule would ever match`}}},
-		{"one key and several under one limit", "- domain: edge\n  descriptors:\n    - keys: [tenant]\n      limit: LoginAttemptsPerUser\n- domain: mesh\n  descriptors:\n    - keys: [tenant, user]\n      limit: LoginAttemptsPerUser\n",
-			[]wantProblem{{xfile, 7, "LoginAttemptsPerUser", "a rule of several keys names this limit, and so does a rule of one key (line 3): a single value can spell a joined id"}}},
 		{"no limit", "- domain: edge\n  descriptors:\n    - keys: [api_key]\n",
 			[]wantProblem{{xfile, 3, "", "missing limit"}}},
 		{"a limit that is a list", "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: [APIRequestsPerKey]\n",
@@ -300,5 +299,25 @@ func TestDescriptorsBundledFile(t *testing.T) {
 	info, _ := cfg.Lookup("SearchRequestsPerKey")
 	if limit, ok := rules.Match("edge", 2, func(i int) string { return []string{"api_key", "endpoint"}[i] }); !ok || limit != info.Limit || !cfg.Shadow(info.Name) {
 		t.Errorf("edge [api_key endpoint] = %q, %v; want the shadow limit SearchRequestsPerKey (shadow %v)", limit, ok, cfg.Shadow(info.Name))
+	}
+}
+
+// A limit named by a rule of one key and by a rule of several loads, with
+// a warning at the later rule: a single value can spell the other rule's
+// joined id. Rules of one arity sharing a limit get none.
+func TestDescriptorsWarnOfOneLimitAcrossArities(t *testing.T) {
+	cfg := rulesConfig(t)
+	const mixed = "- domain: edge\n  descriptors:\n    - keys: [tenant]\n      limit: LoginAttemptsPerUser\n- domain: mesh\n  descriptors:\n    - keys: [tenant, user]\n      limit: LoginAttemptsPerUser\n    - keys: [team, user]\n      limit: LoginAttemptsPerUser\n"
+	rules, warnings, err := ParseDescriptorsWarnings(xfile, []byte(mixed), cfg)
+	if err != nil || rules.Count() != 3 {
+		t.Fatalf("ParseDescriptorsWarnings = %d rules, %v; want the 3 rules loaded", rules.Count(), err)
+	}
+	if len(warnings) != 1 || warnings[0].Line != 7 || warnings[0].Limit != "LoginAttemptsPerUser" ||
+		!strings.Contains(warnings[0].Message, "a rule of several keys names this limit, and so does a rule of one key (line 3)") {
+		t.Errorf("warnings %+v; want one, at line 7", warnings)
+	}
+	const oneArity = "- domain: edge\n  descriptors:\n    - keys: [tenant]\n      limit: LoginAttemptsPerUser\n    - keys: [user]\n      limit: LoginAttemptsPerUser\n"
+	if _, warnings, err := ParseDescriptorsWarnings(xfile, []byte(oneArity), cfg); err != nil || len(warnings) != 0 {
+		t.Errorf("rules of one key sharing a limit: %v, warnings %+v; want none", err, warnings)
 	}
 }
