@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -117,13 +118,30 @@ func (s *Server) do(args ...string) (string, error) {
 
 // startServer starts a new server on free ports; cluster adds the
 // cluster mode and a bus port, and a CA makes it speak TLS only, with a
-// certificate that CA signs (see NewStandaloneTLS).
+// certificate that CA signs (see NewStandaloneTLS). A port is free when
+// chosen, but a connection made elsewhere meanwhile (tests run in
+// parallel, and every client connection takes an ephemeral port) may take
+// it before redis-server binds it: a start that fails so is tried again on
+// other ports.
 func startServer(cluster bool, ca *testCA) (*Server, error) {
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("%s is not installed: %s", bin, installHint)
 		}
 	}
+	for attempt := 1; ; attempt++ {
+		s, err := startServerOnce(cluster, ca)
+		if err == nil || attempt == 3 || !errors.Is(err, errPortTaken) {
+			return s, err
+		}
+	}
+}
+
+// errPortTaken is a start that failed because a chosen port was taken.
+var errPortTaken = errors.New("a port was taken before redis-server bound it")
+
+// startServerOnce is one try of startServer.
+func startServerOnce(cluster bool, ca *testCA) (*Server, error) {
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, err
@@ -217,7 +235,11 @@ func (s *Server) start() error {
 		select {
 		case <-exited:
 			s.cmd = nil
-			return fmt.Errorf("redis-server on port %d exited at start%s", s.port, lastLines(s.logPath(), 20))
+			log := lastLines(s.logPath(), 20)
+			if strings.Contains(log, "Address already in use") {
+				return fmt.Errorf("%w: redis-server on port %d%s", errPortTaken, s.port, log)
+			}
+			return fmt.Errorf("redis-server on port %d exited at start%s", s.port, log)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
