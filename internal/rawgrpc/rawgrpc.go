@@ -29,7 +29,8 @@ import (
 // Counts are what the server has answered on a connection so far.
 type Counts struct {
 	// Refused is the streams reset with REFUSED_STREAM, Reset those reset
-	// with any other code.
+	// with any other code; a stream reset twice (gRPC may reset one at
+	// its deadline and again as it ends the call) counts once.
 	Refused, Reset int
 	// Status counts the calls ended by trailers, by their grpc-status.
 	Status map[codes.Code]int
@@ -62,6 +63,7 @@ type Conn struct {
 	counts  Counts
 	changed chan struct{}             // closed and replaced whenever counts change
 	acks    map[[8]byte]chan struct{} // closed when the PING is acknowledged
+	reset   map[uint32]bool           // the streams the server has reset
 	pings   uint64                    // the data of the last PING of Ping
 }
 
@@ -77,6 +79,7 @@ func Dial(addr string) (*Conn, error) {
 		counts:  Counts{Status: map[codes.Code]int{}},
 		changed: make(chan struct{}),
 		acks:    map[[8]byte]chan struct{}{},
+		reset:   map[uint32]bool{},
 	}
 	c.fr = http2.NewFramer(c.bw, nc)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
@@ -221,6 +224,10 @@ func (c *Conn) read() {
 			c.mu.Unlock()
 		case *http2.RSTStreamFrame:
 			c.update(func(n *Counts) {
+				if c.reset[f.StreamID] {
+					return
+				}
+				c.reset[f.StreamID] = true
 				if f.ErrCode == http2.ErrCodeRefusedStream {
 					n.Refused++
 				} else {
