@@ -36,14 +36,15 @@ trap 'kill "$heartbeat_pid" 2>/dev/null' EXIT
 #                            service with deploy/nginx and deploy/caddy
 #                            (Debian puts nginx in /usr/sbin, which is not
 #                            in every user's PATH; the tests look there too)
-#   docker                   the image tests build and run the image
-#                            (docker.io; the daemon is started below)
+#   docker, dockerd          the image tests build and run the image
+#                            (docker.io; the daemon is started below; a
+#                            client alone, without dockerd, is not enough)
 #   promtool                 the alerting rules' tests (prometheus)
 #   systemd-analyze          the unit's check (systemd)
 # What is missing is installed in one apt-get run when root, and the run
 # fails loudly when it cannot be.
 have() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
-tools=(redis-server:redis-server redis-cli:redis-server nginx:nginx caddy:caddy docker:docker.io
+tools=(redis-server:redis-server redis-cli:redis-server nginx:nginx caddy:caddy docker:docker.io dockerd:docker.io
   promtool:prometheus systemd-analyze:systemd)
 missing=()
 for t in "${tools[@]}"; do
