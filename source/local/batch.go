@@ -33,8 +33,7 @@ type opRef struct {
 	rt, bt *table
 }
 
-// lockAll sorts order, drops the locks it names twice and takes them. It
-// returns what unlock takes.
+// lockAll sorts order, drops the locks it names twice and takes them.
 func lockAll(order []lockRef) []lockRef {
 	slices.SortFunc(order, func(a, b lockRef) int {
 		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.kind, b.kind), cmp.Compare(a.index, b.index))
@@ -46,22 +45,19 @@ func lockAll(order []lockRef) []lockRef {
 	return order
 }
 
-// unlock releases what lockAll took, in reverse order.
 func unlock(order []lockRef) {
 	for i := len(order) - 1; i >= 0; i-- {
 		order[i].mu.Unlock()
 	}
 }
 
-// tableLock is the lockRef of t in g.
 func tableLock(g *group, t *table) lockRef {
 	return lockRef{group: g.id, kind: kindTable, index: t.id, mu: &t.mu}
 }
 
-// lockBatch finds where every op's state lives (appended to refs, in op
-// order) and takes the locks of all of them (appended to order, which
-// unlock takes). The slices are passed in and returned so that a small
-// batch's stay on its caller's stack.
+// lockBatch finds where every op's state lives and takes all their locks.
+// The slices are passed in and returned so that a small batch's stay on
+// its caller's stack.
 func (l *Layer) lockBatch(ops []ratelimits.LocalOp, refs []opRef, order []lockRef) ([]opRef, []lockRef) {
 	for i := range ops {
 		op := &ops[i].Op
@@ -84,23 +80,17 @@ func (l *Layer) lockBatch(ops []ratelimits.LocalOp, refs []opRef, order []lockRe
 	return refs, lockAll(order)
 }
 
-// fetch reports whether a counter or box entry of a limit above 0 (synced)
-// must have its totals read by a cycle before it may be forgotten: not
-// when the source offers no sync of rate counters and boxes.
-func (l *Layer) fetch(synced bool) bool { return synced && l.rates != nil }
-
-// unpin releases the counters and box entries of ops that spend or commit
-// pinned, with their tables locked.
+// unpin releases the counters and box entries the batch pinned, with
+// their tables locked.
 func unpin(ops []ratelimits.LocalOp, refs []opRef) {
 	for i := range ops {
-		op := &ops[i].Op
 		if refs[i].rt != nil {
-			if r := refs[i].rt.rate(op.Key); r != nil {
+			if r := refs[i].rt.rate(ops[i].Op.Key); r != nil {
 				r.pinned = false
 			}
 		}
 		if refs[i].bt != nil {
-			if b := refs[i].bt.box(op.Box); b != nil {
+			if b := refs[i].bt.box(ops[i].Op.Box); b != nil {
 				b.pinned = false
 			}
 		}
@@ -109,76 +99,70 @@ func unpin(ops []ratelimits.LocalOp, refs []opRef) {
 
 // Decide implements ratelimits.Local.
 func (l *Layer) Decide(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) bool {
-	return l.spend(now, ops, outcomes, false)
+	return l.batch(now, ops, outcomes, true, false)
 }
 
 // Spend implements ratelimits.Local.
 func (l *Layer) Spend(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) bool {
-	return l.spend(now, ops, outcomes, true)
+	return l.batch(now, ops, outcomes, true, true)
 }
 
-// spend decides ops under their locks and, when write is set, writes what
-// the outcomes ask for under the same locks: the costs of an allowed
-// batch, and, allowed or not, rate-counter hits and box entries
-// (bucket.SpendBatch).
-//
-// A counter or box entry of a limit above 0 is made by its first read, so
-// that the next cycle reads its totals; below 0, only by a write.
-func (l *Layer) spend(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, write bool) bool {
+// Commit implements ratelimits.Local.
+func (l *Layer) Commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
+	l.batch(now, ops, outcomes, false, true)
+}
+
+// batch decides ops, writes what the outcomes ask for, or both, under the
+// same locks.
+func (l *Layer) batch(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, decide, write bool) bool {
 	var refsBuf [smallBatch]opRef
 	var orderBuf [2 * smallBatch]lockRef
-	var statesBuf [smallBatch]bucket.State
-	var opsBuf [smallBatch]bucket.Op
-	states, bops := statesBuf[:0], opsBuf[:0]
-	if len(ops) > smallBatch {
-		states, bops = make([]bucket.State, 0, len(ops)), make([]bucket.Op, 0, len(ops))
-	}
 	refs, order := l.lockBatch(ops, refsBuf[:0], orderBuf[:0])
 	defer unlock(order)
 	defer unpin(ops, refs)
-	nowMs := msOf(now)
-	for i := range ops {
-		op := &ops[i].Op
-		synced := ops[i].SyncRate > 0
-		var st bucket.State
-		if op.Algorithm == bucket.RateCounter {
-			if r := refs[i].rt.rateOf(op.Key, now, op.Capacity, synced, synced, l.fetch(synced)); r != nil {
-				r.pinned = true
-				st.Rate = r.view()
-			}
-		} else {
-			sh := refs[i].sh
-			c := sh.counters[op.Key]
-			if c == nil && synced {
-				// Held from now on, so the next cycle reads its totals.
-				c = sh.insert(l, op.Key, op.Window.Period, nowMs, ops, ops[i].SyncRate)
-			}
-			st.Window = c.state(nowMs, op.Window.Period)
-		}
-		if op.Box != "" {
-			if b := refs[i].bt.boxOf(op.Box, now, op.Capacity, synced, synced, l.fetch(synced)); b != nil {
-				b.pinned = true
-				st.BoxExpires = b.expires()
-			}
-		}
-		states = append(states, st)
-		bops = append(bops, *op)
-	}
-	allowed := bucket.SpendBatch(now, bops, states, outcomes)
+	allowed := decide && l.decide(now, ops, outcomes, refs)
 	if write {
 		l.commit(now, ops, outcomes, refs)
 	}
 	return allowed
 }
 
-// Commit implements ratelimits.Local.
-func (l *Layer) Commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
-	var refsBuf [smallBatch]opRef
-	var orderBuf [2 * smallBatch]lockRef
-	refs, order := l.lockBatch(ops, refsBuf[:0], orderBuf[:0])
-	defer unlock(order)
-	defer unpin(ops, refs)
-	l.commit(now, ops, outcomes, refs)
+// decide decides ops with their locks held (bucket.SpendBatch). A counter
+// or box entry of a limit above 0 is made by its first read, so that the
+// next cycle reads its totals; below 0, only by a write.
+func (l *Layer) decide(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, refs []opRef) bool {
+	var statesBuf [smallBatch]bucket.State
+	var opsBuf [smallBatch]bucket.Op
+	states, bops := statesBuf[:0], opsBuf[:0]
+	if len(ops) > smallBatch {
+		states, bops = make([]bucket.State, 0, len(ops)), make([]bucket.Op, 0, len(ops))
+	}
+	nowMs := msOf(now)
+	for i := range ops {
+		op := &ops[i].Op
+		synced := ops[i].SyncRate > 0
+		var st bucket.State
+		if op.Algorithm == bucket.RateCounter {
+			if r := l.rateOf(refs[i].rt, op.Key, now, op.Capacity, ops[i].SyncRate, synced); r != nil {
+				st.Rate = r.view()
+			}
+		} else {
+			sh := refs[i].sh
+			c := sh.counters[op.Key]
+			if c == nil && synced {
+				c = sh.insert(op.Key, op.Window.Period, nowMs, ops, ops[i].SyncRate)
+			}
+			st.Window = c.state(nowMs, op.Window.Period)
+		}
+		if op.Box != "" {
+			if b := l.boxOf(refs[i].bt, op.Box, now, op.Capacity, ops[i].SyncRate, synced); b != nil {
+				st.BoxExpires = b.expires()
+			}
+		}
+		states = append(states, st)
+		bops = append(bops, *op)
+	}
+	return bucket.SpendBatch(now, bops, states, outcomes)
 }
 
 // commit writes what the outcomes ask for, with the locks held: an op's
@@ -189,36 +173,29 @@ func (l *Layer) commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 	nowMs, s := msOf(now), ratecounter.Second(now)
 	for i := range ops {
 		op := &ops[i].Op
-		synced := ops[i].SyncRate > 0
 		if outcomes[i].Write {
 			if op.Algorithm == bucket.RateCounter {
-				t := refs[i].rt
-				r := t.rateOf(op.Key, now, op.Capacity, true, synced, l.fetch(synced))
-				r.pinned = true
+				r := l.rateOf(refs[i].rt, op.Key, now, op.Capacity, ops[i].SyncRate, true)
 				r.add(s, op.Cost)
-				t.touch(r)
+				refs[i].rt.touch(r)
 			} else {
 				sh := refs[i].sh
 				c := sh.counters[op.Key]
 				if c == nil || c.period != op.Window.Period {
-					c = sh.insert(l, op.Key, op.Window.Period, nowMs, ops, ops[i].SyncRate)
+					c = sh.insert(op.Key, op.Window.Period, nowMs, ops, ops[i].SyncRate)
 				}
 				c.pending = add(c.pending, nowMs, c.period, op.Cost)
 			}
 		}
 		if outcomes[i].WriteBox {
-			t := refs[i].bt
-			b := t.boxOf(op.Box, now, op.Capacity, true, synced, l.fetch(synced))
-			b.pinned = true
-			t.setBox(b, outcomes[i].New.BoxExpires)
+			b := l.boxOf(refs[i].bt, op.Box, now, op.Capacity, ops[i].SyncRate, true)
+			refs[i].bt.setBox(b, outcomes[i].New.BoxExpires)
 		}
 	}
 }
 
 // Refund implements ratelimits.Local: each op gives back at most the hits
-// its counter has not pushed (bucket.RefundBatch rules otherwise: check-only
-// ops give back nothing, a refund never creates a counter, and an id in its
-// box answers boxed).
+// its counter has not pushed (bucket.RefundBatch rules otherwise).
 func (l *Layer) Refund(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
 	var refsBuf [smallBatch]opRef
 	var orderBuf [2 * smallBatch]lockRef
@@ -265,11 +242,10 @@ func (l *Layer) Refund(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 	}
 }
 
-// Reset implements ratelimits.Local: the ops' counters and box entries are
-// forgotten here once source succeeded.
+// Reset implements ratelimits.Local. No cycle of the ops' groups runs
+// while the source resets: a push in flight could otherwise land after
+// the reset and bring hits back.
 func (l *Layer) Reset(ctx context.Context, now int64, ops []ratelimits.LocalOp, source func(context.Context) (int, error)) (int, error) {
-	// No cycle of these groups runs while the source resets: a push in
-	// flight could otherwise land after the reset and bring hits back.
 	var synced []*group
 	for i := range ops {
 		if g := l.groupOf(ops[i].SyncRate); g.rate > 0 && !slices.Contains(synced, g) {
@@ -277,18 +253,13 @@ func (l *Layer) Reset(ctx context.Context, now int64, ops []ratelimits.LocalOp, 
 		}
 	}
 	slices.SortFunc(synced, func(a, b *group) int { return a.id - b.id })
-	locked := 0
-	defer func() {
-		for i := locked - 1; i >= 0; i-- {
-			synced[i].unlock()
-		}
-	}()
-	for _, g := range synced {
+	for i, g := range synced {
 		if err := g.lock(ctx); err != nil {
+			unlockGroups(synced[:i])
 			return 0, err
 		}
-		locked++
 	}
+	defer unlockGroups(synced)
 	n, err := source(ctx)
 	if err != nil {
 		return 0, err
@@ -303,6 +274,12 @@ func (l *Layer) Reset(ctx context.Context, now int64, ops []ratelimits.LocalOp, 
 	return n, nil
 }
 
+func unlockGroups(gs []*group) {
+	for i := len(gs) - 1; i >= 0; i-- {
+		gs[i].unlock()
+	}
+}
+
 // forget deletes what op holds here, with its locks held, and reports
 // whether the source could not have counted it: below 0, whether it still
 // counted something; above 0, whether this process's own unpushed hits or
@@ -311,7 +288,7 @@ func (l *Layer) forget(now int64, lop *ratelimits.LocalOp, ref opRef) bool {
 	op := &lop.Op
 	nowMs, s := msOf(now), ratecounter.Second(now)
 	// mine is what this process counted alone, read what it read from
-	// the source (above 0); below 0 mine is everything.
+	// the source; below 0 mine is everything.
 	var mine, read bucket.State
 	found := false
 	if op.Algorithm == bucket.RateCounter {
@@ -325,16 +302,15 @@ func (l *Layer) forget(now int64, lop *ratelimits.LocalOp, ref opRef) bool {
 		}
 		delete(ref.rt.orphans, op.Key)
 	} else {
-		sh := ref.sh
-		if c := sh.counters[op.Key]; c != nil {
+		if c := ref.sh.counters[op.Key]; c != nil {
 			found = true
 			if c.period == op.Window.Period {
 				mine.Window = at(c.pending, nowMs, c.period)
 				read.Window = at(c.synced, nowMs, c.period)
 			}
-			delete(sh.counters, op.Key)
+			delete(ref.sh.counters, op.Key)
 		}
-		delete(sh.orphans, op.Key)
+		delete(ref.sh.orphans, op.Key)
 	}
 	if op.Box != "" {
 		if b := ref.bt.box(op.Box); b != nil {

@@ -15,27 +15,20 @@ import (
 // boxes but offers no ERL call to apply it with.
 var ErrNoBoxCall = errors.New("local: the source cannot remove or shorten box entries")
 
-// caller is the shared source's ERL call (ratelimits.Source.Call): what a
-// removal, or an add that shortens an entry, of a box above 0 is applied
-// with at once, since a sync only ever lengthens a stored entry.
+// caller is the shared source's ERL call (ratelimits.Source.Call).
 type caller interface {
 	Call(ctx context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error
 }
 
-// Call implements ratelimits.Local: the call's counters and box entry, all
-// kept here, are read and changed in one locked step (bucket.ApplyCall).
+// Call implements ratelimits.Local: the call's counters and box entry are
+// read and changed here in one locked step (bucket.ApplyCall), and pushed
+// at the next sync.
 //
-// Hits added to a counter above 0 are pushed at its next sync, as a
-// window's are. A box entry above 0 that the call boxes or extends, or
-// that an add sets no earlier than this process sees it, is pushed at the
-// next sync too: the source keeps the later of its expiry and the pushed
-// one, so pushes from any process add up. Two changes cannot be pushed
-// that way: a removal, and an add that shortens the entry. Those are
-// applied on the source at once (its Call), with the group's cycle held so
-// that no push in flight lands after them, and then here; the other
-// processes see them at their next sync, when they read the entry back.
-// Only those can fail, with an error wrapping
-// ratelimits.ErrSourceUnavailable, and then nothing changed here.
+// A sync only ever lengthens a stored box entry, so a removal, and an add
+// that shortens the entry, of a limit above 0 are applied on the source at
+// once (its Call), with the group's cycle held so that no push in flight
+// lands after them, and then here. Only those can fail, with an error
+// wrapping ratelimits.ErrSourceUnavailable, and then nothing changed here.
 // A removal reports Removed when the entry was in the box here or on the
 // source. A box entry set in another process and not pushed yet is not
 // removed: it is a boxing that the removal did not see.
@@ -62,19 +55,15 @@ func (l *Layer) Call(ctx context.Context, now int64, lc ratelimits.LocalCall, re
 	var src bucket.CallResult
 	boxOnly := bucket.Call{Box: call.Box, Action: call.Action, Until: call.Until, BoxCapacity: call.BoxCapacity}
 	if err := l.caller.Call(ctx, now, &boxOnly, &src); err != nil {
-		return fmt.Errorf("%w: local: applying a box %s on the source: %w", ratelimits.ErrSourceUnavailable, actionName(call.Action), err)
+		action := "replacement"
+		if call.Action == bucket.BoxRemove {
+			action = "removal"
+		}
+		return fmt.Errorf("%w: local: applying a box %s on the source: %w", ratelimits.ErrSourceUnavailable, action, err)
 	}
 	l.apply(now, lc, res, true)
 	res.Removed = res.Removed || src.Removed
 	return nil
-}
-
-// actionName names a box action for errors.
-func actionName(a bucket.BoxAction) string {
-	if a == bucket.BoxRemove {
-		return "removal"
-	}
-	return "replacement"
 }
 
 // boxExpires is when key leaves g's box as this process sees it (0 when
@@ -91,10 +80,8 @@ func (l *Layer) boxExpires(g *group, key string) int64 {
 
 // apply applies lc here, under the locks of its tables. atSource says the
 // box change is already on the source: the entry then holds it as read
-// from there, with nothing left to push.
-//
-// A counter or box entry of a limit above 0 is made by its first read, so
-// that the next cycle reads its totals; below 0, only by a write.
+// from there, with nothing left to push. As in a batch, a counter or box
+// entry above 0 is made by its first read; below 0, only by a write.
 func (l *Layer) apply(now int64, lc ratelimits.LocalCall, res *bucket.CallResult, atSource bool) {
 	call := lc.Call
 	var orderBuf [bucket.MaxCallCounters + 1]lockRef
@@ -114,37 +101,35 @@ func (l *Layer) apply(now int64, lc ratelimits.LocalCall, res *bucket.CallResult
 	order = lockAll(order)
 	defer unlock(order)
 
-	s := ratecounter.Second(now)
 	var counters [bucket.MaxCallCounters]ratecounter.Counter
 	var rates [bucket.MaxCallCounters]*rate
-	for i := range call.Counters {
-		cc := &call.Counters[i]
-		synced := lc.SyncRates[i] > 0
-		r := tables[i].rateOf(cc.Key, now, cc.Capacity, synced || cc.Delta > 0, synced, l.fetch(synced))
-		if r != nil {
-			r.pinned = true
-			if v := r.view(); v != nil {
-				counters[i] = *v
-			}
-		}
-		rates[i] = r
-	}
+	var b *box
 	defer func() {
 		for _, r := range rates {
 			if r != nil {
 				r.pinned = false
 			}
 		}
+		if b != nil {
+			b.pinned = false
+		}
 	}()
-	var b *box
+	for i := range call.Counters {
+		cc := &call.Counters[i]
+		rates[i] = l.rateOf(tables[i], cc.Key, now, cc.Capacity, lc.SyncRates[i], lc.SyncRates[i] > 0 || cc.Delta > 0)
+		if v := rates[i].view(); v != nil {
+			counters[i] = *v
+		}
+	}
 	var old int64
 	boxSynced := lc.BoxSyncRate > 0
 	if bt != nil {
-		if b = bt.boxOf(call.Box, now, call.BoxCapacity, boxSynced, boxSynced, l.fetch(boxSynced)); b != nil {
+		if b = l.boxOf(bt, call.Box, now, call.BoxCapacity, lc.BoxSyncRate, boxSynced); b != nil {
 			old = b.expires()
 		}
 	}
 	newBox, writeBox := bucket.ApplyCall(now, call, counters[:len(call.Counters)], old, res)
+	s := ratecounter.Second(now)
 	for i := range call.Counters {
 		if d := call.Counters[i].Delta; d > 0 {
 			rates[i].add(s, d)
@@ -158,7 +143,7 @@ func (l *Layer) apply(now int64, lc ratelimits.LocalCall, res *bucket.CallResult
 		if newBox <= now {
 			return // nothing to remove
 		}
-		b = bt.boxOf(call.Box, now, call.BoxCapacity, true, boxSynced, l.fetch(boxSynced))
+		b = l.boxOf(bt, call.Box, now, call.BoxCapacity, lc.BoxSyncRate, true)
 	}
 	switch {
 	case atSource:

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/limiter-dev/limiter/source/syncpush"
 
@@ -171,7 +170,9 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult,
 			pushes = append(pushes, part[i].push())
 		}
 		if err == nil {
-			err = l.syncRates(ctx, g, now, pushes)
+			err = l.syncCall(ctx, g, "rate counters and box entries", len(pushes), func(ctx context.Context) error {
+				return l.rates.SyncRates(ctx, now, pushes)
+			})
 		}
 		r := l.settle(part, pushes, err)
 		res.Pushed += r.Pushed
@@ -181,16 +182,6 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult,
 		return ratelimits.SyncResult{}, err
 	}
 	return res, nil
-}
-
-// syncRates makes one SyncRates call, within the cycle's timeout.
-func (l *Layer) syncRates(ctx context.Context, g *group, now int64, pushes []syncpush.Rate) error {
-	ctx, cancel := context.WithTimeout(ctx, l.syncTimeout(g))
-	defer cancel()
-	if err := l.rates.SyncRates(ctx, now, pushes); err != nil {
-		return fmt.Errorf("local: pushing %d rate counters and box entries of sync_rate %s: %w", len(pushes), g.rate, err)
-	}
-	return nil
 }
 
 // settle takes back, under the tables' locks, what hs pushed: a push the
