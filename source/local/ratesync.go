@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/limiter-dev/limiter/source/syncpush"
 
@@ -11,18 +12,16 @@ import (
 )
 
 // ErrNoRateSyncer is the error of a cycle with rate-counter hits or box
-// entries to push when the source offers no syncpush.RateSyncer: they
-// stay here, unpushed.
+// entries to push when the source offers no syncpush.RateSyncer.
 var ErrNoRateSyncer = errors.New("local: the source offers no rate counter and box sync")
 
-// rateChunk is the most pushes one SyncRates call carries. A push holds
-// two per-second counters (about half a kilobyte): a cycle of a large
-// table goes in several calls, so that it never holds all of them at
-// once.
+// rateChunk is the most pushes one SyncRates call carries: a push holds
+// two per-second counters (about half a kilobyte), so a large table goes
+// in several calls rather than all at once.
 const rateChunk = 4096
 
-// held is one push of a cycle: a counter (or an orphan's hits), a box
-// entry (or a box orphan), or a counter and the box entry of the same key.
+// held is one push of a cycle: a counter or an orphan's hits, a box entry
+// or box orphan, or a counter and the box entry of the same key.
 type held struct {
 	t   *table
 	key string
@@ -30,7 +29,6 @@ type held struct {
 	b   *box
 }
 
-// push is h's RatePush, as the snapshot left it.
 func (h *held) push() syncpush.Rate {
 	var p syncpush.Rate
 	if h.r != nil {
@@ -45,17 +43,16 @@ func (h *held) push() syncpush.Rate {
 	return p
 }
 
-// carries reports whether h pushes anything (hits or an expiry), rather
-// than only reading.
+// carries reports whether h pushes anything rather than only reading.
 func (h *held) carries() bool {
 	return (h.r != nil && h.r.inflight != nil) || (h.b != nil && h.b.inflight != 0)
 }
 
-// snapshot appends to hs one push per key t holds, with t locked: every
-// counter and box entry (those with nothing to push are in it too, to
-// read what the source holds) and every orphan. Unpushed hits and box
-// expiries become the cycle's in-flight ones. Counters and entries that
-// count or box nothing any more are forgotten instead.
+// snapshot appends to hs one push per key t holds, with t locked (those
+// with nothing to push too, to read what the source holds), and one per
+// orphan. Unpushed hits and box expiries become the cycle's in-flight
+// ones. Counters and entries that count or box nothing are forgotten
+// instead.
 func (t *table) snapshot(now int64, hs []held) []held {
 	s := ratecounter.Second(now)
 	t.stamp++
@@ -117,8 +114,7 @@ func (t *table) snapshot(now int64, hs []held) []held {
 	return hs
 }
 
-// takeBox makes b's expiry set here, if it still boxes, the cycle's
-// in-flight one.
+// takeBox makes b's expiry set here, if it still boxes, in flight.
 func (t *table) takeBox(b *box, now int64) {
 	if b.pending > now {
 		b.inflight = b.pending
@@ -129,13 +125,11 @@ func (t *table) takeBox(b *box, now int64) {
 	}
 }
 
-// rateCycle is the part of g's cycle for rate counters and box entries:
-// it pushes their unpushed hits and expiries and reads back what the
-// source holds, in SyncRates calls of at most rateChunk pushes, with g's
-// cycle token held. After a failed call, the calls left are not made (a
-// source that fails once in a cycle would likely fail them all, each
-// after its timeout): their pushes are put back, as are those of the
-// failed call that were not applied.
+// rateCycle is g's cycle for rate counters and box entries, in SyncRates
+// calls of at most rateChunk pushes. After a failed call the calls left
+// are not made (a source that fails once in a cycle would likely fail
+// them all, each after its timeout): their pushes are put back, as are
+// those of the failed call that were not applied.
 func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
 	var hs []held
@@ -145,24 +139,15 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult,
 		t.mu.Unlock()
 	}
 	var res ratelimits.SyncResult
-	if len(hs) == 0 {
-		return res, nil
-	}
+	var err error
+	quiet := false // nothing to push, only to read
 	if l.rates == nil {
-		// Nothing can be read either: the pushes go back, and only those
-		// carrying something are an error.
-		carried := false
-		for i := range hs {
-			carried = carried || hs[i].carries()
-		}
-		l.settle(hs, make([]syncpush.Rate, len(hs)), ErrNoRateSyncer)
-		if carried {
-			return ratelimits.SyncResult{}, ErrNoRateSyncer
-		}
-		return res, nil
+		// Nothing can be read either: every push goes back, and only
+		// those carrying something make the cycle fail.
+		err = ErrNoRateSyncer
+		quiet = !slices.ContainsFunc(hs, func(h held) bool { return h.carries() })
 	}
 	pushes := make([]syncpush.Rate, 0, min(len(hs), rateChunk))
-	var err error
 	for start := 0; start < len(hs); start += rateChunk {
 		part := hs[start:min(start+rateChunk, len(hs))]
 		pushes = pushes[:0]
@@ -179,17 +164,19 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult,
 		res.Fetched += r.Fetched
 	}
 	if err != nil {
+		if quiet {
+			err = nil
+		}
 		return ratelimits.SyncResult{}, err
 	}
 	return res, nil
 }
 
 // settle takes back, under the tables' locks, what hs pushed: a push the
-// source certainly applied (all of them when err is nil) gives its
-// counter the totals read and its box entry the expiry read; any other
-// puts its hits and expiry back with the key's counter and entry (or as
-// orphans), for the next cycle. It reads the clock's now: hits that waited
-// for a failed push are read as of when they are put back.
+// source certainly applied gives its counter and box entry what was read;
+// any other puts its hits and expiry back for the next cycle. It reads the
+// clock's now: hits that waited for a failed push are read as of when
+// they are put back.
 func (l *Layer) settle(hs []held, pushes []syncpush.Rate, err error) ratelimits.SyncResult {
 	now := l.opts.Clock.Now().UnixNano()
 	s := ratecounter.Second(now)
