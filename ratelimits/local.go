@@ -10,75 +10,60 @@ import (
 
 // Local counts, in this process's memory, the window and rate-counter
 // limits whose sync_rate is not 0, and keeps the penalty boxes of such
-// limits, when the Source is shared by several processes (docs/design.md,
-// "Where the counting happens"). A limit with sync_rate below 0 is counted
-// and boxed here only; one above 0 is counted and boxed here and pushed to
-// the shared source every sync_rate, which also reads back what every
-// process counted and boxed together. source/local implements it.
+// limits, in front of a Source shared by several processes
+// (spec/windows.md): below 0 here only, above 0 here and pushed to the
+// source every sync_rate, which reads back what every process counted and
+// boxed together. source/local implements it.
 //
 // The Limiter decides a batch's local part before its source part, and
 // writes the local part's window costs only once the source part is
-// allowed too; rate-counter hits and box entries are written whatever the
-// batch's fate (bucket.SpendBatch). That takes two steps, Decide then
-// Commit, where a batch with no source part takes one (Spend). Between the
-// two steps other batches may decide on the same counters: this counting
-// is approximate by design, and each step is atomic on its own.
-//
+// allowed too, hence two steps, Decide then Commit (Spend for a batch with
+// no source part). Other batches may decide on the same counters between
+// them: this counting is approximate by design, and each step is atomic.
 // The in-memory calls take no context and return no error: they never
-// wait on I/O. Reset and Sync talk to the source and take one.
+// wait on I/O.
 type Local interface {
-	// Decide decides ops as one batch (bucket.SpendBatch) from the local
-	// counters at now, and writes nothing. It returns whether the batch
-	// is allowed; outcomes say which ops Commit must write.
+	// Decide decides ops as one batch (bucket.SpendBatch) and writes
+	// nothing; outcomes say which ops Commit must write.
 	Decide(now int64, ops []LocalOp, outcomes []bucket.Outcome) bool
 
-	// Commit writes what outcomes ask for: it adds the cost of every op
-	// whose outcome says Write to its counter at now (a window's, or a
-	// rate counter's second), and boxes the id of every op whose outcome
-	// says WriteBox until New.BoxExpires at least, whatever other batches
-	// wrote since Decide (an add, never a replacement by the state Decide
-	// saw, so their hits and boxings stay). The caller clears the Write of
-	// window ops whose batch the source part denied.
+	// Commit adds the cost of every op whose outcome says Write, and boxes
+	// the id of every op whose outcome says WriteBox until New.BoxExpires
+	// at least: an add, never a replacement by the state Decide saw, so
+	// that other batches' hits and boxings since stay. The caller clears
+	// the Write of window ops whose batch the source part denied.
 	Commit(now int64, ops []LocalOp, outcomes []bucket.Outcome)
 
-	// Spend is Decide and Commit of its outcomes in one atomic step: for
-	// a batch with no source part. As bucket.SpendBatch says, a denied
-	// batch still writes its rate-counter hits and box entries.
+	// Spend is Decide and Commit in one atomic step. As bucket.SpendBatch
+	// says, a denied batch still writes its rate-counter hits and box
+	// entries.
 	Spend(now int64, ops []LocalOp, outcomes []bucket.Outcome) bool
 
 	// Refund gives each op's cost back (bucket.RefundBatch rules) from the
-	// hits this process counted and has not pushed: hits already pushed to
-	// the source are everyone's and stay counted until their window ends.
-	// For a limit counted locally only, that is every hit.
+	// hits this process has not pushed: pushed hits are everyone's and
+	// stay counted until their window ends.
 	Refund(now int64, ops []LocalOp, outcomes []bucket.Outcome)
 
-	// Reset forgets the local counters and box entries of ops and calls
-	// source, which resets the source's part (the keys of limits above 0
-	// among them), while no sync of those limits runs, so that no push in
-	// flight brings back hits the reset removed. The local counters are forgotten only
-	// when source succeeds. It returns how many of the counters still
-	// counted something: source's count, plus those of ops the source
-	// could not know about (below 0, or hits not pushed yet).
+	// Reset calls source, which resets the source's part, while no sync
+	// of ops' limits runs (so that no push in flight brings back hits the
+	// reset removed), and then, when it succeeded, forgets ops' counters
+	// and box entries here. It returns source's count plus the ops that
+	// still counted something the source could not know of.
 	Reset(ctx context.Context, now int64, ops []LocalOp, source func(context.Context) (int, error)) (int, error)
 
 	// Call applies an Edge Rate Limiting call whose counters and box are
-	// all kept in this process (their limits' sync_rate is not 0), as one
-	// atomic step (bucket.ApplyCall). A counter above 0 has its hits pushed
-	// at the next sync, as a window's are; a box entry boxed or extended
-	// here reaches the source at the next sync of its limit. A removal,
-	// and an add that shortens an entry, cannot be pushed (a sync keeps
-	// the later expiry): above 0 they are applied on the source at once,
-	// which is the one case where Call waits on I/O and may fail.
+	// all kept here, as one atomic step (bucket.ApplyCall). A sync keeps
+	// the later expiry, so a box removal, and an add that shortens an
+	// entry, above 0 are applied on the source at once: the one case
+	// where Call waits on I/O and may fail.
 	Call(ctx context.Context, now int64, call LocalCall, res *bucket.CallResult) error
 
-	// Sync runs one sync cycle of every limit above 0 now (pushes every
-	// unpushed hit, reads back the totals of every counter held) and
-	// returns when it is done.
+	// Sync runs one sync cycle of every limit above 0 now.
 	Sync(ctx context.Context) (SyncResult, error)
 }
 
-// LocalOp is one transaction of a batch's local part: its op, as a source
-// would see it, and its limit's sync_rate (never 0).
+// LocalOp is one transaction of a batch's local part, with its limit's
+// sync_rate (never 0).
 type LocalOp struct {
 	Op       bucket.Op
 	SyncRate time.Duration
@@ -92,9 +77,8 @@ type LocalCall struct {
 	BoxSyncRate time.Duration
 }
 
-// SyncResult is what a sync cycle did: Pushed counts the (limit, id)
-// counters whose unpushed hits went to the source, Fetched those whose
-// totals were read back.
+// SyncResult counts the (limit, id) counters whose unpushed hits a sync
+// cycle pushed, and those whose totals it read back.
 type SyncResult struct {
 	Pushed  int
 	Fetched int
@@ -108,20 +92,16 @@ type SyncResult struct {
 // ErrInvalidIdempotencyKey, so callers answer it as a client error.
 var ErrLocalIdempotency = fmt.Errorf("%w: a limit with a sync_rate other than 0 is counted in each process's memory, where no idempotency record can be kept; send the batch without an idempotency key", ErrInvalidIdempotencyKey)
 
-// WithLocal has the Limiter count window and rate-counter limits whose
-// sync_rate is not 0, and keep their boxes, in local, in front of its
-// source. Wire it only when the source is shared by several processes: on
-// a source of one process (memory) every sync_rate behaves as 0, and such
-// limits are decided on the source like any other.
+// WithLocal has the Limiter keep limits whose sync_rate is not 0 in
+// local. Wire it only when the source is shared by several processes: on
+// the memory source every sync_rate behaves as 0.
 func WithLocal(local Local) Option {
 	return func(l *Limiter) { l.local = local }
 }
 
-// Sync runs one sync cycle of every limit whose sync_rate is above 0 and
-// answers once it is done. Without a local layer (the source is not
-// shared) there is nothing to sync and the result is zero. A failed push
-// is kept and pushed again at the next cycle; the error wraps
-// ErrSourceUnavailable.
+// Sync runs one sync cycle of every limit whose sync_rate is above 0
+// (none without a local layer). A failed push is kept for the next cycle;
+// the error wraps ErrSourceUnavailable.
 func (l *Limiter) Sync(ctx context.Context) (SyncResult, error) {
 	if l.local == nil {
 		return SyncResult{}, nil
@@ -134,21 +114,16 @@ func (l *Limiter) Sync(ctx context.Context) (SyncResult, error) {
 }
 
 // spendMixed decides a batch with a local part: the local part first;
-// when it is denied, the source part is not decided; otherwise the source
-// part runs, and the local part's window costs are written only when the
-// source part was allowed too. The local part's rate-counter hits and box
-// entries are written in every case, as bucket.SpendBatch writes them in a
-// denied batch.
+// when it is allowed the source part runs, and the local part's window
+// costs are written only when the source part was allowed too. Its
+// rate-counter hits and box entries are written in every case, as
+// bucket.SpendBatch writes them in a denied batch.
 //
-// When the local part denies the batch, the local denial, whose retry
-// time is never 0, decides it. The source part's rate-counter ops that
-// write (check-and-spend, spend-only) are still sent, alone, so that the
-// source counts their hits and boxes their ids as in any denied batch
-// (observeSource). Its GCRA and window ops are not sent to be written,
-// since a source writes those whenever their own batch is allowed:
-// spend-only ones are read (as check-only ones) for their answers, the
-// others' outcomes stay zero (denied, nothing remaining, no durations),
-// and an id such an op would have boxed is not boxed.
+// When the local part denies the batch, the local denial (whose retry
+// time is never 0) decides it, and the source part goes to observeSource.
+// Its GCRA and window ops are not written, since a source writes those
+// whenever their own batch is allowed: the outcomes of those not
+// spend-only stay zero, and an id they would have boxed is not boxed.
 func (l *Limiter) spendMixed(ctx context.Context, b *batch) (*BatchDecision, error) {
 	now := l.now()
 	ops, outcomes := b.sourceOps(now)
@@ -181,23 +156,17 @@ func (l *Limiter) spendMixed(ctx context.Context, b *batch) (*BatchDecision, err
 	return b.decisions(), nil
 }
 
-// observeSource sends the rate-counter ops of a source part that a local
-// denial left undecided, in a batch of their own, and fills their
-// outcomes: their hits are counted and their ids boxed as in any denied
-// batch. Spend-only GCRA and window ops (shadow limits' among them), which
-// do not take part in the batch decision, go in that batch as check-only
-// ones, so that their answers are their own decisions while nothing of
-// theirs is written, as the denied batch requires. The batch is denied
-// whatever they say, so a failure of the source changes nothing in the
-// answer: their hits are then not counted, as no hit is while the source
-// is down.
+// observeSource sends the writing rate-counter ops of a source part that
+// a local denial left undecided, in a batch of their own, so that their
+// hits are counted and their ids boxed as in any denied batch. Spend-only
+// GCRA and window ops (shadow limits' among them) go with them as
+// check-only ones, so that their answers are their own decisions while
+// nothing of theirs is written. The batch is denied whatever they say, so
+// a failure of the source changes nothing in the answer.
 func (l *Limiter) observeSource(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
 	var idx []int
 	for i := range ops {
-		switch {
-		case ops[i].Algorithm == RateCounter && ops[i].Mode != CheckOnly:
-			idx = append(idx, i)
-		case ops[i].Algorithm != RateCounter && ops[i].Mode == SpendOnly:
+		if rc := ops[i].Algorithm == RateCounter; rc && ops[i].Mode != CheckOnly || !rc && ops[i].Mode == SpendOnly {
 			idx = append(idx, i)
 		}
 	}
@@ -240,8 +209,7 @@ func (l *Limiter) refundMixed(ctx context.Context, b *batch) (*BatchDecision, er
 }
 
 // resetMixed resets a batch with local counters: the local layer forgets
-// them and, in the same call, the source resets every key stored there
-// (limits of sync_rate 0 and above 0).
+// them, and the source resets every key stored there.
 func (l *Limiter) resetMixed(ctx context.Context, ops []bucket.Op, localOps []LocalOp) (int, error) {
 	now := l.now()
 	n, err := l.local.Reset(ctx, now, localOps, func(ctx context.Context) (int, error) {
@@ -268,8 +236,8 @@ func writes(outcomes []bucket.Outcome) bool {
 	return false
 }
 
-// batchAllowed reports whether a decided part of a batch is allowed: every
-// op that counts toward the decision was allowed.
+// batchAllowed reports whether every op that counts toward a decided
+// part of a batch was allowed.
 func batchAllowed(ops []bucket.Op, outcomes []bucket.Outcome) bool {
 	for i := range ops {
 		if ops[i].Mode.Counts() && !outcomes[i].Allowed {
