@@ -1,10 +1,9 @@
 // Package syncpush is what a sync carries between the local layer
-// (source/local), which counts window and rate-counter hits in process
-// memory for limits whose sync_rate is not 0, and a shared source (Redis)
-// that adds up every process's hits: the pushes, and the interfaces a
-// source offers to take them. The domain knows none of it: the Limiter
-// asks its local layer for a sync (ratelimits.Local), and the layer and
-// the source settle it between themselves.
+// (source/local), which counts hits in process memory for limits whose
+// sync_rate is not 0, and a shared source (Redis) that adds up every
+// process's hits: the pushes, and the interfaces a source offers to take
+// them. The domain knows none of it: the Limiter asks its local layer for
+// a sync (ratelimits.Local), and the layer and the source settle it.
 package syncpush
 
 import (
@@ -14,83 +13,68 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
-// WindowSyncer is what a shared source (Redis) offers the local layer of
-// window limits whose sync_rate is above 0: each process counts hits in
-// its own memory and, every sync_rate, pushes what it counted and reads
-// back what every process counted together.
+// WindowSyncer is what a shared source offers the local layer of window
+// limits whose sync_rate is above 0.
 type WindowSyncer interface {
-	// SyncWindows adds each push's unpushed hits to the stored counter of
-	// its key (atomically: hits pushed by any number of processes add up,
-	// none is lost), then fills each push's Total with the stored counter
-	// as it is at now, after the add. Pushes with no hits only read.
-	// now is unix nanoseconds; it decides which stored windows are
-	// current, as for a decision.
+	// SyncWindows adds each push's hits to the stored counter of its key
+	// (atomically: hits pushed by any number of processes add up), then
+	// fills each push's Total with the stored counter as it is at now
+	// (unix ns), after the add. Pushes with no hits only read.
 	//
 	// A source may split a sync into several calls (Redis: one per hash
-	// slot, and at most a few hundred counters each), some of which can
-	// fail while others take effect. It therefore sets each push's Applied
-	// when that push's hits were certainly added, and clears it otherwise,
-	// also when the sync fails as a whole: the caller pushes again only
-	// the pushes not Applied. Returning nil means every push was applied.
-	// A failed sync that certainly changed nothing wraps ErrNotApplied.
-	// A push not Applied may still have taken effect (its call timed out
-	// after it was sent): pushing it again may count its hits twice, the
-	// documented price of the mode, which never loses a hit this way.
+	// slot, a few hundred counters each), some of which can fail while
+	// others take effect. It therefore sets each push's Applied when its
+	// hits were certainly added, and clears it otherwise, also when the
+	// sync fails as a whole: the caller pushes again only the pushes not
+	// Applied. Returning nil means every push was applied. A failed sync
+	// that certainly changed nothing wraps ErrNotApplied. A push not
+	// Applied may still have taken effect (its call timed out after it
+	// was sent): pushing it again may count its hits twice, the documented
+	// price of the mode, which never loses a hit this way.
 	SyncWindows(ctx context.Context, now int64, pushes []Window) error
 }
 
-// RateSyncer is what a shared source (Redis) offers the local layer of
-// rate-counter limits, and of boxes of limits, whose sync_rate is above 0:
-// each process counts hits and boxes ids in its own memory and, every
-// sync_rate, pushes them and reads back what every process did together.
+// RateSyncer is what a shared source offers the local layer of
+// rate-counter limits, and of the boxes of limits, whose sync_rate is
+// above 0.
 type RateSyncer interface {
-	// SyncRates adds each push's unpushed hits, second by second, to the
-	// stored counter of its Key (hits of seconds the stored counter no
-	// longer keeps are dropped), and stores its box entry as the later of
-	// the stored expiry and BoxExpires; then it fills Total and TotalBox
-	// with what is stored after that. Applied and failures are as for
-	// WindowSyncer.SyncWindows.
+	// SyncRates adds each push's hits, second by second, to the stored
+	// counter of its Key (hits of seconds it no longer keeps are dropped),
+	// and stores its box entry as the later of the stored expiry and
+	// BoxExpires; then it fills Total and TotalBox with what is stored.
+	// Applied and failures are as for WindowSyncer.SyncWindows.
 	SyncRates(ctx context.Context, now int64, pushes []Rate) error
 }
 
-// Rate is one rate counter's part in a sync, or one box entry's, or
-// both (a rate-counter limit's counter and box entry of one id).
+// Rate is one rate counter's part in a sync, or one box entry's, or both
+// (a rate-counter limit's counter and box entry of one id).
 type Rate struct {
-	// Key is the counter's key, "" for a push of a box entry alone.
-	Key string
-	// Hits are the hits this process counted since its last successful
-	// push, per second.
-	Hits ratecounter.Counter
+	Key  string              // the counter's key, "" for a box entry alone
+	Hits ratecounter.Counter // counted since the last successful push
 	// Box is the box entry's key, "" for none; BoxExpires an expiry (unix
-	// ns) set in this process since its last push, 0 to only read.
+	// ns) set since the last push, 0 to only read.
 	Box        string
 	BoxExpires int64
-	// Total and TotalBox are filled by SyncRates: the stored counter and
-	// box expiry (0 when none) after the push. They are meaningful only
-	// when Applied is set.
+	// Total and TotalBox are what is stored after the push (TotalBox 0
+	// when the id is not boxed), meaningful only when Applied is set.
 	Total    ratecounter.Counter
 	TotalBox int64
 	Applied  bool
 }
 
-// Window is one counter's part in a sync: hits counted by this process
-// since its last successful push, for the current window Start and the one
-// before it, and, after the call, the totals the source holds.
+// Window is one window counter's part in a sync: the hits counted since
+// the last successful push and, after the call, the totals the source
+// holds.
 type Window struct {
 	Key    string
 	Period int64 // the limit's window, in ms
 	Start  int64 // unix ms when the window Hits counts began
-	Hits   int64 // unpushed hits of the window [Start, Start+Period)
-	// PrevHits are unpushed hits of the window before, still worth
-	// adding: a sliding window weighs them until Start+Period.
+	Hits   int64
+	// PrevHits are hits of the window before, still worth adding: a
+	// sliding window weighs them until Start+Period.
 	PrevHits int64
-	// Total is filled by SyncWindows: the stored counter after the add,
-	// as window.Counter.At reads it at now. It is meaningful only when
-	// Applied is set.
-	Total window.Counter
-	// Applied is set by SyncWindows when this push's hits were certainly
-	// added and Total read: the call that carried it got its answer. It
-	// is cleared for a push whose call failed, whether or not that call
-	// reached the source.
+	// Total is the stored counter after the add, as window.Counter.At
+	// reads it at now, meaningful only when Applied is set.
+	Total   window.Counter
 	Applied bool
 }
