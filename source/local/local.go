@@ -1,17 +1,10 @@
 // Package local is the local layer (ratelimits.Local): the counters of
 // window and rate-counter limits whose sync_rate is not 0, and the penalty
-// boxes of such limits, kept in this process's memory in front of a source
-// shared by several processes (Redis), with the sync loops that keep them
-// in step with it (spec/windows.md).
-//
-// Below 0 each process counts and boxes alone. Above 0 a decision reads
-// the totals last read from the source plus the hits counted here and not
-// pushed, with no round trip; every sync_rate a loop pushes those hits
-// (the source adds them atomically, so no process's hit is lost) and reads
-// back the totals of everything held. Box expiries go the same way (the
-// source keeps the later one), so an id boxed in one process is boxed in
-// another within about two sync intervals. A removal, and an add that
-// shortens an entry, cannot be pushed that way (Layer.Call).
+// boxes of such limits, kept in this process's memory in front of a
+// shared source, with the sync loops that push them to it and read back
+// what every process did (spec/windows.md). Box expiries sync like hits
+// (the source keeps the later one), so an id boxed in one process is
+// boxed in another within about two sync intervals.
 //
 // Everything lives in groups, one per sync_rate (all values below 0 share
 // one that never syncs), each with its own loop, so that a limit is pushed
@@ -24,18 +17,14 @@
 // mixed batch's window costs only after the source part was allowed,
 // which needs an add that does not decide again (Commit), and a counter
 // that syncs holds three things (totals read, hits in flight, hits not
-// pushed) where a source stores one state per key. The arithmetic is not
-// repeated here: every decision goes through the bucket package.
+// pushed) where a source stores one state per key.
 //
-// Memory is bounded: MaxCounters window counters per group, a limit's
-// capacity of rate counters and of box entries per table. An evicted
-// counter or entry of a limit above 0 leaves what it had not pushed as the
-// key's orphan (as many orphans as counters at most), which the next cycle
-// pushes and a counter made again for the key takes back, so that
-// decisions keep counting it; below 0 its hits are lost. Counters and
-// entries that count or box nothing are forgotten first; above 0 only
-// once they were not looked up for a minute, so that the cycles go on
-// reading what the others do to an id in use here.
+// Memory is bounded. An evicted counter or entry of a limit above 0
+// leaves what it had not pushed as the key's orphan (bounded too), which
+// the next cycle pushes and a counter made again for the key takes back,
+// so that decisions keep counting it. Above 0, counters that count
+// nothing are kept a minute after their last lookup, so that the cycles
+// go on reading what the others do to an id in use here.
 package local
 
 import (
@@ -64,12 +53,11 @@ const DefaultMaxCounters = 1_000_000
 // makes, when Options gives none.
 const DefaultShutdownRetry = 100 * time.Millisecond
 
-// The time one call of a cycle is given, by default: its group's
-// sync_rate (a cycle should not take longer than the wait for the next),
-// but at least minSyncTimeout, so that a short sync_rate still leaves a
-// large push time to travel, and at most maxSyncTimeout, so that a hung
-// source holds a long sync_rate's cycle (and the resets and admin syncs
-// waiting for it) no longer than that.
+// A cycle's call is given its group's sync_rate by default (a cycle
+// should not take longer than the wait for the next), at least
+// minSyncTimeout for a large push to travel, at most maxSyncTimeout so
+// that a hung source holds the resets and admin syncs waiting for a cycle
+// no longer than that.
 const (
 	minSyncTimeout = time.Second
 	maxSyncTimeout = 30 * time.Second
@@ -93,7 +81,6 @@ var ErrNoSyncer = errors.New("local: the source offers no window sync")
 // Trigger says what started a sync cycle.
 type Trigger string
 
-// The triggers of a cycle.
 const (
 	TriggerTimer    Trigger = "timer"    // the group's loop, every sync_rate
 	TriggerAdmin    Trigger = "admin"    // Sync (POST /v1/admin/sync)
@@ -116,16 +103,13 @@ type Cycle struct {
 
 // Options configure a Layer.
 type Options struct {
-	// Syncer is the shared source's side of a sync. Nil makes every cycle
-	// fail with ErrNoSyncer (hits above 0 stay here, unpushed). When it is
-	// also a syncpush.RateSyncer, rate counters and box entries of
-	// limits above 0 sync too (else their cycles fail with
-	// ErrNoRateSyncer); when it also has the ERL Call of a
-	// ratelimits.Source, a box removal above 0 is applied with it.
+	// Syncer is the shared source's side of a sync (nil: every cycle
+	// fails with ErrNoSyncer). When it is also a syncpush.RateSyncer, rate
+	// counters and box entries sync too (else ErrNoRateSyncer); when it
+	// also has the ERL Call of a ratelimits.Source, a box removal above 0
+	// is applied with it.
 	Syncer syncpush.WindowSyncer
-	// Clock gives now for decisions and syncs: the Limiter's clock.
-	// Required.
-	Clock clock.Clock
+	Clock  clock.Clock // the Limiter's: now for decisions and syncs; required
 	// Timers schedules the sync loops and the pauses between Close's
 	// attempts: real time (clock.New()) when nil. Tests pass a fake.
 	Timers clock.Clock
@@ -138,13 +122,11 @@ type Options struct {
 	// ShutdownRetry is the pause between two attempts of Close's push
 	// (DefaultShutdownRetry when 0; < 0 retries at once).
 	ShutdownRetry time.Duration
-	// OnCycle, when set, is called after every sync cycle, on the
-	// goroutine that ran it.
+	// OnCycle, when set, is called after every cycle, on its goroutine.
 	OnCycle func(Cycle)
 }
 
-// Layer is the local layer. Its zero value is not usable; call New. It is
-// safe for concurrent use.
+// Layer is the local layer, made by New; safe for concurrent use.
 type Layer struct {
 	opts    Options
 	seed    maphash.Seed
@@ -165,14 +147,13 @@ type Layer struct {
 	loops      sync.WaitGroup
 	closeOnce  sync.Once
 	closeError error
-	// rearmed, when set (by tests, before the first hit), is called by a
-	// loop each time it has set its timer for the next cycle, with its
-	// group's sync_rate: a fake clock moved before that would be missed.
+	// rearmed, set by tests, is called when a loop has set its timer, so
+	// that a fake clock is not moved before.
 	rearmed func(time.Duration)
 }
 
-// New returns an empty Layer. Its loops start with the first hit of each
-// sync_rate above 0; Close stops them.
+// New returns an empty Layer; a loop starts with the first hit of each
+// sync_rate above 0.
 func New(opts Options) (*Layer, error) {
 	if opts.Clock == nil {
 		return nil, errors.New("local: New needs a clock")
@@ -204,11 +185,9 @@ type group struct {
 	id     int           // the lock order of groups
 	rate   time.Duration // < 0: local only, never synced
 	shards []shard
-	// cycle is held (a token in it) for a whole cycle, and by Reset and
-	// the box calls made on the source at once: one cycle at a time per
-	// group, and no push in flight while a reset or a removal deletes. A
-	// channel rather than a mutex, so that waiting for it ends with the
-	// waiter's context.
+	// cycle is held (a token in it) by a cycle, a Reset and a box call
+	// made on the source, so that no push is in flight while a reset or a
+	// removal deletes: a channel, so that waiting ends with a context.
 	cycle chan struct{}
 	// tables maps a limit name ("<enum>:") to its rate counters and box
 	// entries; like groups, the map is replaced, never changed.
@@ -305,9 +284,7 @@ func (l *Layer) loop(g *group, t *clock.Timer) {
 }
 
 // runCycle runs one cycle of g, with its cycle token held, and reports
-// it: its window counters' part, then its rate counters' and box
-// entries'. Each part keeps what it could not push whatever became of the
-// other.
+// it. Each part keeps what it could not push whatever became of the other.
 func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (ratelimits.SyncResult, error) {
 	if err := g.lock(ctx); err != nil {
 		return ratelimits.SyncResult{}, err
@@ -346,7 +323,7 @@ func (l *Layer) syncTimeout(g *group) time.Duration {
 }
 
 // Sync implements ratelimits.Local: one cycle of every group above 0, one
-// after the other. Every group is tried; the error joins those that failed.
+// after the other; the error joins those that failed.
 func (l *Layer) Sync(ctx context.Context) (ratelimits.SyncResult, error) {
 	var total ratelimits.SyncResult
 	var errs []error
@@ -360,10 +337,8 @@ func (l *Layer) Sync(ctx context.Context) (ratelimits.SyncResult, error) {
 }
 
 // Close stops the sync loops and pushes every unpushed hit, trying again
-// after a pause (Options.ShutdownRetry) while the push fails, until ctx
-// ends: at least one attempt is made per group. The error says how many
-// counters kept hits that were not pushed. Decisions still work after
-// Close (they count here only); no loop starts again. Close returns the
+// every Options.ShutdownRetry until ctx ends (at least once per group).
+// Decisions still work after Close, counting here only. Close returns the
 // same answer every time.
 func (l *Layer) Close(ctx context.Context) error {
 	l.closeOnce.Do(func() {
@@ -402,8 +377,7 @@ func (l *Layer) finalPush(ctx context.Context, g *group) error {
 	}
 }
 
-// pending counts g's keys with unpushed hits or box expiries: counters,
-// box entries and orphans.
+// pending counts g's keys with unpushed hits or box expiries.
 func (g *group) pending(l *Layer) int {
 	now := l.opts.Clock.Now().UnixNano()
 	n := 0
@@ -416,9 +390,8 @@ func (g *group) pending(l *Layer) int {
 	return n
 }
 
-// Pending returns how many counters and box entries of limits above 0
-// hold hits or expiries not pushed to the source yet (counted when asked:
-// it visits every one).
+// Pending returns how many keys of limits above 0 hold hits or expiries
+// not pushed yet (it visits every one).
 func (l *Layer) Pending() int {
 	n := 0
 	for _, g := range l.syncedGroups() {
@@ -442,18 +415,15 @@ func (l *Layer) Boxes() int {
 }
 
 // Evictions returns how many counters and box entries were evicted to
-// stay within the bounds, and how many counters lost hits to stay within
-// them: evicted ones of limits below 0 that still counted, and, above 0,
-// those whose unpushed hits found the orphans full (at an eviction, or
-// when a failed push put back the hits of a counter evicted meanwhile).
+// stay within the bounds, and how many counters lost hits doing so (below
+// 0 while counting, above 0 with the orphans full).
 func (l *Layer) Evictions() (evicted, lost uint64) {
 	l.each(func(sh *shard) { evicted, lost = evicted+sh.evictions, lost+sh.lost },
 		func(t *table) { evicted, lost = evicted+t.evictions, lost+t.lost })
 	return evicted, lost
 }
 
-// each calls onShard with every shard of every group locked, and onTable
-// with every table.
+// each calls onShard and onTable with every shard and table, locked.
 func (l *Layer) each(onShard func(*shard), onTable func(*table)) {
 	for _, g := range l.allGroups() {
 		for i := range g.shards {

@@ -32,15 +32,10 @@ type table struct {
 	orphans    map[string]*rate
 	boxOrphans map[string]*box
 
-	// capacity is the bound the last insert was given (a reload may
-	// change the limit's).
-	capacity  int
+	capacity  int // the last insert's: a reload may change it
 	evictions uint64
-	// lost counts counters whose hits were dropped at the bound: below 0
-	// evicted while counting, above 0 evicted with the orphans full.
-	lost uint64
-	// stamp numbers the table's cycles, to pair counters and box entries.
-	stamp uint64
+	lost      uint64 // as in shard
+	stamp     uint64 // numbers the cycles, to pair counters and box entries
 }
 
 // entry is what a rate counter and a box entry share.
@@ -50,11 +45,8 @@ type entry struct {
 	// from); fetched is set once one did (from the start when there is
 	// nothing to read): until then a cycle keeps it, even holding nothing.
 	fetches, fetched bool
-	// pinned marks one the running batch or call holds: eviction passes
-	// it over.
-	pinned bool
-	// seen is when a decision or a call last looked it up (unix ns).
-	seen int64
+	pinned           bool  // held by the running batch or call: not evicted
+	seen             int64 // when a decision or call last looked it up (unix ns)
 }
 
 // keepUnread is how long an entry whose totals the cycles read is kept
@@ -77,17 +69,15 @@ type rate struct {
 	// read plus the hits in flight and those not pushed, kept up to date
 	// by every add and removal so that a decision merges nothing. Below 0
 	// it is nil and pending, every hit of the counter, is read.
-	total *ratecounter.Counter
-	// inflight are the hits the running cycle pushes; pending the hits
-	// counted since the last snapshot.
-	inflight, pending *ratecounter.Counter
+	total             *ratecounter.Counter
+	inflight, pending *ratecounter.Counter // as in counter
 	// readUntil is the second from which the totals last read count
 	// nothing (0 when they held none).
 	readUntil int64
 	synced    bool // the limit is above 0
 }
 
-// view returns the counter a decision reads, nil when r holds nothing.
+// view returns what a decision reads, nil when r holds nothing.
 func (r *rate) view() *ratecounter.Counter {
 	switch {
 	case r == nil:
@@ -117,8 +107,7 @@ func addTo(c *ratecounter.Counter, s, delta int64) *ratecounter.Counter {
 	return c
 }
 
-// remove takes n of r's own hits back from second s (n at most what
-// pending holds there).
+// remove takes n of r's own hits back from second s.
 func (r *rate) remove(s, n int64) {
 	if n <= 0 || r.pending == nil {
 		return
@@ -169,14 +158,11 @@ func (b *box) idle(now int64) bool {
 	return b.inflight == 0 && b.expires() <= now && b.forgettable(now)
 }
 
-// unpushed reports whether b holds an expiry the source has not been sent.
 func (b *box) unpushed(now int64) bool { return b.pending > now || b.inflight != 0 }
 
-// emptyRate reports whether c holds no hit from second s − 59 on.
 func emptyRate(c *ratecounter.Counter, s int64) bool { return c == nil || c.Empty(s) }
 
-// nameOf is the limit name part of a key: up to and including its first
-// colon ("" for a key without one).
+// nameOf is a key's limit name: up to its first colon, included.
 func nameOf(key string) string {
 	return key[:strings.IndexByte(key, ':')+1]
 }
@@ -236,11 +222,10 @@ func (t *table) removeRate(r *rate) {
 	t.counters.Remove(t.counters.Find(r.key, t.hash(r.key)))
 }
 
-// rateOf returns t's counter of key, pinned for the running batch or call
-// (syncRate is its limit's). When there is none and create is set, it
-// makes one, the most recent, which takes back the key's orphan: first
-// forgetting the oldest counters that count nothing, then, when t holds
-// its capacity, evicting the least recently incremented one not pinned.
+// rateOf returns t's counter of key, pinned for the running batch or
+// call. When there is none and create is set, it makes one, which takes
+// back the key's orphan, after forgetting the oldest counters that count
+// nothing and then, while t is full, evicting the oldest not pinned.
 func (l *Layer) rateOf(t *table, key string, now int64, capacity int, syncRate time.Duration, create bool) *rate {
 	h := t.hash(key)
 	if p := t.counters.Find(key, h); p != boundedtable.None {
@@ -274,19 +259,17 @@ func (l *Layer) rateOf(t *table, key string, now int64, capacity int, syncRate t
 	return r
 }
 
-// newEntry is a new, pinned entry of key for a limit above 0 (synced) or
-// below: above 0 with a source to read from, a cycle must read its totals
-// before it may be forgotten.
+// newEntry is a new, pinned entry: above 0 with a source to read from, a
+// cycle must read its totals before it may be forgotten.
 func (l *Layer) newEntry(key string, now int64, synced bool) entry {
 	fetches := synced && l.rates != nil
 	return entry{key: key, fetches: fetches, fetched: !fetches, pinned: true, seen: now}
 }
 
-// evictRate evicts the least recently incremented counter not pinned and
-// reports whether there was one (when every counter is the running
-// call's, the bound gives way). Above 0 its unpushed hits become the key's
-// orphan while there is room (hits in flight stay with it: the running
-// cycle settles them); below 0 they are dropped.
+// evictRate evicts the oldest counter not pinned and reports whether
+// there was one (if not, the bound gives way). Above 0 its unpushed hits
+// become the key's orphan while there is room (hits in flight stay: the
+// running cycle settles them).
 func (t *table) evictRate(s int64, synced bool) bool {
 	p := t.counters.Oldest()
 	for p != boundedtable.None && (*t.counters.At(p)).pinned {
@@ -350,8 +333,7 @@ func (t *table) box(key string) *box {
 	return nil
 }
 
-// fix puts b, if t holds it, at its place by expiry after its expiry
-// changed.
+// fix reorders b, if t holds it, after its expiry changed.
 func (t *table) fix(b *box) {
 	if p := t.boxes.Find(b.key, t.hash(b.key)); p != boundedtable.None && *t.boxes.At(p) == b {
 		t.boxes.SetExpiry(p, b.expires())
@@ -393,11 +375,8 @@ func (l *Layer) boxOf(t *table, key string, now int64, capacity int, syncRate ti
 	return b
 }
 
-// evictBox evicts the entry with the least time left not pinned, and
-// reports whether there was one (a batch or call pins at most
-// boundedtable.MaxSkip entries of a table, which the search passes over).
-// Above 0, an expiry set here and not pushed yet stays as the key's box
-// orphan while there is room, so that the others still learn of it.
+// evictBox is evictRate for box entries, by least time left (a batch or
+// call pins at most boundedtable.MaxSkip entries, which MinWhere skips).
 func (t *table) evictBox(now int64, synced bool) bool {
 	p := t.boxes.MinWhere(func(p int) bool { return (*t.boxes.At(p)).pinned })
 	if p == boundedtable.None {
@@ -427,8 +406,7 @@ func (t *table) keepBox(key string, expires, now int64) {
 	}
 }
 
-// setBox boxes b until expires at least (automatic boxing never shortens),
-// as an expiry set here.
+// setBox boxes b until expires at least: automatic boxing never shortens.
 func (t *table) setBox(b *box, expires int64) {
 	if expires > b.pending {
 		b.pending = expires
@@ -436,8 +414,7 @@ func (t *table) setBox(b *box, expires int64) {
 	}
 }
 
-// pending counts t's keys with hits or an expiry not pushed yet, orphans
-// included.
+// pending is shard.pending for t's counters and box entries.
 func (t *table) pending(now int64) int {
 	s := ratecounter.Second(now)
 	t.mu.Lock()
