@@ -26,14 +26,12 @@ const (
 )
 
 // opRef is where one op's state lives: the shard of its window counter or
-// the table of its rate counter, and the table of its box entry (nil when
-// the op has no box).
+// the table of its rate counter, and the table of its box entry, if any.
 type opRef struct {
 	sh     *shard
 	rt, bt *table
 }
 
-// lockAll sorts order, drops the locks it names twice and takes them.
 func lockAll(order []lockRef) []lockRef {
 	slices.SortFunc(order, func(a, b lockRef) int {
 		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.kind, b.kind), cmp.Compare(a.index, b.index))
@@ -80,8 +78,6 @@ func (l *Layer) lockBatch(ops []ratelimits.LocalOp, refs []opRef, order []lockRe
 	return refs, lockAll(order)
 }
 
-// unpin releases the counters and box entries the batch pinned, with
-// their tables locked.
 func unpin(ops []ratelimits.LocalOp, refs []opRef) {
 	for i := range ops {
 		if refs[i].rt != nil {
@@ -112,8 +108,6 @@ func (l *Layer) Commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 	l.batch(now, ops, outcomes, false, true)
 }
 
-// batch decides ops, writes what the outcomes ask for, or both, under the
-// same locks.
 func (l *Layer) batch(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, decide, write bool) bool {
 	var refsBuf [smallBatch]opRef
 	var orderBuf [2 * smallBatch]lockRef
@@ -165,10 +159,8 @@ func (l *Layer) decide(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 	return bucket.SpendBatch(now, bops, states, outcomes)
 }
 
-// commit writes what the outcomes ask for, with the locks held: an op's
-// cost added to its counter's unpushed hits (Write), and its box entry
-// boxed until the outcome's expiry at least (WriteBox: automatic boxing
-// never shortens, also when another batch boxed the id since Decide).
+// commit writes what the outcomes ask for, with the locks held, as adds:
+// another batch may have written since Decide.
 func (l *Layer) commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, refs []opRef) {
 	nowMs, s := msOf(now), ratecounter.Second(now)
 	for i := range ops {
@@ -227,8 +219,7 @@ func (l *Layer) Refund(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 				st.BoxExpires = b.expires()
 			}
 		}
-		// The refund's arithmetic, on what a decision reads, for what is
-		// actually given back.
+		// The refund's arithmetic, for what is actually given back.
 		op.Cost, op.Mode = given, bucket.CheckAndSpend
 		one, states := [1]bucket.Op{op}, [1]bucket.State{st}
 		bucket.RefundBatch(now, one[:], states[:], outcomes[i:i+1])
@@ -287,8 +278,6 @@ func unlockGroups(gs []*group) {
 func (l *Layer) forget(now int64, lop *ratelimits.LocalOp, ref opRef) bool {
 	op := &lop.Op
 	nowMs, s := msOf(now), ratecounter.Second(now)
-	// mine is what this process counted alone, read what it read from
-	// the source; below 0 mine is everything.
 	var mine, read bucket.State
 	found := false
 	if op.Algorithm == bucket.RateCounter {

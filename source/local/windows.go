@@ -17,11 +17,9 @@ type shard struct {
 	mu       sync.Mutex
 	counters map[string]*counter
 	capacity int
-	// orphans are, per key, the unpushed hits of an evicted counter (or
-	// of one whose push failed after it was evicted), for the next cycle
-	// to push; a counter made for the key takes them back. A key never
-	// has both a counter and an orphan. At most capacity keys: a flood of
-	// fresh ids must not grow a shard without end while pushes fail.
+	// orphans are the unpushed hits of evicted counters, for the next
+	// cycle to push; a key never has both a counter and an orphan. At most
+	// capacity keys: fresh ids must not grow a shard while pushes fail.
 	orphans   map[string]window.Counter
 	evictions uint64
 	// lost counts counters whose hits were dropped to stay within the
@@ -32,21 +30,17 @@ type shard struct {
 // counter is one (limit, id) window counter, in three parts.
 type counter struct {
 	period int64 // ms; a change of period is another counter
-	// synced is the source's total as the last cycle read it.
-	synced window.Counter
-	// inflight are the hits the running cycle pushes.
-	inflight window.Counter
-	// pending are hits counted since the last cycle's snapshot (below 0:
-	// all of them).
-	pending window.Counter
-	// fetched is set once a cycle read the counter's totals; until then
-	// a cycle keeps it, even counting nothing, to read them.
+	// synced is the source's total as the last cycle read it, inflight
+	// the hits the running cycle pushes, pending those counted since
+	// (below 0: all of them).
+	synced, inflight, pending window.Counter
+	// fetched is set once a cycle read the totals; until then a cycle
+	// keeps the counter, even counting nothing, to read them.
 	fetched bool
 }
 
-// The sizes of the samples a shard looks at (a map's iteration starts at
-// a random place): how many counters eviction compares, and how many each
-// insert looks at to forget those that count nothing.
+// The samples a shard looks at (a map's iteration starts at a random
+// place): for an eviction, and, at each insert, for idle counters.
 const (
 	evictSample = 8
 	sweepSample = 2
@@ -74,19 +68,16 @@ func (c *counter) unpushed(nowMs int64) bool {
 	return !empty(at(c.pending, nowMs, c.period)) || !empty(at(c.inflight, nowMs, c.period))
 }
 
-// idle reports whether c counts nothing at nowMs and may be forgotten.
 func (c *counter) idle(nowMs int64) bool {
 	return c.fetched && !c.unpushed(nowMs) && empty(at(c.synced, nowMs, c.period))
 }
 
-// add adds n hits to the current window of c at nowMs.
 func add(c window.Counter, nowMs, period, n int64) window.Counter {
 	c = at(c, nowMs, period)
 	c.Cur += n
 	return c
 }
 
-// merge adds b's hits to a's, both read at nowMs.
 func merge(a, b window.Counter, nowMs, period int64) window.Counter {
 	a, b = at(a, nowMs, period), at(b, nowMs, period)
 	a.Cur += b.Cur
@@ -154,11 +145,9 @@ func (sh *shard) sweep(nowMs int64) {
 	}
 }
 
-// keep puts unpushed hits of key back for the next cycle, with the shard
-// locked: with the key's counter when it has one, else with its orphan.
-// Hits of a period other than the counter's or the orphan's are dropped
-// (that one is newer: see insert). keep reports false when it dropped the
-// hits because the shard's orphans are full.
+// keep puts unpushed hits of key back for the next cycle, with its
+// counter or as its orphan; hits of another period are dropped (see
+// insert). It reports false when the orphans are full.
 func (sh *shard) keep(key string, hits window.Counter, nowMs int64) bool {
 	if hits.Period == 0 {
 		return true // nothing was counted
@@ -231,7 +220,7 @@ func (sh *shard) evict(nowMs int64, batch []ratelimits.LocalOp, rate time.Durati
 	}
 }
 
-// pending counts the shard's keys with unpushed hits, orphans included.
+// pending counts the keys with unpushed hits, orphans included.
 func (sh *shard) pending(nowMs int64) int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -250,12 +239,9 @@ func (sh *shard) pending(nowMs int64) int {
 }
 
 // windowCycle pushes every unpushed hit of g's window counters and reads
-// back the totals of every one it holds, in one SyncWindows call. The
-// pushes the source did not certainly apply (all of them when the call
-// failed as a whole) put their hits back with the unpushed ones, for the
-// next cycle; those it applied are done, even when others failed, and
-// their counters take the totals read. Each key is pushed once: a key has
-// a counter or an orphan, never both.
+// back the totals of every one held, in one SyncWindows call. The pushes
+// the source did not certainly apply put their hits back for the next
+// cycle; those it applied are done, even when others failed.
 func (l *Layer) windowCycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
 	nowMs := msOf(now)
@@ -310,8 +296,6 @@ func (l *Layer) windowCycle(ctx context.Context, g *group) (ratelimits.SyncResul
 			c.inflight = window.Counter{}
 		}
 		if err != nil && !p.Applied {
-			// Back with the key's counter (this one, or the one made
-			// since it was dropped) or as its orphan.
 			if !sh.keep(p.Key, hitsOf(p), nowMs) {
 				sh.lost++
 			}
@@ -336,12 +320,10 @@ func (l *Layer) windowCycle(ctx context.Context, g *group) (ratelimits.SyncResul
 	return res, nil
 }
 
-// push is the syncpush.Window of a counter's hits, read at the cycle's now.
 func push(key string, hits window.Counter) syncpush.Window {
 	return syncpush.Window{Key: key, Period: hits.Period, Start: hits.Start, Hits: hits.Cur, PrevHits: hits.Prev}
 }
 
-// hitsOf is the hits a push carried, as a counter.
 func hitsOf(p *syncpush.Window) window.Counter {
 	return window.Counter{Period: p.Period, Start: p.Start, Cur: p.Hits, Prev: p.PrevHits}
 }
