@@ -11,7 +11,7 @@ import (
 // Local counts, in this process's memory, the window and rate-counter
 // limits whose sync_rate is not 0, and keeps the penalty boxes of such
 // limits, in front of a Source shared by several processes
-// (spec/windows.md): below 0 here only, above 0 here and pushed to the
+// (docs/design.md, "Where the counting happens"): below 0 here only, above 0 here and pushed to the
 // source every sync_rate, which reads back what every process counted and
 // boxed together. source/local implements it.
 //

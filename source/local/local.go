@@ -2,7 +2,7 @@
 // window and rate-counter limits whose sync_rate is not 0, and the penalty
 // boxes of such limits, kept in this process's memory in front of a
 // shared source, with the sync loops that push them to it and read back
-// what every process did (spec/windows.md). Box expiries sync like hits
+// what every process did (docs/design.md, "Where the counting happens"). Box expiries sync like hits
 // (the source keeps the later one), so an id boxed in one process is
 // boxed in another within about two sync intervals.
 //
