@@ -277,6 +277,8 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	forwardAuth.Store(fwd)
 	reload := newReloader(f, loaded, limiter, tokens, log, reg)
 	reload.setForwardAuth = forwardAuth.Store
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	// Every front end's denials go to the top lists through the shared
 	// decision series.
 	top := topdenied.New(clk)
@@ -292,7 +294,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		Tokens:       tokens,
 		Reload:       reload.adminReload,
 		ForwardAuth:  forwardAuth.Load,
-		TopDenied:    top,
+		TopDenied:    topLister(ctx, top, src, clk, f.redisFlags.topPush, f.sourceTimeout, log),
 		AccessLog:    f.accessLog,
 	})
 	var envoy *envoyServer
@@ -315,8 +317,6 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		handler = httpapi.WithDebugClock(handler, fake, tokens)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	// SIGHUP is taken over before the process says it is listening: its
 	// default action would otherwise end the process.
 	hup := make(chan os.Signal, 1)
