@@ -4,7 +4,8 @@
 //
 // Labels carry operations, limit names and outcomes only, never a
 // subscriber id nor other text a client sent: their number is bounded by
-// the configuration, not by traffic.
+// the configuration, not by traffic. Which ids are denied goes to a
+// Denials instead (WithDenials), whose memory is bounded otherwise.
 package decisionmetrics
 
 import (
@@ -21,10 +22,29 @@ type Metrics struct {
 	sourceErrors   prometheus.Counter
 	degraded       prometheus.Counter
 	clientGoneAway prometheus.Counter
+	denials        Denials
+}
+
+// Denials is told of each transaction a spend denies (on any front end:
+// HTTP spends, forward-auth, Envoy's calls), with the limit's name and the
+// canonical id, so that operators can see who is being limited. A check
+// is not a denial: it asks, and takes nothing. Denied runs on the hot
+// path and must neither block long nor keep id, which may be a view of
+// memory the caller reuses, without copying it.
+type Denials interface {
+	Denied(limit, id string)
+}
+
+// Option configures Metrics.
+type Option func(*Metrics)
+
+// WithDenials hands every denial to d.
+func WithDenials(d Denials) Option {
+	return func(m *Metrics) { m.denials = d }
 }
 
 // New makes the series and registers them on reg.
-func New(reg prometheus.Registerer) *Metrics {
+func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "limiter_decisions_total",
@@ -48,6 +68,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.decisions, m.shadowDenials, m.sourceErrors, m.degraded, m.clientGoneAway)
+	for _, opt := range opts {
+		opt(m)
+	}
 	return m
 }
 
@@ -71,14 +94,19 @@ func outcome(op string, bd *ratelimits.BatchDecision, d *ratelimits.Decision) st
 }
 
 // CountDecisions counts each transaction's decision of bd under op (spend,
-// check or refund), and each shadow limit's would-be denial.
+// check, refund or forward_auth), each shadow limit's would-be denial,
+// and hands the denials of any op but check and refund to the Denials.
 func (m *Metrics) CountDecisions(op string, bd *ratelimits.BatchDecision) {
+	spends := op != "check" && op != "refund"
 	for i := range bd.Decisions {
 		d := &bd.Decisions[i]
 		o := outcome(op, bd, d)
 		m.decisions.WithLabelValues(op, d.Limit, o).Inc()
-		if o == "shadow_denied" {
+		switch {
+		case o == "shadow_denied":
 			m.shadowDenials.WithLabelValues(op, d.Limit).Inc()
+		case o == "denied" && spends && m.denials != nil:
+			m.denials.Denied(d.Limit, d.ID)
 		}
 	}
 }

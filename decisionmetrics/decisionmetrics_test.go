@@ -1,6 +1,7 @@
 package decisionmetrics_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,5 +73,42 @@ func TestCountDecisions(t *testing.T) {
 	shadow := series(t, reg, "limiter_shadow_denials_total")
 	if len(shadow) != 2 || shadow["limit=Watched,op=spend,"] != 1 || shadow["limit=Watched,op=check,"] != 1 {
 		t.Errorf("limiter_shadow_denials_total = %v, want one spend and one check of Watched", shadow)
+	}
+}
+
+// denialLog records what a Denials is told.
+type denialLog []string
+
+func (l *denialLog) Denied(limit, id string) { *l = append(*l, limit+"/"+id) }
+
+// The denials of spends and forward-auth calls reach the Denials; checks,
+// refunds, shadow limits, allowed, unlimited and degraded decisions do not.
+func TestDenials(t *testing.T) {
+	bd := &ratelimits.BatchDecision{Decisions: []ratelimits.Decision{
+		{Limit: "L", ID: "denied", Allowed: false},
+		{Limit: "L", ID: "allowed", Allowed: true},
+		{Limit: "S", ID: "shadow", Allowed: false, Shadow: true},
+		{Limit: "U", ID: "unlimited", Unlimited: true, Allowed: true},
+	}}
+	tests := []struct {
+		op       string
+		degraded bool
+		want     string
+	}{
+		{"spend", false, "[L/denied]"},
+		{"forward_auth", false, "[L/denied]"},
+		{"check", false, "[]"},
+		{"refund", false, "[]"},
+		{"spend", true, "[]"},
+	}
+	for _, tt := range tests {
+		var log denialLog
+		m := decisionmetrics.New(prometheus.NewRegistry(), decisionmetrics.WithDenials(&log))
+		b := *bd
+		b.Degraded = tt.degraded
+		m.CountDecisions(tt.op, &b)
+		if got := fmt.Sprint([]string(log)); got != tt.want {
+			t.Errorf("%s (degraded %v): denials %s, want %s", tt.op, tt.degraded, got, tt.want)
+		}
 	}
 }

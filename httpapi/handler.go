@@ -22,6 +22,7 @@ import (
 	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/topdenied"
 )
 
 // DefaultMaxBodyBytes is the largest request body accepted by default.
@@ -65,6 +66,10 @@ type Options struct {
 	// on every call so that a reload can swap them; nil, or a nil answer,
 	// means no rules: every /v1/forward-auth/{rule} is a 404.
 	ForwardAuth func() *forwardauth.Rules
+	// TopDenied, when set, answers GET /v1/admin/top: the ids denied
+	// most. Its counts come from the denials Decisions hands it
+	// (decisionmetrics.WithDenials).
+	TopDenied topdenied.Lister
 	// AccessLog logs one line per request (method and route as the
 	// metrics label them, status, duration; never the raw path, which can
 	// carry ids, nor a method name outside the standard set).
@@ -84,6 +89,7 @@ type handler struct {
 	accessLog bool
 	// forwardAuthSet returns the forward-auth rules; nil: none.
 	forwardAuthSet func() *forwardauth.Rules
+	top            topdenied.Lister
 	// routes are the registered patterns, the only route label values
 	// besides routeUnmatched. Set once the router is built.
 	routes routeSet
@@ -115,6 +121,7 @@ func New(opts Options) http.Handler {
 		accessLog: opts.AccessLog,
 
 		forwardAuthSet: opts.ForwardAuth,
+		top:            opts.TopDenied,
 	}
 	if h.tokens == nil {
 		h.tokens = bearer.NewTokens(opts.APITokens, opts.AdminTokens)
@@ -153,6 +160,9 @@ func New(opts Options) http.Handler {
 		r.Post("/v1/admin/reload", h.authorize(accessAdmin, h.reloadConfig))
 	}
 	r.Post("/v1/admin/sync", h.authorize(accessAdmin, h.syncNow))
+	if h.top != nil {
+		get("/v1/admin/top", h.authorize(accessAdmin, h.topDenied))
+	}
 	get("/healthz", h.healthz)
 	get("/readyz", h.readyz)
 	get(openAPIPath, serveOpenAPI)

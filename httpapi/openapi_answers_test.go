@@ -243,6 +243,11 @@ func adminExchanges() []exchange {
 		{name: "a reload with the API token", method: "POST", path: "/v1/admin/reload", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
 		{name: "a sync", method: "POST", path: "/v1/admin/sync", token: adminToken, accepted: true, status: 200},
 		{name: "a sync with the API token", method: "POST", path: "/v1/admin/sync", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
+		{name: "the top denied ids", method: "GET", path: "/v1/admin/top?limit=Plain&window=1h", token: adminToken, accepted: true, status: 200},
+		{name: "the top denied ids of every limit", method: "GET", path: "/v1/admin/top", token: adminToken, accepted: true, status: 200},
+		{name: "the top denied ids of no such limit", method: "GET", path: "/v1/admin/top?limit=Nope", token: adminToken, accepted: true, status: 400, code: "unknown_limit"},
+		{name: "the top denied ids of a day", method: "GET", path: "/v1/admin/top?window=24h", token: adminToken, status: 400, code: "invalid_argument"},
+		{name: "the top denied ids with the API token", method: "GET", path: "/v1/admin/top", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
 		{name: "health", method: "GET", path: "/healthz", accepted: true, status: 200},
 		{name: "readiness", method: "GET", path: "/readyz", accepted: true, status: 200},
 		{name: "metrics", method: "GET", path: "/metrics", accepted: true, status: 200},
@@ -314,6 +319,14 @@ func TestOpenAPIAnswersMatchTheDocument(t *testing.T) {
 
 	// Without the fake clock or with metrics on a listener of their own,
 	// those paths are not served.
+	for _, f := range []struct {
+		top    failingTop
+		status int
+		code   string
+	}{{failingTop{}, 503, "top_unavailable"}, {failingTop{panics: true}, 500, "internal"}} {
+		h := newContractHandler(t, contractOptions{top: f.top})
+		c.run(t, h, exchange{name: "a top list that fails", method: "GET", path: "/v1/admin/top", accepted: true, status: f.status, code: f.code})
+	}
 	bare := newContractHandler(t, contractOptions{omitMetrics: true})
 	for _, ex := range []exchange{
 		{name: "the clock without a fake clock", method: "GET", path: "/debug/clock", accepted: true, status: 404, code: "not_found"},

@@ -3,6 +3,8 @@
 package httpapi_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"os"
 	"slices"
@@ -12,13 +14,16 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/jmhodges/clock"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/bearer"
 	"github.com/limiter-dev/limiter/configfile"
+	"github.com/limiter-dev/limiter/decisionmetrics"
 	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/source/memory"
+	"github.com/limiter-dev/limiter/topdenied"
 )
 
 // The configuration the OpenAPI tests serve: a limit of each algorithm, a
@@ -128,6 +133,19 @@ type contractOptions struct {
 	fakeClock   bool
 	omitMetrics bool
 	reload      *reloadHook
+	// top, when set, answers /v1/admin/top instead of the denials the
+	// handler counts.
+	top topdenied.Lister
+}
+
+// failingTop is a top list whose store fails, or that panics.
+type failingTop struct{ panics bool }
+
+func (f failingTop) Top(context.Context, string, topdenied.Window) ([]topdenied.Entry, error) {
+	if f.panics {
+		panic("top list panics")
+	}
+	return nil, errors.New("connection refused")
 }
 
 // reloadHook is a handler's Reload: it succeeds, fails or panics as set.
@@ -177,8 +195,17 @@ func newContractHandler(t *testing.T, o contractOptions) http.Handler {
 	if o.reload != nil {
 		reload = o.reload
 	}
+	reg := prometheus.NewRegistry()
+	counted := topdenied.New(clk)
+	top := o.top
+	if top == nil {
+		top = counted
+	}
 	h := httpapi.New(httpapi.Options{
 		Limiter:      l,
+		Registry:     reg,
+		Decisions:    decisionmetrics.New(reg, decisionmetrics.WithDenials(counted)),
+		TopDenied:    top,
 		MaxBodyBytes: 2048,
 		MaxBatch:     5,
 		Tokens:       tokens,

@@ -245,6 +245,7 @@ type redisFlags struct {
 	expiryMargin time.Duration
 	namespace    string
 	groups       int
+	topPush      time.Duration
 }
 
 func (r *redisFlags) settings() []setting {
@@ -274,6 +275,8 @@ func (r *redisFlags) settings() []setting {
 			usage: "how long a Redis key outlives the moment its bucket is full again; more than the clock skew between hosts (default 1m, 24h under LIMITER_FAKECLOCK)"},
 		{name: "redis-namespace", bind: stringVar(&r.namespace, ""), scope: redisOnly,
 			usage: "text put between the key prefix and the bucket, so independent services can share one Redis; no braces"},
+		{name: "redis-top-push-interval", bind: durationVar(&r.topPush, 10*time.Second), check: positive(&r.topPush), scope: redisOnly,
+			usage: "how often this process pushes its top denied ids to Redis, where GET /v1/admin/top of any process merges every live process's; a push expires after three intervals, so a stopped process drops out"},
 		{name: "redis-groups", bind: intVar(&r.groups, 0), scope: redisOnly,
 			check: check{func() bool { return r.groups >= 0 && r.groups <= redis.MaxGroups }, fmt.Sprintf("want 0 (a key per bucket) to %d", redis.MaxGroups)},
 			usage: fmt.Sprintf("key format: 0 keeps each bucket in a Redis key of its own (v1); 1 to %d keeps buckets as fields of that many Redis hashes (v2, a third of the memory or less at ten or more buckets per hash); every process sharing a Redis must use the same", redis.MaxGroups)},

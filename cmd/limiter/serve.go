@@ -33,6 +33,7 @@ import (
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/source/local"
+	"github.com/limiter-dev/limiter/topdenied"
 )
 
 // serveFlags are serve's settings, each also read from the environment
@@ -276,7 +277,12 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	forwardAuth.Store(fwd)
 	reload := newReloader(f, loaded, limiter, tokens, log, reg)
 	reload.setForwardAuth = forwardAuth.Store
-	decisions := decisionmetrics.New(reg)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// Every front end's denials go to the top lists through the shared
+	// decision series.
+	top := topdenied.New(clk)
+	decisions := decisionmetrics.New(reg, decisionmetrics.WithDenials(top))
 	handler := httpapi.New(httpapi.Options{
 		Limiter:      limiter,
 		Logger:       log,
@@ -288,6 +294,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		Tokens:       tokens,
 		Reload:       reload.adminReload,
 		ForwardAuth:  forwardAuth.Load,
+		TopDenied:    topLister(ctx, top, src, clk, f.redisFlags.topPush, f.sourceTimeout, log),
 		AccessLog:    f.accessLog,
 	})
 	var envoy *envoyServer
@@ -310,8 +317,6 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		handler = httpapi.WithDebugClock(handler, fake, tokens)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	// SIGHUP is taken over before the process says it is listening: its
 	// default action would otherwise end the process.
 	hup := make(chan os.Signal, 1)

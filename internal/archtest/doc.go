@@ -22,6 +22,11 @@
 //   - the forward-auth rules: forwardauth reads what a reverse proxy says
 //     of the request it holds. The loader builds its rules and the
 //     handlers use them, so it imports the standard library alone.
+//   - the top denied ids: topdenied counts the ids the front ends hand it
+//     (through decisionmetrics) and merges what a store gives back as
+//     bytes; it knows no HTTP, no Redis, no source and not the domain.
+//     Its sketch, internal/spacesaving, is the standard library without
+//     clock, locks or I/O.
 //   - cmd/limiter wires them together and may import anything.
 //
 // Beside the layers, the Go client (client/) is what applications import

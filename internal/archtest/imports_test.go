@@ -112,6 +112,16 @@ var rules = []rule{
 		forbid: []target{internal("source"), external("github.com/redis"), configLoader},
 		why:    "the gRPC front end calls the Limiter with rules it is given; which source and which files are cmd/limiter's choice",
 	},
+	{
+		layer: "the top denied ids (topdenied/...)",
+		from:  func(rel string) bool { return under(rel, "topdenied") },
+		forbid: []target{
+			external("net/http"), external("github.com/redis"), external("github.com/go-chi"),
+			internal("source"), internal("httpapi"), internal("ratelimits"), configLoader,
+		},
+		why: "the top lists count ids the front ends hand them and merge what a store gives back as bytes; " +
+			"which store, and how the list is served, are cmd/limiter's and the handlers' business",
+	},
 }
 
 // allowRule is an edge given as what a layer may import directly, rather
@@ -155,6 +165,14 @@ var allowRules = []allowRule{
 			return r == "" || r == "ratelimits/gcra" || r == "ratelimits/window" || r == "ratelimits/ratecounter"
 		},
 		why: "the batch rules hand each op to its algorithm; from the module they use the algorithms alone",
+	},
+	{
+		layer: "the Space-Saving sketch (internal/spacesaving)",
+		from:  func(rel string) bool { return under(rel, "internal/spacesaving") },
+		allow: func(g *graph, path string) bool {
+			return g.rel(path) == "" && standard(path) && path != "time" && path != "sync" && !strings.HasPrefix(path, "net")
+		},
+		why: "the sketch is a pure data structure: the standard library without clock, locks or I/O, so that its callers choose those",
 	},
 	{
 		layer: "the bounded tables (internal/boundedtable)",

@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/internal/boundedtable"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/internal/boundedtable", "m/internal/spacesaving", "m/topdenied"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -73,6 +73,11 @@ func TestRulesCatchForbiddenImports(t *testing.T) {
 			[]string{"envoyapi/descriptors imports github.com/redis"}},
 		{"Envoy's service uses gRPC, the rules and the HTTP API's headers", map[string][]string{
 			"m/envoyapi": {"google.golang.org/grpc", "m/envoyapi/descriptors", "m/httpapi/headers", "m/ratelimits"}}, nil},
+		{"the top lists use the clock and the sketch", map[string][]string{"m/topdenied": {"github.com/jmhodges/clock", "m/internal/spacesaving"}}, nil},
+		{"the top lists talk to Redis", map[string][]string{"m/topdenied": {"github.com/redis/go-redis/v9"}},
+			[]string{"topdenied imports github.com/redis"}},
+		{"the top lists read the domain", map[string][]string{"m/topdenied": {"m/ratelimits"}},
+			[]string{"topdenied imports ratelimits/..."}},
 		{"cmd wires everything", map[string][]string{"m/cmd/limiter": {"m/httpapi", "m/source/redis", "m/configfile", "net/http"}}, nil},
 	}
 	for _, tt := range tests {
@@ -131,6 +136,11 @@ func TestAllowRules(t *testing.T) {
 		{"the bounded tables use the domain", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
 			"m/internal/boundedtable": {"m/ratelimits/ratecounter"}},
 			[]string{"internal/boundedtable imports ratelimits/ratecounter: the bounded tables are the data structure"}},
+		{"the sketch uses the standard library", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/internal/spacesaving": {"strings", "slices", "cmp"}}, nil},
+		{"the sketch reads the clock", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/internal/spacesaving": {"time"}},
+			[]string{"internal/spacesaving imports time: the sketch is a pure data structure"}},
 		{"the bounded tables use a source", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
 			"m/internal/boundedtable": {"m/source/memory"}},
 			[]string{"internal/boundedtable imports source/memory: the bounded tables are the data structure"}},

@@ -1,0 +1,5 @@
+//go:build !race
+
+package topdenied
+
+const raceEnabled = false
