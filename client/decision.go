@@ -18,6 +18,9 @@ const (
 	SlidingWindow Algorithm = "sliding-window"
 	FixedWindow   Algorithm = "fixed-window"
 	RateCounter   Algorithm = "rate-counter"
+	// Concurrency bounds how much an id does at once: a spend acquires a
+	// lease (Client.Acquire), which Release ends and Renew extends.
+	Concurrency Algorithm = "concurrency"
 )
 
 // Decision is the answer to a spend, check or refund: the batch's figures,
@@ -94,6 +97,11 @@ type TransactionDecision struct {
 	// above 0 syncs that often, below 0 counts in each process alone.
 	HasSyncRate bool
 	SyncRate    time.Duration
+	// Lease is the id of the lease a written acquire of a concurrency
+	// limit took, and LeaseExpiresIn its time to live; empty and 0 for
+	// every other decision.
+	Lease          string
+	LeaseExpiresIn time.Duration
 }
 
 // decisionJSON is a decision as the service sends it.
@@ -112,6 +120,8 @@ type decisionJSON struct {
 	Algorithm string   `json:"algorithm"`
 	Penalized *bool    `json:"penalized"`
 	Shadow    bool     `json:"shadow"`
+	Lease     string   `json:"lease"`
+	LeaseMS   int64    `json:"lease_expires_in_ms"`
 	SyncRate  *float64 `json:"sync_rate"`
 }
 
@@ -186,7 +196,9 @@ func (j *decisionJSON) decision() (TransactionDecision, error) {
 		Override:  j.Override,
 		Algorithm: Algorithm(j.Algorithm),
 		Shadow:    j.Shadow,
+		Lease:     j.Lease,
 	}
+	d.LeaseExpiresIn = millis(j.LeaseMS)
 	if j.Penalized != nil {
 		d.HasPenaltyBox, d.Penalized = true, *j.Penalized
 	}

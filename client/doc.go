@@ -27,6 +27,15 @@
 // and ResetBatch send several transactions in one request, decided and
 // written atomically as the service's batch rules say.
 //
+// # Leases
+//
+// A concurrency limit bounds how much an id does at once. Acquire spends
+// on one and, when a slot is free, returns the Lease it took; Release
+// ends it and Renew extends it, and a lease that is neither ends by itself after
+// its time to live. WithLease does all three around a function: it
+// acquires, renews at half the time to live while the function runs, and
+// releases when it returns or panics.
+//
 // # Errors
 //
 // A denial is not an error: it is a Decision with Allowed false. A call

@@ -25,6 +25,7 @@ const (
 	CodeInvalidCost             = "invalid_cost"
 	CodeInvalidArgument         = "invalid_argument"
 	CodeInvalidMode             = "invalid_mode"
+	CodeInvalidLease            = "invalid_lease"
 	CodeDuplicateBucket         = "duplicate_bucket"
 	CodeUnauthorized            = "unauthorized"
 	CodeNotFound                = "not_found"

@@ -10,7 +10,7 @@ import (
 )
 
 // algorithms lists what the algorithm field accepts, for messages.
-const algorithms = "gcra, sliding-window, fixed-window or rate-counter"
+const algorithms = "gcra, sliding-window, fixed-window, rate-counter or concurrency"
 
 // origin is where a name's algorithm was set: the defaults entry's
 // algorithm field (or its key, when the entry has none and is GCRA), or
@@ -54,6 +54,8 @@ func (s scope) readLimit(key *yaml.Node, fs map[string]field, alg ratelimits.Alg
 	var lim ratelimits.Limit
 	var ok bool
 	switch {
+	case alg == ratelimits.Concurrency:
+		return s.readConcurrencyLimit(key, fs, okFields)
 	case alg == ratelimits.RateCounter:
 		return s.readRateCounterLimit(key, fs, okFields)
 	case alg.Windowed():
@@ -83,6 +85,8 @@ func notRateCounter(a ratelimits.Algorithm) bool { return a != ratelimits.RateCo
 // limitShape says what a limit of algorithm a is made of.
 func limitShape(a ratelimits.Algorithm) string {
 	switch {
+	case a == ratelimits.Concurrency:
+		return "a concurrency limit has count (slots) and period (a lease's time to live)"
 	case a == ratelimits.RateCounter:
 		return "a rate-counter limit allows rate hits per second over its window"
 	case a.Windowed():

@@ -206,6 +206,10 @@ func (p *descriptorsParser) rule(n *yaml.Node, use *domainUse) (descriptors.Rule
 	fs := s.fields(n, envoyRatelimitFields, descriptorFields...)
 	keys, okKeys := p.keys(n, fs, use)
 	limit, okLimit := p.limit(n, fs)
+	if okLimit && p.concurrency(limit) {
+		p.scope(limit).add(n.Line, "a descriptor rule cannot name a concurrency limit: Envoy never releases what a request acquired, so every slot would stay held until its lease expired")
+		okLimit = false
+	}
 	if !okKeys || !okLimit {
 		return descriptors.Rule{}, false
 	}
@@ -332,4 +336,20 @@ func hasKey(m *yaml.Node, k string) bool {
 		}
 	}
 	return false
+}
+
+// concurrency reports whether limit, a name cfg knows, is a concurrency
+// limit, which neither front end of the rules files can release.
+func (p *descriptorsParser) concurrency(limit string) bool {
+	return isConcurrency(p.cfg, limit)
+}
+
+// isConcurrency reports whether cfg (nil: nothing known) counts limit
+// with leases.
+func isConcurrency(cfg *ratelimits.Config, limit string) bool {
+	if cfg == nil {
+		return false
+	}
+	info, ok := cfg.Lookup(limit)
+	return ok && cfg.Algorithm(info.Name) == ratelimits.Concurrency
 }

@@ -376,6 +376,11 @@ func (p *forwardAuthParser) fits(key *yaml.Node, rule forwardauth.Rule) bool {
 	}
 	ok := true
 	for _, e := range rule.Limits {
+		if isConcurrency(p.cfg, e.Limit) {
+			p.scope(e.Limit).add(key.Line, "rule %s names a concurrency limit: a proxy never releases what a request acquired, so every slot would stay held until its lease expired", quoteShort(key.Value))
+			ok = false
+			continue
+		}
 		info, _ := p.cfg.Lookup(e.Limit)
 		if rule.Missing == forwardauth.MissingClientIP && canBeMissing(e.Source) && !info.Kind.TakesAddresses() {
 			p.scope(e.Limit).add(key.Line, "rule %s has missing: client_ip, and the ids of this limit are of kind %s, not addresses", quoteShort(key.Value), info.Kind)

@@ -103,6 +103,12 @@ func appendDecision(buf []byte, d *ratelimits.Decision, withSyncRate bool) []byt
 	if d.Shadow {
 		buf = append(buf, `,"shadow":true`...)
 	}
+	if d.Lease != "" {
+		buf = append(buf, `,"lease":`...)
+		buf = appendString(buf, d.Lease)
+		buf = append(buf, `,"lease_expires_in_ms":`...)
+		buf = strconv.AppendInt(buf, millisUp(d.LeaseExpiresIn), 10)
+	}
 	if withSyncRate && showsSyncRate(d) {
 		buf = append(buf, `,"sync_rate":`...)
 		buf = appendFloat(buf, d.Effective.SyncRate.Seconds())

@@ -35,6 +35,7 @@ const (
 	codeInvalidMode           = "invalid_mode"
 	codeDuplicateBucket       = "duplicate_bucket"
 	codeInvalidArgument       = "invalid_argument"
+	codeInvalidLease          = "invalid_lease"
 	codeBodyTooLarge          = "body_too_large"
 	codeUnsupportedType       = "unsupported_media_type"
 	codeUnavailable           = "source_unavailable"
@@ -78,6 +79,12 @@ func limiterError(err error) *apiError {
 		{ratelimits.ErrInvalidArgument, codeInvalidArgument},
 		{ratelimits.ErrNotRateCounter, codeInvalidArgument},
 		{ratelimits.ErrNoBox, codeInvalidArgument},
+		// A release or renew of a lease the service could not have made,
+		// or of a limit that is not a concurrency limit; a refund of one
+		// that is.
+		{ratelimits.ErrInvalidLease, codeInvalidLease},
+		{ratelimits.ErrNotConcurrency, codeInvalidRequest},
+		{ratelimits.ErrConcurrencyRefund, codeInvalidRequest},
 	} {
 		if errors.Is(err, m.target) {
 			return badRequest(m.code, message, index)

@@ -145,6 +145,8 @@ func New(opts Options) http.Handler {
 	r.Post("/v1/spend", h.authorize(accessAPI, h.spend))
 	r.Post("/v1/check", h.authorize(accessAPI, h.check))
 	r.Post("/v1/refund", h.authorize(accessAPI, h.refund))
+	r.Post("/v1/release", h.authorize(accessAPI, h.release))
+	r.Post("/v1/renew", h.authorize(accessAPI, h.renew))
 	r.Post("/v1/reset", h.authorize(accessAdmin, h.reset))
 	get("/v1/limits", h.authorize(accessAPI, h.limits))
 	get("/v1/limits/{limit}/*", h.authorize(accessAPI, h.subscriber))
@@ -412,7 +414,7 @@ func limitSettings(l ratelimits.Limit) *wire.LimitSettings {
 	switch {
 	case l.Algorithm == ratelimits.RateCounter:
 		s.Window, s.Rate = l.Period.String(), l.Rate
-	case l.Algorithm.Windowed():
+	case l.Algorithm.Windowed() || l.Algorithm == ratelimits.Concurrency:
 		s.Count, s.Period = l.Count, l.Period.String()
 	default:
 		s.Burst, s.Count, s.Period = l.Burst, l.Count, l.Period.String()

@@ -29,6 +29,8 @@ func bodyRoutes() []bodyRoute {
 		{"/v1/check", `{"limit":"Plain","id":"body-routes"}`, apiToken},
 		{"/v1/refund", `{"limit":"Plain","id":"body-routes"}`, apiToken},
 		{"/v1/reset", `{"limit":"Plain","id":"body-routes"}`, adminToken},
+		{"/v1/release", `{"limit":"Slots","id":"body-routes","lease":"0123456789abcdef0123456789abcdef"}`, apiToken},
+		{"/v1/renew", `{"limit":"Slots","id":"body-routes","lease":"0123456789abcdef0123456789abcdef"}`, apiToken},
 		{"/v1/erl/check_rate", checkRateOK, apiToken},
 		{"/v1/erl/check_rates", checkRatesOK, apiToken},
 		{"/v1/erl/ratecounters/PerIP/increment", `{"entry":"192.0.2.3","delta":1}`, apiToken},
@@ -120,6 +122,39 @@ func decisionExchanges() []exchange {
 		{name: "a check's refusal", method: "POST", path: "/v1/check", token: apiToken, body: `{"limit":"Nope","id":"a"}`, accepted: true, status: 400, code: "unknown_limit"},
 		{name: "a refund's refusal", method: "POST", path: "/v1/refund", token: apiToken, body: `{"limit":"Plain","id":"a","cost":99}`, accepted: true, status: 400, code: "invalid_cost"},
 		{name: "a reset's refusal", method: "POST", path: "/v1/reset", token: adminToken, body: `{"limit":"PerIP","id":"nope"}`, accepted: true, status: 400, code: "invalid_id"},
+	}
+}
+
+// leaseExchanges acquire, release and renew leases of a concurrency
+// limit, and are refused in the ways only lease bodies are.
+func leaseExchanges() []exchange {
+	post := func(name, path, body string, accepted bool, status int, code string) exchange {
+		return exchange{name: name, method: "POST", path: path, token: apiToken, body: body, accepted: accepted, status: status, code: code}
+	}
+	const lease = `{"limit":"Slots","id":"ann","lease":"0123456789abcdef0123456789abcdef"}`
+	keyed := func(name, key, body string, status int, code string) exchange {
+		ex := post(name, "/v1/release", body, true, status, code)
+		ex.header = map[string]string{"Idempotency-Key": key}
+		return ex
+	}
+	return []exchange{
+		{name: "an acquire", method: "POST", path: "/v1/spend", token: apiToken, body: `{"limit":"Slots","id":"ann"}`, accepted: true, status: 200,
+			answerHeaders: map[string]string{"RateLimit-Policy": `"Slots";q=2;qu="concurrent-requests"`, "RateLimit": `"Slots";r=1;t=60`}},
+		post("a release of no live lease", "/v1/release", lease, true, 200, ""),
+		post("a renewal of a batch", "/v1/renew", `{"transactions":[`+lease+`]}`, true, 200, ""),
+		keyed("a release with an Idempotency-Key", "release-1", lease, 200, ""),
+		{name: "the release's key on a renewal", method: "POST", path: "/v1/renew", token: apiToken, header: map[string]string{"Idempotency-Key": "release-1"},
+			body: lease, accepted: true, status: 422, code: "idempotency_key_reused"},
+		keyed("the key with another lease", "release-1", `{"limit":"Slots","id":"ann","lease":"ffffffffffffffffffffffffffffffff"}`, 422, "idempotency_key_reused"),
+		post("a lease that is no id", "/v1/release", `{"limit":"Slots","id":"ann","lease":"nope"}`, false, 400, "invalid_lease"),
+		post("a release of a limit that is no concurrency limit", "/v1/release", `{"limit":"Plain","id":"ann","lease":"0123456789abcdef0123456789abcdef"}`, true, 400, "invalid_request"),
+		post("a renewal without its lease", "/v1/renew", `{"limit":"Slots","id":"ann"}`, false, 400, "invalid_request"),
+		post("a release with a cost", "/v1/release", `{"limit":"Slots","id":"ann","lease":"0123456789abcdef0123456789abcdef","cost":1}`, false, 400, "unknown_field"),
+		post("a release of an unknown limit", "/v1/release", `{"limit":"Nope","id":"ann","lease":"0123456789abcdef0123456789abcdef"}`, true, 400, "unknown_limit"),
+		post("a release of a refused id", "/v1/release", `{"limit":"Plain","id":"","lease":"0123456789abcdef0123456789abcdef"}`, true, 400, "invalid_id"),
+		post("a refund of a concurrency limit", "/v1/refund", `{"limit":"Slots","id":"ann"}`, true, 400, "invalid_request"),
+		post("a renewal of an empty batch", "/v1/renew", `{"transactions":[]}`, false, 400, "empty_batch"),
+		post("a renewal that is not JSON", "/v1/renew", `{"limit":`, false, 400, "malformed_json"),
 	}
 }
 
@@ -297,6 +332,7 @@ func TestOpenAPIAnswersMatchTheDocument(t *testing.T) {
 	all = append(all, decisionExchanges()...)
 	all = append(all, bodyRefusals()...)
 	all = append(all, limitsExchanges()...)
+	all = append(all, leaseExchanges()...)
 	all = append(all, erlExchanges()...)
 	for _, m := range standardMethodOrder() {
 		if m != http.MethodHead { // each GET is also sent as a HEAD
@@ -379,6 +415,8 @@ func runSourceFailures(t *testing.T, c *apiContract) {
 		{method: "POST", path: "/v1/check", body: `{"limit":"Plain","id":"a"}`},
 		{method: "POST", path: "/v1/refund", body: `{"limit":"Plain","id":"a"}`},
 		{method: "POST", path: "/v1/reset", body: `{"limit":"Plain","id":"a"}`},
+		{method: "POST", path: "/v1/release", body: `{"limit":"Slots","id":"a","lease":"0123456789abcdef0123456789abcdef"}`},
+		{method: "POST", path: "/v1/renew", body: `{"limit":"Slots","id":"a","lease":"0123456789abcdef0123456789abcdef"}`},
 		{method: "GET", path: "/v1/limits/Plain/a"},
 		{method: "POST", path: "/v1/erl/check_rate", body: checkRateOK},
 		{method: "POST", path: "/v1/erl/check_rates", body: checkRatesOK},

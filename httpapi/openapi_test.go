@@ -79,6 +79,12 @@ Shadowed:
   count: 1
   period: 1h
   shadow: true
+Slots:
+  enum: 208
+  id: string
+  algorithm: concurrency
+  count: 2
+  period: 1m
 `
 	contractOverrides = `
 - Plain:

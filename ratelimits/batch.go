@@ -17,7 +17,9 @@ type batch struct {
 	withLocal     bool
 	localOps      []LocalOp
 	localOutcomes []bucket.Outcome
-	single        struct {
+	// leaseAction is what the concurrency ops of a release or renew do.
+	leaseAction bucket.LeaseAction
+	single      struct {
 		prepared  [1]preparedTxn
 		ops       [1]bucket.Op
 		outcomes  [1]bucket.Outcome
@@ -82,6 +84,9 @@ func (b *batch) sourceOps(now int64) ([]bucket.Op, []bucket.Outcome) {
 			continue
 		}
 		b.ops = append(b.ops, p.limit.op(p.key, p.cost, p.mode, now))
+		if p.limit.Algorithm == Concurrency {
+			b.leaseOp(p, &b.ops[len(b.ops)-1])
+		}
 	}
 	b.outcomes = b.outcomes[:len(b.ops)]
 	return b.ops, b.outcomes

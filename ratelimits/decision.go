@@ -43,6 +43,11 @@ type Decision struct {
 	// what it would have decided, but it never denies nor decides the
 	// batch.
 	Shadow bool
+	// Lease is the id of the lease a written acquire of a concurrency
+	// limit took, and LeaseExpiresIn its time to live; "" and 0 for every
+	// other decision (a check, a denial, cost 0, another algorithm).
+	Lease          string
+	LeaseExpiresIn time.Duration
 }
 
 // BatchDecision is the answer for a batch: the strictest of its counting
@@ -97,7 +102,7 @@ func unlimitedDecision(p preparedTxn) Decision {
 
 // limitedDecision turns a source's decision into the Decision of transaction p.
 func limitedDecision(p preparedTxn, d bucket.Decision) Decision {
-	return Decision{
+	dec := Decision{
 		Limit:     p.info.Limit,
 		ID:        p.bucketID,
 		Allowed:   d.Allowed,
@@ -109,6 +114,10 @@ func limitedDecision(p preparedTxn, d bucket.Decision) Decision {
 		Penalized: d.Penalized,
 		Shadow:    p.limit.Shadow,
 	}
+	if d.Lease != "" {
+		dec.Lease, dec.LeaseExpiresIn = d.Lease, p.limit.Period
+	}
+	return dec
 }
 
 // stricter reports whether a is stricter than b: a denial beats an

@@ -81,6 +81,17 @@ func (l *Limiter) once(ctx context.Context, key string, op byte, txns []Transact
 	if err != nil {
 		return nil, nil, err
 	}
+	if op == opRefund {
+		if err := b.refuseConcurrencyRefund(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return l.onceBatch(ctx, key, op, b, apply)
+}
+
+// onceBatch decides a prepared batch through apply under the record of
+// key, as once says.
+func (l *Limiter) onceBatch(ctx context.Context, key string, op byte, b *batch, apply sourceOnce) (*batch, *BatchDecision, error) {
 	rec, err := l.record(key, op, b)
 	if err != nil {
 		return nil, nil, err
@@ -113,8 +124,10 @@ func (l *Limiter) once(ctx context.Context, key string, op byte, txns []Transact
 // The operations a fingerprint tells apart, so that a key used for a spend
 // is refused for a refund.
 const (
-	opSpend  byte = 'S'
-	opRefund byte = 'R'
+	opSpend   byte = 'S'
+	opRefund  byte = 'R'
+	opRelease byte = 'L'
+	opRenew   byte = 'N'
 )
 
 // record validates key and makes the record of batch b under it. Its
@@ -158,6 +171,12 @@ func fingerprint(op byte, prepared []preparedTxn) string {
 		switch {
 		case p.unlimited:
 			buf = append(buf, 0)
+		case p.limit.Algorithm == Concurrency:
+			// The lease a release or renew names is part of the request.
+			buf = append(buf, 3, boolByte(p.limit.Override))
+			buf = binary.AppendVarint(buf, p.limit.Count)
+			buf = binary.AppendVarint(buf, int64(p.limit.Period))
+			buf = append(buf, p.lease...)
 		case p.limit.Algorithm.Windowed():
 			// A window limit is told from a GCRA one by its tag, and
 			// from the other window algorithm by its own byte.

@@ -22,6 +22,7 @@ const (
 	SlidingWindow = bucket.SlidingWindow
 	FixedWindow   = bucket.FixedWindow
 	RateCounter   = bucket.RateCounter
+	Concurrency   = bucket.Concurrency
 )
 
 // ParseAlgorithm reads an algorithm as spelt in config files; the empty
@@ -30,7 +31,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	if a, ok := bucket.ParseAlgorithm(s); ok {
 		return a, nil
 	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q: want gcra, sliding-window, fixed-window or rate-counter", ErrInvalidLimit, s)
+	return 0, fmt.Errorf("%w: unknown algorithm %q: want gcra, sliding-window, fixed-window, rate-counter or concurrency", ErrInvalidLimit, s)
 }
 
 // The bounds of a window limit's period: whole seconds, from one second to
@@ -155,6 +156,8 @@ func (l Limit) BurstOffset() int64 { return l.burstOffset }
 // NewRateCounterLimit.
 func (l Limit) valid() bool {
 	switch {
+	case l.Algorithm == Concurrency:
+		return l.Count >= 1 && l.Period >= MinLeasePeriod
 	case l.Algorithm == RateCounter:
 		return l.Rate >= MinRate && l.Penalty > 0
 	case l.Algorithm.Windowed():
@@ -178,6 +181,8 @@ func (l Limit) window() window.Limit {
 func (l Limit) op(key string, cost int64, mode Mode, now int64) bucket.Op {
 	op := bucket.Op{Key: key, Algorithm: l.Algorithm, Cost: cost, Mode: mode}
 	switch {
+	case l.Algorithm == Concurrency:
+		op.Lease = l.lease()
 	case l.Algorithm == RateCounter:
 		op.Rate = ratecounter.Limit{Window: int64(l.Period / time.Second), Rate: l.Rate}
 	case l.Algorithm.Windowed():

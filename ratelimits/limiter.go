@@ -113,6 +113,9 @@ func (l *Limiter) Refund(ctx context.Context, txns []Transaction) (*BatchDecisio
 	if err != nil {
 		return nil, err
 	}
+	if err := b.refuseConcurrencyRefund(); err != nil {
+		return nil, err
+	}
 	if _, ok := b.hasLocal(); ok {
 		return l.refundMixed(ctx, b)
 	}

@@ -83,6 +83,8 @@ type preparedTxn struct {
 	algorithm Algorithm // the name's, also when unlimited
 	cost      int64
 	mode      Mode
+	// lease is the lease a release or renew names ("" otherwise).
+	lease string
 }
 
 // resolve finds a transaction's name, canonical id, bucket key and

@@ -21,7 +21,7 @@ const (
 // Values holds the three header values of one answer. They share one
 // string, so formatting them costs one allocation.
 type Values struct {
-	Policy     string // `"<limit>";q=<count>;w=<window in whole seconds, at least 1>`
+	Policy     string // `"<limit>";q=<count>;w=<window in whole seconds, at least 1>`, or for a concurrency limit `"<limit>";q=<count>;qu="concurrent-requests"`
 	RateLimit  string // `"<limit>";r=<remaining>;t=<reset in whole seconds, rounded up>`
 	RetryAfter string // whole seconds, rounded up, at least 1; empty when allowed
 }
@@ -39,9 +39,14 @@ func For(bd *ratelimits.BatchDecision) (Values, bool) {
 	buf := strconv.AppendQuote(scratch[:0], d.Limit)
 	buf = append(buf, ";q="...)
 	buf = strconv.AppendInt(buf, d.Effective.Count, 10)
-	buf = append(buf, ";w="...)
-	// The window is whole seconds, truncated, and never 0.
-	buf = strconv.AppendInt(buf, max(int64(d.Effective.Period/time.Second), 1), 10)
+	if d.Algorithm == ratelimits.Concurrency {
+		// Slots held at once, not a quota over a window.
+		buf = append(buf, `;qu="concurrent-requests"`...)
+	} else {
+		buf = append(buf, ";w="...)
+		// The window is whole seconds, truncated, and never 0.
+		buf = strconv.AppendInt(buf, max(int64(d.Effective.Period/time.Second), 1), 10)
+	}
 	policyEnd := len(buf)
 	buf = strconv.AppendQuote(buf, d.Limit)
 	buf = append(buf, ";r="...)

@@ -17,6 +17,20 @@ type TransactionRequest struct {
 	Mode  string `json:"mode,omitempty"`
 }
 
+// LeaseRequest is one lease to release or renew: the body of a
+// single-lease request to POST /v1/release or /v1/renew, or an element of
+// LeaseBatchRequest. Lease is the id a spend answered.
+type LeaseRequest struct {
+	Limit string `json:"limit"`
+	ID    string `json:"id"`
+	Lease string `json:"lease"`
+}
+
+// LeaseBatchRequest is the body of a release or renew of several leases.
+type LeaseBatchRequest struct {
+	Transactions []LeaseRequest `json:"transactions"`
+}
+
 // BatchRequest is the body of a request with several transactions.
 type BatchRequest struct {
 	Transactions []TransactionRequest `json:"transactions"`
@@ -42,28 +56,35 @@ type BatchResponse struct {
 // a window limit, Burst and Count are both the hits allowed per window
 // and Period is the window; for a rate-counter limit they are rate ×
 // window and Period is the window. Algorithm is how the limit counts:
-// "gcra", "sliding-window", "fixed-window" or "rate-counter". Penalized is
+// "gcra", "sliding-window", "fixed-window", "rate-counter" or
+// "concurrency" (Burst and Count are then its slots, Period a lease's
+// time to live). Penalized is
 // there exactly when the limit has a penalty box: whether the id is in it
 // after this transaction. Shadow is there, true, for a shadow limit: it
 // never denies the batch, and Allowed is what it would have decided.
 // SyncRate, in seconds, is only in the answer of
 // GET /v1/limits/{limit}/{id}, for a window or rate-counter limit.
 type DecisionResponse struct {
-	Limit     string   `json:"limit"`
-	ID        string   `json:"id"`
-	Allowed   bool     `json:"allowed"`
-	Remaining int64    `json:"remaining"`
-	RetryInMS int64    `json:"retry_in_ms"`
-	ResetInMS int64    `json:"reset_in_ms"`
-	Unlimited bool     `json:"unlimited"`
-	Burst     int64    `json:"burst"`
-	Count     int64    `json:"count"`
-	Period    string   `json:"period"`
-	Override  bool     `json:"override"`
-	Algorithm string   `json:"algorithm"`
-	Penalized *bool    `json:"penalized,omitempty"`
-	Shadow    bool     `json:"shadow,omitempty"`
-	SyncRate  *float64 `json:"sync_rate,omitempty"`
+	Limit     string `json:"limit"`
+	ID        string `json:"id"`
+	Allowed   bool   `json:"allowed"`
+	Remaining int64  `json:"remaining"`
+	RetryInMS int64  `json:"retry_in_ms"`
+	ResetInMS int64  `json:"reset_in_ms"`
+	Unlimited bool   `json:"unlimited"`
+	Burst     int64  `json:"burst"`
+	Count     int64  `json:"count"`
+	Period    string `json:"period"`
+	Override  bool   `json:"override"`
+	Algorithm string `json:"algorithm"`
+	Penalized *bool  `json:"penalized,omitempty"`
+	Shadow    bool   `json:"shadow,omitempty"`
+	// Lease and LeaseExpiresInMS are there only in the decision of an
+	// acquire of a concurrency limit that was written: the lease's id,
+	// which release and renew name, and its time to live.
+	Lease            string   `json:"lease,omitempty"`
+	LeaseExpiresInMS int64    `json:"lease_expires_in_ms,omitempty"`
+	SyncRate         *float64 `json:"sync_rate,omitempty"`
 }
 
 // ResetResponse answers POST /v1/reset: how many of the buckets were not

@@ -162,7 +162,7 @@ var allowRules = []allowRule{
 		from:  func(rel string) bool { return rel == "ratelimits/bucket" },
 		allow: func(g *graph, path string) bool {
 			r := g.rel(path)
-			return r == "" || r == "ratelimits/gcra" || r == "ratelimits/window" || r == "ratelimits/ratecounter"
+			return r == "" || r == "ratelimits/gcra" || r == "ratelimits/window" || r == "ratelimits/ratecounter" || r == "ratelimits/concurrency"
 		},
 		why: "the batch rules hand each op to its algorithm; from the module they use the algorithms alone",
 	},

@@ -8,13 +8,14 @@
 // that algorithm's numbers, and its box entry when its limit has a box;
 // SpendBatch and RefundBatch apply the batch rules (modes, the
 // all-or-nothing write, boxing) and leave each op's arithmetic to its
-// algorithm's package (gcra, window, ratecounter). A source reads the
-// states of a batch's keys (and box entries), calls one of them, and stores
-// what the outcomes ask it to, all in one atomic step. Nothing here does
-// I/O or allocates.
+// algorithm's package (gcra, window, ratecounter, concurrency). A source
+// reads the states of a batch's keys (and box entries), calls one of them,
+// and stores what the outcomes ask it to, all in one atomic step. Nothing
+// here does I/O, and nothing allocates but a lease set that grows.
 package bucket
 
 import (
+	"github.com/limiter-dev/limiter/ratelimits/concurrency"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
@@ -35,6 +36,9 @@ const (
 	// RateCounter counts hits per second, as Fastly's rate counters do,
 	// and boxes an id whose rate over its window goes above the limit.
 	RateCounter
+	// Concurrency bounds how many slots are held at once: an acquire
+	// holds a lease until it is released or its time to live runs out.
+	Concurrency
 )
 
 // String returns the algorithm's name as it appears in config files and
@@ -49,6 +53,8 @@ func (a Algorithm) String() string {
 		return "fixed-window"
 	case RateCounter:
 		return "rate-counter"
+	case Concurrency:
+		return "concurrency"
 	}
 	return "unknown"
 }
@@ -64,6 +70,8 @@ func ParseAlgorithm(s string) (Algorithm, bool) {
 		return FixedWindow, true
 	case "rate-counter":
 		return RateCounter, true
+	case "concurrency":
+		return Concurrency, true
 	}
 	return 0, false
 }
@@ -131,6 +139,12 @@ type Op struct {
 	// counter's least recently incremented, a box's closest to expiring).
 	// It is 0 for other ops.
 	Capacity int
+	// Lease is a concurrency op's limit; LeaseID the id of the lease an
+	// acquire takes (made by the Limiter) or a release or renew names;
+	// LeaseAction what the op does in RefundBatch (see lease.go).
+	Lease       concurrency.Limit
+	LeaseID     string
+	LeaseAction LeaseAction
 }
 
 // State is what a source stores for one op: TAT for a GCRA op
@@ -147,6 +161,10 @@ type State struct {
 	// at the counter it stores, while it holds the lock that keeps it.
 	Rate       *ratecounter.Counter
 	BoxExpires int64
+	// Leases are a concurrency op's bucket (nil when nothing is stored).
+	// A decision may reorder, cut or change them in place. They are held
+	// by pointer so that a State, and an Outcome, stay comparable.
+	Leases *[]concurrency.Lease
 }
 
 // Empty is the state of a key nothing is stored under.
@@ -164,6 +182,9 @@ type Decision struct {
 	ResetIn   int64
 	Penalized bool
 	Hits      int64
+	// Lease is the id of the lease a concurrency op took: set only when
+	// it is written (see SpendBatch).
+	Lease string
 }
 
 // Outcome is one op's decision in a batch, the state it leaves, and what
@@ -207,6 +228,8 @@ func spend(now int64, op *Op, st State) Outcome {
 	switch {
 	case op.Algorithm == RateCounter:
 		return spendRate(now, op, st)
+	case op.Algorithm == Concurrency:
+		return acquire(now, op, st)
 	case op.Box != "" && st.BoxExpires > now:
 		// Boxed: the bucket is not touched; its own reset still shows.
 		own := spendBucket(now, op, 0, st)
@@ -312,6 +335,8 @@ func refund(now int64, op *Op, cost int64, st State) Outcome {
 // refundBucket gives cost back to an op's bucket at now.
 func refundBucket(now int64, op *Op, cost int64, st State) Outcome {
 	switch {
+	case op.Algorithm == Concurrency:
+		return leaseAction(now, op, st)
 	case op.Algorithm == RateCounter:
 		c := counterOf(st)
 		s := ratecounter.Second(now)
@@ -347,7 +372,7 @@ func windowOutcome(d window.Decision) Outcome {
 // moves reports whether an allowed spend's new state differs from what
 // was stored: a cost-0 spend changes nothing and needs no write.
 func moves(now int64, op *Op, st State, o *Outcome) bool {
-	if op.Algorithm.Windowed() {
+	if op.Algorithm.Windowed() || op.Algorithm == Concurrency {
 		return op.Cost > 0
 	}
 	return o.New.TAT > max(now, st.TAT)
@@ -372,6 +397,7 @@ func SpendBatch(now int64, ops []Op, states []State, outcomes []Outcome) bool {
 		}
 	}
 	if !allowed {
+		unlease(ops, outcomes)
 		return false
 	}
 	for i := range ops {
@@ -381,6 +407,7 @@ func SpendBatch(now int64, ops []Op, states []State, outcomes []Outcome) bool {
 		o := &outcomes[i]
 		o.Write = ops[i].Mode != CheckOnly && o.Allowed && moves(now, &ops[i], states[i], o)
 	}
+	unlease(ops, outcomes)
 	return true
 }
 
@@ -406,6 +433,8 @@ func Busy(now int64, op *Op, st State) bool {
 		return true
 	}
 	switch {
+	case op.Algorithm == Concurrency:
+		return concurrency.Busy(nowMs(now), LeasesOf(st))
 	case op.Algorithm == RateCounter:
 		return st.Rate != nil && !st.Rate.Empty(ratecounter.Second(now))
 	case op.Algorithm.Windowed():

@@ -19,7 +19,8 @@ import (
 // asSource runs one process's layer as if it were a source, every limit of
 // sync_rate rate, so that the shared conformance suite can compare it with
 // the model: with one process, what it decides must be exact. A GCRA limit
-// is never counted here: a test that uses one is skipped.
+// or concurrency limit is never counted here: a test that uses one is
+// skipped.
 type asSource struct {
 	t    *testing.T
 	l    *Layer
@@ -31,6 +32,9 @@ func (s *asSource) local(ops []bucket.Op) []ratelimits.LocalOp {
 	for i, op := range ops {
 		if op.Algorithm == bucket.GCRA {
 			s.t.Skip("a GCRA limit is never counted in the local layer")
+		}
+		if op.Algorithm == bucket.Concurrency {
+			s.t.Skip("a concurrency limit is never counted in the local layer: it has no sync_rate")
 		}
 		out[i] = ratelimits.LocalOp{Op: op, SyncRate: s.rate}
 	}

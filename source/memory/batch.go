@@ -31,10 +31,10 @@ func (a action) decide(now int64, ops []bucket.Op, states []bucket.State, outcom
 // and groups, and reports whether a write evicted an entry (a GCRA bucket
 // or window counter) that had not expired.
 func (s *Source) apply(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) (evictedNotFull bool) {
-	if len(ops) == 1 && ops[0].Algorithm != bucket.RateCounter && ops[0].Box == "" {
+	if len(ops) == 1 && ops[0].Algorithm != bucket.RateCounter && ops[0].Algorithm != bucket.Concurrency && ops[0].Box == "" {
 		return s.applyOne(now, ops, outcomes, act)
 	}
-	evictedNotFull, _, _ = s.applyBatch(now, ops, outcomes, act, false)
+	evictedNotFull, _, _, _ = s.applyBatch(now, ops, outcomes, act, false)
 	return evictedNotFull
 }
 
@@ -86,8 +86,9 @@ func (s *Source) applyOneWindow(now int64, ops []bucket.Op, outcomes []bucket.Ou
 var scratch = sync.Pool{New: func() any { return new([smallBatch]ratecounter.Counter) }}
 
 // applyBatch is apply for any batch. With pack it also returns the states
-// it read, packed for an idempotency record (packStates).
-func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action, pack bool) (evictedNotFull bool, words []int64, windowed bool) {
+// it read, packed for an idempotency record (packStates), and the leases
+// of its concurrency ops (nil when it has none).
+func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action, pack bool) (evictedNotFull bool, words []int64, windowed bool, leased *leaseRecord) {
 	var refsBuf [smallBatch]opRef
 	var shardsBuf [smallBatch]uint32
 	var groupsBuf [2 * smallBatch]*group
@@ -119,6 +120,14 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 			rates = rates[1:]
 			r.group.rates.Get(op.Key, r.h, sec, c)
 			st.Rate = c
+		case op.Algorithm == bucket.Concurrency:
+			entries := &s.shardOf(r.h).entries
+			leases := entries.GetLeases(op.Key, now)
+			entries.PinLeases(op.Key, true)
+			if pack {
+				leased = leased.add(i, len(ops), op, leases)
+			}
+			st.Leases = &leases
 		case op.Algorithm.Windowed():
 			entries := &s.shardOf(r.h).entries
 			var pos int
@@ -152,6 +161,9 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 				}
 			}
 			r.group.rates.Put(op.Key, r.h, c, sec, capacityOr(op.Capacity), act == spend)
+		case op.Algorithm == bucket.Concurrency:
+			lost := s.shardOf(r.h).entries.PutLeases(op.Key, bucket.LeasesOf(o.New), now, true)
+			evictedNotFull = evictedNotFull || lost
 		default:
 			// Found again by key: a read above that dropped an expired
 			// entry, or an eviction, may have moved others of the same
@@ -175,6 +187,10 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 			continue
 		}
 		entries := &s.shardOf(h).entries
+		if op.Algorithm == bucket.Concurrency {
+			entries.PinLeases(op.Key, false)
+			continue
+		}
 		if op.Algorithm.Windowed() {
 			entries.Unpin(true, entries.FindWindow(op.Key, h))
 		} else {
@@ -184,7 +200,7 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 	if pack {
 		words, windowed = packStates(ops, states)
 	}
-	return evictedNotFull, words, windowed
+	return evictedNotFull, words, windowed, leased
 }
 
 // opRef is where one op of a batch lives: its key's hash, and the group

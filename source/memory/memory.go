@@ -198,6 +198,8 @@ func (s *Source) Reset(_ context.Context, now int64, ops []bucket.Op) (int, erro
 				st.Rate = &c
 				r.group.rates.Delete(op.Key, r.h)
 			}
+		} else if op.Algorithm == bucket.Concurrency {
+			st = bucket.WithLeases(s.shardOf(r.h).entries.TakeLeases(op.Key, now))
 		} else {
 			st = s.shardOf(r.h).entries.Take(op.Key, r.h, op.Algorithm.Windowed(), now)
 		}

@@ -25,6 +25,7 @@ const now int64 = 1_790_000_000_000_000_000
 
 func TestConformance(t *testing.T) {
 	sourcetest.Run(t, func(*testing.T) ratelimits.Source { return memory.New(0) })
+	sourcetest.RunLeases(t, func(*testing.T) ratelimits.Source { return memory.New(0) })
 }
 
 // hourly is a limit of burst 100 refilling over an hour.

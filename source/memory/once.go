@@ -35,11 +35,13 @@ func (s *Source) applyOnce(now int64, rec once.Record, ops []bucket.Op, outcomes
 			return false, once.ErrMismatch
 		}
 		var statesBuf [smallBatch]bucket.State
-		act.decide(r.now, ops, r.unpackStates(ops, statesBuf[:0]), outcomes)
+		states := r.unpackStates(ops, statesBuf[:0])
+		r.leased.restore(ops, states)
+		act.decide(r.now, ops, states, outcomes)
 		return true, nil
 	}
-	evictedNotFull, words, windowed := s.applyBatch(now, ops, outcomes, act, true)
-	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, words: words, n: int32(len(ops)), windowed: windowed}, now)
+	evictedNotFull, words, windowed, leased := s.applyBatch(now, ops, outcomes, act, true)
+	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, words: words, n: int32(len(ops)), windowed: windowed, leased: leased}, now)
 	if evictedNotFull {
 		// Called with the record lock held; the callback must not make
 		// idempotent calls on this source (the service's only logs).

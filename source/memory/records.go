@@ -33,6 +33,9 @@ type record struct {
 	// was a window op (the words then begin with a bitmask of them).
 	n        int32
 	windowed bool
+	// leased are the leases the call's concurrency ops read, and the
+	// lease ids they were given (nil when it had none).
+	leased *leaseRecord
 }
 
 // packStates returns the states read for ops as a record keeps them: in

@@ -353,6 +353,9 @@ func (m Model) read(now int64, op *bucket.Op) bucket.State {
 		st.Window = window.Counter{}
 	}
 	st.BoxExpires = 0
+	if op.Algorithm == bucket.Concurrency {
+		st = liveLeases(now, st)
+	}
 	if st.Rate != nil {
 		c := *st.Rate
 		st.Rate = &c
@@ -417,7 +420,7 @@ func (m Model) Apply(now int64, ops []bucket.Op, isRefund bool) []bucket.Outcome
 			}
 			m[op.Key] = bucket.State{TAT: gcra.Missing, Rate: c}
 		case o.Write:
-			m[op.Key] = bucket.State{TAT: o.New.TAT, Window: o.New.Window}
+			m[op.Key] = bucket.State{TAT: o.New.TAT, Window: o.New.Window, Leases: o.New.Leases}
 		}
 		if o.WriteBox {
 			m[boxPrefix+op.Box] = bucket.State{BoxExpires: o.New.BoxExpires}

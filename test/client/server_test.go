@@ -79,6 +79,12 @@ Spikes:
   window: 10s
   rate: 10
   penalty: 1m
+Exports:
+  enum: 109
+  id: string
+  algorithm: concurrency
+  count: 2
+  period: 1s
 `
 
 const testOverrides = `

@@ -38,6 +38,7 @@ var wirePairs = []struct {
 	{wire.LimitResponse{}, "limitJSON"},
 	{wire.LimitSettings{}, "settingsJSON"},
 	{wire.TransactionRequest{}, "transactionJSON"},
+	{wire.LeaseRequest{}, "leaseJSON"},
 }
 
 // jsonName is the name a field goes by in JSON: its tag's, else its own.
@@ -142,7 +143,7 @@ func TestClientDecodesEveryDecisionField(t *testing.T) {
 		Decisions: []wire.DecisionResponse{{
 			Limit: "L", ID: "i", Allowed: true, Remaining: 7, RetryInMS: 1, ResetInMS: 2500, Unlimited: true,
 			Burst: 9, Count: 8, Period: "15m0s", Override: true, Algorithm: "fixed-window",
-			Penalized: &yes, Shadow: true, SyncRate: &rate,
+			Penalized: &yes, Shadow: true, SyncRate: &rate, Lease: "0123456789abcdef0123456789abcdef", LeaseExpiresInMS: 600_000,
 		}},
 	})
 	if err != nil {
@@ -167,6 +168,7 @@ func TestClientDecodesEveryDecisionField(t *testing.T) {
 		Limit: "L", ID: "i", Allowed: true, Remaining: 7, RetryIn: time.Millisecond, ResetIn: 2500 * time.Millisecond, Unlimited: true,
 		Burst: 9, Count: 8, Period: 15 * time.Minute, Override: true, Algorithm: client.FixedWindow,
 		HasPenaltyBox: true, Penalized: true, Shadow: true, HasSyncRate: true, SyncRate: 500 * time.Millisecond,
+		Lease: "0123456789abcdef0123456789abcdef", LeaseExpiresIn: 10 * time.Minute,
 	}}
 	if !got.Allowed || got.Remaining != 7 || got.RetryIn != time.Millisecond || got.ResetIn != 2500*time.Millisecond ||
 		!got.Degraded || !got.Replayed || !reflect.DeepEqual(got.Decisions, want) {

@@ -46,6 +46,8 @@ type Store struct {
 	capacity int
 	gcra     Table[none]
 	windows  Table[Window]
+	// leases are the concurrency buckets (see Leases).
+	leases Leases
 	// evicted counts the entries removed to stay within capacity, and
 	// evictedNotFull those of them that still counted something: a
 	// subscriber's spent tokens, or counted hits, given back.
@@ -65,7 +67,7 @@ func (s *Store) Capacity() int { return s.capacity }
 
 // Len returns how many entries s holds, of both kinds, some of which may
 // have expired since they were last touched.
-func (s *Store) Len() int { return s.gcra.count + s.windows.count }
+func (s *Store) Len() int { return s.gcra.count + s.windows.count + s.leases.len() }
 
 // Evicted returns how many entries were removed to stay within capacity.
 func (s *Store) Evicted() uint64 { return s.evicted }
@@ -140,7 +142,7 @@ func put[V value](s *Store, t *Table[V], key string, h uint64, i int, exp int64,
 		return false
 	}
 	s.forgetExpired(now)
-	if s.gcra.count+s.windows.count >= s.capacity {
+	if s.Len() >= s.capacity {
 		evictedNotFull = s.evict(now)
 	}
 	var flags uint64
@@ -207,6 +209,9 @@ func (s *Store) forgetExpired(now int64) {
 	if s.windows.count > 0 {
 		s.windows.forgetExpired(msOf(now))
 	}
+	if s.leases.len() > 0 {
+		s.leases.forgetExpired(msOf(now))
+	}
 }
 
 // evict frees room for one entry in a store at its capacity, and reports
@@ -258,6 +263,11 @@ func (s *Store) evict(now int64) (notFull bool) {
 			return false
 		}
 		w, wLeft, wPinned = i, msLeft(exp, now, nowMs), p
+	}
+	if s.leases.len() > 0 {
+		if evicted, lost := s.evictLeases(now, g != None && !gPinned, gLeft, w != None && !wPinned, wLeft); evicted {
+			return lost
+		}
 	}
 	s.evicted++
 	s.evictedNotFull++

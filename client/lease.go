@@ -1,0 +1,171 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Lease is a held lease of a concurrency limit: the bucket it is in (the
+// canonical id the service answered), its id, and its time to live. It
+// ends when released, or TTL after it was taken or last renewed.
+type Lease struct {
+	Limit string
+	ID    string
+	Lease string
+	TTL   time.Duration
+}
+
+// ErrNotAcquired is returned by WithLease when no slot was free: the
+// Decision says when one frees (RetryIn).
+var ErrNotAcquired = errors.New("limiter: no slot free")
+
+// ErrLeaseLost is the cause of the context WithLease gives its function
+// once a renewal found the lease ended (it expired, or was reset): the
+// slot may be someone else's by now.
+var ErrLeaseLost = errors.New("limiter: the lease ended before the function returned")
+
+// Acquire spends t on a concurrency limit: when a slot is free it takes a
+// lease, which the returned Lease names (its Lease is empty when the
+// spend was denied, or the limit is not limited for this id). The
+// Decision is the spend's.
+func (c *Client) Acquire(ctx context.Context, t Transaction, opts ...CallOption) (Lease, *Decision, error) {
+	d, err := c.Spend(ctx, t, opts...)
+	if err != nil {
+		return Lease{}, nil, err
+	}
+	td := d.Decisions[0]
+	if td.Lease == "" {
+		return Lease{}, d, nil
+	}
+	return Lease{Limit: td.Limit, ID: td.ID, Lease: td.Lease, TTL: td.LeaseExpiresIn}, d, nil
+}
+
+// Release ends l, freeing its slots at once. The decision's Allowed says
+// whether a live lease was released: false when it had expired or was
+// released already, which is not an error (a release that fails needs no
+// retry either: the lease ends by itself at its TTL).
+func (c *Client) Release(ctx context.Context, l Lease, opts ...CallOption) (*Decision, error) {
+	body, err := leaseBody(l)
+	return c.decideKeyed(ctx, "/v1/release", body, err, opts)
+}
+
+// Renew sets l to end its limit's period from now. The decision's Allowed
+// says whether it was still live: a lease that expired is not renewed
+// (acquire again).
+func (c *Client) Renew(ctx context.Context, l Lease, opts ...CallOption) (*Decision, error) {
+	body, err := leaseBody(l)
+	return c.decideKeyed(ctx, "/v1/renew", body, err, opts)
+}
+
+// leaseJSON is a lease as release and renew read it.
+type leaseJSON struct {
+	Limit string `json:"limit"`
+	ID    string `json:"id"`
+	Lease string `json:"lease"`
+}
+
+func leaseBody(l Lease) ([]byte, error) {
+	for _, f := range []struct{ name, value string }{{"limit", l.Limit}, {"id", l.ID}, {"lease", l.Lease}} {
+		if !utf8.ValidString(f.value) {
+			return nil, fmt.Errorf("transaction 0: %w: the %s %q", ErrInvalidUTF8, f.name, f.value)
+		}
+	}
+	return json.Marshal(leaseJSON{Limit: l.Limit, ID: l.ID, Lease: l.Lease})
+}
+
+// LeaseOption changes how WithLease keeps its lease.
+type LeaseOption func(*leaseOptions)
+
+type leaseOptions struct {
+	every   time.Duration
+	onRenew func(*Decision, error)
+}
+
+// RenewEvery renews the lease every d instead of at half its time to
+// live. A shorter interval survives a longer outage of the service.
+func RenewEvery(d time.Duration) LeaseOption {
+	return func(o *leaseOptions) { o.every = d }
+}
+
+// OnRenew calls f after every renewal, with its answer or its error (a
+// failed renewal is tried again at the next interval), from the
+// goroutine that renews: to log, or to count.
+func OnRenew(f func(*Decision, error)) LeaseOption {
+	return func(o *leaseOptions) { o.onRenew = f }
+}
+
+// WithLease acquires t, runs fn under the lease, and releases it when fn
+// returns or panics (the panic goes on). While fn runs, the lease is
+// renewed at half its time to live (RenewEvery), so fn may outlive it
+// many times over; the context fn gets is cancelled, with ErrLeaseLost as
+// its cause, when a renewal finds the lease ended. When no slot is free,
+// fn does not run and the error wraps ErrNotAcquired, with the spend's
+// Decision. Otherwise fn's error is returned, and the Decision is the
+// acquire's.
+func (c *Client) WithLease(ctx context.Context, t Transaction, fn func(context.Context) error, opts ...LeaseOption) (*Decision, error) {
+	var o leaseOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	l, d, err := c.Acquire(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if l.Lease == "" {
+		if d.Allowed {
+			// Unlimited for this id: nothing to hold.
+			return d, fn(ctx)
+		}
+		return d, fmt.Errorf("%w for %s %q: retry in %s", ErrNotAcquired, t.Limit, t.ID, d.RetryIn)
+	}
+	if o.every <= 0 {
+		o.every = max(l.TTL/2, time.Millisecond)
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		c.keep(runCtx, l, o, done, cancel)
+	}()
+	defer func() {
+		close(done)
+		<-renewed
+		cancel(nil)
+		// Released even when ctx is done: the slot is someone else's to
+		// take as soon as possible. A failed release needs nothing more:
+		// the lease ends at its TTL.
+		rctx, stop := context.WithTimeout(context.WithoutCancel(ctx), max(l.TTL, time.Second))
+		defer stop()
+		_, _ = c.Release(rctx, l)
+	}()
+	return d, fn(runCtx)
+}
+
+// keep renews l every o.every until done is closed, cancelling the run's
+// context with ErrLeaseLost when a renewal finds the lease ended.
+func (c *Client) keep(ctx context.Context, l Lease, o leaseOptions, done <-chan struct{}, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(o.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d, err := c.Renew(ctx, l)
+		if o.onRenew != nil {
+			o.onRenew(d, err)
+		}
+		if err == nil && !d.Allowed {
+			cancel(ErrLeaseLost)
+			return
+		}
+	}
+}
