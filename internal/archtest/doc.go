@@ -8,9 +8,11 @@
 //   - the domain: ratelimits and its algorithm packages (gcra, window,
 //     bucket, once, and any added beside them). It decides; it reads no
 //     file, speaks no HTTP and knows no storage. Inside it, the pure
-//     algorithms (gcra, window) import nothing from the module and only
-//     math and math/bits from the standard library, and bucket, which
-//     applies the batch rules, imports only those two from the module.
+//     algorithms (gcra, window, ratecounter) import nothing from the module
+//     and only math and math/bits from the standard library; the lease
+//     arithmetic (concurrency) also sorts and makes random lease ids; and
+//     bucket, which applies the batch rules, imports only the algorithms
+//     from the module.
 //   - the config loader: the package that turns YAML files into the
 //     domain's Config. It is the only part of ratelimits/... allowed
 //     gopkg.in/yaml.v3; by convention its last path element starts with

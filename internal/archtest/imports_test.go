@@ -151,6 +151,14 @@ var allowRules = []allowRule{
 		why:   "an algorithm is integer arithmetic on its arguments: nothing from the module, and of the standard library only " + strings.Join(mathish, " and "),
 	},
 	{
+		layer: "the lease arithmetic (ratelimits/concurrency)",
+		from:  func(rel string) bool { return rel == "ratelimits/concurrency" },
+		allow: func(g *graph, path string) bool {
+			return g.rel(path) == "" && slices.Contains([]string{"cmp", "slices", "crypto/rand", "encoding/hex"}, path)
+		},
+		why: "the lease arithmetic is pure: ordering and searching its leases, and random lease ids; no clock, no I/O, nothing from the module",
+	},
+	{
 		layer: "the forward-auth rules (forwardauth/...)",
 		from:  func(rel string) bool { return under(rel, "forwardauth") },
 		allow: func(g *graph, path string) bool { return g.rel(path) == "" && standard(path) },
