@@ -127,7 +127,7 @@ func (l *Limiter) checkRateAsSpend(ctx context.Context, now int64, c *erlCall, c
 	cc := &c.call.Counters[0]
 	ops := [1]bucket.Op{{
 		Key: cc.Key, Algorithm: RateCounter, Rate: cc.Limit, Cost: cc.Delta, Mode: CheckAndSpend,
-		Box: c.call.Box, BoxUntil: c.call.Until, Capacity: cc.Capacity,
+		Box: c.call.Box, BoxUntil: c.call.Until, Capacity: cc.Capacity, SyncRate: cc.SyncRate,
 	}}
 	var outcomes [1]bucket.Outcome
 	sctx, cancel := l.sourceContext(ctx)
@@ -265,7 +265,7 @@ func (c *erlCall) addCounter(cfg *Config, withLocal bool, counter, entry string,
 		return fmt.Errorf("entry for %s: %w", counter, err)
 	}
 	i := len(c.call.Counters)
-	c.call.Counters = append(c.call.Counters, bucket.CounterCheck{Key: info.BucketKey(id), Delta: delta, Limit: lim, Capacity: cfg.Capacity(info.Name)})
+	c.call.Counters = append(c.call.Counters, bucket.CounterCheck{Key: info.BucketKey(id), Delta: delta, Limit: lim, Capacity: cfg.Capacity(info.Name), SyncRate: cfg.SyncRate(info.Name)})
 	c.sync[i] = cfg.SyncRate(info.Name)
 	c.local[i] = withLocal && c.sync[i] != 0
 	return nil
@@ -286,6 +286,7 @@ func (c *erlCall) setBox(cfg *Config, withLocal bool, box, entry string, action 
 		return fmt.Errorf("entry for %s: %w", box, err)
 	}
 	c.call.Box, c.call.Action, c.call.Until, c.call.BoxCapacity = info.BucketKey(id), action, until, cfg.Capacity(info.Name)
+	c.call.BoxSyncRate = cfg.SyncRate(info.Name)
 	c.boxSync = cfg.SyncRate(info.Name)
 	c.boxLocal = withLocal && c.boxSync != 0
 	return nil

@@ -15,6 +15,8 @@
 package bucket
 
 import (
+	"time"
+
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
@@ -131,6 +133,11 @@ type Op struct {
 	// counter's least recently incremented, a box's closest to expiring).
 	// It is 0 for other ops.
 	Capacity int
+	// SyncRate is the op's limit's sync_rate, set on every op. A layer in
+	// front of a shared source (source/local) counts the window and
+	// rate-counter ops whose SyncRate is not 0 in process memory; a
+	// source ignores it.
+	SyncRate time.Duration
 }
 
 // State is what a source stores for one op: TAT for a GCRA op
