@@ -69,7 +69,7 @@ func newSyncHandler(t *testing.T, syncer syncpush.WindowSyncer, admin ...string)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = layer.Close(context.Background()) })
-	l, err := ratelimits.NewLimiter(cfg, memory.New(0), clk, ratelimits.WithLocal(layer))
+	l, err := ratelimits.NewLimiter(cfg, layer.Front(memory.New(0)), clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,11 @@ func newSyncHandler(t *testing.T, syncer syncpush.WindowSyncer, admin ...string)
 	for _, a := range admin {
 		tokens = append(tokens, []byte(a))
 	}
-	return httpapi.New(httpapi.Options{Limiter: l, Tokens: bearer.NewTokens(nil, tokens)})
+	sync := func(ctx context.Context) (int, int, error) {
+		res, err := layer.Sync(ctx)
+		return res.Pushed, res.Fetched, err
+	}
+	return httpapi.New(httpapi.Options{Limiter: l, Tokens: bearer.NewTokens(nil, tokens), Sync: sync})
 }
 
 func syncAnswer(t *testing.T, h http.Handler, token string) wire.SyncResponse {
