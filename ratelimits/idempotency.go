@@ -85,9 +85,6 @@ func (l *Limiter) once(ctx context.Context, key string, op byte, txns []Transact
 	if err != nil {
 		return nil, nil, err
 	}
-	if i, ok := b.hasLocal(); ok {
-		return nil, nil, &TransactionError{Index: i, Err: ErrLocalIdempotency}
-	}
 	if i, ok := b.hasBox(); ok {
 		return nil, nil, &TransactionError{Index: i, Err: ErrBoxIdempotency}
 	}
