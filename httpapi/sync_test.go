@@ -77,11 +77,7 @@ func newSyncHandler(t *testing.T, syncer syncpush.WindowSyncer, admin ...string)
 	for _, a := range admin {
 		tokens = append(tokens, []byte(a))
 	}
-	sync := func(ctx context.Context) (int, int, error) {
-		res, err := layer.Sync(ctx)
-		return res.Pushed, res.Fetched, err
-	}
-	return httpapi.New(httpapi.Options{Limiter: l, Tokens: bearer.NewTokens(nil, tokens), Sync: sync})
+	return httpapi.New(httpapi.Options{Limiter: l, Tokens: bearer.NewTokens(nil, tokens), Sync: layer.Sync})
 }
 
 func syncAnswer(t *testing.T, h http.Handler, token string) wire.SyncResponse {

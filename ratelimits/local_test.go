@@ -233,7 +233,7 @@ func TestMixedCheckWritesNothing(t *testing.T) {
 func TestMixedRefund(t *testing.T) {
 	m := newMixedLimiter(t)
 	spendOK(t, m.Limiter, txn("Orders", 2), txn("Local", 2), txn("Synced", 2))
-	if _, err := m.layer.Sync(context.Background()); err != nil {
+	if _, _, err := m.layer.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	bd, err := m.Refund(context.Background(), []ratelimits.Transaction{txn("Orders", 1), txn("Local", 1), txn("Synced", 1)})
@@ -272,8 +272,8 @@ func TestMixedReset(t *testing.T) {
 			t.Fatalf("%s remaining %d after the reset, want 3", limit, got)
 		}
 	}
-	if res, err := m.layer.Sync(context.Background()); err != nil || res.Pushed != 0 {
-		t.Fatalf("sync after the reset: %+v, %v; the dropped hit must not be pushed", res, err)
+	if pushed, _, err := m.layer.Sync(context.Background()); err != nil || pushed != 0 {
+		t.Fatalf("sync after the reset: %d pushed, %v; the dropped hit must not be pushed", pushed, err)
 	}
 }
 
@@ -322,7 +322,7 @@ func TestConcurrentMixedBatches(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 10 {
-			if _, err := m.layer.Sync(context.Background()); err != nil {
+			if _, _, err := m.layer.Sync(context.Background()); err != nil {
 				t.Error(err)
 			}
 		}

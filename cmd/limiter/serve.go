@@ -247,6 +247,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	// in front of it; on the memory source, the only process, every
 	// sync_rate behaves as 0.
 	var layer *local.Layer
+	var syncNow func(context.Context) (int, int, error) // POST /v1/admin/sync; nil: nothing syncs
 	closeLayer := func() {}
 	syncObs := newSyncMetrics(reg)
 	limiterSource := observeSource(src, reg)
@@ -257,7 +258,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		if layer, err = newLocalLayer(src, clk, f.sourceTimeout, syncObs, log); err != nil {
 			return err
 		}
-		limiterSource = layer.Front(limiterSource)
+		limiterSource, syncNow = layer.Front(limiterSource), layer.Sync
 		// The hits not pushed yet go to the source once the servers have
 		// stopped, before the source closes: deferred after its Close, so
 		// it runs first on every way out, and called on a clean stop.
@@ -287,7 +288,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		OmitMetrics:  f.metricsListen != "",
 		Tokens:       tokens,
 		Reload:       reload.adminReload,
-		Sync:         adminSync(layer),
+		Sync:         syncNow,
 		ForwardAuth:  forwardAuth.Load,
 		AccessLog:    f.accessLog,
 	})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -114,22 +113,6 @@ func newLocalLayer(src ratelimits.Source, clk clock.Clock, timeout time.Duration
 			}
 		},
 	})
-}
-
-// adminSync is POST /v1/admin/sync's call: one cycle of every limit above
-// 0 (nil without a layer: nothing syncs). A failed push is the source's
-// failure, as any other call's is.
-func adminSync(layer *local.Layer) func(context.Context) (int, int, error) {
-	if layer == nil {
-		return nil
-	}
-	return func(ctx context.Context) (int, int, error) {
-		res, err := layer.Sync(ctx)
-		if err != nil {
-			return 0, 0, fmt.Errorf("%w: %w", ratelimits.ErrSourceUnavailable, err)
-		}
-		return res.Pushed, res.Fetched, nil
-	}
 }
 
 // closeLocalLayer pushes the hits not pushed yet, within timeout, once the

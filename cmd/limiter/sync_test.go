@@ -40,7 +40,7 @@ func TestLocalLayerMetrics(t *testing.T) {
 	if err := layer.Front(memory.New(0)).Spend(context.Background(), clk.Now().UnixNano(), []bucket.Op{op}, make([]bucket.Outcome, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := adminSync(layer)(context.Background()); !errors.Is(err, local.ErrNoSyncer) || !errors.Is(err, ratelimits.ErrSourceUnavailable) {
+	if _, _, err := layer.Sync(context.Background()); !errors.Is(err, local.ErrNoSyncer) || !errors.Is(err, ratelimits.ErrSourceUnavailable) {
 		t.Fatalf("Sync = %v, want ErrNoSyncer, as the source's failure", err)
 	}
 	for name, want := range map[string]float64{

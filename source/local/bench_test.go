@@ -121,7 +121,7 @@ func BenchmarkLocalMemoryPerRateCounter(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/unsynced")
-		if _, err := l.Sync(context.Background()); err != nil {
+		if _, _, err := l.Sync(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		runtime.GC()

@@ -42,6 +42,7 @@ import (
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 	"github.com/limiter-dev/limiter/source/syncpush"
 )
@@ -92,8 +93,7 @@ const (
 type Cycle struct {
 	Trigger  Trigger
 	SyncRate time.Duration
-	// Pushed and Fetched count as SyncResult does; both are 0 when Err is
-	// set.
+	// Pushed and Fetched count as Sync does; both are 0 when Err is set.
 	Pushed, Fetched int
 	// Duration excludes waiting for an earlier cycle of the group.
 	Duration time.Duration
@@ -102,9 +102,8 @@ type Cycle struct {
 	Err error
 }
 
-// SyncResult counts the (limit, id) counters whose unpushed hits a sync
-// cycle pushed, and those whose totals it read back.
-type SyncResult struct {
+// syncResult is what a cycle did, as Sync counts it.
+type syncResult struct {
 	Pushed  int
 	Fetched int
 }
@@ -298,18 +297,18 @@ func (l *Layer) loop(g *group, t *clock.Timer) {
 
 // runCycle runs one cycle of g, with its cycle token held, and reports
 // it. Each part keeps what it could not push whatever became of the other.
-func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (SyncResult, error) {
+func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (syncResult, error) {
 	if err := g.lock(ctx); err != nil {
-		return SyncResult{}, err
+		return syncResult{}, err
 	}
 	defer g.unlock()
 	start := l.opts.Timers.Now()
 	wres, werr := l.windowCycle(ctx, g)
 	rres, rerr := l.rateCycle(ctx, g)
-	res := SyncResult{Pushed: wres.Pushed + rres.Pushed, Fetched: wres.Fetched + rres.Fetched}
+	res := syncResult{Pushed: wres.Pushed + rres.Pushed, Fetched: wres.Fetched + rres.Fetched}
 	err := errors.Join(werr, rerr)
 	if err != nil {
-		res = SyncResult{}
+		res = syncResult{}
 	}
 	if l.opts.OnCycle != nil {
 		l.opts.OnCycle(Cycle{Trigger: trigger, SyncRate: g.rate, Pushed: res.Pushed, Fetched: res.Fetched,
@@ -335,18 +334,22 @@ func (l *Layer) syncTimeout(g *group) time.Duration {
 	return min(max(g.rate, minSyncTimeout), maxSyncTimeout)
 }
 
-// Sync runs one cycle of every group above 0 now, one after the other; the
-// error joins those that failed, whose hits are kept for the next cycle.
-func (l *Layer) Sync(ctx context.Context) (SyncResult, error) {
-	var total SyncResult
+// Sync runs one cycle of every group above 0 now, one after the other,
+// and counts the (limit, id) counters whose unpushed hits they pushed and
+// those whose totals they read back. The error joins those of the cycles
+// that failed, whose hits are kept for the next cycle; it wraps
+// ratelimits.ErrSourceUnavailable, as any failure of the source does.
+func (l *Layer) Sync(ctx context.Context) (pushed, fetched int, err error) {
 	var errs []error
 	for _, g := range l.syncedGroups() {
 		res, err := l.runCycle(ctx, g, TriggerAdmin)
 		errs = append(errs, err)
-		total.Pushed += res.Pushed
-		total.Fetched += res.Fetched
+		pushed, fetched = pushed+res.Pushed, fetched+res.Fetched
 	}
-	return total, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return pushed, fetched, fmt.Errorf("%w: %w", ratelimits.ErrSourceUnavailable, err)
+	}
+	return pushed, fetched, nil
 }
 
 // Close stops the sync loops and pushes every unpushed hit, trying again

@@ -184,13 +184,13 @@ func (p *process) remaining(t *testing.T, o bucket.Op) int64 {
 	return out[0].Remaining
 }
 
-func (p *process) sync(t *testing.T) SyncResult {
+func (p *process) sync(t *testing.T) syncResult {
 	t.Helper()
-	res, err := p.Sync(context.Background())
+	pushed, fetched, err := p.Sync(context.Background())
 	if err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
-	return res
+	return syncResult{Pushed: pushed, Fetched: fetched}
 }
 
 // Below 0, every process counts alone and the source never hears of it.
@@ -204,7 +204,7 @@ func TestLocalOnlyCountsAlone(t *testing.T) {
 	if got := b.admit(15, o); got != 10 {
 		t.Fatalf("process b admitted %d of 15, want 10", got)
 	}
-	if res := a.sync(t); res != (SyncResult{}) {
+	if res := a.sync(t); res != (syncResult{}) {
 		t.Fatalf("Sync of a local-only layer = %+v, want nothing pushed or fetched", res)
 	}
 	if s.calls_() != 0 {
@@ -240,10 +240,10 @@ func TestDecidesFromTotalsPlusUnpushedHits(t *testing.T) {
 	if ra, rb := a.remaining(t, o), b.remaining(t, o); ra != 7 || rb != 6 {
 		t.Fatalf("remaining before sync: a %d, b %d; want 7 and 6", ra, rb)
 	}
-	if res := a.sync(t); res != (SyncResult{Pushed: 1, Fetched: 1}) {
+	if res := a.sync(t); res != (syncResult{Pushed: 1, Fetched: 1}) {
 		t.Fatalf("a's sync = %+v, want 1 pushed, 1 fetched", res)
 	}
-	if res := b.sync(t); res != (SyncResult{Pushed: 1, Fetched: 1}) {
+	if res := b.sync(t); res != (syncResult{Pushed: 1, Fetched: 1}) {
 		t.Fatalf("b's sync = %+v, want 1 pushed, 1 fetched", res)
 	}
 	if got := s.total("k", clk.Now()); got != 7 {
@@ -254,7 +254,7 @@ func TestDecidesFromTotalsPlusUnpushedHits(t *testing.T) {
 		t.Fatalf("remaining after one sync each: a %d, b %d; want 7 and 3", ra, rb)
 	}
 	// A sync with nothing to push only reads.
-	if res := a.sync(t); res != (SyncResult{Pushed: 0, Fetched: 1}) {
+	if res := a.sync(t); res != (syncResult{Pushed: 0, Fetched: 1}) {
 		t.Fatalf("a's second sync = %+v, want 0 pushed, 1 fetched", res)
 	}
 	if ra := a.remaining(t, o); ra != 3 {
@@ -298,7 +298,7 @@ func TestSyncAccounting(t *testing.T) {
 	if got := p.remaining(t, op("d", 10, 0, time.Second)); got != 10 {
 		t.Fatalf("d before its first sync: remaining %d, want 10", got)
 	}
-	if res := p.sync(t); res != (SyncResult{Pushed: 3, Fetched: 4}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 3, Fetched: 4}) {
 		t.Fatalf("first sync = %+v, want 3 pushed, 4 fetched", res)
 	}
 	if got := p.remaining(t, op("d", 10, 0, time.Second)); got != 6 {
@@ -308,14 +308,14 @@ func TestSyncAccounting(t *testing.T) {
 		t.Fatalf("the cycle made %d pushes in its call, want 4 in one call", n)
 	}
 	p.admit(1, op("b", 10, 1, time.Second))
-	if res := p.sync(t); res != (SyncResult{Pushed: 1, Fetched: 4}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 1, Fetched: 4}) {
 		t.Fatalf("second sync = %+v, want 1 pushed, 4 fetched", res)
 	}
 	// Two hours on, nothing counts: the cycle forgets every counter and
 	// makes no call.
 	clk.Add(2 * time.Hour)
 	calls := s.calls_()
-	if res := p.sync(t); res != (SyncResult{}) {
+	if res := p.sync(t); res != (syncResult{}) {
 		t.Fatalf("sync of counters that count nothing = %+v", res)
 	}
 	if s.calls_() != calls || p.Counters() != 0 {
@@ -333,7 +333,7 @@ func TestFailedPushIsKeptAndRetried(t *testing.T) {
 	p.admit(4, o)
 	down := errors.New("connection refused")
 	s.setFail(down)
-	if _, err := p.Sync(context.Background()); !errors.Is(err, down) {
+	if _, _, err := p.Sync(context.Background()); !errors.Is(err, down) {
 		t.Fatalf("Sync with the source down: %v, want %v", err, down)
 	}
 	if c := <-cycles; c.Trigger != TriggerAdmin || !errors.Is(c.Err, down) || c.Pushed != 0 || c.SyncRate != time.Second {
@@ -352,7 +352,7 @@ func TestFailedPushIsKeptAndRetried(t *testing.T) {
 		t.Fatalf("cycle reported: %+v", c)
 	}
 	s.setFail(nil)
-	if res := p.sync(t); res != (SyncResult{Pushed: 1, Fetched: 1}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 1, Fetched: 1}) {
 		t.Fatalf("sync once the source is back = %+v", res)
 	}
 	if c := <-cycles; c.Err != nil || c.Pushed != 1 || c.Fetched != 1 {
@@ -609,7 +609,7 @@ func TestPeriodChange(t *testing.T) {
 	if got := p.remaining(t, daily); got != 9 {
 		t.Fatalf("remaining %d under the new period, want 9", got)
 	}
-	if res := p.sync(t); res != (SyncResult{Pushed: 1, Fetched: 1}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 1, Fetched: 1}) {
 		t.Fatalf("sync = %+v, want the key pushed and fetched once", res)
 	}
 	if len(s.pushes[0]) != 1 || s.pushes[0][0].Period != daily.Window.Period || s.pushes[0][0].Hits != 1 {
@@ -628,7 +628,7 @@ func TestPeriodChange(t *testing.T) {
 	if got := q.remaining(t, daily); got != 8 {
 		t.Fatalf("remaining %d under the new period, want 8", got)
 	}
-	if res := q.sync(t); res != (SyncResult{Pushed: 2, Fetched: 1}) {
+	if res := q.sync(t); res != (syncResult{Pushed: 2, Fetched: 1}) {
 		t.Fatalf("sync = %+v, want k and other pushed once each, k fetched", res)
 	}
 	for _, push := range s.pushes[len(s.pushes)-1] {
@@ -666,7 +666,7 @@ func TestOrphansAreBounded(t *testing.T) {
 			t.Fatalf("spend %d denied", i)
 		}
 		if i == ids/2 {
-			if _, err := p.Sync(context.Background()); err == nil {
+			if _, _, err := p.Sync(context.Background()); err == nil {
 				t.Fatal("a sync with the source down succeeded")
 			}
 		}
@@ -678,7 +678,7 @@ func TestOrphansAreBounded(t *testing.T) {
 		t.Fatalf("evictions %d, lost %d; want %d and %d", ev, lost, ids-16, ids-32)
 	}
 	s.setFail(nil)
-	if res := p.sync(t); res != (SyncResult{Pushed: 32, Fetched: 16}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 32, Fetched: 16}) {
 		t.Fatalf("sync once the source is back = %+v, want 32 pushed, 16 fetched", res)
 	}
 	s.mu.Lock()
@@ -707,7 +707,7 @@ func TestEvictedHitsStillCount(t *testing.T) {
 	if got := p.admit(10, a); got != 4 {
 		t.Fatalf("a admitted %d of 10 after its eviction, want 4: its 6 unpushed hits count", got)
 	}
-	if res := p.sync(t); res != (SyncResult{Pushed: 2, Fetched: 1}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 2, Fetched: 1}) {
 		t.Fatalf("sync = %+v, want a and b pushed, a fetched", res)
 	}
 	if got := s.total("a", clk.Now()); got != 10 {
@@ -751,7 +751,7 @@ func TestPartlyFailedPushIsNotCountedTwice(t *testing.T) {
 	s.mu.Lock()
 	s.only = func(key string) bool { return key == "a" }
 	s.mu.Unlock()
-	if _, err := p.Sync(context.Background()); err == nil {
+	if _, _, err := p.Sync(context.Background()); err == nil {
 		t.Fatal("a partly failed sync succeeded")
 	}
 	if got, pend := s.total("a", clk.Now()), p.Pending(); got != 3 || pend != 1 {
@@ -764,7 +764,7 @@ func TestPartlyFailedPushIsNotCountedTwice(t *testing.T) {
 	s.mu.Lock()
 	s.only = nil
 	s.mu.Unlock()
-	if res := p.sync(t); res != (SyncResult{Pushed: 1, Fetched: 2}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 1, Fetched: 2}) {
 		t.Fatalf("the next sync = %+v, want b pushed, both fetched", res)
 	}
 	if ta, tb := s.total("a", clk.Now()), s.total("b", clk.Now()); ta != 3 || tb != 4 {
@@ -783,7 +783,7 @@ func TestFailedPushOfAnEvictedCounter(t *testing.T) {
 	p.admit(5, a)
 	done := make(chan error)
 	go func() {
-		_, err := p.Sync(context.Background())
+		_, _, err := p.Sync(context.Background())
 		done <- err
 	}()
 	receive(t, s.entered) // a's 5 hits are in flight
@@ -800,7 +800,7 @@ func TestFailedPushOfAnEvictedCounter(t *testing.T) {
 	s.setFail(nil)
 	s.hold = nil
 	res := p.sync(t)
-	if res != (SyncResult{Pushed: 2, Fetched: 1}) {
+	if res != (syncResult{Pushed: 2, Fetched: 1}) {
 		t.Fatalf("sync = %+v, want a and b pushed once each, a fetched", res)
 	}
 	if ta, tb := s.total("a", clk.Now()), s.total("b", clk.Now()); ta != 7 || tb != 1 {
@@ -842,7 +842,7 @@ func TestConcurrentSpendsAndSyncs(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 20 {
-			_, _ = p.Sync(context.Background())
+			_, _, _ = p.Sync(context.Background())
 		}
 	})
 	wg.Go(func() {
@@ -870,7 +870,7 @@ func TestWaitingForACycleEndsWithTheContext(t *testing.T) {
 	p.admit(2, o)
 	done := make(chan error)
 	go func() {
-		_, err := p.Sync(context.Background())
+		_, _, err := p.Sync(context.Background())
 		done <- err
 	}()
 	receive(t, s.entered) // the cycle is in its call, holding the group
@@ -884,7 +884,7 @@ func TestWaitingForACycleEndsWithTheContext(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || called {
 		t.Fatalf("Reset while a cycle runs, context done: %v (source called: %v)", err, called)
 	}
-	if _, err := p.Sync(ctx); !errors.Is(err, context.Canceled) {
+	if _, _, err := p.Sync(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Sync while a cycle runs, context done: %v", err)
 	}
 	close(s.hold)

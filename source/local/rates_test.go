@@ -191,7 +191,7 @@ func TestRateCounterBelowZeroStaysHere(t *testing.T) {
 	}
 	a.boxAdd(t, "7:y", start.Add(5*time.Minute), -1)
 	a.call(t, bucket.Call{Box: "7:y", Action: bucket.BoxRemove}, -1)
-	if res := a.sync(t); res != (SyncResult{}) {
+	if res := a.sync(t); res != (syncResult{}) {
 		t.Fatalf("sync of limits below 0 = %+v", res)
 	}
 	if syncs, calls := s.rateCalls(); syncs != 0 || calls != 0 || len(s.rates) != 0 || len(s.boxes) != 0 {
@@ -207,7 +207,7 @@ func TestRateCounterSyncsAcrossProcesses(t *testing.T) {
 	a, b := newProcess(t, s, clk, Options{}), newProcess(t, s, clk, Options{})
 	a.spend(rop("7:x", 30, time.Second, 0))
 	b.spend(rop("7:x", 50, time.Second, 0))
-	if res := a.sync(t); res != (SyncResult{Pushed: 1, Fetched: 1}) {
+	if res := a.sync(t); res != (syncResult{Pushed: 1, Fetched: 1}) {
 		t.Fatalf("a's first sync = %+v", res)
 	}
 	b.sync(t)
@@ -408,7 +408,7 @@ func TestCallIsAtomic(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 10 {
-			if _, err := p.Sync(context.Background()); err != nil {
+			if _, _, err := p.Sync(context.Background()); err != nil {
 				t.Error(err)
 			}
 		}
@@ -440,7 +440,7 @@ func TestFailedRatePushIsKeptAndRetried(t *testing.T) {
 	p.boxAdd(t, "9:z", start.Add(5*time.Minute), time.Second)
 	down := errors.New("down")
 	s.setFail(down)
-	if _, err := p.Sync(context.Background()); !errors.Is(err, down) {
+	if _, _, err := p.Sync(context.Background()); !errors.Is(err, down) {
 		t.Fatalf("Sync with the store down: %v", err)
 	}
 	if n := p.Pending(); n != 3 {
@@ -452,7 +452,7 @@ func TestFailedRatePushIsKeptAndRetried(t *testing.T) {
 	s.mu.Lock()
 	s.fail, s.only = nil, func(k string) bool { return k == "7:a7:a" }
 	s.mu.Unlock()
-	if _, err := p.Sync(context.Background()); err == nil {
+	if _, _, err := p.Sync(context.Background()); err == nil {
 		t.Fatal("a sync failing in part reported no error")
 	}
 	s.mu.Lock()
@@ -617,15 +617,15 @@ func TestWindowPenaltyBoxSyncs(t *testing.T) {
 func TestNoRateSyncer(t *testing.T) {
 	clk := fakeClock()
 	p := newProcess(t, nil, clk, Options{Syncer: windowsOnly{newStore()}})
-	if res := p.sync(t); res != (SyncResult{}) {
+	if res := p.sync(t); res != (syncResult{}) {
 		t.Fatalf("sync with nothing = %+v", res)
 	}
 	p.boxed(t, "9:a", time.Second) // a read: nothing to push
-	if _, err := p.Sync(context.Background()); err != nil {
+	if _, _, err := p.Sync(context.Background()); err != nil {
 		t.Fatalf("sync of a read-only entry: %v", err)
 	}
 	p.spend(rop("7:a", 5, time.Second, 0))
-	if _, err := p.Sync(context.Background()); !errors.Is(err, ErrNoRateSyncer) {
+	if _, _, err := p.Sync(context.Background()); !errors.Is(err, ErrNoRateSyncer) {
 		t.Fatalf("sync with hits: %v, want ErrNoRateSyncer", err)
 	}
 	if got := p.hits(t, "7:a", time.Second, 10); got != 5 {

@@ -129,7 +129,7 @@ func (t *table) takeBox(b *box, now int64) {
 // are not made (a source that fails once in a cycle would likely fail
 // them all, each after its timeout): their pushes are put back, as are
 // those of the failed call that were not applied.
-func (l *Layer) rateCycle(ctx context.Context, g *group) (SyncResult, error) {
+func (l *Layer) rateCycle(ctx context.Context, g *group) (syncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
 	var hs []held
 	for _, t := range g.tableList() {
@@ -137,7 +137,7 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (SyncResult, error) {
 		hs = t.snapshot(now, hs)
 		t.mu.Unlock()
 	}
-	var res SyncResult
+	var res syncResult
 	var err error
 	quiet := false // nothing to push, only to read
 	if l.rates == nil {
@@ -166,7 +166,7 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (SyncResult, error) {
 		if quiet {
 			err = nil
 		}
-		return SyncResult{}, err
+		return syncResult{}, err
 	}
 	return res, nil
 }
@@ -176,10 +176,10 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (SyncResult, error) {
 // any other puts its hits and expiry back for the next cycle. It reads the
 // clock's now: hits that waited for a failed push are read as of when
 // they are put back.
-func (l *Layer) settle(hs []held, pushes []syncpush.Rate, err error) SyncResult {
+func (l *Layer) settle(hs []held, pushes []syncpush.Rate, err error) syncResult {
 	now := l.opts.Clock.Now().UnixNano()
 	s := ratecounter.Second(now)
-	var res SyncResult
+	var res syncResult
 	var t *table
 	for i := range hs {
 		h, p := &hs[i], &pushes[i]

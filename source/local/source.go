@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
@@ -56,14 +57,12 @@ func split(ops []bucket.Op, outcomes []bucket.Outcome) (here, there part) {
 			n++
 		}
 	}
-	switch n {
-	case 0:
-		return part{}, part{ops: ops, outcomes: outcomes}
-	case len(ops):
-		return part{ops: ops, outcomes: outcomes}, part{}
+	if whole := (part{ops: ops, outcomes: outcomes}); n == 0 || n == len(ops) {
+		if n == 0 {
+			return part{}, whole
+		}
+		return whole, part{}
 	}
-	here = part{ops: make([]bucket.Op, 0, n), outcomes: make([]bucket.Outcome, n), at: make([]int, 0, n)}
-	there = part{ops: make([]bucket.Op, 0, len(ops)-n), outcomes: make([]bucket.Outcome, len(ops)-n), at: make([]int, 0, len(ops)-n)}
 	for i := range ops {
 		p := &there
 		if counted(&ops[i]) {
@@ -71,6 +70,7 @@ func split(ops []bucket.Op, outcomes []bucket.Outcome) (here, there part) {
 		}
 		p.ops, p.at = append(p.ops, ops[i]), append(p.at, i)
 	}
+	here.outcomes, there.outcomes = make([]bucket.Outcome, n), make([]bucket.Outcome, len(ops)-n)
 	return here, there
 }
 
@@ -114,7 +114,7 @@ func (f *Front) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes 
 	defer here.scatter(outcomes)
 	defer there.scatter(outcomes)
 	if !f.layer.decide(now, here.ops, here.outcomes) {
-		if writes(here.outcomes) {
+		if slices.ContainsFunc(here.outcomes, func(o bucket.Outcome) bool { return o.Write || o.WriteBox }) {
 			f.layer.commit(now, here.ops, here.outcomes) // hits and boxings only: the batch is denied
 		}
 		f.observe(ctx, now, there.ops, there.outcomes)
@@ -170,16 +170,6 @@ func (f *Front) observe(ctx context.Context, now int64, ops []bucket.Op, outcome
 	}
 }
 
-// writes reports whether any outcome asks for a write.
-func writes(outcomes []bucket.Outcome) bool {
-	for i := range outcomes {
-		if outcomes[i].Write || outcomes[i].WriteBox {
-			return true
-		}
-	}
-	return false
-}
-
 // batchAllowed reports whether every op that counts toward a batch's
 // decision was allowed.
 func batchAllowed(ops []bucket.Op, outcomes []bucket.Outcome) bool {
@@ -216,31 +206,24 @@ func (f *Front) Refund(ctx context.Context, now int64, ops []bucket.Op, outcomes
 // is refused (ErrIdempotency, in a *ratelimits.TransactionError naming the
 // op); any other goes to the inner source.
 func (f *Front) SpendOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
-	if err := refuseOnce(ops); err != nil {
-		return false, err
-	}
-	ctx, cancel := f.innerContext(ctx)
-	defer cancel()
-	return f.inner.SpendOnce(ctx, now, rec, ops, outcomes)
+	return f.once(ctx, f.inner.SpendOnce, now, rec, ops, outcomes)
 }
 
 // RefundOnce implements ratelimits.Source, as SpendOnce does.
 func (f *Front) RefundOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
-	if err := refuseOnce(ops); err != nil {
-		return false, err
+	return f.once(ctx, f.inner.RefundOnce, now, rec, ops, outcomes)
+}
+
+func (f *Front) once(ctx context.Context, inner func(context.Context, int64, once.Record, []bucket.Op, []bucket.Outcome) (bool, error),
+	now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
+	for i := range ops {
+		if counted(&ops[i]) {
+			return false, &ratelimits.TransactionError{Index: i, Err: ErrIdempotency}
+		}
 	}
 	ctx, cancel := f.innerContext(ctx)
 	defer cancel()
-	return f.inner.RefundOnce(ctx, now, rec, ops, outcomes)
-}
-
-func refuseOnce(ops []bucket.Op) error {
-	for i := range ops {
-		if counted(&ops[i]) {
-			return &ratelimits.TransactionError{Index: i, Err: ErrIdempotency}
-		}
-	}
-	return nil
+	return inner(ctx, now, rec, ops, outcomes)
 }
 
 // Reset implements ratelimits.Source: the ops counted here are forgotten
@@ -273,15 +256,10 @@ func (f *Front) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, err
 // that mixes the two takes up to three steps: the counters of each place,
 // then the box, boxed (BoxExtend) when a counter went above.
 func (f *Front) Call(ctx context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error {
-	n := len(call.Counters)
-	onePlace := true
+	n, here := len(call.Counters), call.BoxSyncRate != 0
+	onePlace := n == 0 || call.Action == bucket.BoxNone || (call.Counters[0].SyncRate != 0) == here
 	for i := range n {
-		if (call.Counters[i].SyncRate != 0) != (call.Counters[0].SyncRate != 0) {
-			onePlace = false
-		}
-	}
-	if n > 0 && call.Action != bucket.BoxNone && (call.Counters[0].SyncRate != 0) != (call.BoxSyncRate != 0) {
-		onePlace = false
+		onePlace = onePlace && (call.Counters[i].SyncRate != 0) == (call.Counters[0].SyncRate != 0)
 	}
 	if onePlace {
 		return f.callIn(ctx, now, call, res)

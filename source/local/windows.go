@@ -242,7 +242,7 @@ func (sh *shard) pending(nowMs int64) int {
 // back the totals of every one held, in one SyncWindows call. The pushes
 // the source did not certainly apply put their hits back for the next
 // cycle; those it applied are done, even when others failed.
-func (l *Layer) windowCycle(ctx context.Context, g *group) (SyncResult, error) {
+func (l *Layer) windowCycle(ctx context.Context, g *group) (syncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
 	nowMs := msOf(now)
 	var pushes []syncpush.Window
@@ -269,7 +269,7 @@ func (l *Layer) windowCycle(ctx context.Context, g *group) (SyncResult, error) {
 		sh.mu.Unlock()
 	}
 	if len(pushes) == 0 {
-		return SyncResult{}, nil
+		return syncResult{}, nil
 	}
 	err := ErrNoSyncer
 	if l.opts.Syncer != nil {
@@ -280,7 +280,7 @@ func (l *Layer) windowCycle(ctx context.Context, g *group) (SyncResult, error) {
 	// Settle with the clock's now: hits that waited for a failed push are
 	// read as of when they are put back.
 	nowMs = msOf(l.opts.Clock.Now().UnixNano())
-	var res SyncResult
+	var res syncResult
 	var sh *shard
 	for i := range pushes {
 		p := &pushes[i]
@@ -315,7 +315,7 @@ func (l *Layer) windowCycle(ctx context.Context, g *group) (SyncResult, error) {
 		sh.mu.Unlock()
 	}
 	if err != nil {
-		return SyncResult{}, err
+		return syncResult{}, err
 	}
 	return res, nil
 }
