@@ -62,6 +62,11 @@ type Options struct {
 	// Reload, when set, is called by POST /v1/admin/reload to load the
 	// configuration files again. Its error is shown to the caller.
 	Reload func() error
+	// Sync, when set, is called by POST /v1/admin/sync to run one sync
+	// cycle of every limit whose sync_rate is above 0 (source/local's
+	// Layer.Sync), and answers how many counters it pushed and read back;
+	// nil answers 0 and 0: nothing syncs. Its error is shown to the caller.
+	Sync func(ctx context.Context) (pushed, fetched int, err error)
 	// ForwardAuth, when set, returns the forward-auth rules in use, read
 	// on every call so that a reload can swap them; nil, or a nil answer,
 	// means no rules: every /v1/forward-auth/{rule} is a 404.
@@ -86,6 +91,7 @@ type handler struct {
 	bufs      sync.Pool
 	tokens    *bearer.Tokens
 	reload    func() error
+	sync      func(context.Context) (pushed, fetched int, err error)
 	accessLog bool
 	// forwardAuthSet returns the forward-auth rules; nil: none.
 	forwardAuthSet func() *forwardauth.Rules
@@ -118,6 +124,7 @@ func New(opts Options) http.Handler {
 		metrics:   newMetrics(opts.Registry, opts.Decisions),
 		tokens:    opts.Tokens,
 		reload:    opts.Reload,
+		sync:      opts.Sync,
 		accessLog: opts.AccessLog,
 
 		forwardAuthSet: opts.ForwardAuth,

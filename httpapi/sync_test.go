@@ -69,7 +69,7 @@ func newSyncHandler(t *testing.T, syncer syncpush.WindowSyncer, admin ...string)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = layer.Close(context.Background()) })
-	l, err := ratelimits.NewLimiter(cfg, memory.New(0), clk, ratelimits.WithLocal(layer))
+	l, err := ratelimits.NewLimiter(cfg, layer.Front(memory.New(0)), clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func newSyncHandler(t *testing.T, syncer syncpush.WindowSyncer, admin ...string)
 	for _, a := range admin {
 		tokens = append(tokens, []byte(a))
 	}
-	return httpapi.New(httpapi.Options{Limiter: l, Tokens: bearer.NewTokens(nil, tokens)})
+	return httpapi.New(httpapi.Options{Limiter: l, Tokens: bearer.NewTokens(nil, tokens), Sync: layer.Sync})
 }
 
 func syncAnswer(t *testing.T, h http.Handler, token string) wire.SyncResponse {

@@ -10,13 +10,6 @@ type batch struct {
 	prepared []preparedTxn
 	ops      []bucket.Op
 	outcomes []bucket.Outcome
-	// withLocal says that the Limiter has a local layer: window limits
-	// whose sync_rate is not 0 are then decided there, in localOps, and
-	// never reach the source. localOps and localOutcomes are made only for
-	// a batch that has such a limit.
-	withLocal     bool
-	localOps      []LocalOp
-	localOutcomes []bucket.Outcome
 	// leaseAction is what the concurrency ops of a release or renew do.
 	leaseAction bucket.LeaseAction
 	single      struct {
@@ -49,30 +42,9 @@ func (b *batch) checkAll() {
 	}
 }
 
-// local reports whether p is decided by the local layer: a limited window
-// transaction whose sync_rate is not 0, in a Limiter that has one.
-func (b *batch) local(p *preparedTxn) bool {
-	return b.withLocal && !p.unlimited && p.limit.SyncRate != 0
-}
-
-// hasLocal reports whether any transaction of the batch is decided by the
-// local layer, and the first one's index.
-func (b *batch) hasLocal() (int, bool) {
-	if !b.withLocal {
-		return 0, false
-	}
-	for i := range b.prepared {
-		if b.local(&b.prepared[i]) {
-			return i, true
-		}
-	}
-	return 0, false
-}
-
-// sourceOps returns the ops of the limited transactions the source
-// decides, in request order, and room for the source's outcomes.
-// Unlimited transactions have no bucket and never reach the source, nor
-// do those of the local layer.
+// sourceOps returns the ops of the limited transactions, in request
+// order, and room for the source's outcomes. Unlimited transactions have
+// no bucket and never reach the source.
 //
 // now is the instant the batch is decided at, which sets when an id boxed
 // by it leaves its box.
@@ -80,7 +52,7 @@ func (b *batch) sourceOps(now int64) ([]bucket.Op, []bucket.Outcome) {
 	b.ops = b.ops[:0]
 	for i := range b.prepared {
 		p := &b.prepared[i]
-		if p.unlimited || b.local(p) {
+		if p.unlimited {
 			continue
 		}
 		b.ops = append(b.ops, p.limit.op(p.key, p.cost, p.mode, now))
@@ -92,35 +64,13 @@ func (b *batch) sourceOps(now int64) ([]bucket.Op, []bucket.Outcome) {
 	return b.ops, b.outcomes
 }
 
-// localPart returns the ops of the transactions the local layer decides,
-// in request order, with their sync_rate, and room for its outcomes.
-func (b *batch) localPart(now int64) ([]LocalOp, []bucket.Outcome) {
-	b.localOps, b.localOutcomes = b.localOps[:0], b.localOutcomes[:0]
-	for i := range b.prepared {
-		p := &b.prepared[i]
-		if !b.local(p) {
-			continue
-		}
-		if b.localOps == nil {
-			b.localOps, b.localOutcomes = make([]LocalOp, 0, len(b.prepared)), make([]bucket.Outcome, 0, len(b.prepared))
-		}
-		b.localOps = append(b.localOps, LocalOp{Op: p.limit.op(p.key, p.cost, p.mode, now), SyncRate: p.limit.SyncRate})
-	}
-	b.localOutcomes = b.localOutcomes[:len(b.localOps)]
-	return b.localOps, b.localOutcomes
-}
-
-// decisions builds the batch decision from the outcomes of the source
-// and of the local layer.
+// decisions builds the batch decision from the source's outcomes.
 func (b *batch) decisions() *BatchDecision {
-	next, nextLocal := 0, 0
+	next := 0
 	for i, p := range b.prepared {
 		switch {
 		case p.unlimited:
 			b.bd.Decisions[i] = unlimitedDecision(p)
-		case b.local(&p):
-			b.bd.Decisions[i] = limitedDecision(p, b.localOutcomes[nextLocal].Decision)
-			nextLocal++
 		default:
 			b.bd.Decisions[i] = limitedDecision(p, b.outcomes[next].Decision)
 			next++

@@ -49,15 +49,9 @@ type RateCounterReading struct {
 // ReadingWindows are the windows of RateCounterReading.Hits, in seconds.
 var ReadingWindows = [3]int64{1, 10, 60}
 
-// erlCall is a validated ERL call: the source's call and where each part
-// of it lives.
+// erlCall is a validated ERL call: the source's call.
 type erlCall struct {
 	call bucket.Call
-	// local[i] says counter i is kept by the local layer; boxLocal the box.
-	local    [bucket.MaxCallCounters]bool
-	boxLocal bool
-	sync     [bucket.MaxCallCounters]time.Duration
-	boxSync  time.Duration
 }
 
 // CheckRate is Fastly's ratelimit.check_rate (one check) and check_rates
@@ -89,11 +83,11 @@ func (l *Limiter) CheckRate(ctx context.Context, entry string, checks []RateChec
 				return nil, fmt.Errorf("%w: checks %d and %d name the same counter %s", ErrInvalidArgument, j, i, chk.Counter)
 			}
 		}
-		if err := c.addCounter(cfg, l.local != nil, chk.Counter, entry, chk.Delta, ratecounter.Limit{Window: chk.Window, Rate: chk.Limit}); err != nil {
+		if err := c.addCounter(cfg, chk.Counter, entry, chk.Delta, ratecounter.Limit{Window: chk.Window, Rate: chk.Limit}); err != nil {
 			return nil, err
 		}
 	}
-	if err := c.setBox(cfg, l.local != nil, box, entry, bucket.BoxWhenAbove, BoxUntil(now, ttl)); err != nil {
+	if err := c.setBox(cfg, box, entry, bucket.BoxWhenAbove, BoxUntil(now, ttl)); err != nil {
 		return nil, err
 	}
 	if out, ok, err := l.checkRateAsSpend(ctx, now, &c, checks); ok {
@@ -121,13 +115,13 @@ func (l *Limiter) CheckRate(ctx context.Context, entry string, checks []RateChec
 // concurrent requests (on Redis, one script run for many). ok is false
 // when the call has another shape; it then goes through Source.Call.
 func (l *Limiter) checkRateAsSpend(ctx context.Context, now int64, c *erlCall, checks []RateCheck) (*CheckRateResult, bool, error) {
-	if len(checks) != 1 || c.local[0] || c.boxLocal || c.call.Box != c.call.Counters[0].Key {
+	if len(checks) != 1 || c.call.Box != c.call.Counters[0].Key {
 		return nil, false, nil
 	}
 	cc := &c.call.Counters[0]
 	ops := [1]bucket.Op{{
 		Key: cc.Key, Algorithm: RateCounter, Rate: cc.Limit, Cost: cc.Delta, Mode: CheckAndSpend,
-		Box: c.call.Box, BoxUntil: c.call.Until, Capacity: cc.Capacity,
+		Box: c.call.Box, BoxUntil: c.call.Until, Capacity: cc.Capacity, SyncRate: cc.SyncRate,
 	}}
 	var outcomes [1]bucket.Outcome
 	sctx, cancel := l.sourceContext(ctx)
@@ -179,7 +173,7 @@ func (l *Limiter) RateCounter(ctx context.Context, counter, entry string) (RateC
 func (l *Limiter) readCounter(ctx context.Context, counter, entry string, delta int64) (RateCounterReading, error) {
 	cfg := l.config.Load()
 	var c erlCall
-	if err := c.addCounter(cfg, l.local != nil, counter, entry, delta, ratecounter.Limit{}); err != nil {
+	if err := c.addCounter(cfg, counter, entry, delta, ratecounter.Limit{}); err != nil {
 		return RateCounterReading{}, err
 	}
 	now := l.now()
@@ -235,7 +229,7 @@ func (l *Limiter) BoxRemove(ctx context.Context, box, entry string) (bool, error
 
 func (l *Limiter) boxCall(ctx context.Context, now int64, box, entry string, action bucket.BoxAction, until int64) (*bucket.CallResult, error) {
 	var c erlCall
-	if err := c.setBox(l.config.Load(), l.local != nil, box, entry, action, until); err != nil {
+	if err := c.setBox(l.config.Load(), box, entry, action, until); err != nil {
 		return nil, err
 	}
 	var res bucket.CallResult
@@ -252,7 +246,7 @@ func expiresIn(expires, now int64) time.Duration {
 
 // addCounter adds a counter of the rate-counter limit named counter to c,
 // for entry canonicalised by its id kind.
-func (c *erlCall) addCounter(cfg *Config, withLocal bool, counter, entry string, delta int64, lim ratecounter.Limit) error {
+func (c *erlCall) addCounter(cfg *Config, counter, entry string, delta int64, lim ratecounter.Limit) error {
 	info, ok := cfg.Lookup(counter)
 	if !ok {
 		return fmt.Errorf("ratecounter: %w %q", ErrUnknownLimit, counter)
@@ -264,16 +258,13 @@ func (c *erlCall) addCounter(cfg *Config, withLocal bool, counter, entry string,
 	if err != nil {
 		return fmt.Errorf("entry for %s: %w", counter, err)
 	}
-	i := len(c.call.Counters)
-	c.call.Counters = append(c.call.Counters, bucket.CounterCheck{Key: info.BucketKey(id), Delta: delta, Limit: lim, Capacity: cfg.Capacity(info.Name)})
-	c.sync[i] = cfg.SyncRate(info.Name)
-	c.local[i] = withLocal && c.sync[i] != 0
+	c.call.Counters = append(c.call.Counters, bucket.CounterCheck{Key: info.BucketKey(id), Delta: delta, Limit: lim, Capacity: cfg.Capacity(info.Name), SyncRate: cfg.SyncRate(info.Name)})
 	return nil
 }
 
 // setBox sets c's box: the box of the limit named box, for entry
 // canonicalised by its id kind.
-func (c *erlCall) setBox(cfg *Config, withLocal bool, box, entry string, action bucket.BoxAction, until int64) error {
+func (c *erlCall) setBox(cfg *Config, box, entry string, action bucket.BoxAction, until int64) error {
 	info, ok := cfg.Lookup(box)
 	if !ok {
 		return fmt.Errorf("penaltybox: %w %q", ErrUnknownLimit, box)
@@ -286,83 +277,18 @@ func (c *erlCall) setBox(cfg *Config, withLocal bool, box, entry string, action 
 		return fmt.Errorf("entry for %s: %w", box, err)
 	}
 	c.call.Box, c.call.Action, c.call.Until, c.call.BoxCapacity = info.BucketKey(id), action, until, cfg.Capacity(info.Name)
-	c.boxSync = cfg.SyncRate(info.Name)
-	c.boxLocal = withLocal && c.boxSync != 0
+	c.call.BoxSyncRate = cfg.SyncRate(info.Name)
 	return nil
 }
 
-// call applies c where its parts live. A call whose counters and box all
-// live in one place (the source, or this process's memory) is one atomic
-// step there. One that mixes the two takes up to three steps: the
-// counters of each place, then the box, boxed (BoxExtend) when a counter
-// went above.
+// call applies c on the source, in one atomic step.
 func (l *Limiter) call(ctx context.Context, now int64, c *erlCall, res *bucket.CallResult) error {
-	n := len(c.call.Counters)
-	onePlace := true
-	for i := range n {
-		if c.local[i] != c.local[0] {
-			onePlace = false
-		}
-	}
-	if n > 0 && c.call.Action != bucket.BoxNone && c.local[0] != c.boxLocal {
-		onePlace = false
-	}
-	if onePlace {
-		local := c.boxLocal
-		if n > 0 {
-			local = c.local[0]
-		}
-		return l.callIn(ctx, now, local, c, &c.call, res)
-	}
-	above := false
-	for i := range n {
-		part := bucket.Call{Counters: c.call.Counters[i : i+1]}
-		var pr bucket.CallResult
-		if err := l.callIn(ctx, now, c.local[i], c, &part, &pr); err != nil {
-			return err
-		}
-		res.Counters[i], res.Above[i] = pr.Counters[0], pr.Above[0]
-		above = above || pr.Above[0]
-	}
-	box := bucket.Call{Box: c.call.Box, Action: c.call.Action, Until: c.call.Until, BoxCapacity: c.call.BoxCapacity}
-	if box.Action == bucket.BoxWhenAbove {
-		box.Action = bucket.BoxRead
-		if above {
-			box.Action = bucket.BoxExtend
-		}
-	}
-	var br bucket.CallResult
-	if err := l.callIn(ctx, now, c.boxLocal, c, &box, &br); err != nil {
-		return err
-	}
-	res.Expires, res.Removed = br.Expires, br.Removed
-	return nil
-}
-
-// callIn applies call in this process's memory (local) or on the source.
-func (l *Limiter) callIn(ctx context.Context, now int64, local bool, c *erlCall, call *bucket.Call, res *bucket.CallResult) error {
-	if local {
-		return l.local.Call(ctx, now, LocalCall{Call: call, SyncRates: c.syncFor(call), BoxSyncRate: c.boxSync}, res)
-	}
 	ctx, cancel := l.sourceContext(ctx)
 	defer cancel()
-	if err := l.source.Call(ctx, now, call, res); err != nil {
+	if err := l.source.Call(ctx, now, &c.call, res); err != nil {
 		return sourceFailure(err)
 	}
 	return nil
-}
-
-// syncFor returns the sync_rate of each counter of call, a part of c.
-func (c *erlCall) syncFor(call *bucket.Call) [bucket.MaxCallCounters]time.Duration {
-	var out [bucket.MaxCallCounters]time.Duration
-	for i := range call.Counters {
-		for j := range c.call.Counters {
-			if c.call.Counters[j].Key == call.Counters[i].Key {
-				out[i] = c.sync[j]
-			}
-		}
-	}
-	return out
 }
 
 // IsClientError reports whether err refuses an ERL call for its arguments

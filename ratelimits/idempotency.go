@@ -96,9 +96,6 @@ func (l *Limiter) onceBatch(ctx context.Context, key string, op byte, b *batch, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if i, ok := b.hasLocal(); ok {
-		return nil, nil, &TransactionError{Index: i, Err: ErrLocalIdempotency}
-	}
 	if i, ok := b.hasBox(); ok {
 		return nil, nil, &TransactionError{Index: i, Err: ErrBoxIdempotency}
 	}
@@ -113,12 +110,35 @@ func (l *Limiter) onceBatch(ctx context.Context, key string, op byte, b *batch, 
 		defer cancel()
 		rec.Expires = now + int64(l.idempotencyTTL)
 		if replayed, err = apply(ctx, now, rec, ops, outcomes); err != nil {
+			if refused := b.refusal(err); refused != nil {
+				return nil, nil, refused
+			}
 			return b, nil, onceFailure(err)
 		}
 	}
 	bd := b.decisions()
 	bd.Replayed = replayed
 	return nil, bd, nil
+}
+
+// refusal is a source's refusal of one op's record (Source.SpendOnce) as
+// the refusal of that op's transaction; nil for any other error.
+func (b *batch) refusal(err error) error {
+	var te *TransactionError
+	if !errors.As(err, &te) || !errors.Is(err, ErrInvalidIdempotencyKey) {
+		return nil
+	}
+	op := 0
+	for i := range b.prepared {
+		if b.prepared[i].unlimited {
+			continue
+		}
+		if op == te.Index {
+			return &TransactionError{Index: i, Err: te.Err}
+		}
+		op++
+	}
+	return nil
 }
 
 // The operations a fingerprint tells apart, so that a key used for a spend

@@ -179,7 +179,7 @@ func (l Limit) window() window.Limit {
 // ns, which sets when an id boxed by it leaves the box). A limit's box
 // entry has the bucket's key: a source keeps boxes apart.
 func (l Limit) op(key string, cost int64, mode Mode, now int64) bucket.Op {
-	op := bucket.Op{Key: key, Algorithm: l.Algorithm, Cost: cost, Mode: mode}
+	op := bucket.Op{Key: key, Algorithm: l.Algorithm, Cost: cost, Mode: mode, SyncRate: l.SyncRate}
 	switch {
 	case l.Algorithm == Concurrency:
 		op.Lease = l.lease()

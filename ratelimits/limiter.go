@@ -24,10 +24,7 @@ type Limiter struct {
 	failOpen      bool
 	// idempotencyTTL is how long SpendOnce and RefundOnce remember a call.
 	idempotencyTTL time.Duration
-	// local, when set, counts the window limits whose sync_rate is not 0
-	// (WithLocal); nil sends every limit to the source.
-	local  Local
-	config atomic.Pointer[Config]
+	config         atomic.Pointer[Config]
 }
 
 // Option configures a Limiter.
@@ -116,9 +113,6 @@ func (l *Limiter) Refund(ctx context.Context, txns []Transaction) (*BatchDecisio
 	if err := b.refuseConcurrencyRefund(); err != nil {
 		return nil, err
 	}
-	if _, ok := b.hasLocal(); ok {
-		return l.refundMixed(ctx, b)
-	}
 	now := l.now()
 	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
 		ctx, cancel := l.sourceContext(ctx)
@@ -131,17 +125,11 @@ func (l *Limiter) Refund(ctx context.Context, txns []Transaction) (*BatchDecisio
 }
 
 // Reset deletes the buckets of the transactions (their cost and mode are
-// ignored), so they read as full, and returns how many were not full. A
-// window limit counted in process memory is forgotten there too, and one
-// whose sync_rate is above 0 also on the source, along with the hits this
-// process had not pushed yet.
+// ignored), so they read as full, and returns how many were not full.
 func (l *Limiter) Reset(ctx context.Context, txns []Transaction) (int, error) {
-	ops, localOps, err := l.prepareReset(txns)
+	ops, err := l.prepareReset(txns)
 	if err != nil {
 		return 0, err
-	}
-	if len(localOps) > 0 {
-		return l.resetMixed(ctx, ops, localOps)
 	}
 	if len(ops) == 0 {
 		return 0, nil
@@ -184,13 +172,10 @@ func (l *Limiter) Ready(ctx context.Context) error {
 
 // spend hands the limited transactions of a prepared batch to the source's
 // Spend in one call and decides the batch. Unlimited transactions never
-// reach the source; a batch with a local part goes through spendMixed.
+// reach the source.
 func (l *Limiter) spend(ctx context.Context, b *batch) (*BatchDecision, error) {
 	if b.hasShadowCheck() {
 		return l.spendShadowChecksApart(ctx, b)
-	}
-	if _, ok := b.hasLocal(); ok {
-		return l.spendMixed(ctx, b)
 	}
 	now := l.now()
 	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
@@ -229,41 +214,27 @@ func (l *Limiter) prepareDecision(txns []Transaction) (*batch, error) {
 	if err := prepareDecisions(l.config.Load(), txns, b.prepared); err != nil {
 		return nil, err
 	}
-	b.withLocal = l.local != nil
 	return b, nil
 }
 
 // prepareReset validates a reset, which needs only the buckets: cost and
-// mode are ignored. It returns, in request order, the ops of the limited
-// transactions stored on the source and those counted by the local layer;
-// an unlimited one has nothing stored to delete. A limit whose sync_rate
-// is above 0 is in both: the local layer holds its unpushed hits, the
-// source its totals.
-func (l *Limiter) prepareReset(txns []Transaction) ([]bucket.Op, []LocalOp, error) {
+// mode are ignored. It returns the ops of the limited transactions, in
+// request order; an unlimited one has nothing stored to delete.
+func (l *Limiter) prepareReset(txns []Transaction) ([]bucket.Op, error) {
 	if len(txns) == 0 {
-		return nil, nil, ErrEmptyBatch
+		return nil, ErrEmptyBatch
 	}
 	prepared := make([]preparedTxn, len(txns))
 	if err := prepareResets(l.config.Load(), txns, prepared); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ops := make([]bucket.Op, 0, len(prepared))
-	var localOps []LocalOp
 	for _, p := range prepared {
-		if p.unlimited {
-			continue
+		if !p.unlimited {
+			ops = append(ops, p.limit.op(p.key, 0, CheckAndSpend, 0))
 		}
-		op := p.limit.op(p.key, 0, CheckAndSpend, 0)
-		rate := p.limit.SyncRate
-		if l.local != nil && rate != 0 {
-			localOps = append(localOps, LocalOp{Op: op, SyncRate: rate})
-			if rate < 0 {
-				continue // never on the source
-			}
-		}
-		ops = append(ops, op)
 	}
-	return ops, localOps, nil
+	return ops, nil
 }
 
 // now reads the clock once per batch, so every bucket of a batch is decided

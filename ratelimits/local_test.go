@@ -126,7 +126,7 @@ func newMixedLimiter(t *testing.T) *mixedLimiter {
 	}
 	t.Cleanup(func() { _ = layer.Close(context.Background()) })
 	src := &countingSource{Source: memory.New(0), calls: map[string]int{}}
-	l, err := ratelimits.NewLimiter(cfg, src, clk, ratelimits.WithLocal(layer))
+	l, err := ratelimits.NewLimiter(cfg, layer.Front(src), clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestMixedCheckWritesNothing(t *testing.T) {
 func TestMixedRefund(t *testing.T) {
 	m := newMixedLimiter(t)
 	spendOK(t, m.Limiter, txn("Orders", 2), txn("Local", 2), txn("Synced", 2))
-	if _, err := m.Sync(context.Background()); err != nil {
+	if _, _, err := m.layer.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	bd, err := m.Refund(context.Background(), []ratelimits.Transaction{txn("Orders", 1), txn("Local", 1), txn("Synced", 1)})
@@ -272,8 +272,8 @@ func TestMixedReset(t *testing.T) {
 			t.Fatalf("%s remaining %d after the reset, want 3", limit, got)
 		}
 	}
-	if res, err := m.Sync(context.Background()); err != nil || res.Pushed != 0 {
-		t.Fatalf("sync after the reset: %+v, %v; the dropped hit must not be pushed", res, err)
+	if pushed, _, err := m.layer.Sync(context.Background()); err != nil || pushed != 0 {
+		t.Fatalf("sync after the reset: %d pushed, %v; the dropped hit must not be pushed", pushed, err)
 	}
 }
 
@@ -284,7 +284,7 @@ func TestMixedIdempotencyRefused(t *testing.T) {
 	for _, call := range []func(context.Context, string, []ratelimits.Transaction) (*ratelimits.BatchDecision, error){m.SpendOnce, m.RefundOnce} {
 		_, err := call(context.Background(), "k", []ratelimits.Transaction{txn("Orders", 1), txn("Synced", 1)})
 		var te *ratelimits.TransactionError
-		if !errors.Is(err, ratelimits.ErrLocalIdempotency) || !errors.Is(err, ratelimits.ErrInvalidIdempotencyKey) || !errors.As(err, &te) || te.Index != 1 {
+		if !errors.Is(err, local.ErrIdempotency) || !errors.Is(err, ratelimits.ErrInvalidIdempotencyKey) || !errors.As(err, &te) || te.Index != 1 {
 			t.Fatalf("idempotent call with a synced limit: %v", err)
 		}
 	}
@@ -294,14 +294,6 @@ func TestMixedIdempotencyRefused(t *testing.T) {
 	// Without a local limit, keys work as always.
 	if _, err := m.SpendOnce(context.Background(), "k", []ratelimits.Transaction{txn("Orders", 1)}); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// Without a local layer there is nothing to sync.
-func TestSyncWithoutLocalLayer(t *testing.T) {
-	l, _ := newTestLimiter(t, testDefaults, testOverrides)
-	if res, err := l.Sync(context.Background()); err != nil || res != (ratelimits.SyncResult{}) {
-		t.Fatalf("Sync = %+v, %v", res, err)
 	}
 }
 
@@ -330,7 +322,7 @@ func TestConcurrentMixedBatches(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 10 {
-			if _, err := m.Sync(context.Background()); err != nil {
+			if _, _, err := m.layer.Sync(context.Background()); err != nil {
 				t.Error(err)
 			}
 		}
@@ -407,7 +399,7 @@ func newRateMixedLimiter(t *testing.T) (*ratelimits.Limiter, *countingSource, cl
 	}
 	t.Cleanup(func() { _ = layer.Close(context.Background()) })
 	src := &countingSource{Source: &modelSource{m: sourcetest.Model{}}, calls: map[string]int{}}
-	l, err := ratelimits.NewLimiter(cfg, src, clk, ratelimits.WithLocal(layer))
+	l, err := ratelimits.NewLimiter(cfg, layer.Front(src), clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,6 @@ func (l *Limiter) spendShadowChecksApart(ctx context.Context, b *batch) (*BatchD
 		for j, i := range part {
 			sub.prepared[j] = b.prepared[i]
 		}
-		sub.withLocal = b.withLocal
 		bd, err := l.spend(ctx, sub)
 		if err != nil {
 			return nil, err

@@ -39,7 +39,11 @@ type Source interface {
 	// before rec.Expires decides nothing and writes nothing: it fills
 	// outcomes from the recorded now and states, which gives exactly the
 	// first call's outcomes, and reports replayed. A recorded key with
-	// another fingerprint fails with once.ErrMismatch.
+	// another fingerprint fails with once.ErrMismatch. A source that can
+	// keep no record for an op refuses the call before doing anything,
+	// with a *TransactionError whose Index is the op's in ops and whose
+	// Err wraps ErrInvalidIdempotencyKey: the Limiter answers it as that
+	// op's transaction's refusal.
 	SpendOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (replayed bool, err error)
 
 	// RefundOnce is Refund remembered under rec, as SpendOnce is Spend.

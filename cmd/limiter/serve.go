@@ -239,26 +239,27 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var opts []ratelimits.Option
-	if sourceKind(f.source) != "memory" {
-		// The memory source never waits, so a deadline around each call
-		// would only cost a timer per request.
-		opts = append(opts, ratelimits.WithSourceTimeout(f.sourceTimeout))
-	}
 	if f.failOpen {
 		opts = append(opts, ratelimits.WithFailOpen())
 	}
 	opts = append(opts, ratelimits.WithIdempotencyTTL(f.idempotencyTTL))
-	// Window limits with a sync_rate other than 0 count in this process's
-	// memory when the source is shared; on the memory source, the only
-	// process, every sync_rate behaves as 0.
+	// Window and rate-counter limits with a sync_rate other than 0 count in
+	// this process's memory when the source is shared, in the local layer
+	// in front of it; on the memory source, the only process, every
+	// sync_rate behaves as 0.
 	var layer *local.Layer
+	var syncNow func(context.Context) (int, int, error) // POST /v1/admin/sync; nil: nothing syncs
 	closeLayer := func() {}
 	syncObs := newSyncMetrics(reg)
+	limiterSource := observeSource(src, reg)
 	if sourceKind(f.source) != "memory" {
-		if layer, err = newLocalLayer(src, clk, syncObs, log); err != nil {
+		// The layer bounds each call to the source (the memory source
+		// never waits, so a deadline around each call would only cost a
+		// timer per request).
+		if layer, err = newLocalLayer(src, clk, f.sourceTimeout, syncObs, log); err != nil {
 			return err
 		}
-		opts = append(opts, ratelimits.WithLocal(layer))
+		limiterSource, syncNow = layer.Front(limiterSource), layer.Sync
 		// The hits not pushed yet go to the source once the servers have
 		// stopped, before the source closes: deferred after its Close, so
 		// it runs first on every way out, and called on a clean stop.
@@ -267,7 +268,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		defer closeLayer()
 	}
 	registerLayerGauges(reg, layer)
-	limiter, err := ratelimits.NewLimiter(cfg, observeSource(src, reg), clk, opts...)
+	limiter, err := ratelimits.NewLimiter(cfg, limiterSource, clk, opts...)
 	if err != nil {
 		return err
 	}
@@ -293,6 +294,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		OmitMetrics:  f.metricsListen != "",
 		Tokens:       tokens,
 		Reload:       reload.adminReload,
+		Sync:         syncNow,
 		ForwardAuth:  forwardAuth.Load,
 		TopDenied:    topLister(ctx, top, src, clk, f.redisFlags.topPush, f.sourceTimeout, log),
 		AccessLog:    f.accessLog,

@@ -91,18 +91,20 @@ func registerLayerGauges(reg prometheus.Registerer, layer *local.Layer) {
 }
 
 // newLocalLayer builds the local layer in front of a shared source, with
-// its metrics and a log line per failed cycle. src is the source as
-// opened, before any wrapper: it is its own WindowSyncer. A source that is
-// not one still gets a layer, whose limits above 0 then count in each
-// process only (every cycle fails, and says why).
-func newLocalLayer(src ratelimits.Source, clk clock.Clock, m *syncMetrics, log *slog.Logger) (*local.Layer, error) {
+// its metrics and a log line per failed cycle; its Front's calls to the
+// source last at most timeout each. src is the source as opened, before
+// any wrapper: it is its own WindowSyncer. A source that is not one still
+// gets a layer, whose limits above 0 then count in each process only
+// (every cycle fails, and says why).
+func newLocalLayer(src ratelimits.Source, clk clock.Clock, timeout time.Duration, m *syncMetrics, log *slog.Logger) (*local.Layer, error) {
 	syncer, ok := src.(syncpush.WindowSyncer)
 	if !ok {
 		log.Warn("the source cannot sync window counters: limits with a sync_rate above 0 count in each process only")
 	}
 	return local.New(local.Options{
-		Syncer: syncer,
-		Clock:  clk,
+		Syncer:        syncer,
+		Clock:         clk,
+		SourceTimeout: timeout,
 		OnCycle: func(c local.Cycle) {
 			m.observe(c)
 			if c.Err != nil {

@@ -28,7 +28,7 @@ func TestLocalLayerMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newSyncMetrics(reg)
 	clk := clock.NewFake()
-	layer, err := newLocalLayer(memory.New(0), clk, m, log)
+	layer, err := newLocalLayer(memory.New(0), clk, time.Second, m, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,10 +36,12 @@ func TestLocalLayerMetrics(t *testing.T) {
 	if !strings.Contains(logs.String(), "cannot sync window counters") {
 		t.Fatalf("no warning that the source cannot sync:\n%s", logs.String())
 	}
-	op := ratelimits.LocalOp{Op: bucket.Op{Key: "k", Algorithm: bucket.SlidingWindow, Window: window.Limit{Count: 5, Period: 60_000}, Cost: 1}, SyncRate: time.Second}
-	layer.Spend(clk.Now().UnixNano(), []ratelimits.LocalOp{op}, make([]bucket.Outcome, 1))
-	if _, err := layer.Sync(context.Background()); !errors.Is(err, local.ErrNoSyncer) {
-		t.Fatalf("Sync = %v, want ErrNoSyncer", err)
+	op := bucket.Op{Key: "k", Algorithm: bucket.SlidingWindow, Window: window.Limit{Count: 5, Period: 60_000}, Cost: 1, SyncRate: time.Second}
+	if err := layer.Front(memory.New(0)).Spend(context.Background(), clk.Now().UnixNano(), []bucket.Op{op}, make([]bucket.Outcome, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := layer.Sync(context.Background()); !errors.Is(err, local.ErrNoSyncer) || !errors.Is(err, ratelimits.ErrSourceUnavailable) {
+		t.Fatalf("Sync = %v, want ErrNoSyncer, as the source's failure", err)
 	}
 	for name, want := range map[string]float64{
 		"limiter_sync_cycles_total":     1,

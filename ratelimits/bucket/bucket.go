@@ -15,6 +15,8 @@
 package bucket
 
 import (
+	"time"
+
 	"github.com/limiter-dev/limiter/ratelimits/concurrency"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
@@ -145,6 +147,11 @@ type Op struct {
 	Lease       concurrency.Limit
 	LeaseID     string
 	LeaseAction LeaseAction
+	// SyncRate is the op's limit's sync_rate, set on every op. A layer in
+	// front of a shared source (source/local) counts the window and
+	// rate-counter ops whose SyncRate is not 0 in process memory; a
+	// source ignores it.
+	SyncRate time.Duration
 }
 
 // State is what a source stores for one op: TAT for a GCRA op

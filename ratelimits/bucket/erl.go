@@ -1,6 +1,10 @@
 package bucket
 
-import "github.com/limiter-dev/limiter/ratelimits/ratecounter"
+import (
+	"time"
+
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
+)
 
 // A Call is one of Fastly's Edge Rate Limiting calls, as a source sees it:
 // up to two rate counters of one entry, each given hits and perhaps
@@ -21,6 +25,8 @@ type Call struct {
 	// BoxCapacity bounds the box's entries in process memory (see
 	// Op.Capacity).
 	BoxCapacity int
+	// BoxSyncRate is the sync_rate of the box's limit (see Op.SyncRate).
+	BoxSyncRate time.Duration
 }
 
 // CounterCheck is one rate counter's part in a Call.
@@ -34,6 +40,8 @@ type CounterCheck struct {
 	// Capacity bounds the counter's entries in process memory (see
 	// Op.Capacity).
 	Capacity int
+	// SyncRate is the counter's limit's sync_rate (see Op.SyncRate).
+	SyncRate time.Duration
 }
 
 // BoxAction is what a Call does to its box entry.

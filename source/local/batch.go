@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
@@ -56,9 +55,9 @@ func tableLock(g *group, t *table) lockRef {
 // lockBatch finds where every op's state lives and takes all their locks.
 // The slices are passed in and returned so that a small batch's stay on
 // its caller's stack.
-func (l *Layer) lockBatch(ops []ratelimits.LocalOp, refs []opRef, order []lockRef) ([]opRef, []lockRef) {
+func (l *Layer) lockBatch(ops []bucket.Op, refs []opRef, order []lockRef) ([]opRef, []lockRef) {
 	for i := range ops {
-		op := &ops[i].Op
+		op := &ops[i]
 		g := l.groupOf(ops[i].SyncRate)
 		var r opRef
 		if op.Algorithm == bucket.RateCounter {
@@ -78,53 +77,59 @@ func (l *Layer) lockBatch(ops []ratelimits.LocalOp, refs []opRef, order []lockRe
 	return refs, lockAll(order)
 }
 
-func unpin(ops []ratelimits.LocalOp, refs []opRef) {
+func unpin(ops []bucket.Op, refs []opRef) {
 	for i := range ops {
 		if refs[i].rt != nil {
-			if r := refs[i].rt.rate(ops[i].Op.Key); r != nil {
+			if r := refs[i].rt.rate(ops[i].Key); r != nil {
 				r.pinned = false
 			}
 		}
 		if refs[i].bt != nil {
-			if b := refs[i].bt.box(ops[i].Op.Box); b != nil {
+			if b := refs[i].bt.box(ops[i].Box); b != nil {
 				b.pinned = false
 			}
 		}
 	}
 }
 
-// Decide implements ratelimits.Local.
-func (l *Layer) Decide(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) bool {
+// decide decides ops, all counted here, as one batch (bucket.SpendBatch)
+// and writes nothing; outcomes say which ops commit must write.
+func (l *Layer) decide(now int64, ops []bucket.Op, outcomes []bucket.Outcome) bool {
 	return l.batch(now, ops, outcomes, true, false)
 }
 
-// Spend implements ratelimits.Local.
-func (l *Layer) Spend(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) bool {
+// spend is decide and commit in one atomic step. As bucket.SpendBatch
+// says, a denied batch still writes its rate-counter hits and box entries.
+func (l *Layer) spend(now int64, ops []bucket.Op, outcomes []bucket.Outcome) bool {
 	return l.batch(now, ops, outcomes, true, true)
 }
 
-// Commit implements ratelimits.Local.
-func (l *Layer) Commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
+// commit adds the cost of every op whose outcome says Write, and boxes the
+// id of every op whose outcome says WriteBox until New.BoxExpires at
+// least: an add, never a replacement by the state decide saw, so that
+// other batches' hits and boxings since stay. The caller clears the Write
+// of window ops whose batch the inner source denied.
+func (l *Layer) commit(now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
 	l.batch(now, ops, outcomes, false, true)
 }
 
-func (l *Layer) batch(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, decide, write bool) bool {
+func (l *Layer) batch(now int64, ops []bucket.Op, outcomes []bucket.Outcome, decide, write bool) bool {
 	var refsBuf [smallBatch]opRef
 	var orderBuf [2 * smallBatch]lockRef
 	refs, order := l.lockBatch(ops, refsBuf[:0], orderBuf[:0])
 	defer unlock(order)
 	defer unpin(ops, refs)
-	allowed := decide && l.decide(now, ops, outcomes, refs)
+	allowed := decide && l.decideLocked(now, ops, outcomes, refs)
 	if write {
-		l.commit(now, ops, outcomes, refs)
+		l.commitLocked(now, ops, outcomes, refs)
 	}
 	return allowed
 }
 
-// decide decides ops with their locks held (bucket.SpendBatch). A counter
+// decideLocked decides ops with their locks held (bucket.SpendBatch). A counter
 // or box entry of a limit above 0 is made by its first read, so that the
 // next cycle reads its totals; below 0, only by a write.
-func (l *Layer) decide(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, refs []opRef) bool {
+func (l *Layer) decideLocked(now int64, ops []bucket.Op, outcomes []bucket.Outcome, refs []opRef) bool {
 	var statesBuf [smallBatch]bucket.State
 	var opsBuf [smallBatch]bucket.Op
 	states, bops := statesBuf[:0], opsBuf[:0]
@@ -133,7 +138,7 @@ func (l *Layer) decide(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 	}
 	nowMs := msOf(now)
 	for i := range ops {
-		op := &ops[i].Op
+		op := &ops[i]
 		synced := ops[i].SyncRate > 0
 		var st bucket.State
 		if op.Algorithm == bucket.RateCounter {
@@ -159,12 +164,12 @@ func (l *Layer) decide(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 	return bucket.SpendBatch(now, bops, states, outcomes)
 }
 
-// commit writes what the outcomes ask for, with the locks held, as adds:
+// commitLocked writes what the outcomes ask for, with the locks held, as adds:
 // another batch may have written since Decide.
-func (l *Layer) commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome, refs []opRef) {
+func (l *Layer) commitLocked(now int64, ops []bucket.Op, outcomes []bucket.Outcome, refs []opRef) {
 	nowMs, s := msOf(now), ratecounter.Second(now)
 	for i := range ops {
-		op := &ops[i].Op
+		op := &ops[i]
 		if outcomes[i].Write {
 			if op.Algorithm == bucket.RateCounter {
 				r := l.rateOf(refs[i].rt, op.Key, now, op.Capacity, ops[i].SyncRate, true)
@@ -186,16 +191,17 @@ func (l *Layer) commit(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 	}
 }
 
-// Refund implements ratelimits.Local: each op gives back at most the hits
-// its counter has not pushed (bucket.RefundBatch rules otherwise).
-func (l *Layer) Refund(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Outcome) {
+// refund gives each op's cost back (bucket.RefundBatch rules) from the
+// hits its counter has not pushed: pushed hits are everyone's and stay
+// counted until their window ends.
+func (l *Layer) refund(now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
 	var refsBuf [smallBatch]opRef
 	var orderBuf [2 * smallBatch]lockRef
 	refs, order := l.lockBatch(ops, refsBuf[:0], orderBuf[:0])
 	defer unlock(order)
 	nowMs, s := msOf(now), ratecounter.Second(now)
 	for i := range ops {
-		op := ops[i].Op
+		op := ops[i]
 		var st bucket.State
 		var given int64
 		var r *rate
@@ -233,10 +239,12 @@ func (l *Layer) Refund(now int64, ops []ratelimits.LocalOp, outcomes []bucket.Ou
 	}
 }
 
-// Reset implements ratelimits.Local. No cycle of the ops' groups runs
-// while the source resets: a push in flight could otherwise land after
-// the reset and bring hits back.
-func (l *Layer) Reset(ctx context.Context, now int64, ops []ratelimits.LocalOp, source func(context.Context) (int, error)) (int, error) {
+// reset calls source, which resets the inner source's part, while no
+// cycle of ops' groups runs (a push in flight could otherwise land after
+// the reset and bring hits back), and then, when it succeeded, forgets
+// ops' counters and box entries here. It returns source's count plus the
+// ops that still counted something the source could not know of.
+func (l *Layer) reset(ctx context.Context, now int64, ops []bucket.Op, source func(context.Context) (int, error)) (int, error) {
 	var synced []*group
 	for i := range ops {
 		if g := l.groupOf(ops[i].SyncRate); g.rate > 0 && !slices.Contains(synced, g) {
@@ -275,8 +283,7 @@ func unlockGroups(gs []*group) {
 // whether the source could not have counted it: below 0, whether it still
 // counted something; above 0, whether this process's own unpushed hits or
 // box entry still counted while what it had read from the source did not.
-func (l *Layer) forget(now int64, lop *ratelimits.LocalOp, ref opRef) bool {
-	op := &lop.Op
+func (l *Layer) forget(now int64, op *bucket.Op, ref opRef) bool {
 	nowMs, s := msOf(now), ratecounter.Second(now)
 	var mine, read bucket.State
 	found := false
@@ -284,7 +291,7 @@ func (l *Layer) forget(now int64, lop *ratelimits.LocalOp, ref opRef) bool {
 		if r := ref.rt.rate(op.Key); r != nil {
 			found = true
 			mine.Rate = r.pending
-			if lop.SyncRate > 0 && r.readUntil > s {
+			if op.SyncRate > 0 && r.readUntil > s {
 				read.Rate = r.total // holds hits the source counted
 			}
 			ref.rt.removeRate(r)
@@ -312,7 +319,7 @@ func (l *Layer) forget(now int64, lop *ratelimits.LocalOp, ref opRef) bool {
 	if !found {
 		return false
 	}
-	if lop.SyncRate < 0 {
+	if op.SyncRate < 0 {
 		return bucket.Busy(now, op, mine)
 	}
 	return bucket.Busy(now, op, mine) && !bucket.Busy(now, op, read)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/jmhodges/clock"
 
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
@@ -23,12 +22,12 @@ func BenchmarkLocalSpend(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ops := []ratelimits.LocalOp{op("330:42", 1<<40, 1, time.Second)}
+	ops := []bucket.Op{op("330:42", 1<<40, 1, time.Second)}
 	out := make([]bucket.Outcome, 1)
 	now := clk.Now().UnixNano()
 	b.ReportAllocs()
 	for b.Loop() {
-		l.Spend(now, ops, out)
+		l.spend(now, ops, out)
 	}
 }
 
@@ -46,8 +45,8 @@ func BenchmarkLocalSpendParallel(b *testing.B) {
 		out := make([]bucket.Outcome, 1)
 		i := 0
 		for pb.Next() {
-			ops := []ratelimits.LocalOp{op("330:"+strconv.Itoa(i%1024), 1<<40, 1, time.Second)}
-			l.Spend(now, ops, out)
+			ops := []bucket.Op{op("330:"+strconv.Itoa(i%1024), 1<<40, 1, time.Second)}
+			l.spend(now, ops, out)
 			i++
 		}
 	})
@@ -69,7 +68,7 @@ func BenchmarkLocalMemoryPerCounter(b *testing.B) {
 		out := make([]bucket.Outcome, 1)
 		now := clk.Now().UnixNano()
 		for i := range n {
-			l.Spend(now, []ratelimits.LocalOp{op("330:"+strconv.Itoa(100_000_000+i), 10, 1, time.Second)}, out)
+			l.spend(now, []bucket.Op{op("330:"+strconv.Itoa(100_000_000+i), 10, 1, time.Second)}, out)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -90,13 +89,13 @@ func BenchmarkLocalRateSpend(b *testing.B) {
 		b.Fatal(err)
 	}
 	o := rop("330:42", 1, time.Second, 0)
-	o.Op.Mode = bucket.SpendOnly
-	ops := []ratelimits.LocalOp{o}
+	o.Mode = bucket.SpendOnly
+	ops := []bucket.Op{o}
 	out := make([]bucket.Outcome, 1)
 	now := clk.Now().UnixNano()
 	b.ReportAllocs()
 	for b.Loop() {
-		l.Spend(now, ops, out)
+		l.spend(now, ops, out)
 	}
 }
 
@@ -117,12 +116,12 @@ func BenchmarkLocalMemoryPerRateCounter(b *testing.B) {
 		out := make([]bucket.Outcome, 1)
 		now := clk.Now().UnixNano()
 		for i := range n {
-			l.Spend(now, []ratelimits.LocalOp{rop("330:"+strconv.Itoa(100_000_000+i), 1, time.Second, n)}, out)
+			l.spend(now, []bucket.Op{rop("330:"+strconv.Itoa(100_000_000+i), 1, time.Second, n)}, out)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/unsynced")
-		if _, err := l.Sync(context.Background()); err != nil {
+		if _, _, err := l.Sync(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		runtime.GC()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
@@ -20,48 +19,47 @@ type caller interface {
 	Call(ctx context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error
 }
 
-// Call implements ratelimits.Local: the call's counters and box entry are
-// read and changed here in one locked step (bucket.ApplyCall), and pushed
-// at the next sync.
+// call applies an ERL call whose counters and box are all counted here:
+// they are read and changed in one locked step (bucket.ApplyCall), and
+// pushed at the next sync.
 //
 // A sync only ever lengthens a stored box entry, so a removal, and an add
 // that shortens the entry, of a limit above 0 are applied on the source at
 // once (its Call), with the group's cycle held so that no push in flight
-// lands after them, and then here. Only those can fail, with an error
-// wrapping ratelimits.ErrSourceUnavailable, and then nothing changed here.
+// lands after them, and then here. Only those can fail, and then nothing
+// changed here.
 // A removal reports Removed when the entry was in the box here or on the
 // source. A box entry set in another process and not pushed yet is not
 // removed: it is a boxing that the removal did not see.
-func (l *Layer) Call(ctx context.Context, now int64, lc ratelimits.LocalCall, res *bucket.CallResult) error {
-	call := lc.Call
-	if lc.BoxSyncRate <= 0 || l.rates == nil || (call.Action != bucket.BoxRemove && call.Action != bucket.BoxReplace) {
-		l.apply(now, lc, res, false)
+func (l *Layer) call(ctx context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error {
+	if call.BoxSyncRate <= 0 || l.rates == nil || (call.Action != bucket.BoxRemove && call.Action != bucket.BoxReplace) {
+		l.apply(now, call, res, false)
 		return nil
 	}
-	g := l.groupOf(lc.BoxSyncRate)
+	g := l.groupOf(call.BoxSyncRate)
 	if err := g.lock(ctx); err != nil {
-		return fmt.Errorf("%w: %w", ratelimits.ErrSourceUnavailable, err)
+		return err
 	}
 	defer g.unlock()
 	if call.Action == bucket.BoxReplace && call.Until >= l.boxExpires(g, call.Box) {
-		l.apply(now, lc, res, false) // a later expiry: pushed at the next sync
+		l.apply(now, call, res, false) // a later expiry: pushed at the next sync
 		return nil
 	}
 	if l.caller == nil {
-		return fmt.Errorf("%w: %w", ratelimits.ErrSourceUnavailable, ErrNoBoxCall)
+		return ErrNoBoxCall
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.syncTimeout(g))
 	defer cancel()
 	var src bucket.CallResult
-	boxOnly := bucket.Call{Box: call.Box, Action: call.Action, Until: call.Until, BoxCapacity: call.BoxCapacity}
+	boxOnly := bucket.Call{Box: call.Box, Action: call.Action, Until: call.Until, BoxCapacity: call.BoxCapacity, BoxSyncRate: call.BoxSyncRate}
 	if err := l.caller.Call(ctx, now, &boxOnly, &src); err != nil {
 		action := "replacement"
 		if call.Action == bucket.BoxRemove {
 			action = "removal"
 		}
-		return fmt.Errorf("%w: local: applying a box %s on the source: %w", ratelimits.ErrSourceUnavailable, action, err)
+		return fmt.Errorf("local: applying a box %s on the source: %w", action, err)
 	}
-	l.apply(now, lc, res, true)
+	l.apply(now, call, res, true)
 	res.Removed = res.Removed || src.Removed
 	return nil
 }
@@ -78,23 +76,22 @@ func (l *Layer) boxExpires(g *group, key string) int64 {
 	return 0
 }
 
-// apply applies lc here, under the locks of its tables. atSource says the
+// apply applies call here, under the locks of its tables. atSource says the
 // box change is already on the source: the entry then holds it as read
 // from there, with nothing left to push. As in a batch, a counter or box
 // entry above 0 is made by its first read; below 0, only by a write.
-func (l *Layer) apply(now int64, lc ratelimits.LocalCall, res *bucket.CallResult, atSource bool) {
-	call := lc.Call
+func (l *Layer) apply(now int64, call *bucket.Call, res *bucket.CallResult, atSource bool) {
 	var orderBuf [bucket.MaxCallCounters + 1]lockRef
 	var tables [bucket.MaxCallCounters]*table
 	order := orderBuf[:0]
 	for i := range call.Counters {
-		g := l.groupOf(lc.SyncRates[i])
+		g := l.groupOf(call.Counters[i].SyncRate)
 		tables[i] = g.tableOf(call.Counters[i].Key)
 		order = append(order, tableLock(g, tables[i]))
 	}
 	var bt *table
 	if call.Action != bucket.BoxNone {
-		g := l.groupOf(lc.BoxSyncRate)
+		g := l.groupOf(call.BoxSyncRate)
 		bt = g.tableOf(call.Box)
 		order = append(order, tableLock(g, bt))
 	}
@@ -116,15 +113,15 @@ func (l *Layer) apply(now int64, lc ratelimits.LocalCall, res *bucket.CallResult
 	}()
 	for i := range call.Counters {
 		cc := &call.Counters[i]
-		rates[i] = l.rateOf(tables[i], cc.Key, now, cc.Capacity, lc.SyncRates[i], lc.SyncRates[i] > 0 || cc.Delta > 0)
+		rates[i] = l.rateOf(tables[i], cc.Key, now, cc.Capacity, cc.SyncRate, cc.SyncRate > 0 || cc.Delta > 0)
 		if v := rates[i].view(); v != nil {
 			counters[i] = *v
 		}
 	}
 	var old int64
-	boxSynced := lc.BoxSyncRate > 0
+	boxSynced := call.BoxSyncRate > 0
 	if bt != nil {
-		if b = l.boxOf(bt, call.Box, now, call.BoxCapacity, lc.BoxSyncRate, boxSynced); b != nil {
+		if b = l.boxOf(bt, call.Box, now, call.BoxCapacity, call.BoxSyncRate, boxSynced); b != nil {
 			old = b.expires()
 		}
 	}
@@ -143,7 +140,7 @@ func (l *Layer) apply(now int64, lc ratelimits.LocalCall, res *bucket.CallResult
 		if newBox <= now {
 			return // nothing to remove
 		}
-		b = l.boxOf(bt, call.Box, now, call.BoxCapacity, lc.BoxSyncRate, true)
+		b = l.boxOf(bt, call.Box, now, call.BoxCapacity, call.BoxSyncRate, true)
 	}
 	switch {
 	case atSource:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,8 +28,8 @@ type asSource struct {
 	rate time.Duration
 }
 
-func (s *asSource) local(ops []bucket.Op) []ratelimits.LocalOp {
-	out := make([]ratelimits.LocalOp, len(ops))
+func (s *asSource) local(ops []bucket.Op) []bucket.Op {
+	out := make([]bucket.Op, len(ops))
 	for i, op := range ops {
 		if op.Algorithm == bucket.GCRA {
 			s.t.Skip("a GCRA limit is never counted in the local layer")
@@ -36,31 +37,30 @@ func (s *asSource) local(ops []bucket.Op) []ratelimits.LocalOp {
 		if op.Algorithm == bucket.Concurrency {
 			s.t.Skip("a concurrency limit is never counted in the local layer: it has no sync_rate")
 		}
-		out[i] = ratelimits.LocalOp{Op: op, SyncRate: s.rate}
+		out[i] = op
+		out[i].SyncRate = s.rate
 	}
 	return out
 }
 
 func (s *asSource) Spend(_ context.Context, now int64, ops []bucket.Op, out []bucket.Outcome) error {
-	s.l.Spend(now, s.local(ops), out)
+	s.l.spend(now, s.local(ops), out)
 	return nil
 }
 
 func (s *asSource) Refund(_ context.Context, now int64, ops []bucket.Op, out []bucket.Outcome) error {
-	s.l.Refund(now, s.local(ops), out)
+	s.l.refund(now, s.local(ops), out)
 	return nil
 }
 
 func (s *asSource) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
-	return s.l.Reset(ctx, now, s.local(ops), func(context.Context) (int, error) { return 0, nil })
+	return s.l.reset(ctx, now, s.local(ops), func(context.Context) (int, error) { return 0, nil })
 }
 
 func (s *asSource) Call(ctx context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error {
-	lc := ratelimits.LocalCall{Call: call, BoxSyncRate: s.rate}
-	for i := range call.Counters {
-		lc.SyncRates[i] = s.rate
-	}
-	return s.l.Call(ctx, now, lc, res)
+	c := *call
+	c.Counters = slices.Clone(call.Counters)
+	return s.l.call(ctx, now, atRate(&c, s.rate), res)
 }
 
 var errNoOnce = errors.New("the local layer keeps no idempotency records")
@@ -143,10 +143,11 @@ func TestMatchesModel(t *testing.T) {
 				return bucket.Op{Key: k + ":w", Algorithm: bucket.SlidingWindow, Window: window.Limit{Count: 10, Period: 60_000},
 					Cost: rng.Int64N(4), Mode: mode, Box: k + ":w", BoxUntil: now + int64(rng.IntN(20)+1)*int64(time.Second), Capacity: 1000}
 			}
-			lops := func(ops ...bucket.Op) []ratelimits.LocalOp {
-				out := make([]ratelimits.LocalOp, len(ops))
+			lops := func(ops ...bucket.Op) []bucket.Op {
+				out := make([]bucket.Op, len(ops))
 				for i := range ops {
-					out[i] = ratelimits.LocalOp{Op: ops[i], SyncRate: v.rate}
+					out[i] = ops[i]
+					out[i].SyncRate = v.rate
 				}
 				return out
 			}
@@ -161,7 +162,7 @@ func TestMatchesModel(t *testing.T) {
 				switch what {
 				case 0:
 					op := randOp(k)
-					got, err := p.Reset(context.Background(), now, lops(op), func(context.Context) (int, error) {
+					got, err := p.reset(context.Background(), now, lops(op), func(context.Context) (int, error) {
 						return s.reset(now, []bucket.Op{op}), nil
 					})
 					if want := model.Reset(now, []bucket.Op{op}); err != nil || got != want {
@@ -170,7 +171,7 @@ func TestMatchesModel(t *testing.T) {
 				case 1, 2:
 					op := randOp(k)
 					out := make([]bucket.Outcome, 1)
-					p.Refund(now, lops(op), out)
+					p.refund(now, lops(op), out)
 					if want := model.Apply(now, []bucket.Op{op}, true); out[0].Decision != want[0].Decision {
 						t.Fatalf("step %d: refund of %+v:\n got %+v\nwant %+v", step, op, out[0].Decision, want[0].Decision)
 					}
@@ -189,9 +190,8 @@ func TestMatchesModel(t *testing.T) {
 						}
 						c.Box = k + ":box"
 					}
-					lc := ratelimits.LocalCall{Call: &c, SyncRates: [2]time.Duration{v.rate, v.rate}, BoxSyncRate: v.rate}
 					var got, want bucket.CallResult
-					if err := p.Call(context.Background(), now, lc, &got); err != nil {
+					if err := p.Layer.call(context.Background(), now, atRate(&c, v.rate), &got); err != nil {
 						t.Fatal(err)
 					}
 					model.Call(now, &c, &want)
@@ -201,7 +201,7 @@ func TestMatchesModel(t *testing.T) {
 				default:
 					ops := []bucket.Op{randOp(k), randOp(keys[(step+1)%len(keys)] + ":x")}
 					out := make([]bucket.Outcome, 2)
-					p.Spend(now, lops(ops...), out)
+					p.Layer.spend(now, lops(ops...), out)
 					want := model.Apply(now, ops, false)
 					for i := range out {
 						if out[i].Decision != want[i].Decision || out[i].Write != want[i].Write || out[i].WriteBox != want[i].WriteBox {

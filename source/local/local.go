@@ -1,8 +1,10 @@
-// Package local is the local layer (ratelimits.Local): the counters of
-// window and rate-counter limits whose sync_rate is not 0, and the penalty
-// boxes of such limits, kept in this process's memory in front of a
-// shared source, with the sync loops that push them to it and read back
-// what every process did (docs/design.md, "Where the counting happens"). Box expiries sync like hits
+// Package local is the local layer: the counters of window and
+// rate-counter limits whose sync_rate is not 0, and the penalty boxes of
+// such limits, kept in this process's memory in front of a shared source,
+// with the sync loops that push them to it and read back what every
+// process did (docs/design.md, "Where the counting happens"). The Limiter
+// sees it as its source (Layer.Front), which hands every other op to the
+// shared one. Box expiries sync like hits
 // (the source keeps the later one), so an id boxed in one process is
 // boxed in another within about two sync intervals.
 //
@@ -13,8 +15,8 @@
 // per limit name in tables, where the limit's capacity can be enforced
 // exactly.
 //
-// Why not an in-process memory source as the store: the Limiter writes a
-// mixed batch's window costs only after the source part was allowed,
+// Why not an in-process memory source as the store: a mixed batch's window
+// costs are written only after the shared source's part was allowed,
 // which needs an add that does not decide again (Commit), and a counter
 // that syncs holds three things (totals read, hits in flight, hits not
 // pushed) where a source stores one state per key.
@@ -91,14 +93,19 @@ const (
 type Cycle struct {
 	Trigger  Trigger
 	SyncRate time.Duration
-	// Pushed and Fetched count as ratelimits.SyncResult does; both are 0
-	// when Err is set.
+	// Pushed and Fetched count as Sync does; both are 0 when Err is set.
 	Pushed, Fetched int
 	// Duration excludes waiting for an earlier cycle of the group.
 	Duration time.Duration
 	// Err is the push's failure; what the source did not certainly apply
 	// is kept for the next cycle.
 	Err error
+}
+
+// syncResult is what a cycle did, as Sync counts it.
+type syncResult struct {
+	Pushed  int
+	Fetched int
 }
 
 // Options configure a Layer.
@@ -122,6 +129,11 @@ type Options struct {
 	// ShutdownRetry is the pause between two attempts of Close's push
 	// (DefaultShutdownRetry when 0; < 0 retries at once).
 	ShutdownRetry time.Duration
+	// SourceTimeout bounds each call a Front makes to its inner source (0:
+	// the caller's deadline alone). Give it here rather than to the
+	// Limiter (ratelimits.WithSourceTimeout): there it would also bound a
+	// reset's, or a box removal's, wait for a running cycle.
+	SourceTimeout time.Duration
 	// OnCycle, when set, is called after every cycle, on its goroutine.
 	OnCycle func(Cycle)
 }
@@ -285,18 +297,18 @@ func (l *Layer) loop(g *group, t *clock.Timer) {
 
 // runCycle runs one cycle of g, with its cycle token held, and reports
 // it. Each part keeps what it could not push whatever became of the other.
-func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (ratelimits.SyncResult, error) {
+func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (syncResult, error) {
 	if err := g.lock(ctx); err != nil {
-		return ratelimits.SyncResult{}, err
+		return syncResult{}, err
 	}
 	defer g.unlock()
 	start := l.opts.Timers.Now()
 	wres, werr := l.windowCycle(ctx, g)
 	rres, rerr := l.rateCycle(ctx, g)
-	res := ratelimits.SyncResult{Pushed: wres.Pushed + rres.Pushed, Fetched: wres.Fetched + rres.Fetched}
+	res := syncResult{Pushed: wres.Pushed + rres.Pushed, Fetched: wres.Fetched + rres.Fetched}
 	err := errors.Join(werr, rerr)
 	if err != nil {
-		res = ratelimits.SyncResult{}
+		res = syncResult{}
 	}
 	if l.opts.OnCycle != nil {
 		l.opts.OnCycle(Cycle{Trigger: trigger, SyncRate: g.rate, Pushed: res.Pushed, Fetched: res.Fetched,
@@ -322,18 +334,22 @@ func (l *Layer) syncTimeout(g *group) time.Duration {
 	return min(max(g.rate, minSyncTimeout), maxSyncTimeout)
 }
 
-// Sync implements ratelimits.Local: one cycle of every group above 0, one
-// after the other; the error joins those that failed.
-func (l *Layer) Sync(ctx context.Context) (ratelimits.SyncResult, error) {
-	var total ratelimits.SyncResult
+// Sync runs one cycle of every group above 0 now, one after the other,
+// and counts the (limit, id) counters whose unpushed hits they pushed and
+// those whose totals they read back. The error joins those of the cycles
+// that failed, whose hits are kept for the next cycle; it wraps
+// ratelimits.ErrSourceUnavailable, as any failure of the source does.
+func (l *Layer) Sync(ctx context.Context) (pushed, fetched int, err error) {
 	var errs []error
 	for _, g := range l.syncedGroups() {
 		res, err := l.runCycle(ctx, g, TriggerAdmin)
 		errs = append(errs, err)
-		total.Pushed += res.Pushed
-		total.Fetched += res.Fetched
+		pushed, fetched = pushed+res.Pushed, fetched+res.Fetched
 	}
-	return total, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return pushed, fetched, fmt.Errorf("%w: %w", ratelimits.ErrSourceUnavailable, err)
+	}
+	return pushed, fetched, nil
 }
 
 // Close stops the sync loops and pushes every unpushed hit, trying again
@@ -439,5 +455,3 @@ func (l *Layer) each(onShard func(*shard), onTable func(*table)) {
 		}
 	}
 }
-
-var _ ratelimits.Local = (*Layer)(nil)

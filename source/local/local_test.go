@@ -14,7 +14,6 @@ import (
 
 	"github.com/jmhodges/clock"
 
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
@@ -152,22 +151,19 @@ func fakeClock() clock.FakeClock {
 }
 
 // op is a spend on a sliding window of count hits per hour.
-func op(key string, count, cost int64, rate time.Duration) ratelimits.LocalOp {
-	return ratelimits.LocalOp{
-		Op:       bucket.Op{Key: key, Algorithm: bucket.SlidingWindow, Window: window.Limit{Count: count, Period: time.Hour.Milliseconds()}, Cost: cost},
-		SyncRate: rate,
-	}
+func op(key string, count, cost int64, rate time.Duration) bucket.Op {
+	return bucket.Op{Key: key, Algorithm: bucket.SlidingWindow, Window: window.Limit{Count: count, Period: time.Hour.Milliseconds()}, Cost: cost, SyncRate: rate}
 }
 
 // spend spends ops at the process's now and returns the batch's answer
 // and the outcomes.
-func (p *process) spend(ops ...ratelimits.LocalOp) (bool, []bucket.Outcome) {
+func (p *process) spend(ops ...bucket.Op) (bool, []bucket.Outcome) {
 	out := make([]bucket.Outcome, len(ops))
-	return p.Spend(p.clk.Now().UnixNano(), ops, out), out
+	return p.Layer.spend(p.clk.Now().UnixNano(), ops, out), out
 }
 
 // admit spends cost 1 n times and returns how many were allowed.
-func (p *process) admit(n int, o ratelimits.LocalOp) int {
+func (p *process) admit(n int, o bucket.Op) int {
 	allowed := 0
 	for range n {
 		if ok, _ := p.spend(o); ok {
@@ -178,23 +174,23 @@ func (p *process) admit(n int, o ratelimits.LocalOp) int {
 }
 
 // remaining reads a counter with a cost-0 decision.
-func (p *process) remaining(t *testing.T, o ratelimits.LocalOp) int64 {
+func (p *process) remaining(t *testing.T, o bucket.Op) int64 {
 	t.Helper()
-	o.Op.Cost = 0
+	o.Cost = 0
 	out := make([]bucket.Outcome, 1)
-	if !p.Decide(p.clk.Now().UnixNano(), []ratelimits.LocalOp{o}, out) {
+	if !p.decide(p.clk.Now().UnixNano(), []bucket.Op{o}, out) {
 		t.Fatalf("a cost-0 read was denied: %+v", out[0])
 	}
 	return out[0].Remaining
 }
 
-func (p *process) sync(t *testing.T) ratelimits.SyncResult {
+func (p *process) sync(t *testing.T) syncResult {
 	t.Helper()
-	res, err := p.Sync(context.Background())
+	pushed, fetched, err := p.Sync(context.Background())
 	if err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
-	return res
+	return syncResult{Pushed: pushed, Fetched: fetched}
 }
 
 // Below 0, every process counts alone and the source never hears of it.
@@ -208,7 +204,7 @@ func TestLocalOnlyCountsAlone(t *testing.T) {
 	if got := b.admit(15, o); got != 10 {
 		t.Fatalf("process b admitted %d of 15, want 10", got)
 	}
-	if res := a.sync(t); res != (ratelimits.SyncResult{}) {
+	if res := a.sync(t); res != (syncResult{}) {
 		t.Fatalf("Sync of a local-only layer = %+v, want nothing pushed or fetched", res)
 	}
 	if s.calls_() != 0 {
@@ -244,10 +240,10 @@ func TestDecidesFromTotalsPlusUnpushedHits(t *testing.T) {
 	if ra, rb := a.remaining(t, o), b.remaining(t, o); ra != 7 || rb != 6 {
 		t.Fatalf("remaining before sync: a %d, b %d; want 7 and 6", ra, rb)
 	}
-	if res := a.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 1}) {
+	if res := a.sync(t); res != (syncResult{Pushed: 1, Fetched: 1}) {
 		t.Fatalf("a's sync = %+v, want 1 pushed, 1 fetched", res)
 	}
-	if res := b.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 1}) {
+	if res := b.sync(t); res != (syncResult{Pushed: 1, Fetched: 1}) {
 		t.Fatalf("b's sync = %+v, want 1 pushed, 1 fetched", res)
 	}
 	if got := s.total("k", clk.Now()); got != 7 {
@@ -258,7 +254,7 @@ func TestDecidesFromTotalsPlusUnpushedHits(t *testing.T) {
 		t.Fatalf("remaining after one sync each: a %d, b %d; want 7 and 3", ra, rb)
 	}
 	// A sync with nothing to push only reads.
-	if res := a.sync(t); res != (ratelimits.SyncResult{Pushed: 0, Fetched: 1}) {
+	if res := a.sync(t); res != (syncResult{Pushed: 0, Fetched: 1}) {
 		t.Fatalf("a's second sync = %+v, want 0 pushed, 1 fetched", res)
 	}
 	if ra := a.remaining(t, o); ra != 3 {
@@ -302,7 +298,7 @@ func TestSyncAccounting(t *testing.T) {
 	if got := p.remaining(t, op("d", 10, 0, time.Second)); got != 10 {
 		t.Fatalf("d before its first sync: remaining %d, want 10", got)
 	}
-	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 3, Fetched: 4}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 3, Fetched: 4}) {
 		t.Fatalf("first sync = %+v, want 3 pushed, 4 fetched", res)
 	}
 	if got := p.remaining(t, op("d", 10, 0, time.Second)); got != 6 {
@@ -312,14 +308,14 @@ func TestSyncAccounting(t *testing.T) {
 		t.Fatalf("the cycle made %d pushes in its call, want 4 in one call", n)
 	}
 	p.admit(1, op("b", 10, 1, time.Second))
-	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 4}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 1, Fetched: 4}) {
 		t.Fatalf("second sync = %+v, want 1 pushed, 4 fetched", res)
 	}
 	// Two hours on, nothing counts: the cycle forgets every counter and
 	// makes no call.
 	clk.Add(2 * time.Hour)
 	calls := s.calls_()
-	if res := p.sync(t); res != (ratelimits.SyncResult{}) {
+	if res := p.sync(t); res != (syncResult{}) {
 		t.Fatalf("sync of counters that count nothing = %+v", res)
 	}
 	if s.calls_() != calls || p.Counters() != 0 {
@@ -337,7 +333,7 @@ func TestFailedPushIsKeptAndRetried(t *testing.T) {
 	p.admit(4, o)
 	down := errors.New("connection refused")
 	s.setFail(down)
-	if _, err := p.Sync(context.Background()); !errors.Is(err, down) {
+	if _, _, err := p.Sync(context.Background()); !errors.Is(err, down) {
 		t.Fatalf("Sync with the source down: %v, want %v", err, down)
 	}
 	if c := <-cycles; c.Trigger != TriggerAdmin || !errors.Is(c.Err, down) || c.Pushed != 0 || c.SyncRate != time.Second {
@@ -356,7 +352,7 @@ func TestFailedPushIsKeptAndRetried(t *testing.T) {
 		t.Fatalf("cycle reported: %+v", c)
 	}
 	s.setFail(nil)
-	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 1}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 1, Fetched: 1}) {
 		t.Fatalf("sync once the source is back = %+v", res)
 	}
 	if c := <-cycles; c.Err != nil || c.Pushed != 1 || c.Fetched != 1 {
@@ -497,9 +493,9 @@ func TestRefundGivesBackUnpushedHitsOnly(t *testing.T) {
 	p.admit(2, o)
 	refund := func(cost int64) bucket.Outcome {
 		r := o
-		r.Op.Cost = cost
+		r.Cost = cost
 		out := make([]bucket.Outcome, 1)
-		p.Refund(clk.Now().UnixNano(), []ratelimits.LocalOp{r}, out)
+		p.refund(clk.Now().UnixNano(), []bucket.Op{r}, out)
 		return out[0]
 	}
 	if got := refund(5); !got.Allowed || got.Remaining != 7 {
@@ -512,16 +508,16 @@ func TestRefundGivesBackUnpushedHitsOnly(t *testing.T) {
 	l := op("l", 10, 1, -1)
 	p.admit(4, l)
 	r := l
-	r.Op.Cost = 3
+	r.Cost = 3
 	out := make([]bucket.Outcome, 1)
-	p.Refund(clk.Now().UnixNano(), []ratelimits.LocalOp{r}, out)
+	p.refund(clk.Now().UnixNano(), []bucket.Op{r}, out)
 	if !out[0].Allowed || out[0].Remaining != 9 {
 		t.Fatalf("local-only refund: %+v, want allowed with 9 remaining", out[0])
 	}
 	// A check-only refund gives nothing back, and no counter is made.
 	r = op("new", 10, 1, time.Second)
-	r.Op.Mode = bucket.CheckOnly
-	p.Refund(clk.Now().UnixNano(), []ratelimits.LocalOp{r}, out)
+	r.Mode = bucket.CheckOnly
+	p.refund(clk.Now().UnixNano(), []bucket.Op{r}, out)
 	if out[0].Allowed || out[0].Remaining != 10 {
 		t.Fatalf("refund of a counter never spent: %+v", out[0])
 	}
@@ -538,7 +534,7 @@ func TestReset(t *testing.T) {
 	p.admit(2, unpushed)
 	p.admit(1, localOnly)
 	var called int
-	n, err := p.Reset(context.Background(), clk.Now().UnixNano(), []ratelimits.LocalOp{synced, unpushed, localOnly, quiet}, func(context.Context) (int, error) {
+	n, err := p.reset(context.Background(), clk.Now().UnixNano(), []bucket.Op{synced, unpushed, localOnly, quiet}, func(context.Context) (int, error) {
 		called++
 		s.mu.Lock()
 		delete(s.counters, "synced") // the source's reset, which counts the one it held
@@ -550,9 +546,9 @@ func TestReset(t *testing.T) {
 	if err != nil || n != 3 || called != 1 {
 		t.Fatalf("Reset = %d, %v (source called %d times), want 3", n, err, called)
 	}
-	for _, o := range []ratelimits.LocalOp{synced, unpushed, localOnly} {
+	for _, o := range []bucket.Op{synced, unpushed, localOnly} {
 		if got := p.remaining(t, o); got != 10 {
-			t.Fatalf("%s: remaining %d after the reset, want 10", o.Op.Key, got)
+			t.Fatalf("%s: remaining %d after the reset, want 10", o.Key, got)
 		}
 	}
 	if res := p.sync(t); res.Pushed != 0 {
@@ -560,7 +556,7 @@ func TestReset(t *testing.T) {
 	}
 	// A failed source reset forgets nothing.
 	p.admit(4, localOnly)
-	if _, err := p.Reset(context.Background(), clk.Now().UnixNano(), []ratelimits.LocalOp{localOnly}, func(context.Context) (int, error) {
+	if _, err := p.reset(context.Background(), clk.Now().UnixNano(), []bucket.Op{localOnly}, func(context.Context) (int, error) {
 		return 0, errors.New("down")
 	}); err == nil {
 		t.Fatal("Reset with the source failing succeeded")
@@ -606,17 +602,17 @@ func TestPeriodChange(t *testing.T) {
 	hourly := op("k", 10, 1, time.Second)
 	p.admit(4, hourly)
 	daily := hourly
-	daily.Op.Window.Period = (24 * time.Hour).Milliseconds()
+	daily.Window.Period = (24 * time.Hour).Milliseconds()
 	if got := p.admit(1, daily); got != 1 {
 		t.Fatal("a spend under the new period was denied")
 	}
 	if got := p.remaining(t, daily); got != 9 {
 		t.Fatalf("remaining %d under the new period, want 9", got)
 	}
-	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 1}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 1, Fetched: 1}) {
 		t.Fatalf("sync = %+v, want the key pushed and fetched once", res)
 	}
-	if len(s.pushes[0]) != 1 || s.pushes[0][0].Period != daily.Op.Window.Period || s.pushes[0][0].Hits != 1 {
+	if len(s.pushes[0]) != 1 || s.pushes[0][0].Period != daily.Window.Period || s.pushes[0][0].Hits != 1 {
 		t.Fatalf("pushes %+v, want 1 hit under 24h only", s.pushes[0])
 	}
 	// An evicted counter's orphan of the old period is dropped when the
@@ -632,11 +628,11 @@ func TestPeriodChange(t *testing.T) {
 	if got := q.remaining(t, daily); got != 8 {
 		t.Fatalf("remaining %d under the new period, want 8", got)
 	}
-	if res := q.sync(t); res != (ratelimits.SyncResult{Pushed: 2, Fetched: 1}) {
+	if res := q.sync(t); res != (syncResult{Pushed: 2, Fetched: 1}) {
 		t.Fatalf("sync = %+v, want k and other pushed once each, k fetched", res)
 	}
 	for _, push := range s.pushes[len(s.pushes)-1] {
-		if push.Key == "k" && push.Period != daily.Op.Window.Period {
+		if push.Key == "k" && push.Period != daily.Window.Period {
 			t.Fatalf("pushed %+v: the old period's hits", push)
 		}
 	}
@@ -670,7 +666,7 @@ func TestOrphansAreBounded(t *testing.T) {
 			t.Fatalf("spend %d denied", i)
 		}
 		if i == ids/2 {
-			if _, err := p.Sync(context.Background()); err == nil {
+			if _, _, err := p.Sync(context.Background()); err == nil {
 				t.Fatal("a sync with the source down succeeded")
 			}
 		}
@@ -682,7 +678,7 @@ func TestOrphansAreBounded(t *testing.T) {
 		t.Fatalf("evictions %d, lost %d; want %d and %d", ev, lost, ids-16, ids-32)
 	}
 	s.setFail(nil)
-	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 32, Fetched: 16}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 32, Fetched: 16}) {
 		t.Fatalf("sync once the source is back = %+v, want 32 pushed, 16 fetched", res)
 	}
 	s.mu.Lock()
@@ -711,7 +707,7 @@ func TestEvictedHitsStillCount(t *testing.T) {
 	if got := p.admit(10, a); got != 4 {
 		t.Fatalf("a admitted %d of 10 after its eviction, want 4: its 6 unpushed hits count", got)
 	}
-	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 2, Fetched: 1}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 2, Fetched: 1}) {
 		t.Fatalf("sync = %+v, want a and b pushed, a fetched", res)
 	}
 	if got := s.total("a", clk.Now()); got != 10 {
@@ -730,7 +726,7 @@ func TestLocalOnlyNeverOrphans(t *testing.T) {
 	hourly := op("k", 10, 1, -1)
 	p.admit(4, hourly)
 	daily := hourly
-	daily.Op.Window.Period = (24 * time.Hour).Milliseconds()
+	daily.Window.Period = (24 * time.Hour).Milliseconds()
 	p.admit(1, daily)
 	p.admit(1, op("j", 10, 1, -1)) // evicts k, which counts 1
 	if got := orphans(p.Layer); got != 0 {
@@ -755,7 +751,7 @@ func TestPartlyFailedPushIsNotCountedTwice(t *testing.T) {
 	s.mu.Lock()
 	s.only = func(key string) bool { return key == "a" }
 	s.mu.Unlock()
-	if _, err := p.Sync(context.Background()); err == nil {
+	if _, _, err := p.Sync(context.Background()); err == nil {
 		t.Fatal("a partly failed sync succeeded")
 	}
 	if got, pend := s.total("a", clk.Now()), p.Pending(); got != 3 || pend != 1 {
@@ -768,7 +764,7 @@ func TestPartlyFailedPushIsNotCountedTwice(t *testing.T) {
 	s.mu.Lock()
 	s.only = nil
 	s.mu.Unlock()
-	if res := p.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 2}) {
+	if res := p.sync(t); res != (syncResult{Pushed: 1, Fetched: 2}) {
 		t.Fatalf("the next sync = %+v, want b pushed, both fetched", res)
 	}
 	if ta, tb := s.total("a", clk.Now()), s.total("b", clk.Now()); ta != 3 || tb != 4 {
@@ -787,7 +783,7 @@ func TestFailedPushOfAnEvictedCounter(t *testing.T) {
 	p.admit(5, a)
 	done := make(chan error)
 	go func() {
-		_, err := p.Sync(context.Background())
+		_, _, err := p.Sync(context.Background())
 		done <- err
 	}()
 	receive(t, s.entered) // a's 5 hits are in flight
@@ -804,7 +800,7 @@ func TestFailedPushOfAnEvictedCounter(t *testing.T) {
 	s.setFail(nil)
 	s.hold = nil
 	res := p.sync(t)
-	if res != (ratelimits.SyncResult{Pushed: 2, Fetched: 1}) {
+	if res != (syncResult{Pushed: 2, Fetched: 1}) {
 		t.Fatalf("sync = %+v, want a and b pushed once each, a fetched", res)
 	}
 	if ta, tb := s.total("a", clk.Now()), s.total("b", clk.Now()); ta != 7 || tb != 1 {
@@ -815,11 +811,11 @@ func TestFailedPushOfAnEvictedCounter(t *testing.T) {
 // A single-key spend on a counter already held allocates nothing.
 func TestLocalSpendAllocatesNothing(t *testing.T) {
 	p := newProcess(t, newStore(), fakeClock(), Options{})
-	ops := []ratelimits.LocalOp{op("k", 1<<40, 1, time.Second)}
+	ops := []bucket.Op{op("k", 1<<40, 1, time.Second)}
 	out := make([]bucket.Outcome, 1)
 	now := p.clk.Now().UnixNano()
-	p.Spend(now, ops, out)
-	if n := testing.AllocsPerRun(100, func() { p.Spend(now, ops, out) }); n != 0 {
+	p.Layer.spend(now, ops, out)
+	if n := testing.AllocsPerRun(100, func() { p.Layer.spend(now, ops, out) }); n != 0 {
 		t.Fatalf("a local spend allocates %v times, want 0", n)
 	}
 }
@@ -846,7 +842,7 @@ func TestConcurrentSpendsAndSyncs(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 20 {
-			_, _ = p.Sync(context.Background())
+			_, _, _ = p.Sync(context.Background())
 		}
 	})
 	wg.Go(func() {
@@ -874,21 +870,21 @@ func TestWaitingForACycleEndsWithTheContext(t *testing.T) {
 	p.admit(2, o)
 	done := make(chan error)
 	go func() {
-		_, err := p.Sync(context.Background())
+		_, _, err := p.Sync(context.Background())
 		done <- err
 	}()
 	receive(t, s.entered) // the cycle is in its call, holding the group
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	called := false
-	_, err := p.Reset(ctx, clk.Now().UnixNano(), []ratelimits.LocalOp{o}, func(context.Context) (int, error) {
+	_, err := p.reset(ctx, clk.Now().UnixNano(), []bucket.Op{o}, func(context.Context) (int, error) {
 		called = true
 		return 0, nil
 	})
 	if !errors.Is(err, context.Canceled) || called {
 		t.Fatalf("Reset while a cycle runs, context done: %v (source called: %v)", err, called)
 	}
-	if _, err := p.Sync(ctx); !errors.Is(err, context.Canceled) {
+	if _, _, err := p.Sync(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Sync while a cycle runs, context done: %v", err)
 	}
 	close(s.hold)

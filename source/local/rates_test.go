@@ -11,7 +11,6 @@ import (
 
 	"github.com/limiter-dev/limiter/source/syncpush"
 
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
@@ -114,31 +113,33 @@ var hundredIn10s = ratecounter.Limit{Window: 10, Rate: 10}
 // rop is a spend of cost on the rate counter key (its box entry has the
 // same key), boxing until the start plus a minute, for a limit of
 // sync_rate rate and the given capacity (0: the default).
-func rop(key string, cost int64, rate time.Duration, capacity int) ratelimits.LocalOp {
-	return ratelimits.LocalOp{
-		Op: bucket.Op{Key: key, Algorithm: bucket.RateCounter, Rate: hundredIn10s, Cost: cost,
-			Box: key, BoxUntil: start.Add(time.Minute).UnixNano(), Capacity: capacity},
-		SyncRate: rate,
-	}
+func rop(key string, cost int64, rate time.Duration, capacity int) bucket.Op {
+	return bucket.Op{Key: key, Algorithm: bucket.RateCounter, Rate: hundredIn10s, Cost: cost,
+		Box: key, BoxUntil: start.Add(time.Minute).UnixNano(), Capacity: capacity, SyncRate: rate}
 }
 
 // penalized is op with a penalty box of its own key, boxing for penalty
 // from the start.
-func penalized(o ratelimits.LocalOp, penalty time.Duration) ratelimits.LocalOp {
-	o.Op.Box, o.Op.BoxUntil, o.Op.Capacity = o.Op.Key, start.Add(penalty).UnixNano(), 0
+func penalized(o bucket.Op, penalty time.Duration) bucket.Op {
+	o.Box, o.BoxUntil, o.Capacity = o.Key, start.Add(penalty).UnixNano(), 0
 	return o
+}
+
+// atRate gives c's counters and box the sync_rate rate.
+func atRate(c *bucket.Call, rate time.Duration) *bucket.Call {
+	for i := range c.Counters {
+		c.Counters[i].SyncRate = rate
+	}
+	c.BoxSyncRate = rate
+	return c
 }
 
 // call applies c in p at its clock's now: counters all of sync_rate rate,
 // and the box too.
 func (p *process) call(t *testing.T, c bucket.Call, rate time.Duration) bucket.CallResult {
 	t.Helper()
-	lc := ratelimits.LocalCall{Call: &c, BoxSyncRate: rate}
-	for i := range c.Counters {
-		lc.SyncRates[i] = rate
-	}
 	var res bucket.CallResult
-	if err := p.Call(context.Background(), p.clk.Now().UnixNano(), lc, &res); err != nil {
+	if err := p.Layer.call(context.Background(), p.clk.Now().UnixNano(), atRate(&c, rate), &res); err != nil {
 		t.Fatalf("Call: %v", err)
 	}
 	return res
@@ -190,7 +191,7 @@ func TestRateCounterBelowZeroStaysHere(t *testing.T) {
 	}
 	a.boxAdd(t, "7:y", start.Add(5*time.Minute), -1)
 	a.call(t, bucket.Call{Box: "7:y", Action: bucket.BoxRemove}, -1)
-	if res := a.sync(t); res != (ratelimits.SyncResult{}) {
+	if res := a.sync(t); res != (syncResult{}) {
 		t.Fatalf("sync of limits below 0 = %+v", res)
 	}
 	if syncs, calls := s.rateCalls(); syncs != 0 || calls != 0 || len(s.rates) != 0 || len(s.boxes) != 0 {
@@ -206,7 +207,7 @@ func TestRateCounterSyncsAcrossProcesses(t *testing.T) {
 	a, b := newProcess(t, s, clk, Options{}), newProcess(t, s, clk, Options{})
 	a.spend(rop("7:x", 30, time.Second, 0))
 	b.spend(rop("7:x", 50, time.Second, 0))
-	if res := a.sync(t); res != (ratelimits.SyncResult{Pushed: 1, Fetched: 1}) {
+	if res := a.sync(t); res != (syncResult{Pushed: 1, Fetched: 1}) {
 		t.Fatalf("a's first sync = %+v", res)
 	}
 	b.sync(t)
@@ -282,15 +283,15 @@ func TestDeniedBatchStillCountsHits(t *testing.T) {
 	}
 	// Decide writes nothing; Commit of its outcomes writes the hits and
 	// the boxing, not a window's cost.
-	ops := []ratelimits.LocalOp{full, rop("7:x", 100, -1, 0), penalized(op("3:v", 10, 1, -1), time.Hour)}
+	ops := []bucket.Op{full, rop("7:x", 100, -1, 0), penalized(op("3:v", 10, 1, -1), time.Hour)}
 	out := make([]bucket.Outcome, len(ops))
-	if p.Decide(clk.Now().UnixNano(), ops, out) {
+	if p.decide(clk.Now().UnixNano(), ops, out) {
 		t.Fatal("Decide allowed a batch with a full window")
 	}
 	if got := p.hits(t, "7:x", -1, 10); got != 5 {
 		t.Fatalf("Decide wrote hits: %d", got)
 	}
-	p.Commit(clk.Now().UnixNano(), ops, out)
+	p.commit(clk.Now().UnixNano(), ops, out)
 	if got, box := p.hits(t, "7:x", -1, 10), p.boxed(t, "7:x", -1); got != 105 || box != start.Add(time.Minute).UnixNano() {
 		t.Fatalf("after Commit: %d hits, box until %d; want 105 and a minute", got, box)
 	}
@@ -394,9 +395,8 @@ func TestCallIsAtomic(t *testing.T) {
 					Counters: []bucket.CounterCheck{{Key: "7:x", Delta: 1, Limit: ratecounter.Limit{Window: 60, Rate: 5}}},
 					Box:      "7:x", Action: bucket.BoxWhenAbove, Until: until,
 				}
-				lc := ratelimits.LocalCall{Call: &c, SyncRates: [2]time.Duration{time.Second}, BoxSyncRate: time.Second}
 				var res bucket.CallResult
-				if err := p.Call(context.Background(), clk.Now().UnixNano(), lc, &res); err != nil {
+				if err := p.Layer.call(context.Background(), clk.Now().UnixNano(), atRate(&c, time.Second), &res); err != nil {
 					t.Error(err)
 					return
 				}
@@ -408,7 +408,7 @@ func TestCallIsAtomic(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 10 {
-			if _, err := p.Sync(context.Background()); err != nil {
+			if _, _, err := p.Sync(context.Background()); err != nil {
 				t.Error(err)
 			}
 		}
@@ -440,7 +440,7 @@ func TestFailedRatePushIsKeptAndRetried(t *testing.T) {
 	p.boxAdd(t, "9:z", start.Add(5*time.Minute), time.Second)
 	down := errors.New("down")
 	s.setFail(down)
-	if _, err := p.Sync(context.Background()); !errors.Is(err, down) {
+	if _, _, err := p.Sync(context.Background()); !errors.Is(err, down) {
 		t.Fatalf("Sync with the store down: %v", err)
 	}
 	if n := p.Pending(); n != 3 {
@@ -452,7 +452,7 @@ func TestFailedRatePushIsKeptAndRetried(t *testing.T) {
 	s.mu.Lock()
 	s.fail, s.only = nil, func(k string) bool { return k == "7:a7:a" }
 	s.mu.Unlock()
-	if _, err := p.Sync(context.Background()); err == nil {
+	if _, _, err := p.Sync(context.Background()); err == nil {
 		t.Fatal("a sync failing in part reported no error")
 	}
 	s.mu.Lock()
@@ -530,10 +530,11 @@ func TestBoxRemovalAndShorteningReachTheSource(t *testing.T) {
 	}
 	// The source down: the removal fails, and nothing changes here.
 	a.boxAdd(t, "9:third", long, time.Second)
-	s.setFail(errors.New("down"))
-	lc := ratelimits.LocalCall{Call: &bucket.Call{Box: "9:third", Action: bucket.BoxRemove}, BoxSyncRate: time.Second}
-	if err := a.Call(context.Background(), clk.Now().UnixNano(), lc, &bucket.CallResult{}); !errors.Is(err, ratelimits.ErrSourceUnavailable) {
-		t.Fatalf("a removal with the source down: %v, want ErrSourceUnavailable", err)
+	down := errors.New("down")
+	s.setFail(down)
+	removal := &bucket.Call{Box: "9:third", Action: bucket.BoxRemove, BoxSyncRate: time.Second}
+	if err := a.Layer.call(context.Background(), clk.Now().UnixNano(), removal, &bucket.CallResult{}); !errors.Is(err, down) {
+		t.Fatalf("a removal with the source down: %v, want the source's error", err)
 	}
 	if got := a.boxed(t, "9:third", time.Second); got != long.UnixNano() {
 		t.Fatalf("a failed removal changed the entry here: %d", got)
@@ -549,14 +550,14 @@ func TestRateRefundGivesBackUnpushedHitsOnly(t *testing.T) {
 	p.sync(t)
 	p.spend(rop("7:a", 3, time.Second, 0))
 	out := make([]bucket.Outcome, 1)
-	p.Refund(clk.Now().UnixNano(), []ratelimits.LocalOp{rop("7:a", 5, time.Second, 0)}, out)
+	p.refund(clk.Now().UnixNano(), []bucket.Op{rop("7:a", 5, time.Second, 0)}, out)
 	if !out[0].Allowed || out[0].Remaining != 95 {
 		t.Fatalf("refund: %+v, want 3 given back, 95 remaining", out[0])
 	}
 	if got := p.hits(t, "7:a", time.Second, 10); got != 5 {
 		t.Fatalf("%d hits after the refund, want the 5 pushed", got)
 	}
-	p.Refund(clk.Now().UnixNano(), []ratelimits.LocalOp{rop("7:a", 5, time.Second, 0)}, out)
+	p.refund(clk.Now().UnixNano(), []bucket.Op{rop("7:a", 5, time.Second, 0)}, out)
 	if out[0].Allowed {
 		t.Fatalf("a refund of pushed hits gave something back: %+v", out[0])
 	}
@@ -574,15 +575,15 @@ func TestRateReset(t *testing.T) {
 	synced, here := rop("7:a", 120, time.Second, 0), rop("7:b", 120, -1, 0)
 	p.spend(synced)
 	p.spend(here)
-	n, err := p.Reset(context.Background(), clk.Now().UnixNano(), []ratelimits.LocalOp{synced, here}, func(context.Context) (int, error) {
+	n, err := p.reset(context.Background(), clk.Now().UnixNano(), []bucket.Op{synced, here}, func(context.Context) (int, error) {
 		return 0, nil
 	})
 	if err != nil || n != 2 {
 		t.Fatalf("Reset = %d, %v; want 2: neither was on the source", n, err)
 	}
-	for _, o := range []ratelimits.LocalOp{synced, here} {
-		if got, box := p.hits(t, o.Op.Key, o.SyncRate, 10), p.boxed(t, o.Op.Key, o.SyncRate); got != 0 || box != 0 {
-			t.Fatalf("%s after the reset: %d hits, box %d", o.Op.Key, got, box)
+	for _, o := range []bucket.Op{synced, here} {
+		if got, box := p.hits(t, o.Key, o.SyncRate, 10), p.boxed(t, o.Key, o.SyncRate); got != 0 || box != 0 {
+			t.Fatalf("%s after the reset: %d hits, box %d", o.Key, got, box)
 		}
 	}
 	if res := p.sync(t); res.Pushed != 0 {
@@ -596,7 +597,7 @@ func TestWindowPenaltyBoxSyncs(t *testing.T) {
 	s, clk := newStore(), fakeClock()
 	a, b := newProcess(t, s, clk, Options{}), newProcess(t, s, clk, Options{})
 	w := penalized(op("3:w", 1, 1, time.Second), time.Hour)
-	b.spend(func() ratelimits.LocalOp { o := w; o.Op.Cost = 0; return o }())
+	b.spend(func() bucket.Op { o := w; o.Cost = 0; return o }())
 	a.admit(2, w) // the second is denied: boxed
 	a.sync(t)
 	last := s.ratePushes[len(s.ratePushes)-1]
@@ -605,7 +606,7 @@ func TestWindowPenaltyBoxSyncs(t *testing.T) {
 	}
 	b.sync(t)
 	o := w
-	o.Op.Cost = 0
+	o.Cost = 0
 	if ok, out := b.spend(o); ok || !out[0].Penalized {
 		t.Fatalf("b after the syncs: %v %+v", ok, out[0])
 	}
@@ -616,15 +617,15 @@ func TestWindowPenaltyBoxSyncs(t *testing.T) {
 func TestNoRateSyncer(t *testing.T) {
 	clk := fakeClock()
 	p := newProcess(t, nil, clk, Options{Syncer: windowsOnly{newStore()}})
-	if res := p.sync(t); res != (ratelimits.SyncResult{}) {
+	if res := p.sync(t); res != (syncResult{}) {
 		t.Fatalf("sync with nothing = %+v", res)
 	}
 	p.boxed(t, "9:a", time.Second) // a read: nothing to push
-	if _, err := p.Sync(context.Background()); err != nil {
+	if _, _, err := p.Sync(context.Background()); err != nil {
 		t.Fatalf("sync of a read-only entry: %v", err)
 	}
 	p.spend(rop("7:a", 5, time.Second, 0))
-	if _, err := p.Sync(context.Background()); !errors.Is(err, ErrNoRateSyncer) {
+	if _, _, err := p.Sync(context.Background()); !errors.Is(err, ErrNoRateSyncer) {
 		t.Fatalf("sync with hits: %v, want ErrNoRateSyncer", err)
 	}
 	if got := p.hits(t, "7:a", time.Second, 10); got != 5 {
@@ -636,7 +637,7 @@ func TestNoRateSyncer(t *testing.T) {
 	}
 	// Nothing left to push, so that Close does not wait for a sync that
 	// cannot happen.
-	p.Refund(clk.Now().UnixNano(), []ratelimits.LocalOp{rop("7:a", 5, time.Second, 0)}, make([]bucket.Outcome, 1))
+	p.refund(clk.Now().UnixNano(), []bucket.Op{rop("7:a", 5, time.Second, 0)}, make([]bucket.Outcome, 1))
 	if n := p.Pending(); n != 0 {
 		t.Fatalf("Pending = %d after the refund", n)
 	}
@@ -699,13 +700,13 @@ func TestUnusedEntriesAreForgotten(t *testing.T) {
 func TestLocalRateSpendAllocatesNothing(t *testing.T) {
 	p := newProcess(t, newStore(), fakeClock(), Options{})
 	for _, rate := range []time.Duration{-1, time.Second} {
-		ops := []ratelimits.LocalOp{rop("7:k", 0, rate, 0)}
-		ops[0].Op.Mode = bucket.SpendOnly
-		ops[0].Op.Cost = 1
+		ops := []bucket.Op{rop("7:k", 0, rate, 0)}
+		ops[0].Mode = bucket.SpendOnly
+		ops[0].Cost = 1
 		out := make([]bucket.Outcome, 1)
 		now := p.clk.Now().UnixNano()
-		p.Spend(now, ops, out)
-		if n := testing.AllocsPerRun(100, func() { p.Spend(now, ops, out) }); n != 0 {
+		p.Layer.spend(now, ops, out)
+		if n := testing.AllocsPerRun(100, func() { p.Layer.spend(now, ops, out) }); n != 0 {
 			t.Fatalf("a rate-counter spend of sync_rate %s allocates %v times, want 0", rate, n)
 		}
 	}
@@ -729,8 +730,8 @@ func TestRemovalWithoutSourceCall(t *testing.T) {
 	s, clk := newStore(), fakeClock()
 	p := newProcess(t, nil, clk, Options{Syncer: syncsOnly{s}})
 	p.boxAdd(t, "9:a", start.Add(5*time.Minute), time.Second)
-	lc := ratelimits.LocalCall{Call: &bucket.Call{Box: "9:a", Action: bucket.BoxRemove}, BoxSyncRate: time.Second}
-	if err := p.Call(context.Background(), clk.Now().UnixNano(), lc, &bucket.CallResult{}); !errors.Is(err, ErrNoBoxCall) {
+	removal := &bucket.Call{Box: "9:a", Action: bucket.BoxRemove, BoxSyncRate: time.Second}
+	if err := p.Layer.call(context.Background(), clk.Now().UnixNano(), removal, &bucket.CallResult{}); !errors.Is(err, ErrNoBoxCall) {
 		t.Fatalf("removal: %v, want ErrNoBoxCall", err)
 	}
 	if p.boxed(t, "9:a", time.Second) == 0 {

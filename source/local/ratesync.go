@@ -7,7 +7,6 @@ import (
 
 	"github.com/limiter-dev/limiter/source/syncpush"
 
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
 
@@ -130,7 +129,7 @@ func (t *table) takeBox(b *box, now int64) {
 // are not made (a source that fails once in a cycle would likely fail
 // them all, each after its timeout): their pushes are put back, as are
 // those of the failed call that were not applied.
-func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
+func (l *Layer) rateCycle(ctx context.Context, g *group) (syncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
 	var hs []held
 	for _, t := range g.tableList() {
@@ -138,7 +137,7 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult,
 		hs = t.snapshot(now, hs)
 		t.mu.Unlock()
 	}
-	var res ratelimits.SyncResult
+	var res syncResult
 	var err error
 	quiet := false // nothing to push, only to read
 	if l.rates == nil {
@@ -167,7 +166,7 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult,
 		if quiet {
 			err = nil
 		}
-		return ratelimits.SyncResult{}, err
+		return syncResult{}, err
 	}
 	return res, nil
 }
@@ -177,10 +176,10 @@ func (l *Layer) rateCycle(ctx context.Context, g *group) (ratelimits.SyncResult,
 // any other puts its hits and expiry back for the next cycle. It reads the
 // clock's now: hits that waited for a failed push are read as of when
 // they are put back.
-func (l *Layer) settle(hs []held, pushes []syncpush.Rate, err error) ratelimits.SyncResult {
+func (l *Layer) settle(hs []held, pushes []syncpush.Rate, err error) syncResult {
 	now := l.opts.Clock.Now().UnixNano()
 	s := ratecounter.Second(now)
-	var res ratelimits.SyncResult
+	var res syncResult
 	var t *table
 	for i := range hs {
 		h, p := &hs[i], &pushes[i]

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 	"github.com/limiter-dev/limiter/source/syncpush"
 )
@@ -108,7 +108,7 @@ func (g *group) shardIndex(l *Layer, key string) int {
 // them any more, and pushing them would make the source replace its
 // counter of the new period (the one everyone now counts in) with one of
 // the old. An orphan of another period is dropped likewise.
-func (sh *shard) insert(key string, period, nowMs int64, batch []ratelimits.LocalOp, rate time.Duration) *counter {
+func (sh *shard) insert(key string, period, nowMs int64, batch []bucket.Op, rate time.Duration) *counter {
 	sh.sweep(nowMs)
 	c := &counter{period: period, fetched: rate < 0}
 	if old := sh.counters[key]; old != nil {
@@ -180,13 +180,13 @@ func (sh *shard) keep(key string, hits window.Counter, nowMs int64) bool {
 // one counting least. Counters of the running batch are passed over. Above
 // 0 (rate) it leaves its unpushed hits as the key's orphan while there is
 // room (hits in flight stay with it: the running cycle settles them).
-func (sh *shard) evict(nowMs int64, batch []ratelimits.LocalOp, rate time.Duration) {
+func (sh *shard) evict(nowMs int64, batch []bucket.Op, rate time.Duration) {
 	var victim string
 	var vc *counter
 	bestRank, bestCount := 3, int64(0)
 	seen := 0
 	for key, c := range sh.counters {
-		if slices.ContainsFunc(batch, func(op ratelimits.LocalOp) bool { return op.Op.Key == key }) {
+		if slices.ContainsFunc(batch, func(op bucket.Op) bool { return op.Key == key }) {
 			continue
 		}
 		s := c.state(nowMs, c.period)
@@ -242,7 +242,7 @@ func (sh *shard) pending(nowMs int64) int {
 // back the totals of every one held, in one SyncWindows call. The pushes
 // the source did not certainly apply put their hits back for the next
 // cycle; those it applied are done, even when others failed.
-func (l *Layer) windowCycle(ctx context.Context, g *group) (ratelimits.SyncResult, error) {
+func (l *Layer) windowCycle(ctx context.Context, g *group) (syncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
 	nowMs := msOf(now)
 	var pushes []syncpush.Window
@@ -269,7 +269,7 @@ func (l *Layer) windowCycle(ctx context.Context, g *group) (ratelimits.SyncResul
 		sh.mu.Unlock()
 	}
 	if len(pushes) == 0 {
-		return ratelimits.SyncResult{}, nil
+		return syncResult{}, nil
 	}
 	err := ErrNoSyncer
 	if l.opts.Syncer != nil {
@@ -280,7 +280,7 @@ func (l *Layer) windowCycle(ctx context.Context, g *group) (ratelimits.SyncResul
 	// Settle with the clock's now: hits that waited for a failed push are
 	// read as of when they are put back.
 	nowMs = msOf(l.opts.Clock.Now().UnixNano())
-	var res ratelimits.SyncResult
+	var res syncResult
 	var sh *shard
 	for i := range pushes {
 		p := &pushes[i]
@@ -315,7 +315,7 @@ func (l *Layer) windowCycle(ctx context.Context, g *group) (ratelimits.SyncResul
 		sh.mu.Unlock()
 	}
 	if err != nil {
-		return ratelimits.SyncResult{}, err
+		return syncResult{}, err
 	}
 	return res, nil
 }

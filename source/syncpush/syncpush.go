@@ -2,8 +2,7 @@
 // (source/local), which counts hits in process memory for limits whose
 // sync_rate is not 0, and a shared source (Redis) that adds up every
 // process's hits: the pushes, and the interfaces a source offers to take
-// them. The domain knows none of it: the Limiter asks its local layer for
-// a sync (ratelimits.Local), and the layer and the source settle it.
+// them. The domain knows none of it: the layer and the source settle it.
 package syncpush
 
 import (

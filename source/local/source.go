@@ -1,0 +1,318 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/once"
+)
+
+// Front is the layer in front of a shared source, as the Limiter's
+// ratelimits.Source: of every batch and ERL call it counts here the window
+// and rate-counter ops (counters, box) whose SyncRate is not 0, hands the
+// others to the inner source, and answers as one source would
+// (docs/design.md, "Mixed batches"). Make it with Layer.Front.
+type Front struct {
+	layer *Layer
+	inner ratelimits.Source
+}
+
+// Front returns l in front of inner, the shared source as the Limiter
+// would use it (its Syncer is the same source, as opened).
+func (l *Layer) Front(inner ratelimits.Source) *Front {
+	return &Front{layer: l, inner: inner}
+}
+
+// ErrIdempotency refuses SpendOnce and RefundOnce of a batch with an op
+// counted here. An idempotency record must be kept in the same atomic
+// step as the writes it guards, and a retry may reach another process: no
+// record can promise that such a limit counts the call once. It wraps
+// ratelimits.ErrInvalidIdempotencyKey, so callers answer it as a client
+// error.
+var ErrIdempotency = fmt.Errorf("%w: a limit with a sync_rate other than 0 is counted in each process's memory, where no idempotency record can be kept; send the batch without an idempotency key", ratelimits.ErrInvalidIdempotencyKey)
+
+// counted reports whether op is counted here.
+func counted(op *bucket.Op) bool {
+	return op.SyncRate != 0 && (op.Algorithm.Windowed() || op.Algorithm == bucket.RateCounter)
+}
+
+// part is one side of a batch, in request order: its ops, their outcomes,
+// and each op's index in the batch (nil when the part is the whole batch,
+// whose outcomes are then the batch's own).
+type part struct {
+	ops      []bucket.Op
+	outcomes []bucket.Outcome
+	at       []int
+}
+
+// split cuts a batch into the ops counted here and the inner source's.
+// A batch all on one side is not copied.
+func split(ops []bucket.Op, outcomes []bucket.Outcome) (here, there part) {
+	n := 0
+	for i := range ops {
+		if counted(&ops[i]) {
+			n++
+		}
+	}
+	if whole := (part{ops: ops, outcomes: outcomes}); n == 0 || n == len(ops) {
+		if n == 0 {
+			return part{}, whole
+		}
+		return whole, part{}
+	}
+	for i := range ops {
+		p := &there
+		if counted(&ops[i]) {
+			p = &here
+		}
+		p.ops, p.at = append(p.ops, ops[i]), append(p.at, i)
+	}
+	here.outcomes, there.outcomes = make([]bucket.Outcome, n), make([]bucket.Outcome, len(ops)-n)
+	return here, there
+}
+
+// scatter copies p's outcomes to their places in the batch's.
+func (p *part) scatter(outcomes []bucket.Outcome) {
+	for j, i := range p.at {
+		outcomes[i] = p.outcomes[j]
+	}
+}
+
+// innerContext bounds one call to the inner source (Options.SourceTimeout).
+func (f *Front) innerContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d := f.layer.opts.SourceTimeout; d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return ctx, func() {}
+}
+
+// Spend implements ratelimits.Source. A mixed batch is decided here first,
+// writing nothing. When this part is allowed, the inner part runs, and this
+// part's window costs are written only when that was allowed too; its
+// rate-counter hits and box entries are written in every case, as
+// bucket.SpendBatch writes them in a denied batch.
+//
+// When this part denies the batch, its denial (whose retry time is never
+// 0) decides it, and the inner part goes to observe. Its GCRA and window
+// ops are not written, since a source writes those whenever their own
+// batch is allowed: the outcomes of those not spend-only stay zero, and an
+// id they would have boxed is not boxed.
+func (f *Front) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
+	here, there := split(ops, outcomes)
+	switch {
+	case len(here.ops) == 0:
+		ctx, cancel := f.innerContext(ctx)
+		defer cancel()
+		return f.inner.Spend(ctx, now, ops, outcomes)
+	case len(there.ops) == 0:
+		f.layer.spend(now, ops, outcomes)
+		return nil
+	}
+	defer here.scatter(outcomes)
+	defer there.scatter(outcomes)
+	if !f.layer.decide(now, here.ops, here.outcomes) {
+		if slices.ContainsFunc(here.outcomes, func(o bucket.Outcome) bool { return o.Write || o.WriteBox }) {
+			f.layer.commit(now, here.ops, here.outcomes) // hits and boxings only: the batch is denied
+		}
+		f.observe(ctx, now, there.ops, there.outcomes)
+		return nil
+	}
+	ictx, cancel := f.innerContext(ctx)
+	defer cancel()
+	if err := f.inner.Spend(ictx, now, there.ops, there.outcomes); err != nil {
+		return err
+	}
+	if !batchAllowed(there.ops, there.outcomes) {
+		for i := range here.ops {
+			if here.ops[i].Algorithm != bucket.RateCounter {
+				here.outcomes[i].Write = false
+			}
+		}
+	}
+	f.layer.commit(now, here.ops, here.outcomes)
+	return nil
+}
+
+// observe sends the writing rate-counter ops of an inner part that a
+// denial here left undecided, in a batch of their own, so that their hits
+// are counted and their ids boxed as in any denied batch. Spend-only GCRA
+// and window ops (shadow limits' among them) go with them as check-only
+// ones, so that their answers are their own decisions while nothing of
+// theirs is written. The batch is denied whatever they say, so a failure
+// of the inner source changes nothing in the answer.
+func (f *Front) observe(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
+	var idx []int
+	for i := range ops {
+		if rc := ops[i].Algorithm == bucket.RateCounter; rc && ops[i].Mode != bucket.CheckOnly || !rc && ops[i].Mode == bucket.SpendOnly {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	sub, subOut := make([]bucket.Op, len(idx)), make([]bucket.Outcome, len(idx))
+	for j, i := range idx {
+		sub[j] = ops[i]
+		if sub[j].Algorithm != bucket.RateCounter {
+			sub[j].Mode = bucket.CheckOnly
+		}
+	}
+	ctx, cancel := f.innerContext(ctx)
+	defer cancel()
+	if err := f.inner.Spend(ctx, now, sub, subOut); err != nil {
+		return
+	}
+	for j, i := range idx {
+		outcomes[i] = subOut[j]
+	}
+}
+
+// batchAllowed reports whether every op that counts toward a batch's
+// decision was allowed.
+func batchAllowed(ops []bucket.Op, outcomes []bucket.Outcome) bool {
+	for i := range ops {
+		if ops[i].Mode.Counts() && !outcomes[i].Allowed {
+			return false
+		}
+	}
+	return true
+}
+
+// Refund implements ratelimits.Source: the inner part first, so that a
+// failure of the inner source leaves this part untouched too and the
+// whole refund can be retried. This part gives back at most the hits this
+// process has not pushed (Layer.refund).
+func (f *Front) Refund(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
+	here, there := split(ops, outcomes)
+	if len(there.ops) > 0 {
+		ctx, cancel := f.innerContext(ctx)
+		defer cancel()
+		if err := f.inner.Refund(ctx, now, there.ops, there.outcomes); err != nil {
+			return err
+		}
+		there.scatter(outcomes)
+	}
+	if len(here.ops) > 0 {
+		f.layer.refund(now, here.ops, here.outcomes)
+		here.scatter(outcomes)
+	}
+	return nil
+}
+
+// SpendOnce implements ratelimits.Source: a batch with an op counted here
+// is refused (ErrIdempotency, in a *ratelimits.TransactionError naming the
+// op); any other goes to the inner source.
+func (f *Front) SpendOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
+	return f.once(ctx, f.inner.SpendOnce, now, rec, ops, outcomes)
+}
+
+// RefundOnce implements ratelimits.Source, as SpendOnce does.
+func (f *Front) RefundOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
+	return f.once(ctx, f.inner.RefundOnce, now, rec, ops, outcomes)
+}
+
+func (f *Front) once(ctx context.Context, inner func(context.Context, int64, once.Record, []bucket.Op, []bucket.Outcome) (bool, error),
+	now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome) (bool, error) {
+	for i := range ops {
+		if counted(&ops[i]) {
+			return false, &ratelimits.TransactionError{Index: i, Err: ErrIdempotency}
+		}
+	}
+	ctx, cancel := f.innerContext(ctx)
+	defer cancel()
+	return inner(ctx, now, rec, ops, outcomes)
+}
+
+// Reset implements ratelimits.Source: the ops counted here are forgotten
+// here, and the inner source resets the others and those above 0, whose
+// totals it keeps, while no cycle of their groups runs (Layer.reset).
+func (f *Front) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
+	here, _ := split(ops, nil)
+	inner := func(ctx context.Context) (int, error) {
+		var there []bucket.Op
+		for i := range ops {
+			if !counted(&ops[i]) || ops[i].SyncRate > 0 {
+				there = append(there, ops[i])
+			}
+		}
+		if len(there) == 0 {
+			return 0, nil
+		}
+		ctx, cancel := f.innerContext(ctx)
+		defer cancel()
+		return f.inner.Reset(ctx, now, there)
+	}
+	if len(here.ops) == 0 {
+		return inner(ctx)
+	}
+	return f.layer.reset(ctx, now, here.ops, inner)
+}
+
+// Call implements ratelimits.Source. A call whose counters and box are all
+// counted here, or all on the inner source, is one atomic step there. One
+// that mixes the two takes up to three steps: the counters of each place,
+// then the box, boxed (BoxExtend) when a counter went above.
+func (f *Front) Call(ctx context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error {
+	n, here := len(call.Counters), call.BoxSyncRate != 0
+	onePlace := n == 0 || call.Action == bucket.BoxNone || (call.Counters[0].SyncRate != 0) == here
+	for i := range n {
+		onePlace = onePlace && (call.Counters[i].SyncRate != 0) == (call.Counters[0].SyncRate != 0)
+	}
+	if onePlace {
+		return f.callIn(ctx, now, call, res)
+	}
+	above := false
+	for i := range n {
+		sub := bucket.Call{Counters: call.Counters[i : i+1]}
+		var sr bucket.CallResult
+		if err := f.callIn(ctx, now, &sub, &sr); err != nil {
+			return err
+		}
+		res.Counters[i], res.Above[i] = sr.Counters[0], sr.Above[0]
+		above = above || sr.Above[0]
+	}
+	box := bucket.Call{Box: call.Box, Action: call.Action, Until: call.Until, BoxCapacity: call.BoxCapacity, BoxSyncRate: call.BoxSyncRate}
+	if box.Action == bucket.BoxWhenAbove {
+		box.Action = bucket.BoxRead
+		if above {
+			box.Action = bucket.BoxExtend
+		}
+	}
+	var br bucket.CallResult
+	if err := f.callIn(ctx, now, &box, &br); err != nil {
+		return err
+	}
+	res.Expires, res.Removed = br.Expires, br.Removed
+	return nil
+}
+
+// callIn applies a call that lives in one place: here or on the inner
+// source.
+func (f *Front) callIn(ctx context.Context, now int64, call *bucket.Call, res *bucket.CallResult) error {
+	here := call.BoxSyncRate != 0
+	if len(call.Counters) > 0 {
+		here = call.Counters[0].SyncRate != 0
+	}
+	if here {
+		return f.layer.call(ctx, now, call, res)
+	}
+	ctx, cancel := f.innerContext(ctx)
+	defer cancel()
+	return f.inner.Call(ctx, now, call, res)
+}
+
+// Ping implements ratelimits.Source: the inner source's.
+func (f *Front) Ping(ctx context.Context) error {
+	ctx, cancel := f.innerContext(ctx)
+	defer cancel()
+	return f.inner.Ping(ctx)
+}
+
+// Close implements ratelimits.Source: it closes the inner source. The
+// layer's own Close pushes what it holds, and comes first.
+func (f *Front) Close() error { return f.inner.Close() }
+
+var _ ratelimits.Source = (*Front)(nil)
