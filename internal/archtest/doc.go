@@ -9,8 +9,10 @@
 //     bucket, once, and any added beside them). It decides; it reads no
 //     file, speaks no HTTP and knows no storage. Inside it, the pure
 //     algorithms (gcra, window) import nothing from the module and only
-//     math and math/bits from the standard library, and bucket, which
-//     applies the batch rules, imports only those two from the module.
+//     math and math/bits from the standard library; calendar, whose
+//     periods come from the zone database, adds time and sync/atomic to
+//     them (and errors and fmt for an unknown zone); and bucket, which
+//     applies the batch rules, imports only the algorithms from the module.
 //   - the config loader: the package that turns YAML files into the
 //     domain's Config. It is the only part of ratelimits/... allowed
 //     gopkg.in/yaml.v3; by convention its last path element starts with

@@ -131,6 +131,10 @@ type allowRule struct {
 // mathish are the standard packages an algorithm's arithmetic may use.
 var mathish = []string{"math", "math/bits"}
 
+// calendarish are the standard packages the calendar periods may use: the
+// zone database's, the cache of the current period's, and its errors'.
+var calendarish = []string{"errors", "fmt", "math", "sync/atomic", "time"}
+
 var allowRules = []allowRule{
 	{
 		layer: "the pure algorithms (ratelimits/gcra, ratelimits/window, ratelimits/ratecounter)",
@@ -139,6 +143,13 @@ var allowRules = []allowRule{
 		},
 		allow: func(g *graph, path string) bool { return g.rel(path) == "" && slices.Contains(mathish, path) },
 		why:   "an algorithm is integer arithmetic on its arguments: nothing from the module, and of the standard library only " + strings.Join(mathish, " and "),
+	},
+	{
+		layer: "the calendar periods (ratelimits/calendar)",
+		from:  func(rel string) bool { return rel == "ratelimits/calendar" },
+		allow: func(g *graph, path string) bool { return g.rel(path) == "" && slices.Contains(calendarish, path) },
+		why: "a calendar quota is integer arithmetic on bounds that the zone database gives: nothing from the module, and of the standard library only " +
+			strings.Join(calendarish, ", ") + " (no clock is read: now is an argument)",
 	},
 	{
 		layer: "the forward-auth rules (forwardauth/...)",
@@ -152,7 +163,7 @@ var allowRules = []allowRule{
 		from:  func(rel string) bool { return rel == "ratelimits/bucket" },
 		allow: func(g *graph, path string) bool {
 			r := g.rel(path)
-			return r == "" || r == "ratelimits/gcra" || r == "ratelimits/window" || r == "ratelimits/ratecounter"
+			return r == "" || r == "ratelimits/gcra" || r == "ratelimits/window" || r == "ratelimits/ratecounter" || r == "ratelimits/calendar"
 		},
 		why: "the batch rules hand each op to its algorithm; from the module they use the algorithms alone",
 	},
