@@ -7,10 +7,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 )
 
 // algorithms lists what the algorithm field accepts, for messages.
-const algorithms = "gcra, sliding-window, fixed-window or rate-counter"
+const algorithms = "gcra, sliding-window, fixed-window, rate-counter or calendar"
 
 // origin is where a name's algorithm was set: the defaults entry's
 // algorithm field (or its key, when the entry has none and is GCRA), or
@@ -56,6 +57,8 @@ func (s scope) readLimit(key *yaml.Node, fs map[string]field, alg ratelimits.Alg
 	switch {
 	case alg == ratelimits.RateCounter:
 		return s.readRateCounterLimit(key, fs, okFields)
+	case alg == ratelimits.Calendar:
+		lim, ok = s.readCalendarLimit(key, fs)
 	case alg.Windowed():
 		lim, ok = s.readWindowLimit(key, fs, alg)
 	default:
@@ -75,7 +78,10 @@ var fieldAlgorithms = []struct {
 	{"period", notRateCounter},
 	{"window", isRateCounter},
 	{"rate", isRateCounter},
+	{"timezone", isCalendar},
 }
+
+func isCalendar(a ratelimits.Algorithm) bool { return a == ratelimits.Calendar }
 
 func isRateCounter(a ratelimits.Algorithm) bool  { return a == ratelimits.RateCounter }
 func notRateCounter(a ratelimits.Algorithm) bool { return a != ratelimits.RateCounter }
@@ -85,6 +91,8 @@ func limitShape(a ratelimits.Algorithm) string {
 	switch {
 	case a == ratelimits.RateCounter:
 		return "a rate-counter limit allows rate hits per second over its window"
+	case a == ratelimits.Calendar:
+		return "a calendar limit allows count hits per day, week, month or year of its timezone"
 	case a.Windowed():
 		return "a window allows count hits per period"
 	}
@@ -136,7 +144,9 @@ func (s scope) checkFields(fs map[string]field) {
 		}
 	}
 	if f, has := fs["period"]; has {
-		s.periodValue(f.val)
+		if _, word := calendar.ParseUnit(f.val.Value); !word || !isString(f.val) {
+			s.periodValue(f.val)
+		}
 	}
 	if f, has := fs["window"]; has {
 		s.rateWindowValue(f.val)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 )
 
 // Decision is the answer for one transaction. Its fields are exported so
@@ -43,6 +44,9 @@ type Decision struct {
 	// what it would have decided, but it never denies nor decides the
 	// batch.
 	Shadow bool
+	// Period is the calendar period a calendar limit decided in (unix ms,
+	// [Start, End)); zero for other limits.
+	Period calendar.Period
 }
 
 // BatchDecision is the answer for a batch: the strictest of its counting
@@ -108,6 +112,7 @@ func limitedDecision(p preparedTxn, d bucket.Decision) Decision {
 		Algorithm: p.limit.Algorithm,
 		Penalized: d.Penalized,
 		Shadow:    p.limit.Shadow,
+		Period:    d.Period,
 	}
 }
 
