@@ -73,7 +73,7 @@ func (c *Calendar) At(nowMs int64) Period {
 	return p
 }
 
-// Tag is the identity of unit u in zone: a positive number below 2^62,
+// Tag is the identity of unit u in zone: a positive number below 2^61,
 // from the 64-bit FNV-1a hash of the unit's word and the zone's name. It
 // is the same in every process, so a counter's identity does not depend
 // on which process stored it.
@@ -85,5 +85,5 @@ func Tag(u Unit, zone string) int64 {
 			h *= 1099511628211
 		}
 	}
-	return int64(h>>2) | 1
+	return int64(h>>3) | 1
 }

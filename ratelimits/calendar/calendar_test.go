@@ -30,7 +30,7 @@ func TestTagTellsCalendarsApart(t *testing.T) {
 	for _, u := range []Unit{Day, Week, Month, Year} {
 		for _, zone := range []string{"UTC", "Europe/London", "Europe/Paris", "Africa/Abidjan"} {
 			tag := Tag(u, zone)
-			if tag <= 0 || tag >= 1<<62 {
+			if tag <= 0 || tag >= 1<<61 {
 				t.Errorf("Tag(%s, %s) = %d, out of range", u, zone, tag)
 			}
 			if prev, dup := seen[tag]; dup {

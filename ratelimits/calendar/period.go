@@ -126,30 +126,67 @@ func nextFirstDay(u Unit, first time.Time) time.Time {
 const searchSpan = 50 * time.Hour
 
 // firstInstant returns, in unix ms, the first instant whose local date in
-// loc is day or later. Within each span of constant offset (a zone
-// period, time.Time.ZoneBounds), the local date only grows, so the first
-// such instant of the span is the later of its start and the instant its
-// offset puts at local midnight of day; the answer is the earliest of
-// those over the spans around day. Where day begins with a gap, that is
-// the first instant after it; where its midnight happens twice, the
-// earlier one; where the zone skips day altogether, the first instant of
-// the day after.
+// loc is day or later. Within each span of constant offset the local date
+// only grows, so the first such instant of the span is the later of its
+// start and the instant its offset puts at local midnight of day; the
+// answer is the earliest of those over the spans around day, that is the
+// first span that reaches day. Where day begins with a gap, that is the
+// first instant after it; where its midnight happens twice, the earlier
+// one; where the zone skips day altogether, the first instant of the day
+// after.
 func firstInstant(loc *time.Location, day time.Time) int64 {
 	wall := day.Unix() // local midnight of day, read as if it were UTC
 	from, to := day.Add(-searchSpan).Unix(), day.Add(searchSpan).Unix()
-	// The spans are visited in order, so the first that reaches day holds
-	// the earliest instant.
 	for t := from; t < to; {
-		local := time.Unix(t, 0).In(loc)
-		_, offset := local.Zone()
-		_, end := local.ZoneBounds()
+		offset := offsetAt(loc, t)
 		first := max(wall-int64(offset), t)
-		if end.IsZero() || first < end.Unix() {
+		end, ok := nextChange(loc, t, to)
+		if !ok || first < end {
 			return first * 1000
 		}
-		t = end.Unix()
+		t = end
 	}
 	// No zone is more than searchSpan from UTC; unreachable with real
 	// zone data, and local midnight read as UTC is the nearest answer.
 	return wall * 1000
+}
+
+// offsetAt is loc's offset from UTC at unix second t, in seconds.
+func offsetAt(loc *time.Location, t int64) int {
+	_, offset := time.Unix(t, 0).In(loc).Zone()
+	return offset
+}
+
+// nextChange returns the first unix second after t at which loc's offset
+// may change, and false when it never changes before to. It asks
+// time.Time.ZoneBounds; past the end of a zone's table, where Go computes
+// the changes from the zone's rule year by year, ZoneBounds can report an
+// end that is not after t (late in December), and the change is then
+// found by stepping an hour at a time and halving the last hour.
+func nextChange(loc *time.Location, t, to int64) (int64, bool) {
+	_, end := time.Unix(t, 0).In(loc).ZoneBounds()
+	switch {
+	case end.IsZero():
+		return 0, false
+	case end.Unix() > t:
+		return end.Unix(), true
+	}
+	offset := offsetAt(loc, t)
+	for lo := t; lo < to; lo += 3600 {
+		hi := lo + 3600
+		if offsetAt(loc, hi) == offset {
+			continue
+		}
+		// The offset changes in (lo, hi].
+		for hi-lo > 1 {
+			mid := lo + (hi-lo)/2
+			if offsetAt(loc, mid) == offset {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		return hi, true
+	}
+	return 0, false
 }

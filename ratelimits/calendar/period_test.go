@@ -74,6 +74,10 @@ func TestFind(t *testing.T) {
 		{"UTC, the ISO week across new year", "UTC", Week, "2026-01-01T00:00:00Z", "2025-12-29T00:00:00Z", "2026-01-05T00:00:00Z"},
 		{"UTC, a Sunday ends its week", "UTC", Week, "2026-01-04T23:59:59.999Z", "2025-12-29T00:00:00Z", "2026-01-05T00:00:00Z"},
 		{"UTC, a Monday starts one", "UTC", Week, "2026-01-05T00:00:00Z", "2026-01-05T00:00:00Z", "2026-01-12T00:00:00Z"},
+		// Past 2037 Go computes changes from each zone's rule, year by year.
+		{"New York, the last day of 2040", "America/New_York", Day, "2040-12-31T12:00:00Z", "2040-12-31T05:00:00Z", "2041-01-01T05:00:00Z"},
+		{"Paris, the year 2041", "Europe/Paris", Year, "2040-12-31T23:30:00Z", "2040-12-31T23:00:00Z", "2041-12-31T23:00:00Z"},
+		{"Paris, the 23-hour day of 2041", "Europe/Paris", Day, "2041-03-31T12:00:00Z", "2041-03-30T23:00:00Z", "2041-03-31T22:00:00Z"},
 		{"UTC, before 1970", "UTC", Day, "1969-12-31T12:00:00Z", "1969-12-31T00:00:00Z", "1970-01-01T00:00:00Z"},
 	}
 	for _, tt := range tests {
