@@ -74,6 +74,14 @@ Shadowed:
   count: 1
   period: 1h
   shadow: true
+Monthly:
+  enum: 208
+  id: string
+  algorithm: calendar
+  count: 100
+  period: month
+  timezone: Europe/Paris
+  penalty: 1h
 `
 	contractOverrides = `
 - Plain:

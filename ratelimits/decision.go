@@ -49,6 +49,20 @@ type Decision struct {
 	Period calendar.Period
 }
 
+// Window is the length of the period d counts over: its limit's period,
+// or a calendar limit's current period (Period), whose length varies with
+// the calendar and the zone's clock changes.
+func (d *Decision) Window() time.Duration {
+	if d.Effective.Algorithm == Calendar {
+		return time.Duration(d.Period.End-d.Period.Start) * time.Millisecond
+	}
+	return d.Effective.Period
+}
+
+// PeriodName is how d's period is spelt: a calendar limit's unit ("month"),
+// or the limit's period as a Go duration ("15m0s").
+func (d *Decision) PeriodName() string { return d.Effective.PeriodName() }
+
 // BatchDecision is the answer for a batch: the strictest of its counting
 // decisions, and every transaction's own decision in request order.
 type BatchDecision struct {

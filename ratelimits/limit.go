@@ -159,6 +159,23 @@ func NewCalendarLimit(count int64, cal *calendar.Calendar) (Limit, error) {
 	return Limit{Algorithm: Calendar, Burst: count, Count: count, Calendar: cal}, nil
 }
 
+// PeriodName is how the limit's period is spelt in the API: a calendar
+// limit's unit ("month"), or the period as a Go duration ("15m0s").
+func (l Limit) PeriodName() string {
+	if l.Calendar != nil {
+		return l.Calendar.Unit().String()
+	}
+	return l.Period.String()
+}
+
+// Zone is a calendar limit's time zone name, "" for other limits.
+func (l Limit) Zone() string {
+	if l.Calendar != nil {
+		return l.Calendar.Zone()
+	}
+	return ""
+}
+
 // MinSyncRate is the shortest sync period above 0: a sync_rate between 0
 // and it is refused.
 const MinSyncRate = time.Millisecond
