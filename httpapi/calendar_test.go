@@ -12,6 +12,7 @@ import (
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/internal/vectors"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/source/memory"
 
 	_ "time/tzdata"
 )
@@ -120,4 +121,27 @@ func TestCalendarLimits(t *testing.T) {
 	if view.Period != "month" || view.Timezone != "Europe/Paris" || view.PeriodEnd != "2026-11-30T23:00:00.000Z" || view.SyncRate != nil {
 		t.Errorf("subscriber view %+v", view)
 	}
+}
+
+// Every calendar vector through the handler, on the memory source.
+func TestCalendarVectorsOverHTTP(t *testing.T) {
+	f, err := vectors.Calendar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configfile.Parse("defaults.yaml", f.Defaults, "overrides.yaml", f.Overrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, err := f.StartTime(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake()
+	clk.Set(begin)
+	l, err := ratelimits.NewLimiter(cfg, memory.New(0), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vectors.Run(t, f, &handlerDriver{h: httpapi.New(httpapi.Options{Limiter: l}), clock: clk}, time.Millisecond)
 }
