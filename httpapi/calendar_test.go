@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,4 +146,44 @@ func TestCalendarVectorsOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	vectors.Run(t, f, &handlerDriver{h: httpapi.New(httpapi.Options{Limiter: l}), clock: clk}, time.Millisecond)
+}
+
+// BenchmarkSpendHandlerCalendar spends one hit of a monthly calendar
+// limit and of a GCRA limit of the same count, over 10,000 ids, through
+// the handler on the memory source: a calendar decision's cost beside a
+// GCRA one's.
+func BenchmarkSpendHandlerCalendar(b *testing.B) {
+	const defaults = calendarDefaults + `
+PerKey:
+  enum: 132
+  id: string
+  burst: 1000000000
+  count: 1000000000
+  period: 720h
+`
+	for _, limit := range []string{"PerKey", "APICallsPerMonth"} {
+		b.Run(limit, func(b *testing.B) {
+			cfg, err := configfile.Parse("d", []byte(strings.Replace(defaults, "count: 10\n", "count: 1000000000\n", 1)), "o", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.New())
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := httpapi.New(httpapi.Options{Limiter: l})
+			bodies := make([]string, 10_000)
+			for i := range bodies {
+				bodies[i] = `{"limit":"` + limit + `","id":"key-` + strconv.Itoa(i) + `","cost":1}`
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				req := httptest.NewRequest("POST", "/v1/spend", strings.NewReader(bodies[i%len(bodies)]))
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				i++
+			}
+		})
+	}
 }
