@@ -151,3 +151,19 @@ func TestConfigBadCalendarOverrides(t *testing.T) {
 		})
 	}
 }
+
+// Descriptor rules and forward-auth rules may name a calendar limit: it
+// counts like any other.
+func TestCalendarInRules(t *testing.T) {
+	c, err := Parse(dfile, []byte(calendarDefaults), ofile, []byte(calendarOverrides))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseDescriptors("descriptors.yaml", []byte("- domain: api\n  descriptors:\n    - keys: [api_key]\n      limit: APICallsPerMonth\n"), c); err != nil {
+		t.Errorf("descriptors: %v", err)
+	}
+	rules := "rules:\n  api:\n    limits:\n      - limit: APICallsPerMonth\n        id: header:X-Api-Key\n"
+	if _, err := ParseForwardAuth("forward-auth.yaml", []byte(rules), c); err != nil {
+		t.Errorf("forward-auth: %v", err)
+	}
+}
