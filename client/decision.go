@@ -18,6 +18,9 @@ const (
 	SlidingWindow Algorithm = "sliding-window"
 	FixedWindow   Algorithm = "fixed-window"
 	RateCounter   Algorithm = "rate-counter"
+	// Calendar counts hits per calendar day, week, month or year of a
+	// time zone.
+	Calendar Algorithm = "calendar"
 	// Concurrency bounds how much an id does at once: a spend acquires a
 	// lease (Client.Acquire), which Release ends and Renew extends.
 	Concurrency Algorithm = "concurrency"
@@ -74,10 +77,19 @@ type TransactionDecision struct {
 	// Burst, Count and Period are the effective limit: Count tokens per
 	// Period, at most Burst at once. For a window limit, Burst and Count
 	// are the hits per window and Period the window; for a rate counter,
-	// rate × window and the window.
+	// rate × window and the window. For a calendar limit, Burst and Count
+	// are the hits per period, Period is 0 and CalendarPeriod says which
+	// period it is.
 	Burst  int64
 	Count  int64
 	Period time.Duration
+	// CalendarPeriod, Timezone and PeriodEnd are a calendar limit's: its
+	// period ("day", "week", "month" or "year") of the IANA zone Timezone,
+	// and when the current one ends, the count starting again from 0.
+	// They are empty and zero for other limits.
+	CalendarPeriod string
+	Timezone       string
+	PeriodEnd      time.Time
 	// Override says the limit is the id's own, not the name's default.
 	Override bool
 	// Algorithm is how the limit counts.
@@ -118,6 +130,8 @@ type decisionJSON struct {
 	Period    string   `json:"period"`
 	Override  bool     `json:"override"`
 	Algorithm string   `json:"algorithm"`
+	Timezone  string   `json:"timezone"`
+	PeriodEnd string   `json:"period_end"`
 	Penalized *bool    `json:"penalized"`
 	Shadow    bool     `json:"shadow"`
 	Lease     string   `json:"lease"`
@@ -178,25 +192,41 @@ func decodeTransactionDecision(body []byte) (*TransactionDecision, error) {
 }
 
 func (j *decisionJSON) decision() (TransactionDecision, error) {
-	period, err := time.ParseDuration(j.Period)
-	if err != nil {
-		return TransactionDecision{}, fmt.Errorf("period: %w", err)
+	var period time.Duration
+	var calendarPeriod string
+	var periodEnd time.Time
+	if Algorithm(j.Algorithm) == Calendar && j.Timezone != "" {
+		calendarPeriod = j.Period
+		end, err := time.Parse(time.RFC3339Nano, j.PeriodEnd)
+		if err != nil {
+			return TransactionDecision{}, fmt.Errorf("period_end: %w", err)
+		}
+		periodEnd = end
+	} else {
+		p, err := time.ParseDuration(j.Period)
+		if err != nil {
+			return TransactionDecision{}, fmt.Errorf("period: %w", err)
+		}
+		period = p
 	}
 	d := TransactionDecision{
-		Limit:     j.Limit,
-		ID:        j.ID,
-		Allowed:   j.Allowed,
-		Remaining: j.Remaining,
-		RetryIn:   millis(j.RetryInMS),
-		ResetIn:   millis(j.ResetInMS),
-		Unlimited: j.Unlimited,
-		Burst:     j.Burst,
-		Count:     j.Count,
-		Period:    period,
-		Override:  j.Override,
-		Algorithm: Algorithm(j.Algorithm),
-		Shadow:    j.Shadow,
-		Lease:     j.Lease,
+		CalendarPeriod: calendarPeriod,
+		Timezone:       j.Timezone,
+		PeriodEnd:      periodEnd,
+		Limit:          j.Limit,
+		ID:             j.ID,
+		Allowed:        j.Allowed,
+		Remaining:      j.Remaining,
+		RetryIn:        millis(j.RetryInMS),
+		ResetIn:        millis(j.ResetInMS),
+		Unlimited:      j.Unlimited,
+		Burst:          j.Burst,
+		Count:          j.Count,
+		Period:         period,
+		Override:       j.Override,
+		Algorithm:      Algorithm(j.Algorithm),
+		Shadow:         j.Shadow,
+		Lease:          j.Lease,
 	}
 	d.LeaseExpiresIn = millis(j.LeaseMS)
 	if j.Penalized != nil {

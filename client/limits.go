@@ -38,16 +38,19 @@ type LimitInfo struct {
 
 // LimitSettings is a limit as the configuration files spell it. Which
 // fields are set depends on the algorithm: a GCRA limit's Burst, Count and
-// Period; a window limit's Count and Period; a rate counter's Window, Rate
-// and Penalty; and the Penalty of any other limit that has one. The others
-// are zero.
+// Period; a window limit's Count and Period; a calendar limit's Count,
+// CalendarPeriod ("day", "week", "month" or "year") and Timezone; a rate
+// counter's Window, Rate and Penalty; and the Penalty of any other limit
+// that has one. The others are zero.
 type LimitSettings struct {
-	Burst   int64
-	Count   int64
-	Period  time.Duration
-	Window  time.Duration
-	Rate    int64
-	Penalty time.Duration
+	Burst          int64
+	Count          int64
+	Period         time.Duration
+	CalendarPeriod string
+	Timezone       string
+	Window         time.Duration
+	Rate           int64
+	Penalty        time.Duration
 }
 
 type limitsJSON struct {
@@ -68,12 +71,13 @@ type limitJSON struct {
 }
 
 type settingsJSON struct {
-	Burst   int64  `json:"burst"`
-	Count   int64  `json:"count"`
-	Period  string `json:"period"`
-	Window  string `json:"window"`
-	Rate    int64  `json:"rate"`
-	Penalty string `json:"penalty"`
+	Burst    int64  `json:"burst"`
+	Count    int64  `json:"count"`
+	Period   string `json:"period"`
+	Window   string `json:"window"`
+	Rate     int64  `json:"rate"`
+	Timezone string `json:"timezone"`
+	Penalty  string `json:"penalty"`
 }
 
 // decodeLimits reads the answer of GET /v1/limits.
@@ -110,12 +114,17 @@ func decodeLimits(body []byte) ([]LimitInfo, error) {
 }
 
 func (j *settingsJSON) settings() (LimitSettings, error) {
-	s := LimitSettings{Burst: j.Burst, Count: j.Count, Rate: j.Rate}
+	s := LimitSettings{Burst: j.Burst, Count: j.Count, Rate: j.Rate, Timezone: j.Timezone}
+	period := j.Period
+	if j.Timezone != "" {
+		// A calendar limit's period is a word of the calendar.
+		s.CalendarPeriod, period = j.Period, ""
+	}
 	for _, f := range []struct {
 		name string
 		text string
 		into *time.Duration
-	}{{"period", j.Period, &s.Period}, {"window", j.Window, &s.Window}, {"penalty", j.Penalty, &s.Penalty}} {
+	}{{"period", period, &s.Period}, {"window", j.Window, &s.Window}, {"penalty", j.Penalty, &s.Penalty}} {
 		if f.text == "" {
 			continue
 		}

@@ -7,10 +7,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 )
 
 // algorithms lists what the algorithm field accepts, for messages.
-const algorithms = "gcra, sliding-window, fixed-window, rate-counter or concurrency"
+const algorithms = "gcra, sliding-window, fixed-window, rate-counter, calendar or concurrency"
 
 // origin is where a name's algorithm was set: the defaults entry's
 // algorithm field (or its key, when the entry has none and is GCRA), or
@@ -58,6 +59,8 @@ func (s scope) readLimit(key *yaml.Node, fs map[string]field, alg ratelimits.Alg
 		return s.readConcurrencyLimit(key, fs, okFields)
 	case alg == ratelimits.RateCounter:
 		return s.readRateCounterLimit(key, fs, okFields)
+	case alg == ratelimits.Calendar:
+		lim, ok = s.readCalendarLimit(key, fs)
 	case alg.Windowed():
 		lim, ok = s.readWindowLimit(key, fs, alg)
 	default:
@@ -77,7 +80,10 @@ var fieldAlgorithms = []struct {
 	{"period", notRateCounter},
 	{"window", isRateCounter},
 	{"rate", isRateCounter},
+	{"timezone", isCalendar},
 }
+
+func isCalendar(a ratelimits.Algorithm) bool { return a == ratelimits.Calendar }
 
 func isRateCounter(a ratelimits.Algorithm) bool  { return a == ratelimits.RateCounter }
 func notRateCounter(a ratelimits.Algorithm) bool { return a != ratelimits.RateCounter }
@@ -89,6 +95,8 @@ func limitShape(a ratelimits.Algorithm) string {
 		return "a concurrency limit has count (slots) and period (a lease's time to live)"
 	case a == ratelimits.RateCounter:
 		return "a rate-counter limit allows rate hits per second over its window"
+	case a == ratelimits.Calendar:
+		return "a calendar limit allows count hits per day, week, month or year of its timezone"
 	case a.Windowed():
 		return "a window allows count hits per period"
 	}
@@ -140,7 +148,9 @@ func (s scope) checkFields(fs map[string]field) {
 		}
 	}
 	if f, has := fs["period"]; has {
-		s.periodValue(f.val)
+		if _, word := calendar.ParseUnit(f.val.Value); !word || !isString(f.val) {
+			s.periodValue(f.val)
+		}
 	}
 	if f, has := fs["window"]; has {
 		s.rateWindowValue(f.val)

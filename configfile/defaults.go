@@ -8,7 +8,7 @@ import (
 
 // The fields of a limit in the defaults file. enum and id declare a name
 // that is not built in.
-var defaultFields = []string{"burst", "count", "period", "window", "rate", "penalty", "enum", "id", "algorithm", "sync_rate", "capacity", "shadow"}
+var defaultFields = []string{"burst", "count", "period", "window", "rate", "penalty", "enum", "id", "algorithm", "sync_rate", "capacity", "shadow", "timezone"}
 
 // loadDefaults parses the defaults file: a mapping from limit name to limit.
 func (l *loader) loadDefaults(file string, data []byte) {
@@ -48,7 +48,7 @@ func (l *loader) loadDefault(file string, key, val *yaml.Node, seen map[string]i
 	}
 	seen[name] = key.Line
 	if val.Kind != yaml.MappingNode {
-		s.add(val.Line, "a limit must be a mapping with burst, count and period (or algorithm, count and period for a window; algorithm, window, rate and penalty for a rate counter), got %s", describe(val))
+		s.add(val.Line, "a limit must be a mapping with burst, count and period (or algorithm, count and period for a window; algorithm, window, rate and penalty for a rate counter; algorithm, count, period and timezone for a calendar limit), got %s", describe(val))
 		l.markBroken(name)
 		l.unknownAlg[name] = true
 		return

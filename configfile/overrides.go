@@ -20,13 +20,14 @@ var (
 		"sync_rate": "an override cannot set sync_rate: it belongs to the limit name, so it is set in the defaults file",
 		"capacity":  "an override cannot set capacity: it belongs to the limit name (its counters and box are shared by all its ids), so it is set in the defaults file",
 		"shadow":    "an override cannot set shadow: it belongs to the limit name, so it is set in the defaults file",
+		"timezone":  "an override cannot set timezone: it belongs to the limit name, so it is set in the defaults file",
 		"enum":      "an override cannot set enum: it belongs to the limit name, so it is set in the defaults file",
 		"id":        "an override cannot set the id kind: it belongs to the limit name, so it is set in the defaults file; the subscribers go in ids",
 	}
 )
 
 // overrideShape reminds the operator of the overrides file's format.
-const overrideShape = `"- LimitName: {burst, count, period, ids: [{id, comment}]}" (no burst for a window limit; window, rate and penalty instead for a rate counter)`
+const overrideShape = `"- LimitName: {burst, count, period, ids: [{id, comment}]}" (no burst for a window limit; window, rate and penalty instead for a rate counter; count alone for a calendar limit)`
 
 // loadOverrides parses the overrides file: a list of single-key maps, each
 // from a limit name to an override. Nothing at all, null or [] means no
@@ -96,9 +97,12 @@ func (l *loader) override(file string, key, val *yaml.Node) {
 	var lim ratelimits.Limit
 	alg, okAlg := l.nameAlgorithm(name)
 	okLimit := okAlg
-	if okAlg {
+	switch {
+	case okAlg && alg == ratelimits.Calendar:
+		lim, okLimit = s.readCalendarOverride(key, fs)
+	case okAlg:
 		lim, okLimit = s.readLimit(key, fs, alg)
-	} else {
+	default:
 		// The name's defaults entry is unknown or broken: only what every
 		// algorithm requires of the fields is checked.
 		s.checkFields(fs)

@@ -184,7 +184,7 @@ func TestConfigBadWindows(t *testing.T) {
 		{"sync_rate beyond a duration", sliding + "  count: 5\n  period: 1m\n  sync_rate: 1e10\n",
 			[]wantProblem{{dfile, 7, api, "sync_rate 1e10 is out of range: it must be a number of seconds from -9223372036 to 9223372036"}}},
 		{"unknown algorithm", head + "  algorithm: sliding\n  count: 5\n  period: 1m\n",
-			[]wantProblem{{dfile, 4, api, `unknown algorithm "sliding": want gcra, sliding-window, fixed-window, rate-counter or concurrency`}}},
+			[]wantProblem{{dfile, 4, api, `unknown algorithm "sliding": want gcra, sliding-window, fixed-window, rate-counter, calendar or concurrency`}}},
 		{"empty algorithm", head + "  algorithm: \"\"\n  burst: 5\n  count: 5\n  period: 1m\n",
 			[]wantProblem{{dfile, 4, api, `unknown algorithm ""`}}},
 		{"a rate counter with a window's fields", head + "  algorithm: rate-counter\n  count: 5\n  period: 1m\n",
@@ -192,7 +192,7 @@ func TestConfigBadWindows(t *testing.T) {
 				{dfile, 5, api, "count is not a field of a rate-counter limit: a rate-counter limit allows rate hits per second over its window (remove count)"},
 				{dfile, 6, api, "period is not a field of a rate-counter limit"}}},
 		{"algorithm not a string", head + "  algorithm: 2\n  count: 5\n  period: 1m\n",
-			[]wantProblem{{dfile, 4, api, "algorithm must be gcra, sliding-window, fixed-window, rate-counter or concurrency, got the integer 2"}}},
+			[]wantProblem{{dfile, 4, api, "algorithm must be gcra, sliding-window, fixed-window, rate-counter, calendar or concurrency, got the integer 2"}}},
 		{"an unknown algorithm's other fields are still checked", head + "  algorithm: token-bucket\n  burst: 0\n  count: 5\n  period: 1 minute\n",
 			[]wantProblem{{dfile, 4, api, "unknown algorithm"}, {dfile, 5, api, "burst must be greater than 0"}, {dfile, 7, api, "is not a valid duration"}}},
 	}

@@ -97,7 +97,11 @@ func answer(p *plan, n int, bd *ratelimits.BatchDecision) *rlsv3.RateLimitRespon
 		}
 		lim := &r.limits[t]
 		lim.Name = d.Limit
-		lim.Unit, lim.RequestsPerUnit = currentLimit(d.Effective.Count, d.Effective.Period)
+		if d.Effective.Calendar != nil {
+			lim.Unit, lim.RequestsPerUnit = calendarLimit(d.Effective.Count, d.Effective.Calendar.Unit())
+		} else {
+			lim.Unit, lim.RequestsPerUnit = currentLimit(d.Effective.Count, d.Effective.Period)
+		}
 		st.CurrentLimit = lim
 		if bd.Degraded {
 			continue

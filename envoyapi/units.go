@@ -6,6 +6,8 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 )
 
 // unitLengths are the units current_limit can name, shortest first. Envoy
@@ -57,6 +59,22 @@ func currentLimit(count int64, period time.Duration) (rlsv3.RateLimitResponse_Ra
 	}
 	perUnit, _ := bits.Div64(hi, lo, uint64(period))
 	return u.unit, max(saturate32(perUnit), 1)
+}
+
+// calendarLimit says a calendar limit of count per calendar day, week,
+// month or year as Envoy's current_limit has the same units: count per
+// unit, saturated to the uint32 field.
+func calendarLimit(count int64, u calendar.Unit) (rlsv3.RateLimitResponse_RateLimit_Unit, uint32) {
+	unit := rlsv3.RateLimitResponse_RateLimit_DAY
+	switch u {
+	case calendar.Week:
+		unit = rlsv3.RateLimitResponse_RateLimit_WEEK
+	case calendar.Month:
+		unit = rlsv3.RateLimitResponse_RateLimit_MONTH
+	case calendar.Year:
+		unit = rlsv3.RateLimitResponse_RateLimit_YEAR
+	}
+	return unit, saturate32(uint64(max(count, 0)))
 }
 
 // saturate32 is n, or the largest uint32 when n is larger.

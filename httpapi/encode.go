@@ -91,11 +91,18 @@ func appendDecision(buf []byte, d *ratelimits.Decision, withSyncRate bool) []byt
 	buf = append(buf, `,"count":`...)
 	buf = strconv.AppendInt(buf, d.Effective.Count, 10)
 	buf = append(buf, `,"period":`...)
-	buf = appendString(buf, d.Effective.Period.String())
+	buf = appendString(buf, d.PeriodName())
 	buf = append(buf, `,"override":`...)
 	buf = strconv.AppendBool(buf, d.Effective.Override)
 	buf = append(buf, `,"algorithm":`...)
 	buf = appendString(buf, d.Algorithm.String())
+	if d.Effective.Calendar != nil {
+		buf = append(buf, `,"timezone":`...)
+		buf = appendString(buf, d.Effective.Calendar.Zone())
+		buf = append(buf, `,"period_end":"`...)
+		buf = appendPeriodEnd(buf, d.Period.End)
+		buf = append(buf, '"')
+	}
 	if d.Effective.HasBox() {
 		buf = append(buf, `,"penalized":`...)
 		buf = strconv.AppendBool(buf, d.Penalized)
@@ -141,6 +148,15 @@ func appendFloat(buf []byte, f float64) []byte {
 	}
 	return buf
 }
+
+// appendPeriodEnd appends the instant ms (unix ms) as RFC 3339 in UTC
+// with milliseconds, "2026-12-31T23:00:00.000Z".
+func appendPeriodEnd(buf []byte, ms int64) []byte {
+	return time.UnixMilli(ms).UTC().AppendFormat(buf, periodEndFormat)
+}
+
+// periodEndFormat is RFC 3339 in UTC with exactly three decimals.
+const periodEndFormat = "2006-01-02T15:04:05.000Z"
 
 // appendFigures encodes the fields a batch and a decision share: allowed,
 // remaining (never negative) and the two durations in milliseconds,

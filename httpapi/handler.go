@@ -414,7 +414,8 @@ func (h *handler) limits(w http.ResponseWriter, _ *http.Request) {
 
 // limitSettings is a default limit as the configuration files spell it:
 // a GCRA limit's burst, count and period, a window's count and period, a
-// rate counter's window, rate and penalty; and any other limit's penalty
+// calendar limit's count, period word and timezone, a rate counter's
+// window, rate and penalty; and any other limit's penalty
 // when it has one.
 func limitSettings(l ratelimits.Limit) *wire.LimitSettings {
 	var s wire.LimitSettings
@@ -423,6 +424,8 @@ func limitSettings(l ratelimits.Limit) *wire.LimitSettings {
 		s.Window, s.Rate = l.Period.String(), l.Rate
 	case l.Algorithm.Windowed() || l.Algorithm == ratelimits.Concurrency:
 		s.Count, s.Period = l.Count, l.Period.String()
+	case l.Algorithm == ratelimits.Calendar:
+		s.Count, s.Period, s.Timezone = l.Count, l.PeriodName(), l.Zone()
 	default:
 		s.Burst, s.Count, s.Period = l.Burst, l.Count, l.Period.String()
 	}

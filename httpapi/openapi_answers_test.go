@@ -78,6 +78,10 @@ func decisionExchanges() []exchange {
 			`{"limit":"Plain","id":"bob","cost":2,"mode":"check-and-spend"},{"limit":"Window","id":"bob","mode":"check-only"},`+
 			`{"limit":"PerIP","id":"192.0.2.7","cost":3,"mode":"spend-only"},{"limit":"Lockout","id":"bob","cost":0},{"limit":"Shadowed","id":"bob"}]}`,
 			true, 200, ""),
+		{name: "a calendar limit's spend", method: "POST", path: "/v1/spend", token: apiToken, body: `{"limit":"Monthly","id":"alice","cost":40}`, accepted: true, status: 200,
+			answerHeaders: map[string]string{"RateLimit-Policy": `"Monthly";q=100;w=2592000`, "RateLimit": `"Monthly";r=60;t=774000`}},
+		spend("a batch of a calendar limit and a window", `{"transactions":[{"limit":"Monthly","id":"bob","cost":100},{"limit":"Window","id":"bob","cost":1}]}`, true, 200, ""),
+		spend("a calendar limit's denial", `{"limit":"Monthly","id":"bob"}`, true, 200, ""),
 		spend("a name without a default is unlimited", `{"limit":"NewOrdersPerAccount","id":"42"}`, true, 200, ""),
 		spend("an override", `{"limit":"Plain","id":"vip"}`, true, 200, ""),
 		{name: "a denial is a 200", method: "POST", path: "/v1/spend", token: apiToken, body: `{"limit":"Plain","id":"alice","cost":5}`, accepted: true, status: 200,
@@ -171,6 +175,7 @@ func limitsExchanges() []exchange {
 		get("an id with a slash", "/v1/limits/Ranges/2001:db8:abcd::/48", apiToken, true, 200, ""),
 		get("an id with an escaped slash", "/v1/limits/Ranges/2001:db8:abcd::%2F48", apiToken, true, 200, ""),
 		get("a window limit's bucket, with its sync_rate", "/v1/limits/Window/bob", apiToken, true, 200, ""),
+		get("a calendar limit's bucket", "/v1/limits/Monthly/alice", apiToken, true, 200, ""),
 		get("a rate counter's bucket", "/v1/limits/PerIP/192.0.2.7", apiToken, true, 200, ""),
 		get("a shadow limit's bucket", "/v1/limits/Shadowed/bob", apiToken, true, 200, ""),
 		get("a bucket of an unknown limit", "/v1/limits/Nope/a", apiToken, true, 400, "unknown_limit"),

@@ -79,8 +79,16 @@ Shadowed:
   count: 1
   period: 1h
   shadow: true
-Slots:
+Monthly:
   enum: 208
+  id: string
+  algorithm: calendar
+  count: 100
+  period: month
+  timezone: Europe/Paris
+  penalty: 1h
+Slots:
+  enum: 209
   id: string
   algorithm: concurrency
   count: 2

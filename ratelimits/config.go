@@ -133,6 +133,8 @@ func (c *Config) setDefault(limit string, l Limit) error {
 		return configError("%s: %w", limit, ErrUnknownLimit)
 	case !l.valid():
 		return configError("%s: the default limit was not made with NewLimit or NewWindowLimit", limit)
+	case l.Algorithm == Calendar && l.Calendar == nil:
+		return configError("%s: a calendar limit's default needs its calendar (NewCalendarLimit)", limit)
 	case l.SyncRate > 0 && l.SyncRate < MinSyncRate:
 		return configError("%s: sync_rate %s is between 0 and %s", limit, l.SyncRate, MinSyncRate)
 	case !l.Algorithm.Windowed() && l.Algorithm != RateCounter && l.SyncRate != 0:
@@ -178,6 +180,15 @@ func (c *Config) addOverride(o Override) error {
 	}
 	if nl.overrides == nil {
 		nl.overrides = map[string]Limit{}
+	}
+	if o.Effective.Algorithm == Calendar {
+		// The unit and zone belong to the name: an override gives a count.
+		if nl.hasDefault {
+			o.Effective.Calendar = nl.def.Calendar
+		}
+		if o.Effective.Calendar == nil {
+			return configError("%s: the override of %q is a calendar limit, but the name has no default to give it a period and zone", o.Limit, o.ID)
+		}
 	}
 	o.Effective.Override = true
 	o.Effective.SyncRate = nl.syncRate

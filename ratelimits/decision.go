@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 )
 
 // Decision is the answer for one transaction. Its fields are exported so
@@ -43,12 +44,29 @@ type Decision struct {
 	// what it would have decided, but it never denies nor decides the
 	// batch.
 	Shadow bool
+	// Period is the calendar period a calendar limit decided in (unix ms,
+	// [Start, End)); zero for other limits.
+	Period calendar.Period
 	// Lease is the id of the lease a written acquire of a concurrency
 	// limit took, and LeaseExpiresIn its time to live; "" and 0 for every
 	// other decision (a check, a denial, cost 0, another algorithm).
 	Lease          string
 	LeaseExpiresIn time.Duration
 }
+
+// Window is the length of the period d counts over: its limit's period,
+// or a calendar limit's current period (Period), whose length varies with
+// the calendar and the zone's clock changes.
+func (d *Decision) Window() time.Duration {
+	if d.Effective.Algorithm == Calendar {
+		return time.Duration(d.Period.End-d.Period.Start) * time.Millisecond
+	}
+	return d.Effective.Period
+}
+
+// PeriodName is how d's period is spelt: a calendar limit's unit ("month"),
+// or the limit's period as a Go duration ("15m0s").
+func (d *Decision) PeriodName() string { return d.Effective.PeriodName() }
 
 // BatchDecision is the answer for a batch: the strictest of its counting
 // decisions, and every transaction's own decision in request order.
@@ -113,6 +131,7 @@ func limitedDecision(p preparedTxn, d bucket.Decision) Decision {
 		Algorithm: p.limit.Algorithm,
 		Penalized: d.Penalized,
 		Shadow:    p.limit.Shadow,
+		Period:    d.Period,
 	}
 	if d.Lease != "" {
 		dec.Lease, dec.LeaseExpiresIn = d.Lease, p.limit.Period

@@ -174,7 +174,8 @@ func onceFailure(err error) error {
 // fingerprint identifies a request for its idempotency record: the
 // operation, and per transaction the limit name, canonical id, cost, mode
 // and the effective limit: its algorithm and numbers (a GCRA limit's
-// burst, count and period; a window limit's count, period and sync_rate).
+// burst, count and period; a window limit's count, period and sync_rate;
+// a calendar limit's count, unit and zone).
 // Including the limit means that a retry after a reload changed it is not
 // answered with numbers the new limit would not give; it is refused as
 // another request instead.
@@ -204,6 +205,12 @@ func fingerprint(op byte, prepared []preparedTxn) string {
 			buf = binary.AppendVarint(buf, p.limit.Count)
 			buf = binary.AppendVarint(buf, int64(p.limit.Period))
 			buf = binary.AppendVarint(buf, int64(p.limit.SyncRate))
+		case p.limit.Algorithm == Calendar:
+			// A calendar limit is told by its tag, its count and its
+			// calendar's identity (unit and zone).
+			buf = append(buf, 3, boolByte(p.limit.Override))
+			buf = binary.AppendVarint(buf, p.limit.Count)
+			buf = binary.AppendVarint(buf, p.limit.Calendar.Tag())
 		default:
 			// GCRA's form has not changed since windows were added, so a
 			// retry across an upgrade still matches its record.

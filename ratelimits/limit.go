@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // Algorithm is how a limit counts: GCRA (the default), SlidingWindow,
-// FixedWindow or RateCounter. It belongs to a limit's name: every limit of one name
+// FixedWindow, RateCounter or Calendar. It belongs to a limit's name: every limit of one name
 // counts the same way, since the state stored under its keys is that
 // algorithm's.
 type Algorithm = bucket.Algorithm
@@ -22,6 +23,7 @@ const (
 	SlidingWindow = bucket.SlidingWindow
 	FixedWindow   = bucket.FixedWindow
 	RateCounter   = bucket.RateCounter
+	Calendar      = bucket.Calendar
 	Concurrency   = bucket.Concurrency
 )
 
@@ -31,7 +33,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	if a, ok := bucket.ParseAlgorithm(s); ok {
 		return a, nil
 	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q: want gcra, sliding-window, fixed-window, rate-counter or concurrency", ErrInvalidLimit, s)
+	return 0, fmt.Errorf("%w: unknown algorithm %q: want gcra, sliding-window, fixed-window, rate-counter, calendar or concurrency", ErrInvalidLimit, s)
 }
 
 // The bounds of a window limit's period: whole seconds, from one second to
@@ -50,6 +52,10 @@ const (
 //
 // A window limit (NewWindowLimit) allows Count hits per window of Period;
 // its Burst equals Count, the most one transaction may cost.
+//
+// A calendar limit (NewCalendarLimit) allows Count hits per period of its
+// Calendar (a day, ISO week, month or year of a time zone); its Burst
+// equals Count and its Period is 0, since its periods differ in length.
 //
 // Make a Limit with NewLimit or NewWindowLimit: they compute what a
 // decision needs once, so that deciding a transaction divides nothing. A
@@ -85,6 +91,10 @@ type Limit struct {
 	// would-be denials counted first. It belongs to the name, like
 	// SyncRate.
 	Shadow bool
+	// Calendar is a calendar limit's periods: its unit and zone, which
+	// belong to the name, so a Config gives every override of a name its
+	// default's Calendar. Nil for other limits.
+	Calendar *calendar.Calendar
 
 	emissionInterval int64
 	burstOffset      int64
@@ -139,6 +149,34 @@ func NewWindowLimit(alg Algorithm, count int64, period time.Duration) (Limit, er
 	return Limit{Algorithm: alg, Burst: count, Count: count, Period: period}, nil
 }
 
+// NewCalendarLimit validates a calendar limit of count hits per period of
+// cal: count from 1 to calendar.MaxCount (2^53 − 1, exact in the Redis
+// script's doubles too). cal may be nil for an override, which takes its
+// name's calendar (NewConfig). Errors wrap ErrInvalidLimit.
+func NewCalendarLimit(count int64, cal *calendar.Calendar) (Limit, error) {
+	if count < 1 || count > calendar.MaxCount {
+		return Limit{}, fmt.Errorf("%w: count must be from 1 to 2^53 − 1, got %d", ErrInvalidLimit, count)
+	}
+	return Limit{Algorithm: Calendar, Burst: count, Count: count, Calendar: cal}, nil
+}
+
+// PeriodName is how the limit's period is spelt in the API: a calendar
+// limit's unit ("month"), or the period as a Go duration ("15m0s").
+func (l Limit) PeriodName() string {
+	if l.Calendar != nil {
+		return l.Calendar.Unit().String()
+	}
+	return l.Period.String()
+}
+
+// Zone is a calendar limit's time zone name, "" for other limits.
+func (l Limit) Zone() string {
+	if l.Calendar != nil {
+		return l.Calendar.Zone()
+	}
+	return ""
+}
+
 // MinSyncRate is the shortest sync period above 0: a sync_rate between 0
 // and it is refused.
 const MinSyncRate = time.Millisecond
@@ -162,6 +200,8 @@ func (l Limit) valid() bool {
 		return l.Rate >= MinRate && l.Penalty > 0
 	case l.Algorithm.Windowed():
 		return l.Count >= 1 && l.Period >= MinWindowPeriod
+	case l.Algorithm == Calendar:
+		return l.Count >= 1 && l.Count <= calendar.MaxCount
 	}
 	return l.emissionInterval > 0
 }
@@ -187,6 +227,9 @@ func (l Limit) op(key string, cost int64, mode Mode, now int64) bucket.Op {
 		op.Rate = ratecounter.Limit{Window: int64(l.Period / time.Second), Rate: l.Rate}
 	case l.Algorithm.Windowed():
 		op.Window = l.window()
+	case l.Algorithm == Calendar:
+		op.Calendar = calendar.Limit{Count: l.Count, Tag: l.Calendar.Tag()}
+		op.Periods = l.Calendar
 	default:
 		op.EmissionInterval, op.BurstOffset = l.emissionInterval, l.burstOffset
 	}

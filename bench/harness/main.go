@@ -71,7 +71,7 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
-	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
+	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), calendar (a monthly calendar limit on memory and on Redis), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
 	flag.IntVar(&o.faRate, "forward-auth-rate", 2000, "forward-auth rows: open-loop requests per second, a rate every row sustains")
 	flag.BoolVar(&o.forwardAuthGoApp, "forward-auth-go-app", false, "forward-auth rows: the application every row proxies to is a small Go net/http server answering \"ok\" (in the harness's process) instead of a static return inside nginx")
 	flag.BoolVar(&o.forwardAuthUnix, "forward-auth-unix", false, "forward-auth rows: the limiter and the bare handler listen on Unix sockets (--listen unix:PATH) and nginx asks them there, instead of over loopback TCP")
@@ -249,6 +249,12 @@ func run(o options) error {
 			servers = append(servers,
 				&server{name: "limiter, redis, sliding window, sync_rate 0", cmd: redisSource, env: limiterEnv, limit: benchSliding},
 				&server{name: "limiter, redis, sliding window, sync_rate 1", cmd: redisSource, env: limiterEnv, limit: benchSlidingSynced})
+		case "calendar":
+			addr, err := redis()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "harness: skipping the Redis calendar row:", err)
+			}
+			servers = append(servers, calendarRows(dir, limiterEnv, addr)...)
 		case "erl":
 			servers = append(servers, &server{name: "limiter, memory, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, limit: benchRateCounter, checkRate: true})
 			addr, err := redis()
@@ -321,6 +327,7 @@ func run(o options) error {
 	}
 	printTable(os.Stdout, servers, results, o)
 	printWindowTargets(os.Stdout, servers, results)
+	printCalendarTargets(os.Stdout, servers, results)
 	printERLTargets(os.Stdout, servers, results, o.baseline)
 	printGRPCTargets(os.Stdout, servers, results, o)
 	printForwardAuth(os.Stdout, servers, results, o)
@@ -369,7 +376,7 @@ func benchDefaults(root, dir string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, "defaults.yaml")
-	return path, os.WriteFile(path, append(bundled, benchLimits...), 0o644)
+	return path, os.WriteFile(path, append(bundled, benchLimits+benchCalendarLimits...), 0o644)
 }
 
 func repoRoot() (string, error) {

@@ -8,6 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	// The zone database of calendar limits is the binary's own, so a
+	// limit's periods do not depend on the host's zoneinfo (nor on its
+	// having one: the container image has none).
+	_ "time/tzdata"
 )
 
 func main() {

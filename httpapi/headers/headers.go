@@ -44,8 +44,9 @@ func For(bd *ratelimits.BatchDecision) (Values, bool) {
 		buf = append(buf, `;qu="concurrent-requests"`...)
 	} else {
 		buf = append(buf, ";w="...)
-		// The window is whole seconds, truncated, and never 0.
-		buf = strconv.AppendInt(buf, max(int64(d.Effective.Period/time.Second), 1), 10)
+		// The window is whole seconds, truncated, and never 0: a calendar
+		// limit's is its current period's.
+		buf = strconv.AppendInt(buf, max(int64(d.Window()/time.Second), 1), 10)
 	}
 	policyEnd := len(buf)
 	buf = strconv.AppendQuote(buf, d.Limit)

@@ -56,9 +56,13 @@ type BatchResponse struct {
 // a window limit, Burst and Count are both the hits allowed per window
 // and Period is the window; for a rate-counter limit they are rate ×
 // window and Period is the window. Algorithm is how the limit counts:
-// "gcra", "sliding-window", "fixed-window", "rate-counter" or
-// "concurrency" (Burst and Count are then its slots, Period a lease's
-// time to live). Penalized is
+// "gcra", "sliding-window", "fixed-window", "rate-counter", "calendar" or
+// "concurrency". For a calendar limit, Burst and Count are both the hits
+// allowed per period, Period is its word ("day", "week", "month" or
+// "year"), Timezone its zone's IANA name and PeriodEnd the end of the
+// current period, RFC 3339 in UTC with milliseconds
+// ("2026-12-31T23:00:00.000Z"). For a concurrency limit, Burst and Count
+// are its slots and Period a lease's time to live. Penalized is
 // there exactly when the limit has a penalty box: whether the id is in it
 // after this transaction. Shadow is there, true, for a shadow limit: it
 // never denies the batch, and Allowed is what it would have decided.
@@ -77,6 +81,8 @@ type DecisionResponse struct {
 	Period    string `json:"period"`
 	Override  bool   `json:"override"`
 	Algorithm string `json:"algorithm"`
+	Timezone  string `json:"timezone,omitempty"`
+	PeriodEnd string `json:"period_end,omitempty"`
 	Penalized *bool  `json:"penalized,omitempty"`
 	Shadow    bool   `json:"shadow,omitempty"`
 	// Lease and LeaseExpiresInMS are there only in the decision of an
@@ -120,16 +126,17 @@ type LimitResponse struct {
 
 // LimitSettings is a limit as the configuration files spell it: a GCRA
 // limit's burst, count and period, a window limit's count and period (a
-// window has no burst), or a rate-counter limit's window, rate and
-// penalty. Penalty, a Go duration string, is there for any limit that has
+// window has no burst), a calendar limit's count, period word and
+// timezone, or a rate-counter limit's window, rate and penalty. Penalty, a Go duration string, is there for any limit that has
 // one.
 type LimitSettings struct {
-	Burst   int64  `json:"burst,omitempty"`
-	Count   int64  `json:"count,omitempty"`
-	Period  string `json:"period,omitempty"`
-	Window  string `json:"window,omitempty"`
-	Rate    int64  `json:"rate,omitempty"`
-	Penalty string `json:"penalty,omitempty"`
+	Burst    int64  `json:"burst,omitempty"`
+	Count    int64  `json:"count,omitempty"`
+	Period   string `json:"period,omitempty"`
+	Window   string `json:"window,omitempty"`
+	Rate     int64  `json:"rate,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	Penalty  string `json:"penalty,omitempty"`
 }
 
 // ReloadResponse answers a successful POST /v1/admin/reload.

@@ -9,8 +9,10 @@
 //     bucket, once, and any added beside them). It decides; it reads no
 //     file, speaks no HTTP and knows no storage. Inside it, the pure
 //     algorithms (gcra, window, ratecounter) import nothing from the module
-//     and only math and math/bits from the standard library; the lease
-//     arithmetic (concurrency) also sorts and makes random lease ids; and
+//     and only math and math/bits from the standard library; calendar,
+//     whose periods come from the zone database, adds time and sync/atomic
+//     to them (and errors and fmt for an unknown zone); the lease
+//     arithmetic (concurrency) sorts and makes random lease ids; and
 //     bucket, which applies the batch rules, imports only the algorithms
 //     from the module.
 //   - the config loader: the package that turns YAML files into the

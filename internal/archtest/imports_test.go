@@ -141,6 +141,10 @@ type allowRule struct {
 // mathish are the standard packages an algorithm's arithmetic may use.
 var mathish = []string{"math", "math/bits"}
 
+// calendarish are the standard packages the calendar periods may use: the
+// zone database's, the cache of the current period's, and its errors'.
+var calendarish = []string{"errors", "fmt", "math", "sync/atomic", "time"}
+
 var allowRules = []allowRule{
 	{
 		layer: "the pure algorithms (ratelimits/gcra, ratelimits/window, ratelimits/ratecounter)",
@@ -159,6 +163,13 @@ var allowRules = []allowRule{
 		why: "the lease arithmetic is pure: ordering and searching its leases, and random lease ids; no clock, no I/O, nothing from the module",
 	},
 	{
+		layer: "the calendar periods (ratelimits/calendar)",
+		from:  func(rel string) bool { return rel == "ratelimits/calendar" },
+		allow: func(g *graph, path string) bool { return g.rel(path) == "" && slices.Contains(calendarish, path) },
+		why: "a calendar quota is integer arithmetic on bounds that the zone database gives: nothing from the module, and of the standard library only " +
+			strings.Join(calendarish, ", ") + " (no clock is read: now is an argument)",
+	},
+	{
 		layer: "the forward-auth rules (forwardauth/...)",
 		from:  func(rel string) bool { return under(rel, "forwardauth") },
 		allow: func(g *graph, path string) bool { return g.rel(path) == "" && standard(path) },
@@ -170,7 +181,7 @@ var allowRules = []allowRule{
 		from:  func(rel string) bool { return rel == "ratelimits/bucket" },
 		allow: func(g *graph, path string) bool {
 			r := g.rel(path)
-			return r == "" || r == "ratelimits/gcra" || r == "ratelimits/window" || r == "ratelimits/ratecounter" || r == "ratelimits/concurrency"
+			return r == "" || r == "ratelimits/gcra" || r == "ratelimits/window" || r == "ratelimits/ratecounter" || r == "ratelimits/calendar" || r == "ratelimits/concurrency"
 		},
 		why: "the batch rules hand each op to its algorithm; from the module they use the algorithms alone",
 	},

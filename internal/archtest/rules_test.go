@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/internal/boundedtable", "m/internal/spacesaving", "m/topdenied", "m/ratelimits/concurrency"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/internal/boundedtable", "m/internal/spacesaving", "m/topdenied", "m/ratelimits/concurrency", "m/ratelimits/calendar"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -110,6 +110,14 @@ func TestAllowRules(t *testing.T) {
 			"m/ratelimits/gcra": {"math"}, "m/ratelimits/window": {"math", "math/bits"},
 			"m/ratelimits/bucket": {"m/ratelimits/gcra", "m/ratelimits/window"},
 		}, nil},
+		{"the calendar periods as they are", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {"m/ratelimits/calendar"},
+			"m/ratelimits/calendar": {"errors", "fmt", "sync/atomic", "time"}}, nil},
+		{"the calendar periods use the module", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/ratelimits/calendar": {"time", "m/ratelimits/window"}},
+			[]string{"ratelimits/calendar imports ratelimits/window: a calendar quota is integer arithmetic"}},
+		{"the calendar periods read files", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/ratelimits/calendar": {"os"}},
+			[]string{"ratelimits/calendar imports os"}},
 		{"an algorithm formats", map[string][]string{"m/ratelimits/gcra": {"math", "fmt"}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {}},
 			[]string{"ratelimits/gcra imports fmt: an algorithm is integer arithmetic"}},
 		{"an algorithm reads the clock", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {"time"}, "m/ratelimits/bucket": {}},

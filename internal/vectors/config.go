@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 )
 
 // limitJSON is a limit of a vectors file's defaults or overrides, in the
@@ -20,6 +21,7 @@ type limitJSON struct {
 	Burst     int64           `json:"burst"`
 	Count     int64           `json:"count"`
 	Period    string          `json:"period"`
+	Timezone  string          `json:"timezone"`
 	Window    string          `json:"window"`
 	Rate      int64           `json:"rate"`
 	Penalty   string          `json:"penalty"`
@@ -114,6 +116,9 @@ func (lj limitJSON) limit(alg ratelimits.Algorithm) (ratelimits.Limit, error) {
 		}
 		return ratelimits.NewRateCounterLimit(window, lj.Rate, penalty)
 	}
+	if alg == ratelimits.Calendar {
+		return lj.calendarLimit()
+	}
 	period, err := dur("period", lj.Period)
 	if err != nil {
 		return ratelimits.Limit{}, err
@@ -130,6 +135,31 @@ func (lj limitJSON) limit(alg ratelimits.Algorithm) (ratelimits.Limit, error) {
 	penalty, err := dur("penalty", lj.Penalty)
 	if err != nil {
 		return ratelimits.Limit{}, err
+	}
+	return l.WithPenalty(penalty)
+}
+
+// calendarLimit makes the calendar limit lj spells. An override (no
+// period) takes its name's calendar in ratelimits.NewConfig.
+func (lj limitJSON) calendarLimit() (ratelimits.Limit, error) {
+	var cal *calendar.Calendar
+	if lj.Period != "" {
+		u, ok := calendar.ParseUnit(lj.Period)
+		if !ok {
+			return ratelimits.Limit{}, fmt.Errorf("period %q: want %s", lj.Period, calendar.Units)
+		}
+		var err error
+		if cal, err = calendar.New(u, lj.Timezone); err != nil {
+			return ratelimits.Limit{}, err
+		}
+	}
+	l, err := ratelimits.NewCalendarLimit(lj.Count, cal)
+	if err != nil || lj.Penalty == "" {
+		return l, err
+	}
+	penalty, err := time.ParseDuration(lj.Penalty)
+	if err != nil {
+		return ratelimits.Limit{}, fmt.Errorf("penalty: %w", err)
 	}
 	return l.WithPenalty(penalty)
 }

@@ -1,5 +1,6 @@
 // Package vectors loads the public decision vectors (copies of
-// shared/vectors/gcra-public.json and algorithms-public.json, embedded)
+// shared/vectors/gcra-public.json and algorithms-public.json, embedded),
+// and the project's own calendar vectors (testdata/calendar.json),
 // and runs them against any driver: the Limiter directly, or the binary
 // over HTTP. The same scenarios at every level make a difference between
 // levels a failure.
@@ -24,6 +25,9 @@ var publicJSON []byte
 
 //go:embed testdata/algorithms-public.json
 var algorithmsJSON []byte
+
+//go:embed testdata/calendar.json
+var calendarJSON []byte
 
 // File is a vectors file: the configuration its scenarios run under, and
 // the scenarios, which run in order in one service on one clock. Start,
@@ -210,6 +214,22 @@ func Algorithms() (*File, error) {
 // AlgorithmsBytes returns the embedded copy of the algorithms vectors as it
 // is on disk.
 func AlgorithmsBytes() []byte { return algorithmsJSON }
+
+// Calendar returns the project's own vectors of calendar limits: periods
+// of a day, a week, a month and a year in zones with daylight saving time,
+// their ends, overrides, refunds, resets, penalties and batches mixed
+// with other algorithms. Its scenarios share one clock, which starts at
+// the file's Start.
+func Calendar() (*File, error) {
+	var f File
+	if err := json.Unmarshal(calendarJSON, &f); err != nil {
+		return nil, fmt.Errorf("vectors: %w", err)
+	}
+	return &f, nil
+}
+
+// CalendarBytes returns the embedded calendar vectors as they are on disk.
+func CalendarBytes() []byte { return calendarJSON }
 
 // StartTime returns the time the file's clock starts at, or def when the
 // file does not say.

@@ -8,15 +8,16 @@
 // that algorithm's numbers, and its box entry when its limit has a box;
 // SpendBatch and RefundBatch apply the batch rules (modes, the
 // all-or-nothing write, boxing) and leave each op's arithmetic to its
-// algorithm's package (gcra, window, ratecounter, concurrency). A source
-// reads the states of a batch's keys (and box entries), calls one of them,
-// and stores what the outcomes ask it to, all in one atomic step. Nothing
-// here does I/O, and nothing allocates but a lease set that grows.
+// algorithm's package (gcra, window, ratecounter, calendar, concurrency). A
+// source reads the states of a batch's keys (and box entries), calls one of
+// them, and stores what the outcomes ask it to, all in one atomic step.
+// Nothing here does I/O, and nothing allocates but a lease set that grows.
 package bucket
 
 import (
 	"time"
 
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 	"github.com/limiter-dev/limiter/ratelimits/concurrency"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
@@ -38,6 +39,9 @@ const (
 	// RateCounter counts hits per second, as Fastly's rate counters do,
 	// and boxes an id whose rate over its window goes above the limit.
 	RateCounter
+	// Calendar counts hits per calendar day, week, month or year of a
+	// time zone.
+	Calendar
 	// Concurrency bounds how many slots are held at once: an acquire
 	// holds a lease until it is released or its time to live runs out.
 	Concurrency
@@ -55,6 +59,8 @@ func (a Algorithm) String() string {
 		return "fixed-window"
 	case RateCounter:
 		return "rate-counter"
+	case Calendar:
+		return "calendar"
 	case Concurrency:
 		return "concurrency"
 	}
@@ -72,6 +78,8 @@ func ParseAlgorithm(s string) (Algorithm, bool) {
 		return FixedWindow, true
 	case "rate-counter":
 		return RateCounter, true
+	case "calendar":
+		return Calendar, true
 	case "concurrency":
 		return Concurrency, true
 	}
@@ -80,6 +88,11 @@ func ParseAlgorithm(s string) (Algorithm, bool) {
 
 // Windowed reports whether a counts hits in windows.
 func (a Algorithm) Windowed() bool { return a == SlidingWindow || a == FixedWindow }
+
+// Counted reports whether a limit of a stores a count of hits per period
+// (a window or calendar counter) rather than a TAT or a rate counter:
+// sources keep those in one place.
+func (a Algorithm) Counted() bool { return a.Windowed() || a == Calendar }
 
 // Mode says how a transaction takes part in a batch.
 type Mode uint8
@@ -126,8 +139,13 @@ type Op struct {
 	Window window.Limit
 	// Rate is a rate-counter limit's (Algorithm RateCounter).
 	Rate ratecounter.Limit
-	Cost int64
-	Mode Mode
+	// Calendar and Periods are a calendar limit's (Algorithm Calendar):
+	// its count and calendar, and the calendar's periods, which give the
+	// period of now.
+	Calendar calendar.Limit
+	Periods  *calendar.Calendar
+	Cost     int64
+	Mode     Mode
 	// Box is the key of the op's entry in its limit's penalty box, "" when
 	// the limit has no box; a source keeps box entries apart from buckets,
 	// so Box may equal Key. Every rate-counter limit has a box.
@@ -156,14 +174,16 @@ type Op struct {
 
 // State is what a source stores for one op: TAT for a GCRA op
 // (gcra.Missing, or any time not after now, when the bucket is full),
-// Window for a window op (the zero Counter when nothing is stored), Rate
+// Window for a window op (the zero Counter when nothing is stored),
+// Calendar for a calendar op (likewise), Rate
 // for a rate-counter op (nil when nothing is stored), and, for an op with a
 // Box, BoxExpires: the expiry of its box entry (0, or any time not after
 // now, when the id is not in the box). The zero State is an empty bucket
 // of any kind, out of the box.
 type State struct {
-	TAT    int64
-	Window window.Counter
+	TAT      int64
+	Window   window.Counter
+	Calendar calendar.Counter
 	// Rate is read, never written, by this package: a source may point it
 	// at the counter it stores, while it holds the lock that keeps it.
 	Rate       *ratecounter.Counter
@@ -181,7 +201,8 @@ var Empty = State{TAT: gcra.Missing}
 // the id is in the op's box (after the op): the decision is then the box's.
 // Hits is a rate-counter op's hits over its window, the op's own cost
 // included (after a spend, as if counted; after a refund, what is left);
-// check_rate answers its rate from them. It is 0 for other ops.
+// check_rate answers its rate from them. It is 0 for other ops. Period is
+// a calendar op's period at now (unix ms), zero for other ops.
 type Decision struct {
 	Allowed   bool
 	Remaining int64
@@ -189,6 +210,7 @@ type Decision struct {
 	ResetIn   int64
 	Penalized bool
 	Hits      int64
+	Period    calendar.Period
 	// Lease is the id of the lease a concurrency op took: set only when
 	// it is written (see SpendBatch).
 	Lease string
@@ -200,7 +222,7 @@ type Decision struct {
 // Write asks for the op's bucket to be stored: for a GCRA or window op,
 // New.TAT or New.Window (a TAT not after now, or a counter whose Expires
 // is not after now, describes an empty bucket, so a source may delete it
-// instead); for a rate-counter op, the op's Cost added to the counter's
+// instead); for a calendar op, New.Calendar (one with Used 0 is empty); for a rate-counter op, the op's Cost added to the counter's
 // second at now (ratecounter.Counter.Add) by a spend, or taken from it
 // (Counter.Remove) by a refund. New.Rate is not filled.
 //
@@ -258,13 +280,19 @@ func boxed(expires, now int64, own Outcome, st State, write bool) Outcome {
 	retry := expires - now
 	return Outcome{
 		Decision: Decision{Allowed: false, Remaining: 0, RetryIn: retry, ResetIn: max(retry, own.ResetIn), Penalized: true},
-		New:      State{TAT: st.TAT, Window: st.Window, BoxExpires: expires},
+		New:      State{TAT: st.TAT, Window: st.Window, Calendar: st.Calendar, BoxExpires: expires},
 		WriteBox: write,
 	}
 }
 
-// spendBucket decides cost at now from a GCRA or window op's bucket.
+// spendBucket decides cost at now from a GCRA, window or calendar op's
+// bucket.
 func spendBucket(now int64, op *Op, cost int64, st State) Outcome {
+	if op.Algorithm == Calendar {
+		ms := nowMs(now)
+		p := op.Periods.At(ms)
+		return calendarOutcome(calendar.Spend(ms, op.Calendar, p, cost, st.Calendar), p)
+	}
 	if op.Algorithm.Windowed() {
 		d := window.Spend(nowMs(now), op.Window, cost, st.Window)
 		return windowOutcome(d)
@@ -360,6 +388,12 @@ func refundBucket(now int64, op *Op, cost int64, st State) Outcome {
 		o := windowOutcome(window.Refund(nowMs(now), op.Window, cost, st.Window))
 		o.Write = o.Allowed
 		return o
+	case op.Algorithm == Calendar:
+		ms := nowMs(now)
+		p := op.Periods.At(ms)
+		o := calendarOutcome(calendar.Refund(ms, op.Calendar, p, cost, st.Calendar), p)
+		o.Write = o.Allowed
+		return o
 	}
 	d := gcra.Refund(now, st.TAT, op.EmissionInterval, op.BurstOffset, cost)
 	return Outcome{
@@ -376,10 +410,17 @@ func windowOutcome(d window.Decision) Outcome {
 	}
 }
 
+func calendarOutcome(d calendar.Decision, p calendar.Period) Outcome {
+	return Outcome{
+		Decision: Decision{Allowed: d.Allowed, Remaining: d.Remaining, RetryIn: d.RetryIn * nsPerMs, ResetIn: d.ResetIn * nsPerMs, Period: p},
+		New:      State{TAT: gcra.Missing, Calendar: d.Counter},
+	}
+}
+
 // moves reports whether an allowed spend's new state differs from what
 // was stored: a cost-0 spend changes nothing and needs no write.
 func moves(now int64, op *Op, st State, o *Outcome) bool {
-	if op.Algorithm.Windowed() || op.Algorithm == Concurrency {
+	if op.Algorithm.Counted() || op.Algorithm == Concurrency {
 		return op.Cost > 0
 	}
 	return o.New.TAT > max(now, st.TAT)
@@ -433,8 +474,8 @@ func RefundBatch(now int64, ops []Op, states []State, outcomes []Outcome) {
 }
 
 // Busy reports whether a reset of st at now would give anything back: a
-// GCRA bucket that is not full, a window or rate counter that still
-// counts, or an id in the op's box.
+// GCRA bucket that is not full, a window, calendar or rate counter that
+// still counts, or an id in the op's box.
 func Busy(now int64, op *Op, st State) bool {
 	if op.Box != "" && st.BoxExpires > now {
 		return true
@@ -446,6 +487,9 @@ func Busy(now int64, op *Op, st State) bool {
 		return st.Rate != nil && !st.Rate.Empty(ratecounter.Second(now))
 	case op.Algorithm.Windowed():
 		return window.Busy(nowMs(now), op.Window, st.Window)
+	case op.Algorithm == Calendar:
+		ms := nowMs(now)
+		return calendar.Busy(op.Calendar, op.Periods.At(ms), st.Calendar)
 	}
 	return st.TAT > now
 }

@@ -42,8 +42,11 @@ func (s *Source) apply(now int64, ops []bucket.Op, outcomes []bucket.Outcome, ac
 // one lock, nothing sorted, and nothing pinned (the one entry it may
 // insert is not in the table yet).
 func (s *Source) applyOne(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) bool {
-	if ops[0].Algorithm.Windowed() {
+	switch {
+	case ops[0].Algorithm.Windowed():
 		return s.applyOneWindow(now, ops, outcomes, act)
+	case ops[0].Algorithm == bucket.Calendar:
+		return s.applyOneCalendar(now, ops, outcomes, act)
 	}
 	key := ops[0].Key
 	h := s.hash(key)
@@ -78,6 +81,24 @@ func (s *Source) applyOneWindow(now int64, ops []bucket.Op, outcomes []bucket.Ou
 		bucket.SpendBatch(now, ops, states[:], outcomes)
 	}
 	return outcomes[0].Write && sh.entries.PutWindow(key, h, pos, &outcomes[0].New.Window, now, false)
+}
+
+// applyOneCalendar is applyOne for a calendar op, whose counter lives in
+// the table of window counters.
+func (s *Source) applyOneCalendar(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) bool {
+	key := ops[0].Key
+	h := s.hash(key)
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	pos, c := sh.entries.GetCalendar(key, h, now)
+	states := [1]bucket.State{{TAT: gcra.Missing, Calendar: c}}
+	if act == refund {
+		bucket.RefundBatch(now, ops, states[:], outcomes)
+	} else {
+		bucket.SpendBatch(now, ops, states[:], outcomes)
+	}
+	return outcomes[0].Write && sh.entries.PutCalendar(key, h, pos, &outcomes[0].New.Calendar, now, false)
 }
 
 // scratch holds the rate counters a batch reads, as the bucket package
@@ -133,6 +154,11 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 			var pos int
 			pos, st.Window = entries.GetWindow(op.Key, r.h, now)
 			entries.Pin(true, pos)
+		case op.Algorithm == bucket.Calendar:
+			entries := &s.shardOf(r.h).entries
+			var pos int
+			pos, st.Calendar = entries.GetCalendar(op.Key, r.h, now)
+			entries.Pin(true, pos)
 		default:
 			entries := &s.shardOf(r.h).entries
 			var pos int
@@ -170,9 +196,12 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 			// shard.
 			entries := &s.shardOf(r.h).entries
 			var lost bool
-			if op.Algorithm.Windowed() {
+			switch {
+			case op.Algorithm.Windowed():
 				lost = entries.PutWindow(op.Key, r.h, entries.FindWindow(op.Key, r.h), &o.New.Window, now, true)
-			} else {
+			case op.Algorithm == bucket.Calendar:
+				lost = entries.PutCalendar(op.Key, r.h, entries.FindWindow(op.Key, r.h), &o.New.Calendar, now, true)
+			default:
 				lost = entries.PutTAT(op.Key, r.h, entries.FindTAT(op.Key, r.h), o.New.TAT, now, true)
 			}
 			evictedNotFull = evictedNotFull || lost
@@ -191,7 +220,7 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 			entries.PinLeases(op.Key, false)
 			continue
 		}
-		if op.Algorithm.Windowed() {
+		if op.Algorithm.Counted() {
 			entries.Unpin(true, entries.FindWindow(op.Key, h))
 		} else {
 			entries.Unpin(false, entries.FindTAT(op.Key, h))

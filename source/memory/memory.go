@@ -25,6 +25,9 @@
 // the ones that cost a subscriber something, are counted apart
 // (EvictionsNotFull).
 //
+// A calendar quota's counter is kept in the table of window counters (a
+// slot of the same size), expiring at the end of its period.
+//
 // Each shard's entries are two hash tables of the internal table package,
 // one per kind, which hold no pointer, so the garbage collector never scans
 // them. A stored GCRA bucket takes one 32-byte slot and a window counter
@@ -201,7 +204,7 @@ func (s *Source) Reset(_ context.Context, now int64, ops []bucket.Op) (int, erro
 		} else if op.Algorithm == bucket.Concurrency {
 			st = bucket.WithLeases(s.shardOf(r.h).entries.TakeLeases(op.Key, now))
 		} else {
-			st = s.shardOf(r.h).entries.Take(op.Key, r.h, op.Algorithm.Windowed(), now)
+			st = s.shardOf(r.h).entries.Take(op.Key, r.h, op.Algorithm.Counted(), now)
 		}
 		if op.Box != "" {
 			st.BoxExpires = r.boxGroup.boxes.Get(op.Box, r.boxH, now)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
@@ -39,13 +40,14 @@ type record struct {
 }
 
 // packStates returns the states read for ops as a record keeps them: in
-// the ops' order, a GCRA op's TAT, or a window op's Period, Start, Cur and
-// Prev. When any op is a window op, a bitmask of which ones are comes
-// first, one word per 64 ops; a request of GCRA limits alone needs none.
+// the ops' order, a GCRA op's TAT, a window op's Period, Start, Cur and
+// Prev, or a calendar op's Tag, Start, End and Used. When any op is a
+// window or calendar op, a bitmask of which ones are comes first, one word
+// per 64 ops; a request of GCRA limits alone needs none.
 func packStates(ops []bucket.Op, states []bucket.State) (words []int64, windowed bool) {
 	size := len(ops)
 	for i := range ops {
-		if ops[i].Algorithm.Windowed() {
+		if ops[i].Algorithm.Counted() {
 			windowed = true
 			size += 3
 		}
@@ -60,11 +62,16 @@ func packStates(ops []bucket.Op, states []bucket.State) (words []int64, windowed
 	masks := (len(ops) + 63) / 64
 	words = make([]int64, masks, masks+size)
 	for i := range ops {
-		if ops[i].Algorithm.Windowed() {
+		switch {
+		case ops[i].Algorithm == bucket.Calendar:
+			words[i/64] = int64(uint64(words[i/64]) | 1<<(i%64))
+			c := &states[i].Calendar
+			words = append(words, c.Tag, c.Start, c.End, c.Used)
+		case ops[i].Algorithm.Windowed():
 			words[i/64] = int64(uint64(words[i/64]) | 1<<(i%64))
 			c := &states[i].Window
 			words = append(words, c.Period, c.Start, c.Cur, c.Prev)
-		} else {
+		default:
 			words = append(words, states[i].TAT)
 		}
 	}
@@ -79,7 +86,7 @@ func (r *record) unpackStates(ops []bucket.Op, buf []bucket.State) []bucket.Stat
 	if !r.windowed {
 		for i := range ops {
 			st := bucket.State{TAT: gcra.Missing}
-			if !ops[i].Algorithm.Windowed() {
+			if !ops[i].Algorithm.Counted() {
 				st.TAT = r.words[i]
 			}
 			buf = append(buf, st)
@@ -90,12 +97,17 @@ func (r *record) unpackStates(ops []bucket.Op, buf []bucket.State) []bucket.Stat
 	for i := range ops {
 		st := bucket.State{TAT: gcra.Missing}
 		if uint64(r.words[i/64])>>(i%64)&1 != 0 {
-			if ops[i].Algorithm.Windowed() {
+			// The record's fingerprint holds each op's algorithm, so
+			// the words are of the op's kind.
+			switch {
+			case ops[i].Algorithm == bucket.Calendar:
+				st.Calendar = calendar.Counter{Tag: w[0], Start: w[1], End: w[2], Used: w[3]}
+			case ops[i].Algorithm.Windowed():
 				st.Window = window.Counter{Period: w[0], Start: w[1], Cur: w[2], Prev: w[3]}
 			}
 			w = w[4:]
 		} else {
-			if !ops[i].Algorithm.Windowed() {
+			if !ops[i].Algorithm.Counted() {
 				st.TAT = w[0]
 			}
 			w = w[1:]

@@ -150,7 +150,7 @@ func refundAmount(op *bucket.Op) int64 {
 	switch {
 	case op.Mode == bucket.CheckOnly:
 		return 0
-	case op.Algorithm.Windowed(), op.Algorithm == bucket.RateCounter:
+	case op.Algorithm.Counted(), op.Algorithm == bucket.RateCounter:
 		return op.Cost
 	}
 	return op.EmissionInterval * op.Cost

@@ -185,7 +185,7 @@ func checkPart(now int64, p part, verdict bool, spent *[]part, readOnly bool) er
 		op.Box = ""
 		w.ops = append(w.ops, op)
 		w.keys = append(w.keys, p.keys[j])
-		if p.ops[j].Algorithm.Windowed() {
+		if p.ops[j].Algorithm.Counted() {
 			w.amounts = append(w.amounts, p.ops[j].Cost)
 		} else {
 			w.amounts = append(w.amounts, o.New.TAT-max(now, p.states[j].TAT))

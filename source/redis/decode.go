@@ -145,6 +145,14 @@ func (r *scriptReply) setBucket(i int, s string) error {
 		}
 		return err
 	}
+	if r.ops[i].Algorithm == bucket.Calendar {
+		if isRate(s) {
+			s = ""
+		}
+		c, err := parseCounter(s)
+		r.states[i] = bucket.State{TAT: gcra.Missing, Calendar: calendarRead(&r.ops[i], r.decidedAt, c)}
+		return err
+	}
 	if r.ops[i].Algorithm.Windowed() {
 		if isRate(s) {
 			s = ""

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
@@ -51,10 +52,31 @@ const (
 // appending one allocates nothing.
 func windowToken(op *bucket.Op) any {
 	tokens := [3]any{"W0", "W1", "W2"}
-	if op.Algorithm == bucket.FixedWindow {
+	switch op.Algorithm {
+	case bucket.FixedWindow:
 		tokens = [3]any{"F0", "F1", "F2"}
+	case bucket.Calendar:
+		tokens = [3]any{"K0", "K1", "K2"}
 	}
 	return tokens[op.Mode]
+}
+
+// windowPeriod is what a window op passes as its period: a window's
+// length, or a calendar counter's period end at now (calendar.go), both
+// in ms.
+func windowPeriod(op *bucket.Op, now int64) int64 {
+	if op.Algorithm == bucket.Calendar {
+		return calendarPeriod(op, now).End
+	}
+	return op.Window.Period
+}
+
+// windowCount is a window or calendar op's count.
+func windowCount(op *bucket.Op) int64 {
+	if op.Algorithm == bucket.Calendar {
+		return op.Calendar.Count
+	}
+	return op.Window.Count
 }
 
 // boxToken starts the values of an op with a penalty box.
@@ -76,10 +98,13 @@ func callAction(a bucket.BoxAction) string {
 }
 
 // windowKind returns a window op's letter in a refund: W for a sliding
-// window, F for a fixed one.
+// window, F for a fixed one, K for a calendar counter.
 func windowKind(op *bucket.Op) string {
-	if op.Algorithm == bucket.FixedWindow {
+	switch op.Algorithm {
+	case bucket.FixedWindow:
 		return "F"
+	case bucket.Calendar:
+		return "K"
 	}
 	return "W"
 }
@@ -215,7 +240,7 @@ func (c *scriptCall) appendValues(args []any) []any {
 				args = append(args, v[:]...)
 			default:
 				var v [windowSize]any
-				v[windowTokenAt], v[windowCost], v[windowCount], v[windowPeriod] = windowToken(op), op.Cost, op.Window.Count, op.Window.Period
+				v[windowTokenAt], v[windowCost], v[windowCountAt], v[windowPeriodAt] = windowToken(op), op.Cost, windowCount(op), windowPeriod(op, c.now)
 				args = append(args, v[:]...)
 			}
 		}
@@ -234,7 +259,7 @@ func (c *scriptCall) appendValues(args []any) []any {
 				args = append(args, v[:]...)
 			default:
 				var v [refundWindowSize]any
-				v[refundWindowKind], v[refundWindowHits], v[refundWindowPeriod] = windowKind(op), c.amounts[i], op.Window.Period
+				v[refundWindowKind], v[refundWindowHits], v[refundWindowPeriod] = windowKind(op), c.amounts[i], windowPeriod(op, c.now)
 				args = append(args, v[:]...)
 			}
 		}
@@ -249,7 +274,7 @@ func (c *scriptCall) appendValues(args []any) []any {
 			case bucket.RateCounter:
 				v[resetSpec] = "T"
 			default:
-				v[resetSpec] = windowKind(op) + strconv.FormatInt(op.Window.Period, 10)
+				v[resetSpec] = windowKind(op) + strconv.FormatInt(windowPeriod(op, c.now), 10)
 			}
 			args = append(args, v[:]...)
 		}
@@ -387,6 +412,11 @@ func checkOp(op *bucket.Op) error {
 			return fmt.Errorf("%w: %q: window count %d, period %d ms, cost %d, mode %d",
 				ErrInvalidOp, op.Key, l.Count, l.Period, op.Cost, op.Mode)
 		}
+	case bucket.Calendar:
+		l := op.Calendar
+		if op.Periods == nil || l.Count < 1 || l.Count > calendar.MaxCount || op.Cost < 0 || op.Cost > l.Count || op.Mode > bucket.SpendOnly {
+			return fmt.Errorf("%w: %q: calendar count %d, cost %d, mode %d", ErrInvalidOp, op.Key, l.Count, op.Cost, op.Mode)
+		}
 	default:
 		return fmt.Errorf("%w: %q: algorithm %d", ErrInvalidOp, op.Key, op.Algorithm)
 	}
@@ -441,6 +471,8 @@ func recordText(fingerprint string, expires, now int64, allowed bool, ops []buck
 		switch {
 		case ops[i].Algorithm.Windowed():
 			w = append(w, formatCounter(st.Window))
+		case ops[i].Algorithm == bucket.Calendar:
+			w = append(w, formatCounter(calendarStored(st.Calendar)))
 		case st.TAT == gcra.Missing:
 			w = append(w, "-")
 		default:

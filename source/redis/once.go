@@ -68,7 +68,7 @@ func (s *Source) recordLifetime(now int64, rec once.Record) int64 {
 
 // applyOnce runs a spend or refund (op) under rec.
 func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops []bucket.Op, outcomes []bucket.Outcome, op operation) (bool, error) {
-	keys, boxes, err := s.keys(ops)
+	keys, boxes, err := s.keys(ops, now)
 	if err == nil && boxes != nil {
 		// A batch with a box writes even when denied, and a record cannot
 		// replay the box's answer as it stood (ratelimits refuses such

@@ -78,8 +78,8 @@ const (
 const (
 	windowTokenAt = iota // windowToken
 	windowCost
-	windowCount
-	windowPeriod // ms
+	windowCountAt  // the count
+	windowPeriodAt // ms: a window's period, a calendar counter's period end (unix)
 	windowSize
 )
 
@@ -117,7 +117,7 @@ const (
 const (
 	refundWindowKind   = iota // windowKind
 	refundWindowHits          // refundAmount
-	refundWindowPeriod        // ms
+	refundWindowPeriod        // ms, as windowPeriodAt
 	refundWindowSize
 )
 
@@ -130,7 +130,7 @@ const (
 
 // An op in a reset.
 const (
-	resetSpec = iota // "G", "T", or windowKind and the period ("W60000")
+	resetSpec = iota // "G", "T", or windowKind and the period ("W60000"), or "K" and a calendar counter's end
 	resetSize
 )
 
@@ -203,8 +203,8 @@ var protocolLayouts = []argLayout{
 	{"FTOKEN", []argField{{"TOKEN", foldToken}}, foldTokenSize},
 	{"FOLDED", []argField{{"INCREMENT", foldIncrement}, {"BURST", foldBurst}}, foldSize},
 	{"GCRA", []argField{{"MODE", gcraMode}, {"INCREMENT", gcraIncrement}, {"BURST", gcraBurst}}, gcraSize},
-	{"WIN", []argField{{"TOKEN", windowTokenAt}, {"COST", windowCost}, {"COUNT", windowCount},
-		{"PERIOD", windowPeriod}}, windowSize},
+	{"WIN", []argField{{"TOKEN", windowTokenAt}, {"COST", windowCost}, {"COUNT", windowCountAt},
+		{"PERIOD", windowPeriodAt}}, windowSize},
 	{"RATE", []argField{{"TOKEN", rateTokenAt}, {"COST", rateCost}, {"WINDOW", rateWindow},
 		{"RATE", rateRate}}, rateSize},
 	{"BOX", []argField{{"TOKEN", boxTokenAt}, {"NAME", boxEntry}, {"UNTIL", boxUntil}}, boxSize},

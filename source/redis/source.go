@@ -66,7 +66,7 @@ func New(opts Options) (*Source, error) {
 // Spend implements ratelimits.Source: the batch is decided and written
 // by one script call (one per hash slot on a cluster, see spendSlots).
 func (s *Source) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
-	keys, boxes, err := s.keys(ops)
+	keys, boxes, err := s.keys(ops, now)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (s *Source) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes
 
 // Refund implements ratelimits.Source.
 func (s *Source) Refund(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
-	keys, boxes, err := s.keys(ops)
+	keys, boxes, err := s.keys(ops, now)
 	if err != nil {
 		return err
 	}
@@ -126,13 +126,17 @@ func (s *Source) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, er
 			if err := checkPeriod(op.Key, op.Window.Period); err != nil {
 				return 0, err
 			}
+		case op.Algorithm == bucket.Calendar:
+			if err := checkOp(op); err != nil {
+				return 0, err
+			}
 		case op.Algorithm == bucket.RateCounter && op.Box == "":
 			return 0, fmt.Errorf("%w: %q: a rate counter without a box", ErrInvalidOp, op.Key)
 		case op.Algorithm != bucket.GCRA && op.Algorithm != bucket.RateCounter:
 			return 0, fmt.Errorf("%w: %q: algorithm %d", ErrInvalidOp, op.Key, op.Algorithm)
 		}
 		var err error
-		if rkeys[i], boxes, err = s.opNames(ops, i, boxes); err != nil {
+		if rkeys[i], boxes, err = s.opNames(ops, i, boxes, now); err != nil {
 			return 0, err
 		}
 	}
@@ -209,8 +213,9 @@ func (s *Source) checkKey(bucket string) error {
 }
 
 // keys checks ops and returns their names for the script, in order, and
-// the names of their box entries (nil when no op has a box).
-func (s *Source) keys(ops []bucket.Op) (keys, boxes []string, err error) {
+// the names of their box entries (nil when no op has a box). A calendar
+// op's name is its counter's at now.
+func (s *Source) keys(ops []bucket.Op, now int64) (keys, boxes []string, err error) {
 	keys = make([]string, len(ops))
 	for i := range ops {
 		if err := checkOp(&ops[i]); err != nil {
@@ -219,7 +224,7 @@ func (s *Source) keys(ops []bucket.Op) (keys, boxes []string, err error) {
 		if err := s.checkKey(ops[i].Key); err != nil {
 			return nil, nil, err
 		}
-		if keys[i], boxes, err = s.opNames(ops, i, boxes); err != nil {
+		if keys[i], boxes, err = s.opNames(ops, i, boxes, now); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -231,16 +236,24 @@ func (s *Source) keys(ops []bucket.Op) (keys, boxes []string, err error) {
 // keeps its bucket's name (keyFormat.name); the key of an op with one,
 // and its box entry, are named by the id (entryName, boxName), so that
 // they share a slot. On a cluster a box entry of another id than its op's
-// key (the Limiter's never is) would not, and is refused.
-func (s *Source) opNames(ops []bucket.Op, i int, boxes []string) (string, []string, error) {
+// key (the Limiter's never is) would not, and is refused. A calendar op's
+// name is that name followed by its period at now (calendarName), in the
+// same slot.
+func (s *Source) opNames(ops []bucket.Op, i int, boxes []string, now int64) (string, []string, error) {
 	op := &ops[i]
 	if op.Box == "" {
+		if op.Algorithm == bucket.Calendar {
+			return calendarName(s.format.name(op.Key), op, now), boxes, nil
+		}
 		return s.format.name(op.Key), boxes, nil
 	}
 	if boxes == nil {
 		boxes = make([]string, len(ops))
 	}
 	key := s.format.entryName(op.Key)
+	if op.Algorithm == bucket.Calendar {
+		key = calendarName(key, op, now)
+	}
 	boxes[i] = s.format.boxName(op.Box)
 	if s.cluster && Slot(boxes[i]) != Slot(key) {
 		return "", nil, fmt.Errorf("%w: %q: box entry %q is in another hash slot", ErrInvalidOp, op.Key, op.Box)

@@ -35,6 +35,21 @@ func TestWindowVectors(t *testing.T) {
 	runVectors(t, f, begin)
 }
 
+// The project's calendar vectors (DST days, months, weeks, an override, a
+// lockout, batches with GCRA) the same way, on every backend and key
+// format.
+func TestCalendarVectors(t *testing.T) {
+	f, err := vectors.Calendar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, err := f.StartTime(time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runVectors(t, f, begin)
+}
+
 // runVectors runs f's scenarios through a Limiter deciding in each
 // backend, its fake clock starting at begin.
 func runVectors(t *testing.T, f *vectors.File, begin time.Time) {

@@ -1,8 +1,8 @@
 // Package sourcetest is the conformance suite every bucket source passes:
 // the memory source, one Redis and a Redis Cluster run the same tests, so a
 // new source (or a new algorithm next to GCRA) is added by passing them.
-// Every algorithm is covered: GCRA buckets, sliding and fixed windows, and
-// batches that mix them, compared outcome by outcome with Model.
+// Every algorithm is covered: GCRA buckets, sliding and fixed windows,
+// calendar quotas, and batches that mix them, compared outcome by outcome with Model.
 //
 // The suite drives sources directly with explicit times, so no clock and no
 // sleep is involved: "now" is just a number the test chooses.
@@ -19,6 +19,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
@@ -60,6 +61,7 @@ func Run(t *testing.T, newSource Factory) {
 	t.Run("NoOvershootBatch", func(t *testing.T) { testNoOvershoot(t, newSource, 3) })
 	runOnce(t, newSource)
 	runWindows(t, newSource)
+	runCalendars(t, newSource)
 	RunERL(t, newSource)
 }
 
@@ -250,6 +252,7 @@ func testMatchesModel(t *testing.T, newSource Factory) {
 		gcraLimit(tenPerSecond), gcraLimit(threePerSec), gcraLimit(hundredPerH), gcraLimit(decade),
 		windowLimit(fivePerSecond), windowLimit(threePerSecFixed), windowLimit(tenPerMinute),
 		windowLimit(tenPerMinuteFixed), windowLimit(leapYear),
+		calendarLimit(parisDay), calendarLimit(newYorkMonth), calendarLimit(kolkataWeek),
 	}
 	keys := make([]string, 2*len(limits))
 	for i := range keys {
@@ -322,8 +325,11 @@ func windowLimit(l wlimit) func(string, int64, bucket.Mode, bool) bucket.Op {
 
 // maxCost is the largest cost an op's limit allows.
 func maxCost(op bucket.Op) int64 {
-	if op.Algorithm.Windowed() {
+	switch {
+	case op.Algorithm.Windowed():
 		return op.Window.Count
+	case op.Algorithm == bucket.Calendar:
+		return op.Calendar.Count
 	}
 	return op.BurstOffset / op.EmissionInterval
 }
@@ -351,6 +357,9 @@ func (m Model) read(now int64, op *bucket.Op) bucket.State {
 		// forgotten it, and a decision that echoes the state read (a
 		// boxed one) must not tell.
 		st.Window = window.Counter{}
+	}
+	if op.Algorithm == bucket.Calendar && st.Calendar.End <= floorDiv(now, int64(time.Millisecond)) {
+		st.Calendar = calendar.Counter{} // its period is over
 	}
 	st.BoxExpires = 0
 	if op.Algorithm == bucket.Concurrency {
@@ -420,7 +429,7 @@ func (m Model) Apply(now int64, ops []bucket.Op, isRefund bool) []bucket.Outcome
 			}
 			m[op.Key] = bucket.State{TAT: gcra.Missing, Rate: c}
 		case o.Write:
-			m[op.Key] = bucket.State{TAT: o.New.TAT, Window: o.New.Window, Leases: o.New.Leases}
+			m[op.Key] = bucket.State{TAT: o.New.TAT, Window: o.New.Window, Calendar: o.New.Calendar, Leases: o.New.Leases}
 		}
 		if o.WriteBox {
 			m[boxPrefix+op.Box] = bucket.State{BoxExpires: o.New.BoxExpires}

@@ -156,7 +156,7 @@ local function refund(K, k, n, a)
       b = b + RBOX_SIZE
       t = ARGV[b]
     end
-    if t == 'W' or t == 'F' then
+    if t == 'W' or t == 'F' or t == 'K' then
       local v, W, x, c, q = (ext or ext_make()).refund(key, b, t)
       out[i + 1] = v
       if W then

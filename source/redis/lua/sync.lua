@@ -1,7 +1,7 @@
   -- busy reports whether the value v of a window op's key still counts
-  -- something at now (bucket.Busy), spec being 'W' or 'F' and the period:
-  -- hits in the current window or, for a sliding window, in the one
-  -- before.
+  -- something at now (bucket.Busy), spec being 'W', 'F' or 'K' and the
+  -- op's period argument (see frame): hits in the current window or, for
+  -- a sliding window, in the one before.
   local function busy(key, v, spec)
     if spec == 'T' then
       -- Not ratecounter.Counter.Empty: a hit in the last minute, and a
@@ -10,9 +10,9 @@
       local t = rnewest(c)
       return t ~= nil and t + SECONDS > now_hi and now_hi > c.last - SECONDS
     end
-    local W = tonumber(string.sub(spec, 2))
-    local cur, prev = wcounts(W, math.floor(nowms() / W), wsplit(key, v))
-    return cur > 0 or (prev > 0 and string.byte(spec, 1) ~= 70)
+    local W, x, fixed = frame(string.byte(spec, 1), tonumber(string.sub(spec, 2)))
+    local cur, prev = wcounts(W, x, wsplit(key, v))
+    return cur > 0 or (prev > 0 and not fixed)
   end
 
   -- stale reports whether a v2 hash's value v is a window counter or a
@@ -95,7 +95,7 @@
           b = b + RBOX_SIZE
         end
         local t = ARGV[b]
-        if t == 'W' or t == 'F' then
+        if t == 'W' or t == 'F' or t == 'K' then
           b = b + RWIN_SIZE
         elseif t == 'T' then
           b = b + RRATE_SIZE

@@ -108,6 +108,22 @@ ext_make = function()
     return v
   end
 
+  -- frame returns the period W and index x of the counter a window op of
+  -- kind k (the byte 'W', 'F' or 'K') counts into at now, and whether it
+  -- is fixed, from the op's period argument a: a window's x is that of
+  -- now's window. A calendar counter ('K') is a fixed counter whose
+  -- bounds the service found: its key names the period, a is the period's
+  -- end e (unix ms), and it is kept as the counter of period 1 at index
+  -- e - 2, which ends() has expire at e.
+  local function frame(k, a)
+    if k == 75 then -- 'K'
+      return 1, a - 2, true
+    end
+    -- Exact: |nowms()| < 2^53, so the quotient's rounding never reaches
+    -- the next integer.
+    return a, math.floor(nowms() / a), k == 70 -- 'F'
+  end
+
   -- wspend decides a window op of spend, whose token is mode and whose
   -- values (WIN_*) are at ARGV[b]. It returns the value
   -- read, whether the op denies the batch, and the counter to write when
@@ -128,14 +144,11 @@ ext_make = function()
   -- a sliding window's cost goes into its previous-window count when x is
   -- that window, and is dropped otherwise.
   local function wspend(key, b, mode)
-    local cost, limit, W = count(ARGV[b + WIN_COST]), count(ARGV[b + WIN_COUNT]), count(ARGV[b + WIN_PERIOD])
-    local fixed = string.byte(mode, 1) == 70 -- 'F'
+    local cost, limit = count(ARGV[b + WIN_COST]), count(ARGV[b + WIN_COUNT])
+    local W, x, fixed = frame(string.byte(mode, 1), count(ARGV[b + WIN_PERIOD]))
     local m = string.byte(mode, 2) -- '0' 48, '1' 49, '2' 50
     local v, p, wi, c, q = wread(key)
     local nm = nowms()
-    -- Exact: |nm| < 2^53, so the quotient's rounding never reaches the
-    -- next integer.
-    local x = math.floor(nm / W)
     local cur, prev = wcounts(W, x, p, wi, c, q)
     if fixed then
       prev = 0
@@ -154,18 +167,18 @@ ext_make = function()
     return v, false
   end
 
-  -- wrefund gives back to a window op of refund ('W' or 'F' in t), whose
+  -- wrefund gives back to a window op of refund ('W', 'F' or 'K' in t), whose
   -- values (RWIN_*) are at ARGV[b], and returns the value
   -- read and, when something is given back, the counter to store
   -- (period, index, cur, prev). It gives back only to the current window,
   -- when it holds hits (window.Refund): it never creates a counter nor
   -- touches the previous window.
   local function wrefund(key, b, t)
-    local hits, W = count(ARGV[b + RWIN_HITS]), count(ARGV[b + RWIN_PERIOD])
+    local hits = count(ARGV[b + RWIN_HITS])
+    local W, x, fixed = frame(string.byte(t, 1), count(ARGV[b + RWIN_PERIOD]))
     local v, p, wi, c, q = wread(key)
-    local x = math.floor(nowms() / W)
     local cur, prev = wcounts(W, x, p, wi, c, q)
-    if t == 'F' then
+    if fixed then
       prev = 0
     end
     if cur > 0 and hits > 0 then

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
@@ -17,13 +18,33 @@ const nsPerMs = 1_000_000
 // window has hits and Start + Period when only the previous one does, so
 // the expiry gives Start back exactly. That keeps a counter's slot at 56
 // bytes instead of 64.
+//
+// The same slot holds a calendar counter (calendar.Counter), told apart by
+// a negative Period: −Tag, with Cur its hits and Prev its Start, expiring
+// at its End. A window counter's Period is at least a second, and a Tag is
+// positive, so neither is ever read as the other.
 type Window struct {
 	Period, Cur, Prev int64
 }
 
-// hits is how many hits w counts, of both windows: among counters that
-// expire together, the one with fewer gives less back when evicted.
-func (w Window) hits() int64 { return w.Cur + w.Prev }
+// hits is how many hits w counts, of both windows (of a calendar counter,
+// its one count): among counters that expire together, the one with fewer
+// gives less back when evicted.
+func (w Window) hits() int64 {
+	if w.Period < 0 {
+		return w.Cur
+	}
+	return w.Cur + w.Prev
+}
+
+// calendarCounter is the calendar.Counter w and its expiry (ms) were made
+// from, or the zero Counter when w is a window counter.
+func (w Window) calendarCounter(exp int64) calendar.Counter {
+	if w.Period >= 0 {
+		return calendar.Counter{}
+	}
+	return calendar.Counter{Tag: -w.Period, Start: w.Prev, End: exp, Used: w.Cur}
+}
 
 // counter is the window.Counter w and its expiry (ms) were made from.
 func (w Window) counter(exp int64) window.Counter {
@@ -127,6 +148,27 @@ func (s *Store) PutWindow(key string, h uint64, i int, c *window.Counter, now in
 	return put(s, &s.windows, key, h, i, c.Expires(), Window{Period: c.Period, Cur: c.Cur, Prev: c.Prev}, msOf(now), now, pin)
 }
 
+// GetCalendar is GetWindow for a calendar counter, kept in the table of
+// window counters: its position and the counter, or None and the zero
+// Counter when it has none that counts at now.
+func (s *Store) GetCalendar(key string, h uint64, now int64) (int, calendar.Counter) {
+	i, exp, w := s.windows.get(key, h, msOf(now))
+	if i == None {
+		return None, calendar.Counter{}
+	}
+	return i, w.calendarCounter(exp)
+}
+
+// PutCalendar is PutWindow for a calendar counter: one without hits, or
+// whose period has ended at now, is removed instead of stored.
+func (s *Store) PutCalendar(key string, h uint64, i int, c *calendar.Counter, now int64, pin bool) bool {
+	exp := c.End
+	if c.Used <= 0 {
+		exp = 0
+	}
+	return put(s, &s.windows, key, h, i, exp, Window{Period: -c.Tag, Cur: c.Used, Prev: c.Start}, msOf(now), now, pin)
+}
+
 // put stores an entry in table t, whose unit of time makes tnow of now
 // (unix ns), for PutTAT and PutWindow.
 func put[V value](s *Store, t *Table[V], key string, h uint64, i int, exp int64, v V, tnow, now int64, pin bool) (evictedNotFull bool) {
@@ -159,8 +201,8 @@ func (s *Store) FindTAT(key string, h uint64) int { return s.gcra.Find(key, h) }
 // FindWindow returns the position of key's window counter, or None.
 func (s *Store) FindWindow(key string, h uint64) int { return s.windows.Find(key, h) }
 
-// Pin marks the entry at position i of the table of its kind (windowed or
-// GCRA; None: no entry) as one eviction must not choose, until Unpin.
+// Pin marks the entry at position i of the table of its kind (windowed,
+// which holds window and calendar counters, or GCRA; None: no entry) as one eviction must not choose, until Unpin.
 func (s *Store) Pin(windowed bool, i int) {
 	switch {
 	case i == None:
@@ -183,16 +225,19 @@ func (s *Store) Unpin(windowed bool, i int) {
 	}
 }
 
-// Take removes key's entry from the table of its kind (windowed or GCRA)
-// and returns the state it held at now (bucket.Empty if none, or if it had
-// expired).
-func (s *Store) Take(key string, h uint64, windowed bool, now int64) bucket.State {
-	if windowed {
-		i, c := s.GetWindow(key, h, now)
-		if i != None {
-			s.windows.removeAt(i)
+// Take removes key's entry from the table of its kind (counted, for a
+// window or calendar counter, or GCRA) and returns the state it held at
+// now (bucket.Empty if none, or if it had expired), as both a window and a
+// calendar counter when counted: the caller's op reads the one of its
+// algorithm.
+func (s *Store) Take(key string, h uint64, counted bool, now int64) bucket.State {
+	if counted {
+		i, exp, w := s.windows.get(key, h, msOf(now))
+		if i == None {
+			return bucket.Empty
 		}
-		return bucket.State{TAT: gcra.Missing, Window: c}
+		s.windows.removeAt(i)
+		return bucket.State{TAT: gcra.Missing, Window: w.counter(exp), Calendar: w.calendarCounter(exp)}
 	}
 	i, tat := s.GetTAT(key, h, now)
 	if i != None {
