@@ -41,15 +41,22 @@ type pushed struct {
 
 // Push stores this process's lists of every window: per limit, the
 // Counters highest, so a push is bounded by the configuration's limits,
-// whatever the ids.
+// whatever the ids. A process that denied nothing over the longest window
+// writes nothing: an idle fleet leaves no keys in the store, and a list
+// that has just emptied drops out when its last push expires.
 func (f *Fleet) Push(ctx context.Context) error {
 	p := pushed{Process: f.process, Windows: map[string]View{}}
+	any := false
 	for _, w := range Windows() {
 		v := f.rec.View(w)
 		for l, s := range v {
 			v[l] = s.Top(Counters)
+			any = any || len(s.Counters) > 0
 		}
 		p.Windows[w.String()] = v
+	}
+	if !any {
+		return nil
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
