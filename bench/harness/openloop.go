@@ -18,10 +18,11 @@ import (
 
 // openLoopResult is what the open loop measured, in ms.
 type openLoopResult struct {
-	p50, p99         float64 // from when each request was due (queueing counted)
-	sentP50, sentP99 float64 // from when each request was actually sent
-	lateP99          float64 // how late the sender itself was
-	achieved         float64 // req/s
+	p50, p99         float64   // from when each request was due (queueing counted)
+	sentP50, sentP99 float64   // from when each request was actually sent
+	lateP99          float64   // how late the sender itself was
+	achieved         float64   // req/s
+	redisCPU         []float64 // µs per request, each of the row's redis-servers (measureOpenLoop)
 }
 
 // openLoopConns is how many keep-alive connections the open loop keeps.
