@@ -46,8 +46,7 @@ func (p *pipe) pack(calls []*queued) [][]*queued {
 	packable := make([]*queued, 0, len(calls))
 	for _, q := range calls {
 		switch {
-		case p.packing == packNone, !q.call.packable(),
-			p.packing == packInline && len(q.call.keys) != 1:
+		case p.packing == packNone, p.packing == packInline && len(q.call.keys) != 1:
 			packs = append(packs, []*queued{q})
 		default:
 			packable = append(packable, q)

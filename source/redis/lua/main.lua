@@ -61,12 +61,18 @@ while a <= #ARGV do
     replies[r] = reply
     -- The batch's size is known without running it, so the batches after
     -- a failed one are still found, and its reply keeps its width.
+    local w = 0
     if bop == 'S' or bop == 'C' or bop == 'R' or bop == 'A' then
-      for i = 1, n do
-        replies[r + i] = ''
-      end
-      r = r + n
+      w = n
+    elseif bop == 'Y' then
+      w = 2 * n
+    elseif bop == 'E' then
+      w = 2 + count(ARGV[v + NOW_SIZE + CALL_COUNTERS])
     end
+    for i = 1, w do
+      replies[r + i] = ''
+    end
+    r = r + w
     if mode then
       used = FOLDED_SIZE
     else
