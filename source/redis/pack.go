@@ -14,10 +14,13 @@ import (
 // run, each as if alone, and a failing batch answers its own error; its
 // reply is the batches' replies one after another in one flat list.
 
-// maxPack bounds the batches packed into one script call: Redis runs
-// nothing else while a script runs, and a few dozen batches take it a few
-// hundred microseconds.
-const maxPack = 32
+// maxPack bounds the batches packed into one script call: a whole
+// pipeline. Redis runs nothing else while a script runs, but it also runs
+// the commands of one client's pipeline one after another before it turns
+// to other clients, so one script of a pipeline's batches holds others up
+// no longer than the pipeline's commands did, and pays the script's fixed
+// cost (its arguments' tables, its functions, its reply) once.
+const maxPack = maxPipeline
 
 // packing is how a pipe packs queued calls into script calls.
 type packing int
