@@ -320,7 +320,7 @@ func (w wire) encodePacked(calls []*scriptCall, packing packing) (keys []string,
 func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 	inline := packing == packInline
 	hi, lo := limbs(c.now)
-	if len(c.keys) == 1 && len(c.ops) == 1 && c.ops[0].Algorithm == bucket.GCRA && !c.boxed(0) {
+	if c.folded() {
 		op := &c.ops[0]
 		if token, ok := foldedToken(c.op, op.Mode); ok {
 			var t [foldTokenSize]any
@@ -343,6 +343,17 @@ func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 		}
 	}
 	return c.appendValues(appendNow(args, hi, lo))
+}
+
+// folded reports whether c is a one-key GCRA spend or check without a
+// box, which a packed call carries folded (appendPacked) and the script
+// decides on its fast path (lua/fast.lua).
+func (c *scriptCall) folded() bool {
+	if len(c.keys) != 1 || len(c.ops) != 1 || c.ops[0].Algorithm != bucket.GCRA || c.boxed(0) {
+		return false
+	}
+	_, ok := foldedToken(c.op, c.ops[0].Mode)
+	return ok
 }
 
 // appendBox appends the box of op i, if it has one, in a refund or reset.

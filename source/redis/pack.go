@@ -43,18 +43,25 @@ const (
 )
 
 // pack splits calls into the groups that become one script call each, as
-// p.packing allows.
+// p.packing allows. Folded batches (scriptCall.folded) come first in a
+// packed call: the script decides a run of them from its start on a fast
+// path that makes none of its other functions (lua/fast.lua). Calls
+// queued together are concurrent, so their order is free.
 func (p *pipe) pack(calls []*queued) [][]*queued {
 	var packs [][]*queued
 	packable := make([]*queued, 0, len(calls))
+	var rest []*queued
 	for _, q := range calls {
 		switch {
 		case p.packing == packNone, p.packing == packInline && len(q.call.keys) != 1:
 			packs = append(packs, []*queued{q})
-		default:
+		case q.call.folded():
 			packable = append(packable, q)
+		default:
+			rest = append(rest, q)
 		}
 	}
+	packable = append(packable, rest...)
 	for len(packable) > 0 {
 		n := min(maxPack, len(packable))
 		packs = append(packs, packable[:n:n])
