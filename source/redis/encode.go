@@ -356,6 +356,13 @@ func (c *scriptCall) folded() bool {
 	return ok
 }
 
+// fast reports whether c, sent alone, goes as a pack of one: a folded
+// call in key format v1, which the script decides on its fast path
+// without making its other functions.
+func (w wire) fast(c *scriptCall) bool {
+	return w.format == scriptFormatV1 && c.folded()
+}
+
 // appendBox appends the box of op i, if it has one, in a refund or reset.
 func (c *scriptCall) appendBox(args []any, i int) []any {
 	if !c.boxed(i) {
