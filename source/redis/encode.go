@@ -346,8 +346,7 @@ func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 }
 
 // folded reports whether c is a one-key GCRA spend or check without a
-// box, which a packed call carries folded (appendPacked) and the script
-// decides on its fast path (lua/fast.lua).
+// box, which a packed call carries folded (appendPacked).
 func (c *scriptCall) folded() bool {
 	if len(c.keys) != 1 || len(c.ops) != 1 || c.ops[0].Algorithm != bucket.GCRA || c.boxed(0) {
 		return false
@@ -356,11 +355,21 @@ func (c *scriptCall) folded() bool {
 	return ok
 }
 
-// fast reports whether c, sent alone, goes as a pack of one: a folded
-// call in key format v1, which the script decides on its fast path
-// without making its other functions.
+// fastShape reports whether the script's fast path (lua/fast.lua)
+// decides c in a packed call in key format v1: a folded call, or a
+// one-key spend or check of a window without a box.
+func (c *scriptCall) fastShape() bool {
+	if c.folded() {
+		return true
+	}
+	return (c.op == opSpend || c.op == opCheck) && len(c.keys) == 1 && len(c.ops) == 1 &&
+		c.ops[0].Algorithm.Windowed() && !c.boxed(0)
+}
+
+// fast reports whether c, sent alone, goes as a pack of one, which the
+// script decides on its fast path without making its other functions.
 func (w wire) fast(c *scriptCall) bool {
-	return w.format == scriptFormatV1 && c.folded()
+	return w.format == scriptFormatV1 && c.fastShape()
 }
 
 // appendBox appends the box of op i, if it has one, in a refund or reset.

@@ -43,10 +43,11 @@ const (
 )
 
 // pack splits calls into the groups that become one script call each, as
-// p.packing allows. Folded batches (scriptCall.folded) come first in a
-// packed call: the script decides a run of them from its start on a fast
-// path that makes none of its other functions (lua/fast.lua). Calls
-// queued together are concurrent, so their order is free.
+// p.packing allows. The batches of the script's fast path
+// (scriptCall.fastShape) come first in a packed call: the script decides
+// a run of them from its start without making its other functions
+// (lua/fast.lua). Calls queued together are concurrent, so their order is
+// free.
 func (p *pipe) pack(calls []*queued) [][]*queued {
 	var packs [][]*queued
 	packable := make([]*queued, 0, len(calls))
@@ -55,7 +56,7 @@ func (p *pipe) pack(calls []*queued) [][]*queued {
 		switch {
 		case p.packing == packNone, p.packing == packInline && len(q.call.keys) != 1:
 			packs = append(packs, []*queued{q})
-		case q.call.folded():
+		case q.call.fastShape():
 			packable = append(packable, q)
 		default:
 			rest = append(rest, q)
