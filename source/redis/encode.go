@@ -356,11 +356,15 @@ func (c *scriptCall) folded() bool {
 }
 
 // fastShape reports whether the script's fast path (lua/fast.lua)
-// decides c in a packed call in key format v1: a folded call, or a
-// one-key spend or check of a window without a box.
+// decides c in a packed call in key format v1: a folded call, an Edge
+// Rate Limiting call of one counter, or a one-key spend or check of a
+// window without a box.
 func (c *scriptCall) fastShape() bool {
-	if c.folded() {
+	switch {
+	case c.folded():
 		return true
+	case c.op == opCall:
+		return len(c.extra.call.Counters) == 1
 	}
 	return (c.op == opSpend || c.op == opCheck) && len(c.keys) == 1 && len(c.ops) == 1 &&
 		c.ops[0].Algorithm.Windowed() && !c.boxed(0)

@@ -126,6 +126,171 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     end
     return 1, got
   end
+  -- erl applies an Edge Rate Limiting call of one counter (operation E)
+  -- as call does (erl.lua): the counter K[kk + 1] and, with a box action
+  -- other than N, the box entry K[kk + 2]; its values (CALL_*) at ARGV[x].
+  -- It returns the reply's four items, or nothing when the general path
+  -- must apply it (a stored value that is not a rate counter, or not a
+  -- box entry's expiry). Everything is read before anything is written.
+  -- The counter is an array here: cs[j] the hits of second last - j + 1,
+  -- j from 1 to n, 0 for none (rates.lua's c[j - 1]).
+  local s_d, d, s_win, win, s_rate, rate -- as window's: the last call's
+  local function erl(K, kk, x, nh, nl)
+    local y = x + (CALL_SIZE - CTR_SIZE) + CTR_SIZE -- the counter's values
+    local s = ARGV[y + CTR_DELTA]
+    if s ~= s_d then
+      s_d, d = s, tonumber(s)
+    end
+    s = ARGV[y + CTR_WINDOW]
+    if s ~= s_win then
+      s_win, win = s, tonumber(s)
+    end
+    s = ARGV[y + CTR_RATE]
+    if s ~= s_rate then
+      s_rate, rate = s, tonumber(s)
+    end
+    y = y + CTR_SIZE -- the box action's
+    local act = ARGV[y + ACTION_KIND]
+    local key = K[kk + 1]
+    local v = redis.pcall('GET', key)
+    if type(v) == 'table' then
+      return v, '', '', ''
+    end
+    local last, n, cs = 0, 0, {}
+    if v then
+      local b, w, m = string.byte(v, 1), string.byte(v, 6), #v - 6
+      if not (m > 0 and b ~= 45 and (b < 48 or b > 57) and (w == 1 or w == 2 or w == 4) and m % w == 0 and m <= 60 * w) then
+        return -- not a rate counter: rparse reads or refuses it
+      end
+      n = m / w
+      if w == 1 then
+        last = struct.unpack('>i5', v)
+        cs = { string.byte(v, 7, 6 + n) }
+      else
+        cs = { struct.unpack('>i5B' .. string.rep(w == 2 and 'H' or 'I4', n), v) }
+        last = table.remove(cs, 1)
+        table.remove(cs, 1)
+        table.remove(cs) -- struct.unpack's next position
+      end
+    else
+      v = ''
+    end
+    -- radd: d hits at second nh
+    if d > 0 then
+      if nh <= last - 60 then
+        last, n, cs = nh, 0, {}
+      elseif nh > last then
+        local k = nh - last
+        local ns = {}
+        for j = 1, math.min(k, 60) do
+          ns[j] = 0
+        end
+        for j = 1, math.min(n, 60 - k) do
+          ns[j + k] = cs[j]
+        end
+        last, n, cs = nh, math.min(n + k, 60), ns
+        if k >= 60 then
+          n = 0
+        end
+      end
+      local j = last - nh + 1
+      cs[j] = math.min((cs[j] or 0) + d, 4294967295) -- ratecounter.MaxHitsPerSecond
+      if j > n then
+        for i = n + 1, j - 1 do
+          cs[i] = 0
+        end
+        n = j
+      end
+    end
+    -- rwin: the hits of the win seconds up to nh
+    local above = false
+    if win > 0 then
+      local sum, j0 = 0, last - nh
+      for j = math.max(j0, 0) + 1, math.min(j0 + win, n) do
+        sum = sum + cs[j]
+      end
+      above = sum > rate * win
+    end
+    -- the box entry, as bread reads it
+    local bv, eh, el, name = '', 0, 0, nil
+    if act ~= 'N' then
+      name = K[kk + 2]
+      local got = redis.pcall('GET', name)
+      if type(got) == 'table' then
+        return got, '', '', ''
+      elseif got then
+        if #got < 16 or #got > 20 or not string.find(got, '^%d+$') then
+          return
+        end
+        bv = got
+        local h, l = limbs(got)
+        if nh < h or (nh == h and nl < l) then
+          eh, el = h, l
+        end
+      end
+    end
+    local th, tl = eh, el
+    if act == 'X' then
+      th, tl = 0, 0
+    elseif act == 'P' or act == 'E' or (act == 'A' and above) then
+      local uh, ul = limbs(ARGV[y + ACTION_UNTIL]) -- read only when it counts
+      if act == 'P' or th < uh or (th == uh and tl < ul) then
+        th, tl = uh, ul
+      end
+    end
+    local nm = nh * 1000 + math.floor(nl / 1000000)
+    local res
+    if d > 0 then
+      -- rwrite
+      if last + 60 <= nh then
+        res = redis.pcall('DEL', key)
+      else
+        local top, most = 1, 0
+        for j = n, 1, -1 do
+          if cs[j] > 0 then
+            top = j
+            break
+          end
+        end
+        for j = 1, top do
+          most = math.max(most, cs[j] or 0)
+        end
+        local out
+        if most > 65535 then
+          out = struct.pack('>i5B' .. string.rep('I4', top), last, 4, unpack(cs, 1, top))
+        elseif most > 255 then
+          out = struct.pack('>i5B' .. string.rep('H', top), last, 2, unpack(cs, 1, top))
+        elseif top == 1 then
+          out = struct.pack('>i5BB', last, 1, cs[1] or 0)
+        else
+          out = struct.pack('>i5B', last, 1) .. string.char(unpack(cs, 1, top))
+        end
+        res = redis.pcall('PSETEX', key, string.format('%d', (last + 60) * 1000 - nm + margin), out)
+      end
+      if type(res) == 'table' and res.err then
+        return res, '', '', ''
+      end
+    end
+    local after = bv
+    if th ~= eh or tl ~= el then
+      -- bwrite
+      after = ''
+      if nh < th or (nh == th and nl < tl) then
+        after = string.format('%d%09d', th, tl)
+        local dh, dl = th - nh, tl - nl
+        if dl < 0 then
+          dh, dl = dh - 1, dl + B
+        end
+        res = redis.pcall('PSETEX', name, string.format('%d', dh * 1000 + math.floor((dl + 999999) / 1000000) + margin), after)
+      else
+        res = redis.pcall('DEL', name)
+      end
+      if type(res) == 'table' and res.err then
+        return res, '', '', ''
+      end
+    end
+    return 1, v, bv, after
+  end
   local replies, r, k, a = {}, 0, 0, HEAD_SIZE + 1
   -- The strings of the last batch's now (seconds), increment and burst
   -- offset, and their values: batches in one call mostly share them, and
@@ -136,12 +301,22 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     -- A batch's first argument is its folded token (FTOKEN_TOKEN) or its
     -- operation (PACK_OP); a window batch's op token follows its now.
     local t = ARGV[a + FTOKEN_TOKEN]
-    local key, v, win
+    local key, v, win, nkeys
     if #t == 2 then
       key, v = KEYS[k + 1], a + FTOKEN_SIZE
       if inline then
         key, v = ARGV[a + FTOKEN_SIZE], a + (FTOKEN_SIZE + 1)
       end
+    elseif t == 'E' then
+      local n = ARGV[a + PACK_KEYS]
+      key, v = KEYS, a + PACK_SIZE
+      if inline then
+        key, v = ARGV, a + PACK_SIZE + tonumber(n) -- the call's names, then its now
+      end
+      if ARGV[v + (NOW_SIZE + CALL_COUNTERS)] ~= '1' then
+        break
+      end
+      nkeys = tonumber(n)
     elseif (t == 'S' or t == 'C') and ARGV[a + PACK_KEYS] == '1' then
       key, v = KEYS[k + 1], a + PACK_SIZE
       if inline then
@@ -155,7 +330,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     else
       break
     end
-    local op, mode = string.byte(t, 1), string.byte(win or t, 2) -- 'S' 83 or 'C' 67; '0' 48 to '2' 50
+    local op, mode = string.byte(t, 1), string.byte(win or t, 2) -- 'S' 83 or 'C' 67; '0' 48 to '2' 50 (E: unused)
     local s = ARGV[v + NOW_HI]
     if s ~= s_nh then
       s_nh, nh = s, tonumber(s)
@@ -166,7 +341,21 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     local nl = tonumber(ARGV[v + NOW_LO])
     v = v + NOW_SIZE
     local verdict, got
-    if win then
+    if t == 'E' then
+      local b, after
+      verdict, got, b, after = erl(key, inline and a + (PACK_SIZE - 1) or k, v, nh, nl)
+      if verdict == nil then
+        break
+      end
+      replies[r + 1], replies[r + 2], replies[r + 3], replies[r + 4] = verdict, got, b, after
+      r = r + 4
+      v = v + (CALL_SIZE + CTR_SIZE + ACTION_SIZE)
+      if inline then
+        a = v
+      else
+        k, a = k + nkeys, v
+      end
+    elseif win then
       verdict, got = window(key, op == 83, string.byte(win, 1) == 70, mode, nh, nl, v)
       if verdict == nil then
         break
@@ -239,12 +428,14 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
         end
       end
     end
-    replies[r + 1], replies[r + 2] = verdict, got
-    r = r + 2
-    if inline then
-      a = v
-    else
-      k, a = k + 1, v
+    if t ~= 'E' then
+      replies[r + 1], replies[r + 2] = verdict, got
+      r = r + 2
+      if inline then
+        a = v
+      else
+        k, a = k + 1, v
+      end
     end
   end
   if a > last then
