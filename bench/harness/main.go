@@ -104,8 +104,10 @@ type server struct {
 	grpc     bool
 	grpcAddr string
 	// redisPIDs are the redis-servers a Redis-backed row uses (each
-	// master of a cluster), whose CPU measure reads (rediscpu.go).
-	redisPIDs []int
+	// master of a cluster), whose CPU measure reads (rediscpu.go), and
+	// redisAddrs their addresses, whose script calls it counts.
+	redisPIDs  []int
+	redisAddrs []string
 	// forwardAuth rows are servers of nginx, started with the limiter
 	// and the application they share, not by start; auth is the server
 	// a row's nginx asks (the limiter, the bare handler), nil for the
@@ -150,6 +152,7 @@ type result struct {
 	errors                   int64
 	clientCPUPerReq          float64   // µs, the load generator's own (gRPC and forward-auth rows)
 	redisCPU                 []float64 // µs per request, each of the row's redis-servers, closed loop
+	redisScripts             float64   // script calls (EVALSHA, EVAL) per request, all its redis-servers, closed loop
 	fa                       faFigures
 }
 
@@ -238,8 +241,8 @@ func run(o options) error {
 				continue
 			}
 			servers = append(servers,
-				&server{name: incrRow, cmd: []string{filepath.Join(dir, "bare"), "-redis", addr}, env: []string{"GOGC=1600"}, redisPIDs: pids},
-				&server{name: "limiter, redis", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, redisPIDs: pids})
+				&server{name: incrRow, cmd: []string{filepath.Join(dir, "bare"), "-redis", addr}, env: []string{"GOGC=1600"}, redisPIDs: pids, redisAddrs: []string{addr}},
+				&server{name: "limiter, redis", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, redisPIDs: pids, redisAddrs: []string{addr}})
 		case "cluster":
 			if masters == nil {
 				var err error
@@ -248,7 +251,7 @@ func run(o options) error {
 					continue
 				}
 			}
-			servers = append(servers, &server{name: clusterRow, cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", clusterSource(masters)}, env: limiterEnv, redisPIDs: pidsOf(masters...)})
+			servers = append(servers, &server{name: clusterRow, cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", clusterSource(masters)}, env: limiterEnv, redisPIDs: pidsOf(masters...), redisAddrs: addrsOf(masters)})
 		case "windows":
 			servers = append(servers, &server{name: "limiter, memory, sliding window", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, limit: benchSliding})
 			addr, pids, err := redis()
@@ -258,8 +261,8 @@ func run(o options) error {
 			}
 			redisSource := []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}
 			servers = append(servers,
-				&server{name: "limiter, redis, sliding window, sync_rate 0", cmd: redisSource, env: limiterEnv, limit: benchSliding, redisPIDs: pids},
-				&server{name: "limiter, redis, sliding window, sync_rate 1", cmd: redisSource, env: limiterEnv, limit: benchSlidingSynced, redisPIDs: pids})
+				&server{name: "limiter, redis, sliding window, sync_rate 0", cmd: redisSource, env: limiterEnv, limit: benchSliding, redisPIDs: pids, redisAddrs: []string{addr}},
+				&server{name: "limiter, redis, sliding window, sync_rate 1", cmd: redisSource, env: limiterEnv, limit: benchSlidingSynced, redisPIDs: pids, redisAddrs: []string{addr}})
 		case "erl":
 			servers = append(servers, &server{name: "limiter, memory, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, limit: benchRateCounter, checkRate: true})
 			addr, pids, err := redis()
@@ -267,7 +270,7 @@ func run(o options) error {
 				fmt.Fprintln(os.Stderr, "harness: skipping the Redis check_rate row:", err)
 				continue
 			}
-			servers = append(servers, &server{name: "limiter, redis, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, limit: benchRateCounter, checkRate: true, redisPIDs: pids})
+			servers = append(servers, &server{name: "limiter, redis, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, limit: benchRateCounter, checkRate: true, redisPIDs: pids, redisAddrs: []string{addr}})
 		case "grpc":
 			env, err := grpcEnv(dir, limiterEnv)
 			if err != nil {
@@ -301,7 +304,7 @@ func run(o options) error {
 			if b, err := build.CombinedOutput(); err != nil {
 				return fmt.Errorf("building bench/peers/redisrate: %v\n%s", err, b)
 			}
-			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}, redisPIDs: pids})
+			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}, redisPIDs: pids, redisAddrs: []string{addr}})
 		default:
 			return fmt.Errorf("unknown source %q in -sources (memory, redis, cluster, windows, erl, grpc, redisrate, forwardauth)", src)
 		}
@@ -470,7 +473,7 @@ func measure(s *server, script string, o options) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	redisBefore, err := redisCPU(s.redisPIDs)
+	redisBefore, err := sampleRedis(s)
 	if err != nil {
 		return r, err
 	}
@@ -482,7 +485,7 @@ func measure(s *server, script string, o options) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	redisAfter, err := redisCPU(s.redisPIDs)
+	redisAfter, err := sampleRedis(s)
 	if err != nil {
 		return r, err
 	}
@@ -492,14 +495,14 @@ func measure(s *server, script string, o options) (result, error) {
 	}
 	r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
 	r.cpuPerReq = (after - before) / float64(requests) * 1e6
-	r.redisCPU = perRequest(redisBefore, redisAfter, float64(requests))
+	r.redisCPU, r.redisScripts = redisAfter.since(redisBefore, float64(requests))
 	r.open, err = measureOpenLoop(s, o)
 	return r, err
 }
 
 // measureOpenLoop runs s's open loop, and reads its Redis CPU around it.
 func measureOpenLoop(s *server, o options) (openLoopResult, error) {
-	before, err := redisCPU(s.redisPIDs)
+	before, err := sampleRedis(s)
 	if err != nil {
 		return openLoopResult{}, err
 	}
@@ -507,11 +510,11 @@ func measureOpenLoop(s *server, o options) (openLoopResult, error) {
 	if err != nil {
 		return r, err
 	}
-	after, err := redisCPU(s.redisPIDs)
+	after, err := sampleRedis(s)
 	if err != nil {
 		return r, err
 	}
-	r.redisCPU = perRequest(before, after, r.achieved*o.openFor.Seconds())
+	r.redisCPU, r.redisScripts = after.since(before, r.achieved*o.openFor.Seconds())
 	return r, nil
 }
 

@@ -23,6 +23,7 @@ type openLoopResult struct {
 	lateP99          float64   // how late the sender itself was
 	achieved         float64   // req/s
 	redisCPU         []float64 // µs per request, each of the row's redis-servers (measureOpenLoop)
+	redisScripts     float64   // script calls per request, all of them
 }
 
 // openLoopConns is how many keep-alive connections the open loop keeps.

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -125,29 +127,51 @@ func startCluster(dir string) ([]*redisServer, error) {
 	return nodes, nil
 }
 
-// redisCPU is the CPU seconds used so far by each of pids.
-func redisCPU(pids []int) ([]float64, error) {
-	s := make([]float64, len(pids))
-	for i, pid := range pids {
-		var err error
-		if s[i], err = cpuSeconds(pid); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
+// redisSample is what a row's redis-servers have done so far: each one's
+// CPU seconds, and their script calls (EVALSHA and EVAL) together.
+type redisSample struct {
+	cpu     []float64
+	scripts float64
 }
 
-// perRequest turns the CPU seconds of each pid before and after a window
-// of requests into µs per request.
-func perRequest(before, after []float64, requests float64) []float64 {
+// sampleRedis reads s's redis-servers: their CPU from /proc, their
+// script calls from INFO commandstats.
+func sampleRedis(s *server) (redisSample, error) {
+	var r redisSample
+	for _, pid := range s.redisPIDs {
+		c, err := cpuSeconds(pid)
+		if err != nil {
+			return r, err
+		}
+		r.cpu = append(r.cpu, c)
+	}
+	for _, addr := range s.redisAddrs {
+		host, port, _ := net.SplitHostPort(addr)
+		out, err := exec.Command("redis-cli", "-h", host, "-p", port, "info", "commandstats").Output()
+		if err != nil {
+			return r, fmt.Errorf("INFO commandstats of %s: %w", addr, err)
+		}
+		for _, m := range scriptCalls.FindAllStringSubmatch(string(out), -1) {
+			n, _ := strconv.ParseFloat(m[1], 64)
+			r.scripts += n
+		}
+	}
+	return r, nil
+}
+
+var scriptCalls = regexp.MustCompile(`cmdstat_eval(?:sha)?:calls=(\d+)`)
+
+// since turns two samples around a window of requests into each
+// server's CPU µs per request and the script calls per request.
+func (r redisSample) since(before redisSample, requests float64) ([]float64, float64) {
 	if requests <= 0 {
-		return nil
+		return nil, 0
 	}
-	out := make([]float64, len(before))
-	for i := range before {
-		out[i] = (after[i] - before[i]) / requests * 1e6
+	cpu := make([]float64, len(r.cpu))
+	for i := range r.cpu {
+		cpu[i] = (r.cpu[i] - before.cpu[i]) / requests * 1e6
 	}
-	return out
+	return cpu, (r.scripts - before.scripts) / requests
 }
 
 func sum(xs []float64) float64 {
@@ -190,8 +214,9 @@ func printRedisCPU(w io.Writer, servers []*server, results [][]result) {
 		if len(s.redisPIDs) == 0 {
 			continue
 		}
-		line := fmt.Sprintf("- %s: closed loop %.2f µs/req (%s INCR), open loop %.2f µs/req (%s INCR)", s.name,
-			closed[s.name], ratio(closed[s.name], closed[incrRow]), open[s.name], ratio(open[s.name], open[incrRow]))
+		line := fmt.Sprintf("- %s: closed loop %.2f µs/req (%s INCR), open loop %.2f µs/req (%s INCR); script calls per request %.3f closed, %.3f open", s.name,
+			closed[s.name], ratio(closed[s.name], closed[incrRow]), open[s.name], ratio(open[s.name], open[incrRow]),
+			medianOf(results[i], func(r result) float64 { return r.redisScripts }), medianOf(results[i], func(r result) float64 { return r.open.redisScripts }))
 		if len(s.redisPIDs) > 1 {
 			split := make([]string, len(s.redisPIDs))
 			for m := range s.redisPIDs {
@@ -225,13 +250,18 @@ func pidsOf(rs ...*redisServer) []int {
 	return pids
 }
 
-// clusterSource is a --source value for nodes.
-func clusterSource(nodes []*redisServer) string {
+// addrsOf returns the addresses of nodes.
+func addrsOf(nodes []*redisServer) []string {
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
 		addrs[i] = n.addr
 	}
-	return "redis-cluster://" + strings.Join(addrs, ",")
+	return addrs
+}
+
+// clusterSource is a --source value for nodes.
+func clusterSource(nodes []*redisServer) string {
+	return "redis-cluster://" + strings.Join(addrsOf(nodes), ",")
 }
 
 // clusterRow is the GCRA row on a 3-master Redis Cluster.
