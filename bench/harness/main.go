@@ -165,8 +165,8 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("open loop, %d req/s for %s: p50 %.2f ms, p99 %.2f ms, p99 from send %.2f ms, sender late p99 %.2f ms, %.0f req/s\n",
-			o.rate, o.openFor, r.p50, r.p99, r.sentP99, r.lateP99, r.achieved)
+		fmt.Printf("open loop, %d req/s for %s: p50 %.2f ms, p99 %.2f ms, p99 from send %.2f ms, sender late p99 %.2f ms, %.0f req/s, %d not 200\n",
+			o.rate, o.openFor, r.p50, r.p99, r.sentP99, r.lateP99, r.achieved, r.failed)
 		return nil
 	}
 	if o.url != "" {
@@ -608,7 +608,7 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 		rs := results[i]
 		var errs int64
 		for _, r := range rs {
-			errs += r.errors
+			errs += r.errors + r.open.failed
 		}
 		rps := col(rs, func(r result) float64 { return r.rps })
 		ratio := "-" // no closed loop run (-duration 0)
