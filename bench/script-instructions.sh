@@ -9,16 +9,19 @@
 # of source/redis/lua joined (source/redis/script.go).
 #   GROUPED=1 bench/script-instructions.sh      # key format v2
 #   MODE=window bench/script-instructions.sh    # sliding-window spends
-#   MODE=check_rate bench/script-instructions.sh  # ERL calls, as check_rate
+#   MODE=check_rate bench/script-instructions.sh  # check_rate's spends
+#   MODE=erl_call bench/script-instructions.sh  # ERL calls (operation E)
 #   PACK=1 bench/script-instructions.sh         # one decision per call
 #
 # Each call is one packed EVALSHA (operation M) of PACK (default ten)
 # decisions, as the source sends under concurrent load, over PACK x 1,000
 # keys created by a warm-up. MODE picks the decision: gcra (the default) a
 # one-key GCRA spend, folded (S0); window a one-key spend of a sliding
-# window of 100 hits a minute; check_rate an Edge Rate Limiting call of
-# one hit on a rate counter of 100 a second over 10 s with its box (as
-# POST /v1/erl/check_rate sends it, operation E). PACK=0 sends each
+# window of 100 hits a minute; check_rate a spend of one hit on a rate
+# counter of 100 a second over 10 s with its box, as the source sends
+# POST /v1/erl/check_rate (ratelimits.checkRateAsSpend); erl_call the same
+# as an Edge Rate Limiting call (operation E), as check_rates sends it.
+# PACK=0 sends each
 # decision as a call of its own, in its own operation, as the source does
 # for a call that finds nothing queued. With GROUPED=1 the calls ask for
 # key format v2 (ARGV[3] = 2) and the buckets are fields of 1,000 hashes.
@@ -51,13 +54,17 @@ if ((pack > 0)); then
 	argv=(M 60000 "$format") # the packed call's header: operation, expiry margin (ms), key format
 fi
 for b in $(seq "$batches"); do
-	if [[ $mode == check_rate ]]; then
+	if [[ $mode == erl_call ]]; then
 		# a counter and its box entry, both tagged by the id
 		if [[ -n ${GROUPED:-} ]]; then
 			keys+=("lim:v2:{__rand_int__}7:ip-$b" "lim:v2:{__rand_int__}!7:ip-$b")
 		else
 			keys+=("lim:v1:{ip-$b-__rand_int__}7" "lim:v1:{ip-$b-__rand_int__}7!")
 		fi
+	elif [[ $mode == check_rate && -n ${GROUPED:-} ]]; then
+		keys+=("lim:v2:{__rand_int__}7:ip-$b")
+	elif [[ $mode == check_rate ]]; then
+		keys+=("lim:v1:{ip-$b-__rand_int__}7")
 	elif [[ -n ${GROUPED:-} ]]; then
 		keys+=("lim:v2:{__rand_int__}3:key-$b")
 	else
@@ -82,6 +89,20 @@ for b in $(seq "$batches"); do
 		fi
 		;;
 	check_rate)
+		# operation S of one key, now, its box (BOX, the entry's name, the
+		# expiry it gives: now + 1 min), then the op: R0, cost, window, rate
+		if [[ -n ${GROUPED:-} ]]; then
+			box="lim:v2:{__rand_int__}!7:ip-$b"
+		else
+			box="lim:v1:{ip-$b-__rand_int__}7!"
+		fi
+		if ((pack > 0)); then
+			argv+=(S 1 "${now[@]}" BOX "$box" 1790000060123456789 R0 1 10 100)
+		else
+			argv+=(S 60000 "$format" "${now[@]}" BOX "$box" 1790000060123456789 R0 1 10 100)
+		fi
+		;;
+	erl_call)
 		# operation E of two keys, now, one counter (delta 1, window 10 s,
 		# rate 100), box action A and the expiry it gives (now + 1 min)
 		if ((pack > 0)); then
@@ -91,7 +112,7 @@ for b in $(seq "$batches"); do
 		fi
 		;;
 	*)
-		echo "unknown MODE $mode (gcra, window, check_rate)" >&2
+		echo "unknown MODE $mode (gcra, window, check_rate, erl_call)" >&2
 		exit 2
 		;;
 	esac

@@ -358,16 +358,18 @@ func (c *scriptCall) folded() bool {
 // fastShape reports whether the script's fast path (lua/fast.lua)
 // decides c in a packed call in key format v1: a folded call, an Edge
 // Rate Limiting call of one counter, or a one-key spend or check of a
-// window without a box.
+// window without a box or of a rate counter (with its box: a check_rate).
 func (c *scriptCall) fastShape() bool {
 	switch {
 	case c.folded():
 		return true
 	case c.op == opCall:
 		return len(c.extra.call.Counters) == 1
+	case (c.op != opSpend && c.op != opCheck) || len(c.keys) != 1 || len(c.ops) != 1:
+		return false
 	}
-	return (c.op == opSpend || c.op == opCheck) && len(c.keys) == 1 && len(c.ops) == 1 &&
-		c.ops[0].Algorithm.Windowed() && !c.boxed(0)
+	a := c.ops[0].Algorithm
+	return (a.Windowed() && !c.boxed(0)) || (a == bucket.RateCounter && c.boxed(0))
 }
 
 // fast reports whether c, sent alone, goes as a pack of one, which the

@@ -126,61 +126,49 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     end
     return 1, got
   end
-  -- erl applies an Edge Rate Limiting call of one counter (operation E)
-  -- as call does (erl.lua): the counter K[kk + 1] and, with a box action
-  -- other than N, the box entry K[kk + 2]; its values (CALL_*) at ARGV[x].
-  -- It returns the reply's four items, or nothing when the general path
-  -- must apply it (a stored value that is not a rate counter, or not a
-  -- box entry's expiry). Everything is read before anything is written.
-  -- The counter is an array here: cs[j] the hits of second last - j + 1,
-  -- j from 1 to n, 0 for none (rates.lua's c[j - 1]).
-  local s_d, d, s_win, win, s_rate, rate -- as window's: the last call's
-  local function erl(K, kk, x, nh, nl)
-    local y = x + (CALL_SIZE - CTR_SIZE) + CTR_SIZE -- the counter's values
-    local s = ARGV[y + CTR_DELTA]
-    if s ~= s_d then
-      s_d, d = s, tonumber(s)
-    end
-    s = ARGV[y + CTR_WINDOW]
-    if s ~= s_win then
-      s_win, win = s, tonumber(s)
-    end
-    s = ARGV[y + CTR_RATE]
-    if s ~= s_rate then
-      s_rate, rate = s, tonumber(s)
-    end
-    y = y + CTR_SIZE -- the box action's
-    local act = ARGV[y + ACTION_KIND]
-    local key = K[kk + 1]
-    local v = redis.pcall('GET', key)
-    if type(v) == 'table' then
-      return v, '', '', ''
-    end
-    local last, n, cs = 0, 0, {}
-    if v then
+  -- erl and rspend decide rate counters with their box entries; rmake
+  -- makes them, and the functions they share, on a call's first such
+  -- batch: making functions is what a call of GCRA spends should not pay.
+  local erl, rspend
+  local function rmake()
+    -- Rate counters and box entries (rates.lua, boxes.lua). A counter is an
+    -- array here: cs[j] the hits of second last - j + 1, j from 1 to n
+    -- (rates.lua's c[j - 1]), every one of them set, 0 for none.
+
+    -- rread reads the rate counter at key as rparse does: its value (''
+    -- for none), last, n and cs; GET's error; or nothing when the general
+    -- path must read it (another algorithm's value, or not a counter).
+    local function rread(key)
+      local v = redis.pcall('GET', key)
+      if type(v) == 'table' then
+        return v
+      elseif not v then
+        return '', 0, 0, {}
+      end
       local b, w, m = string.byte(v, 1), string.byte(v, 6), #v - 6
       if not (m > 0 and b ~= 45 and (b < 48 or b > 57) and (w == 1 or w == 2 or w == 4) and m % w == 0 and m <= 60 * w) then
-        return -- not a rate counter: rparse reads or refuses it
+        return
       end
-      n = m / w
+      local n = m / w
       if w == 1 then
-        last = struct.unpack('>i5', v)
-        cs = { string.byte(v, 7, 6 + n) }
-      else
-        cs = { struct.unpack('>i5B' .. string.rep(w == 2 and 'H' or 'I4', n), v) }
-        last = table.remove(cs, 1)
-        table.remove(cs, 1)
-        table.remove(cs) -- struct.unpack's next position
+        return v, struct.unpack('>i5', v), n, { string.byte(v, 7, 6 + n) }
       end
-    else
-      v = ''
+      local cs = { struct.unpack('>i5B' .. string.rep(w == 2 and 'H' or 'I4', n), v) }
+      local last = table.remove(cs, 1)
+      table.remove(cs, 1)
+      table.remove(cs) -- struct.unpack's next position
+      return v, last, n, cs
     end
-    -- radd: d hits at second nh
-    if d > 0 then
-      if nh <= last - 60 then
-        last, n, cs = nh, 0, {}
-      elseif nh > last then
-        local k = nh - last
+
+    -- radd adds d hits at second s, as radd and rshift do.
+    local function radd(last, n, cs, s, d)
+      if d <= 0 then
+        return last, n, cs
+      end
+      if s <= last - 60 then
+        last, n, cs = s, 0, {}
+      elseif s > last then
+        local k = s - last
         local ns = {}
         for j = 1, math.min(k, 60) do
           ns[j] = 0
@@ -188,108 +176,223 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
         for j = 1, math.min(n, 60 - k) do
           ns[j + k] = cs[j]
         end
-        last, n, cs = nh, math.min(n + k, 60), ns
+        last, n, cs = s, math.min(n + k, 60), ns
         if k >= 60 then
           n = 0
         end
       end
-      local j = last - nh + 1
+      local j = last - s + 1
       cs[j] = math.min((cs[j] or 0) + d, 4294967295) -- ratecounter.MaxHitsPerSecond
-      if j > n then
-        for i = n + 1, j - 1 do
-          cs[i] = 0
-        end
-        n = j
+      for i = n + 1, j - 1 do
+        cs[i] = 0
       end
+      return last, math.max(n, j), cs
     end
-    -- rwin: the hits of the win seconds up to nh
-    local above = false
-    if win > 0 then
-      local sum, j0 = 0, last - nh
-      for j = math.max(j0, 0) + 1, math.min(j0 + win, n) do
+
+    -- rsum is the hits of the W seconds up to s, as rwin.
+    local function rsum(last, n, cs, s, W)
+      local sum, j0 = 0, last - s
+      for j = math.max(j0, 0) + 1, math.min(j0 + W, n) do
         sum = sum + cs[j]
       end
-      above = sum > rate * win
+      return sum
     end
-    -- the box entry, as bread reads it
-    local bv, eh, el, name = '', 0, 0, nil
-    if act ~= 'N' then
-      name = K[kk + 2]
+
+    -- rstore writes the counter as rwrite does, at now_ms nm, and returns
+    -- the command's answer.
+    local function rstore(key, last, n, cs, nh, nm)
+      if last + 60 <= nh then
+        return redis.pcall('DEL', key)
+      end
+      local top, most = 1, 0
+      for j = n, 1, -1 do
+        if cs[j] > 0 then
+          top = j
+          break
+        end
+      end
+      for j = 1, top do
+        most = math.max(most, cs[j] or 0)
+      end
+      local out
+      if most > 65535 then
+        out = struct.pack('>i5B' .. string.rep('I4', top), last, 4, unpack(cs, 1, top))
+      elseif most > 255 then
+        out = struct.pack('>i5B' .. string.rep('H', top), last, 2, unpack(cs, 1, top))
+      elseif top == 1 then
+        out = struct.pack('>i5BB', last, 1, cs[1] or 0)
+      else
+        out = struct.pack('>i5B', last, 1) .. string.char(unpack(cs, 1, top))
+      end
+      return redis.pcall('PSETEX', key, string.format('%d', (last + 60) * 1000 - nm + margin), out)
+    end
+
+    -- bread reads a box entry as bread (boxes.lua) does: its value ('' for
+    -- none) and its expiry when the id is in the box at now (0, 0 when
+    -- not); GET's error; or nothing when the general path must read it.
+    local function bread(name, nh, nl)
       local got = redis.pcall('GET', name)
       if type(got) == 'table' then
-        return got, '', '', ''
-      elseif got then
-        if #got < 16 or #got > 20 or not string.find(got, '^%d+$') then
+        return got
+      elseif not got then
+        return '', 0, 0
+      end
+      if #got < 16 or #got > 20 or not string.find(got, '^%d+$') then
+        return
+      end
+      local h, l = limbs(got)
+      if nh < h or (nh == h and nl < l) then
+        return got, h, l
+      end
+      return got, 0, 0
+    end
+
+    -- bstore writes a box entry's expiry (th, tl), or deletes the entry when
+    -- that is not after now, as bwrite does; it returns the entry as left
+    -- ('' for none) and the command's answer.
+    local function bstore(name, th, tl, nh, nl)
+      if not (nh < th or (nh == th and nl < tl)) then
+        return '', redis.pcall('DEL', name)
+      end
+      local v = string.format('%d%09d', th, tl)
+      local dh, dl = th - nh, tl - nl
+      if dl < 0 then
+        dh, dl = dh - 1, dl + B
+      end
+      return v, redis.pcall('PSETEX', name, string.format('%d', dh * 1000 + math.floor((dl + 999999) / 1000000) + margin), v)
+    end
+
+    local function failed(res)
+      return type(res) == 'table' and res.err
+    end
+
+    -- The value strings of the last rate batch or call (cost or delta,
+    -- window, rate) and their numbers, as window's.
+    local s_d, d, s_win, win, s_rate, rate
+    local function rvalues(y, cost, window, rt)
+      local s = ARGV[y + cost]
+      if s ~= s_d then
+        s_d, d = s, tonumber(s)
+      end
+      s = ARGV[y + window]
+      if s ~= s_win then
+        s_win, win = s, tonumber(s)
+      end
+      s = ARGV[y + rt]
+      if s ~= s_rate then
+        s_rate, rate = s, tonumber(s)
+      end
+    end
+
+    -- erl applies an Edge Rate Limiting call of one counter (operation E)
+    -- as call does (erl.lua): the counter K[kk + 1] and, with a box action
+    -- other than N, the box entry K[kk + 2]; its values (CALL_*) at ARGV[x].
+    -- It returns the reply's four items, or nothing when the general path
+    -- must apply it. Everything is read before anything is written.
+    erl = function(K, kk, x, nh, nl)
+      local y = x + CALL_SIZE -- the counter's values
+      rvalues(y, CTR_DELTA, CTR_WINDOW, CTR_RATE)
+      y = y + CTR_SIZE -- the box action's
+      local act = ARGV[y + ACTION_KIND]
+      local key = K[kk + 1]
+      local v, last, n, cs = rread(key)
+      if v == nil then
+        return
+      elseif type(v) == 'table' then
+        return v, '', '', ''
+      end
+      last, n, cs = radd(last, n, cs, nh, d)
+      local above = win > 0 and rsum(last, n, cs, nh, win) > rate * win
+      local bv, eh, el, name = '', 0, 0, nil
+      if act ~= 'N' then
+        name = K[kk + 2]
+        bv, eh, el = bread(name, nh, nl)
+        if bv == nil then
           return
-        end
-        bv = got
-        local h, l = limbs(got)
-        if nh < h or (nh == h and nl < l) then
-          eh, el = h, l
+        elseif type(bv) == 'table' then
+          return bv, '', '', ''
         end
       end
-    end
-    local th, tl = eh, el
-    if act == 'X' then
-      th, tl = 0, 0
-    elseif act == 'P' or act == 'E' or (act == 'A' and above) then
-      local uh, ul = limbs(ARGV[y + ACTION_UNTIL]) -- read only when it counts
-      if act == 'P' or th < uh or (th == uh and tl < ul) then
-        th, tl = uh, ul
+      local th, tl = eh, el
+      if act == 'X' then
+        th, tl = 0, 0
+      elseif act == 'P' or act == 'E' or (act == 'A' and above) then
+        local uh, ul = limbs(ARGV[y + ACTION_UNTIL]) -- read only when it counts
+        if act == 'P' or th < uh or (th == uh and tl < ul) then
+          th, tl = uh, ul
+        end
       end
+      local res
+      if d > 0 then
+        res = rstore(key, last, n, cs, nh, nh * 1000 + math.floor(nl / 1000000))
+        if failed(res) then
+          return res, '', '', ''
+        end
+      end
+      local after = bv
+      if th ~= eh or tl ~= el then
+        after, res = bstore(name, th, tl, nh, nl)
+        if failed(res) then
+          return res, '', '', ''
+        end
+      end
+      return 1, v, bv, after
     end
-    local nm = nh * 1000 + math.floor(nl / 1000000)
-    local res
-    if d > 0 then
-      -- rwrite
-      if last + 60 <= nh then
-        res = redis.pcall('DEL', key)
-      else
-        local top, most = 1, 0
-        for j = n, 1, -1 do
-          if cs[j] > 0 then
-            top = j
-            break
+
+    -- rspend decides a one-key spend or check of a rate counter with its
+    -- box ('BOX', the entry's name and BoxUntil, then the op's RATE_*
+    -- values at ARGV[x]) as boxed and settle do (boxes.lua): its hits over
+    -- its window, its cost included, going above rate * window box the id
+    -- until the later of its expiry and BoxUntil, and it denies (but in
+    -- spend-only mode) while the id is in the box. Unless check-only, its
+    -- hits and box entry are written whatever its verdict. It returns the
+    -- reply's two items, or nothing when the general path must decide it.
+    rspend = function(key, x, nh, nl)
+      local name = ARGV[x + BOX_NAME]
+      local o = x + BOX_SIZE -- the op's own values
+      local mode = string.byte(ARGV[o + RATE_TOKEN], 2) -- '0' 48, '1' 49, '2' 50
+      rvalues(o, RATE_COST, RATE_WINDOW, RATE_RATE)
+      local bv, eh, el = bread(name, nh, nl)
+      if bv == nil then
+        return
+      elseif type(bv) == 'table' then
+        return bv, ''
+      end
+      local v, last, n, cs = rread(key)
+      if v == nil then
+        return
+      elseif type(v) == 'table' then
+        return v, ''
+      end
+      local th, tl = eh, el
+      if rsum(last, n, cs, nh, win) + d > rate * win then
+        local uh, ul = limbs(ARGV[x + BOX_UNTIL])
+        if th < uh or (th == uh and tl < ul) then
+          th, tl = uh, ul
+        end
+      end
+      if mode ~= 49 then
+        local res
+        if d > 0 then
+          last, n, cs = radd(last, n, cs, nh, d)
+          res = rstore(key, last, n, cs, nh, nh * 1000 + math.floor(nl / 1000000))
+          if failed(res) then
+            return res, ''
           end
         end
-        for j = 1, top do
-          most = math.max(most, cs[j] or 0)
+        if th ~= eh or tl ~= el then
+          local _
+          _, res = bstore(name, th, tl, nh, nl)
+          if failed(res) then
+            return res, ''
+          end
         end
-        local out
-        if most > 65535 then
-          out = struct.pack('>i5B' .. string.rep('I4', top), last, 4, unpack(cs, 1, top))
-        elseif most > 255 then
-          out = struct.pack('>i5B' .. string.rep('H', top), last, 2, unpack(cs, 1, top))
-        elseif top == 1 then
-          out = struct.pack('>i5BB', last, 1, cs[1] or 0)
-        else
-          out = struct.pack('>i5B', last, 1) .. string.char(unpack(cs, 1, top))
-        end
-        res = redis.pcall('PSETEX', key, string.format('%d', (last + 60) * 1000 - nm + margin), out)
       end
-      if type(res) == 'table' and res.err then
-        return res, '', '', ''
+      if mode ~= 50 and (nh < th or (nh == th and nl < tl)) then
+        return 0, bv .. ' ' .. v
       end
+      return 1, bv .. ' ' .. v
     end
-    local after = bv
-    if th ~= eh or tl ~= el then
-      -- bwrite
-      after = ''
-      if nh < th or (nh == th and nl < tl) then
-        after = string.format('%d%09d', th, tl)
-        local dh, dl = th - nh, tl - nl
-        if dl < 0 then
-          dh, dl = dh - 1, dl + B
-        end
-        res = redis.pcall('PSETEX', name, string.format('%d', dh * 1000 + math.floor((dl + 999999) / 1000000) + margin), after)
-      else
-        res = redis.pcall('DEL', name)
-      end
-      if type(res) == 'table' and res.err then
-        return res, '', '', ''
-      end
-    end
-    return 1, v, bv, after
   end
   local replies, r, k, a = {}, 0, 0, HEAD_SIZE + 1
   -- The strings of the last batch's now (seconds), increment and burst
@@ -324,7 +427,12 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       end
       win = ARGV[v + (NOW_SIZE + WIN_TOKEN)]
       local w = string.byte(win, 1)
-      if #win ~= 2 or (w ~= 87 and w ~= 70) then -- 'W', 'F'
+      if win == 'BOX' then
+        local rt = ARGV[v + (NOW_SIZE + BOX_SIZE + RATE_TOKEN)]
+        if #rt ~= 2 or string.byte(rt, 1) ~= 82 then -- 'R'
+          break
+        end
+      elseif #win ~= 2 or (w ~= 87 and w ~= 70) then -- 'W', 'F'
         break
       end
     else
@@ -343,6 +451,9 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     local verdict, got
     if t == 'E' then
       local b, after
+      if not erl then
+        rmake()
+      end
       verdict, got, b, after = erl(key, inline and a + (PACK_SIZE - 1) or k, v, nh, nl)
       if verdict == nil then
         break
@@ -355,6 +466,15 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       else
         k, a = k + nkeys, v
       end
+    elseif win == 'BOX' then
+      if not rspend then
+        rmake()
+      end
+      verdict, got = rspend(key, v, nh, nl)
+      if verdict == nil then
+        break
+      end
+      v = v + (BOX_SIZE + RATE_SIZE)
     elseif win then
       verdict, got = window(key, op == 83, string.byte(win, 1) == 70, mode, nh, nl, v)
       if verdict == nil then
