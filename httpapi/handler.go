@@ -163,6 +163,7 @@ func New(opts Options) http.Handler {
 	if h.top != nil {
 		get("/v1/admin/top", h.authorize(accessAdmin, h.topDenied))
 	}
+	get("/v1/admin/boxes", h.authorize(accessAdmin, h.listBoxes))
 	get("/healthz", h.healthz)
 	get("/readyz", h.readyz)
 	get(openAPIPath, serveOpenAPI)

@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/source/memory"
 )
 
 // Bodies the exchanges below share.
@@ -243,6 +246,11 @@ func adminExchanges() []exchange {
 		{name: "a reload with the API token", method: "POST", path: "/v1/admin/reload", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
 		{name: "a sync", method: "POST", path: "/v1/admin/sync", token: adminToken, accepted: true, status: 200},
 		{name: "a sync with the API token", method: "POST", path: "/v1/admin/sync", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
+		{name: "a box", method: "GET", path: "/v1/admin/boxes?limit=Lockout", token: adminToken, accepted: true, status: 200},
+		{name: "a box's next page", method: "GET", path: "/v1/admin/boxes?limit=PerIP&cursor=m1.5", token: adminToken, accepted: true, status: 200},
+		{name: "a box of no limit", method: "GET", path: "/v1/admin/boxes?limit=Nope", token: adminToken, accepted: true, status: 400, code: "unknown_limit"},
+		{name: "a box with a made-up cursor", method: "GET", path: "/v1/admin/boxes?limit=Lockout&cursor=x", token: adminToken, accepted: true, status: 400, code: "invalid_argument"},
+		{name: "a box with the API token", method: "GET", path: "/v1/admin/boxes?limit=Lockout", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
 		{name: "the top denied ids", method: "GET", path: "/v1/admin/top?limit=Plain&window=1h", token: adminToken, accepted: true, status: 200},
 		{name: "the top denied ids of every limit", method: "GET", path: "/v1/admin/top", token: adminToken, accepted: true, status: 200},
 		{name: "the top denied ids of no such limit", method: "GET", path: "/v1/admin/top?limit=Nope", token: adminToken, accepted: true, status: 400, code: "unknown_limit"},
@@ -327,6 +335,9 @@ func TestOpenAPIAnswersMatchTheDocument(t *testing.T) {
 		h := newContractHandler(t, contractOptions{top: f.top})
 		c.run(t, h, exchange{name: "a top list that fails", method: "GET", path: "/v1/admin/top", accepted: true, status: f.status, code: f.code})
 	}
+	// A source that offers no listing (the interface alone hides it).
+	unlisted := newContractHandler(t, contractOptions{source: struct{ ratelimits.Source }{memory.New(0)}})
+	c.run(t, unlisted, exchange{name: "a box the source cannot list", method: "GET", path: "/v1/admin/boxes?limit=Lockout", accepted: true, status: 501, code: "not_implemented"})
 	bare := newContractHandler(t, contractOptions{omitMetrics: true})
 	for _, ex := range []exchange{
 		{name: "the clock without a fake clock", method: "GET", path: "/debug/clock", accepted: true, status: 404, code: "not_found"},
@@ -388,6 +399,7 @@ func runSourceFailures(t *testing.T, c *apiContract) {
 		{method: "GET", path: "/v1/erl/penaltyboxes/Lockout/mallory"},
 		{method: "POST", path: "/v1/erl/penaltyboxes/Lockout/remove", body: `{"entry":"mallory"}`},
 		{method: "GET", path: "/readyz"},
+		{method: "GET", path: "/v1/admin/boxes?limit=Lockout"},
 	}
 	for _, m := range standardMethodOrder() {
 		if m != http.MethodHead {

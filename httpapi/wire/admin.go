@@ -17,3 +17,23 @@ type TopEntry struct {
 	Denied uint64 `json:"denied"`
 	Error  uint64 `json:"error"`
 }
+
+// BoxesResponse answers GET /v1/admin/boxes: one page of the entries in a
+// limit's penalty box, in no particular order, and the cursor of the next
+// page (absent on the last). Local says the entries are this process's
+// (a limit whose sync_rate is not 0 on a shared source): another process
+// may hold others.
+type BoxesResponse struct {
+	Limit      string     `json:"limit"`
+	Local      bool       `json:"local"`
+	Entries    []BoxEntry `json:"entries"`
+	NextCursor string     `json:"next_cursor,omitempty"`
+}
+
+// BoxEntry is an id in the box: when it leaves (RFC 3339 with
+// milliseconds, on the service's clock) and the time left until then.
+type BoxEntry struct {
+	ID          string `json:"id"`
+	ExpiresAt   string `json:"expires_at"`
+	ExpiresInMS int64  `json:"expires_in_ms"`
+}
