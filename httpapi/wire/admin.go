@@ -37,3 +37,32 @@ type BoxEntry struct {
 	ExpiresAt   string `json:"expires_at"`
 	ExpiresInMS int64  `json:"expires_in_ms"`
 }
+
+// ReloadStatusResponse answers GET /v1/admin/reload: the last attempt to
+// load the configuration files (startup, a signal, the admin endpoint, a
+// file change), and what is in use since the last one that succeeded.
+type ReloadStatusResponse struct {
+	LastAttempt ReloadAttempt `json:"last_attempt"`
+	InUse       ReloadAttempt `json:"in_use"`
+}
+
+// ReloadAttempt is one load of the files: when (RFC 3339, the wall
+// clock), what asked for it, whether it went into use, every problem when
+// it did not, and the files it read with what each gave.
+type ReloadAttempt struct {
+	At       string       `json:"at"`
+	Trigger  string       `json:"trigger"`
+	OK       bool         `json:"ok"`
+	Problems []string     `json:"problems,omitempty"`
+	Files    []ReloadFile `json:"files,omitempty"`
+}
+
+// ReloadFile is one configuration file of a load: its role (the flag
+// that names it), its path as configured, and what it gave (limits with a
+// default, override ids, descriptor rules, forward-auth rules), or "none"
+// when it was absent.
+type ReloadFile struct {
+	File    string `json:"file"`
+	Path    string `json:"path"`
+	Entries string `json:"entries"`
+}
