@@ -246,6 +246,11 @@ func adminExchanges() []exchange {
 		{name: "a reload with the API token", method: "POST", path: "/v1/admin/reload", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
 		{name: "a sync", method: "POST", path: "/v1/admin/sync", token: adminToken, accepted: true, status: 200},
 		{name: "a sync with the API token", method: "POST", path: "/v1/admin/sync", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
+		{name: "the last reload", method: "GET", path: "/v1/admin/reload", token: adminToken, accepted: true, status: 200},
+		{name: "the last reload with a parameter", method: "GET", path: "/v1/admin/reload?x=1", token: adminToken, accepted: true, status: 400, code: "invalid_argument"},
+		{name: "the last reload with the API token", method: "GET", path: "/v1/admin/reload", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
+		{name: "the operator's page", method: "GET", path: "/ui/", accepted: true, status: 200},
+		{name: "the operator's page without its slash", method: "GET", path: "/ui", accepted: true, status: 301},
 		{name: "a box", method: "GET", path: "/v1/admin/boxes?limit=Lockout", token: adminToken, accepted: true, status: 200},
 		{name: "a box's next page", method: "GET", path: "/v1/admin/boxes?limit=PerIP&cursor=m1.5", token: adminToken, accepted: true, status: 200},
 		{name: "a box of no limit", method: "GET", path: "/v1/admin/boxes?limit=Nope", token: adminToken, accepted: true, status: 400, code: "unknown_limit"},
@@ -321,6 +326,7 @@ func TestOpenAPIAnswersMatchTheDocument(t *testing.T) {
 	c.run(t, main, exchange{name: "a reload that fails", method: "POST", path: "/v1/admin/reload", token: adminToken, accepted: true, status: 422, code: "reload_failed"})
 	reload.err, reload.panics = nil, true
 	c.run(t, main, exchange{name: "a reload that panics", method: "POST", path: "/v1/admin/reload", token: adminToken, accepted: true, status: 500, code: "internal"})
+	c.run(t, main, exchange{name: "a reload status that panics", method: "GET", path: "/v1/admin/reload", token: adminToken, accepted: true, status: 500, code: "internal"})
 
 	runSourceFailures(t, c)
 	runSync(t, c)
@@ -374,7 +380,7 @@ func notProvoked(key answerKey) string {
 	case key.response == "409":
 		return "a Redis Cluster batch across hash slots"
 	case key.response == "500" && (key.path == "/v1/limits" || key.path == "/healthz" || key.path == "/metrics" ||
-		key.path == "/openapi.json" || key.path == "/v1/admin/sync"):
+		key.path == "/openapi.json" || key.path == "/v1/admin/sync" || key.path == "/ui/" || key.path == "/ui"):
 		return "reads no source and calls no hook that a test can make panic"
 	}
 	return ""

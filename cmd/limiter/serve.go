@@ -293,6 +293,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		OmitMetrics:  f.metricsListen != "",
 		Tokens:       tokens,
 		Reload:       reload.adminReload,
+		ReloadStatus: reload.history.status,
 		ForwardAuth:  forwardAuth.Load,
 		TopDenied:    topLister(ctx, top, src, clk, f.redisFlags.topPush, f.sourceTimeout, log),
 		AccessLog:    f.accessLog,
