@@ -38,6 +38,9 @@ func baselineServers(root, dir, rev string, servers []*server) ([]*server, error
 		env := make([]string, 0, len(s.env))
 		for _, e := range s.env {
 			switch {
+			case s.deniedLimit != "":
+				// The half-denied rows' limit is the harness's: the
+				// baseline reads the same defaults file.
 			case strings.HasPrefix(e, "LIMITER_DEFAULTS="):
 				e = "LIMITER_DEFAULTS=" + filepath.Join(src, "config/defaults.yaml")
 			case strings.HasPrefix(e, "LIMITER_OVERRIDES="):
@@ -46,7 +49,7 @@ func baselineServers(root, dir, rev string, servers []*server) ([]*server, error
 			env = append(env, e)
 		}
 		cmd := append([]string{bin}, s.cmd[1:]...)
-		rows = append(rows, &server{name: strings.Replace(s.name, "limiter, ", "limiter at "+rev+", ", 1), cmd: cmd, env: env})
+		rows = append(rows, &server{name: strings.Replace(s.name, "limiter, ", "limiter at "+rev+", ", 1), cmd: cmd, env: env, deniedLimit: s.deniedLimit})
 	}
 	return rows, nil
 }
@@ -68,5 +71,7 @@ func printERLTargets(w io.Writer, servers []*server, results [][]result, baselin
 	if baseline != "" {
 		line("limiter, memory", "limiter at "+baseline+", memory", "target: within noise of 1")
 		line("limiter, redis", "limiter at "+baseline+", redis", "target: within noise of 1")
+		line("limiter, memory, half denied", "limiter at "+baseline+", memory, half denied", "target: within noise of 1")
+		line("limiter, redis, half denied", "limiter at "+baseline+", redis, half denied", "target: within noise of 1")
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +70,7 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
-	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
+	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), halfdenied (the GCRA rows with every other request on an id already over its limit, so half are denied), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
 	flag.IntVar(&o.faRate, "forward-auth-rate", 2000, "forward-auth rows: open-loop requests per second, a rate every row sustains")
 	flag.BoolVar(&o.forwardAuthGoApp, "forward-auth-go-app", false, "forward-auth rows: the application every row proxies to is a small Go net/http server answering \"ok\" (in the harness's process) instead of a static return inside nginx")
 	flag.BoolVar(&o.forwardAuthUnix, "forward-auth-unix", false, "forward-auth rows: the limiter and the bare handler listen on Unix sockets (--listen unix:PATH) and nginx asks them there, instead of over loopback TCP")
@@ -100,6 +99,9 @@ type server struct {
 	// or, with checkRate, the rate counter and box every check_rate names.
 	limit     string
 	checkRate bool
+	// deniedLimit, when set, takes every other request, on ids spent
+	// before the run, so that half the requests are denied.
+	deniedLimit string
 	// grpc rows call ShouldRateLimit on grpcAddr instead of spending over
 	// HTTP.
 	grpc     bool
@@ -127,6 +129,9 @@ func (s *server) script(root string) string {
 func (s *server) call() call {
 	if s.checkRate {
 		return checkRateCall(s.limitName())
+	}
+	if s.deniedLimit != "" {
+		return halfDeniedCall(s.limitName(), s.deniedLimit)
 	}
 	return spendCall(s.limitName())
 }
@@ -238,6 +243,11 @@ func run(o options) error {
 			servers = append(servers,
 				&server{name: "bare + one Redis INCR", cmd: []string{filepath.Join(dir, "bare"), "-redis", addr}, env: []string{"GOGC=1600"}},
 				&server{name: "limiter, redis", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv})
+		case "halfdenied":
+			servers = append(servers, &server{name: "limiter, memory, half denied", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, deniedLimit: benchOverLimit})
+			if addr, err := redis(); err == nil {
+				servers = append(servers, &server{name: "limiter, redis, half denied", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, deniedLimit: benchOverLimit})
+			}
 		case "windows":
 			servers = append(servers, &server{name: "limiter, memory, sliding window", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, limit: benchSliding})
 			addr, err := redis()
@@ -292,7 +302,7 @@ func run(o options) error {
 			}
 			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}})
 		default:
-			return fmt.Errorf("unknown source %q in -sources (memory, redis, windows, erl, grpc, redisrate, forwardauth)", src)
+			return fmt.Errorf("unknown source %q in -sources (memory, redis, halfdenied, windows, erl, grpc, redisrate, forwardauth)", src)
 		}
 	}
 	if o.baseline != "" {
@@ -307,6 +317,11 @@ func run(o options) error {
 			return err
 		}
 		defer s.stop()
+		if s.deniedLimit != "" {
+			if err := s.exhaust(context.Background()); err != nil {
+				return err
+			}
+		}
 	}
 	results := make([][]result, len(servers))
 	for round := range o.rounds {
@@ -325,51 +340,6 @@ func run(o options) error {
 	printGRPCTargets(os.Stdout, servers, results, o)
 	printForwardAuth(os.Stdout, servers, results, o)
 	return nil
-}
-
-// The window limits the harness adds to the bundled defaults: 10,000 ids
-// each allowed 100 hits a minute, counted on the source (sync_rate 0) or
-// in the process and synced every second (sync_rate 1). Their enums are
-// far above any the bundled file uses.
-const (
-	benchSliding       = "BenchSlidingWindow"
-	benchSlidingSynced = "BenchSlidingWindowSynced"
-	benchLimits        = `
-BenchSlidingWindow:
-  enum: 2000000001
-  id: string
-  algorithm: sliding-window
-  count: 100
-  period: 1m
-
-BenchSlidingWindowSynced:
-  enum: 2000000002
-  id: string
-  algorithm: sliding-window
-  count: 100
-  period: 1m
-  sync_rate: 1
-
-BenchRequestsPerIP:
-  enum: 2000000003
-  id: ip
-  algorithm: rate-counter
-  window: 10s
-  rate: 100
-  penalty: 1m
-`
-	benchRateCounter = "BenchRequestsPerIP"
-)
-
-// benchDefaults writes the bundled defaults file with the harness's window
-// limits appended, and returns its path.
-func benchDefaults(root, dir string) (string, error) {
-	bundled, err := os.ReadFile(filepath.Join(root, "config/defaults.yaml"))
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "defaults.yaml")
-	return path, os.WriteFile(path, append(bundled, benchLimits...), 0o644)
 }
 
 func repoRoot() (string, error) {
@@ -423,33 +393,6 @@ func (s *server) stop() {
 		_ = s.proc.Process.Kill()
 		_ = s.proc.Wait()
 	}
-}
-
-// startRedis runs a private redis-server on a free loopback port.
-func startRedis(dir string) (string, func(), error) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		return "", nil, errors.New("redis-server not found")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	addr := ln.Addr().String()
-	port := addr[strings.LastIndexByte(addr, ':')+1:]
-	ln.Close()
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr, stop, nil
-		}
-	}
-	stop()
-	return "", nil, errors.New("redis-server did not start")
 }
 
 // cpuSeconds is the user+system CPU time a process has used.
@@ -511,7 +454,7 @@ func wrk(s *server, script string, d time.Duration, o options) (string, time.Dur
 	cmd := exec.Command("wrk", "-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.connections),
 		"-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, s.url)
 	// spend.lua reads the limit to spend from its environment.
-	cmd.Env = append(os.Environ(), "LIMITER_BENCH_LIMIT="+s.limitName())
+	cmd.Env = append(os.Environ(), "LIMITER_BENCH_LIMIT="+s.limitName(), "LIMITER_BENCH_DENIED_LIMIT="+s.deniedLimit)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", 0, fmt.Errorf("wrk: %v\n%s", err, out)
