@@ -53,7 +53,13 @@ func (s *server) exhaust(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			for n := range ids {
-				if err := s.spendOnce(ctx, n); err != nil {
+				// A loaded machine can time a spend out (503): it is
+				// tried again, a few times, before the run is given up.
+				err := s.spendOnce(ctx, n)
+				for try := 1; err != nil && try < 5 && ctx.Err() == nil; try++ {
+					err = s.spendOnce(ctx, n)
+				}
+				if err != nil {
 					select {
 					case errs <- err:
 					default:

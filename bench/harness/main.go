@@ -11,6 +11,7 @@
 //	go -C bench run ./harness -rounds 5 -duration 20s
 //	go -C bench run ./harness -sources memory,redis,redisrate   # with the redis_rate peer
 //	go -C bench run ./harness -sources memory,redis,erl -baseline ebd7b57   # check_rate, and GCRA against an older build
+//	go -C bench run ./harness -sources memory,redis,halfdenied -baseline 3b6a20c   # GCRA with none and half denied, against an older build
 //	go -C bench run ./harness -sources memory,redis,grpc   # Envoy's ShouldRateLimit over gRPC next to /v1/spend
 //	go -C bench run ./harness -grpc-addr 127.0.0.1:8081 -duration 30s   # ShouldRateLimit of a running server
 //	go -C bench run ./harness -sources forwardauth   # nginx auth_request to the limiter against a bare handler and nginx alone
