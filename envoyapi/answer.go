@@ -23,6 +23,10 @@ const (
 	headerPolicy     = "RateLimit-Policy"
 	headerRateLimit  = "RateLimit"
 	headerRetryAfter = "Retry-After"
+	// headerLimitName names the limit that denied an OVER_LIMIT answer
+	// (Options.LimitNameHeader), so that a client, or a log of the
+	// client's responses, tells which of a request's limits it hit.
+	headerLimitName = "x-ratelimit-limit-name"
 )
 
 // response holds every message of one answer, so that it is allocated in
@@ -34,8 +38,8 @@ type response struct {
 	statuses []rlsv3.RateLimitResponse_DescriptorStatus
 	limits   []rlsv3.RateLimitResponse_RateLimit
 	resets   []durationpb.Duration
-	hdrPtrs  [3]*corev3.HeaderValue
-	hdrs     [3]corev3.HeaderValue
+	hdrPtrs  [4]*corev3.HeaderValue
+	hdrs     [4]corev3.HeaderValue
 }
 
 // response1 is a response of one descriptor in one allocation.
@@ -65,13 +69,15 @@ func newResponse(n, matched int) *response {
 
 // answer is Envoy's response to the request p was built from, of n
 // descriptors, given the Limiter's decision of p's batch (nil when nothing
-// matched a rule).
+// matched a rule). With nameHeader, an OVER_LIMIT answer also asks Envoy
+// to add headerLimitName with the limit that denied it; its descriptor
+// is the one whose status is OVER_LIMIT with that current_limit name.
 //
 // A degraded decision (fail-open) answers every descriptor OK with its
 // limit but neither remaining nor reset, which nothing decided, and sends
 // no headers. A refund answers OK throughout, each status showing its
 // bucket after the refund, and sends no headers either: it limits nothing.
-func answer(p *plan, n int, bd *ratelimits.BatchDecision) *rlsv3.RateLimitResponse {
+func answer(p *plan, n int, bd *ratelimits.BatchDecision, nameHeader bool) *rlsv3.RateLimitResponse {
 	r := newResponse(n, len(p.txns))
 	resp := &r.resp
 	resp.OverallCode = codeOK
@@ -112,14 +118,15 @@ func answer(p *plan, n int, bd *ratelimits.BatchDecision) *rlsv3.RateLimitRespon
 		st.DurationUntilReset = reset
 	}
 	if spend {
-		r.addHeaders(bd)
+		r.addHeaders(bd, nameHeader)
 	}
 	return resp
 }
 
 // addHeaders asks Envoy to add the HTTP API's RateLimit headers of bd to
-// the client's response, when a transaction decides the batch.
-func (r *response) addHeaders(bd *ratelimits.BatchDecision) {
+// the client's response, when a transaction decides the batch, and with
+// nameHeader, when it denies the batch, the name of its limit.
+func (r *response) addHeaders(bd *ratelimits.BatchDecision, nameHeader bool) {
 	v, ok := headers.For(bd)
 	if !ok {
 		return
@@ -130,6 +137,11 @@ func (r *response) addHeaders(bd *ratelimits.BatchDecision) {
 	if v.RetryAfter != "" {
 		r.hdrs[2] = corev3.HeaderValue{Key: headerRetryAfter, Value: v.RetryAfter}
 		n = 3
+		if nameHeader {
+			// The deciding transaction of a denied batch is a denied one.
+			r.hdrs[3] = corev3.HeaderValue{Key: headerLimitName, Value: bd.Decisions[bd.Deciding].Limit}
+			n = 4
+		}
 	}
 	for i := range n {
 		r.hdrPtrs[i] = &r.hdrs[i]

@@ -97,3 +97,43 @@ func TestShadowLimitsNeverDeny(t *testing.T) {
 		t.Errorf("Watched w: %d remaining after a denied batch, want 1", got)
 	}
 }
+
+// With LimitNameHeader, an OVER_LIMIT answer names the limit that denied
+// it in x-ratelimit-limit-name, and its descriptor is the one whose status
+// is OVER_LIMIT with that current_limit name; an OK answer has no such
+// header, and without the option no answer has.
+func TestLimitNameHeader(t *testing.T) {
+	nameOf := func(resp *rlsv3.RateLimitResponse) (string, bool) {
+		for _, h := range resp.GetResponseHeadersToAdd() {
+			if h.GetKey() == "x-ratelimit-limit-name" {
+				return h.GetValue(), true
+			}
+		}
+		return "", false
+	}
+	h := start(t, func(su *setup) { su.opts.LimitNameHeader = true })
+	// Clients has 5 a second, Logins 3 a minute: the fourth request is
+	// denied by Logins alone, the second descriptor.
+	req := request("edge", desc("remote_address", "192.0.2.1"), desc("user", "bob"))
+	for i := range 3 {
+		resp := h.call(req)
+		if name, found := nameOf(resp); found || resp.GetOverallCode() != ok {
+			t.Fatalf("call %d: %v with header %q", i+1, resp.GetOverallCode(), name)
+		}
+	}
+	resp := h.call(req)
+	checkStatuses(t, resp, overLimit,
+		limited(ok, "Clients", 5, second, 1, 800*time.Millisecond),
+		limited(overLimit, "Logins", 3, minute, 0, time.Minute))
+	if name, found := nameOf(resp); name != "Logins" {
+		t.Fatalf("x-ratelimit-limit-name %q (present %v), want Logins", name, found)
+	}
+
+	off := start(t)
+	offReq := request("edge", desc("user", "carol"))
+	for range 4 {
+		if name, found := nameOf(off.call(offReq)); found {
+			t.Fatalf("x-ratelimit-limit-name %q without the option", name)
+		}
+	}
+}

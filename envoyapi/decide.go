@@ -29,7 +29,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			return nil, err
 		}
 		if len(p.txns) == 0 {
-			return answer(&p, n, nil), nil // nothing is limited
+			return answer(&p, n, nil, false), nil // nothing is limited
 		}
 		op, bd, err = s.ask(ctx, &p)
 		if errors.Is(err, ratelimits.ErrUnknownLimit) && attempt == 0 {
@@ -54,7 +54,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		s.log.Warn("source failed; answering OK (fail-open)", "method", methodShouldRateLimit, "err", bd.Cause)
 	}
 	s.decisions.CountDecisions(op, bd)
-	return answer(&p, n, bd), nil
+	return answer(&p, n, bd, s.limitNameHeader), nil
 }
 
 // ask hands the plan's transactions to the Limiter: a refund when they

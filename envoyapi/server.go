@@ -68,6 +68,11 @@ type Options struct {
 	// Bounds are what one client may hold of the server; each zero field
 	// takes its default.
 	Bounds Bounds
+	// LimitNameHeader has every OVER_LIMIT answer ask Envoy to add the
+	// header x-ratelimit-limit-name, the name of the limit that denied
+	// the request, to the client's response. Off by default: it tells
+	// clients how the service's limits are named.
+	LimitNameHeader bool
 }
 
 // Server is Envoy's rate-limit service with its health and reflection
@@ -80,7 +85,9 @@ type Server struct {
 	decisions      *decisionmetrics.Metrics
 	requests       *requestMetrics
 	maxDescriptors int
-	callTimeout    time.Duration // Bounds.CallTimeout
+	// limitNameHeader is Options.LimitNameHeader.
+	limitNameHeader bool
+	callTimeout     time.Duration // Bounds.CallTimeout
 	// streaming are the full names of the streaming methods, set once
 	// the services are registered, before any call.
 	streaming map[string]bool
@@ -118,14 +125,15 @@ func New(opts Options) *Server {
 	}
 	bounds := opts.Bounds.withDefaults()
 	s := &Server{
-		limiter:        opts.Limiter,
-		tokens:         opts.Tokens,
-		log:            opts.Logger,
-		decisions:      opts.Decisions,
-		maxDescriptors: opts.MaxDescriptors,
-		callTimeout:    bounds.CallTimeout,
-		health:         health.NewServer(),
-		probeDone:      make(chan struct{}),
+		limiter:         opts.Limiter,
+		tokens:          opts.Tokens,
+		log:             opts.Logger,
+		decisions:       opts.Decisions,
+		maxDescriptors:  opts.MaxDescriptors,
+		limitNameHeader: opts.LimitNameHeader,
+		callTimeout:     bounds.CallTimeout,
+		health:          health.NewServer(),
+		probeDone:       make(chan struct{}),
 	}
 	s.rules.Store(opts.Rules)
 	s.probeCtx, s.stopProbe = context.WithCancel(context.Background())

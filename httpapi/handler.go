@@ -23,6 +23,7 @@ import (
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/topdenied"
+	"github.com/limiter-dev/limiter/ui"
 )
 
 // DefaultMaxBodyBytes is the largest request body accepted by default.
@@ -67,6 +68,9 @@ type Options struct {
 	// Layer.Sync), and answers how many counters it pushed and read back;
 	// nil answers 0 and 0: nothing syncs. Its error is shown to the caller.
 	Sync func(ctx context.Context) (pushed, fetched int, err error)
+	// ReloadStatus, when set, answers GET /v1/admin/reload: the last
+	// attempt to load the configuration files and what is in use.
+	ReloadStatus func() wire.ReloadStatusResponse
 	// ForwardAuth, when set, returns the forward-auth rules in use, read
 	// on every call so that a reload can swap them; nil, or a nil answer,
 	// means no rules: every /v1/forward-auth/{rule} is a 404.
@@ -93,6 +97,8 @@ type handler struct {
 	reload    func() error
 	sync      func(context.Context) (pushed, fetched int, err error)
 	accessLog bool
+	// reloadStatus answers GET /v1/admin/reload; nil: not served.
+	reloadStatus func() wire.ReloadStatusResponse
 	// forwardAuthSet returns the forward-auth rules; nil: none.
 	forwardAuthSet func() *forwardauth.Rules
 	top            topdenied.Lister
@@ -127,6 +133,7 @@ func New(opts Options) http.Handler {
 		sync:      opts.Sync,
 		accessLog: opts.AccessLog,
 
+		reloadStatus:   opts.ReloadStatus,
 		forwardAuthSet: opts.ForwardAuth,
 		top:            opts.TopDenied,
 	}
@@ -168,13 +175,21 @@ func New(opts Options) http.Handler {
 	if h.reload != nil {
 		r.Post("/v1/admin/reload", h.authorize(accessAdmin, h.reloadConfig))
 	}
+	if h.reloadStatus != nil {
+		get("/v1/admin/reload", h.authorize(accessAdmin, h.lastReload))
+	}
 	r.Post("/v1/admin/sync", h.authorize(accessAdmin, h.syncNow))
 	if h.top != nil {
 		get("/v1/admin/top", h.authorize(accessAdmin, h.topDenied))
 	}
+	get("/v1/admin/boxes", h.authorize(accessAdmin, h.listBoxes))
 	get("/healthz", h.healthz)
 	get("/readyz", h.readyz)
 	get(openAPIPath, serveOpenAPI)
+	// The operator's page needs no token to load: it holds nothing but
+	// itself, and asks for the admin token before it reads the API.
+	get("/ui/", ui.Handler().ServeHTTP)
+	get("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
 	if !opts.OmitMetrics {
 		get("/metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}).ServeHTTP)
 	}
@@ -450,6 +465,16 @@ func (h *handler) reloadConfig(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.ReloadResponse{Reloaded: true})
+}
+
+// lastReload serves GET /v1/admin/reload: the last attempt to load the
+// configuration files and what is in use since the last that succeeded.
+func (h *handler) lastReload(w http.ResponseWriter, r *http.Request) {
+	if _, e := queryParams(r); e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.reloadStatus())
 }
 
 func (h *handler) healthz(w http.ResponseWriter, _ *http.Request) {

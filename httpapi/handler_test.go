@@ -449,6 +449,9 @@ func (f failingSource) Call(context.Context, int64, *bucket.Call, *bucket.CallRe
 	return f.fail()
 }
 func (f failingSource) Close() error { return nil }
+func (f failingSource) ListBox(context.Context, int64, string, string, int) (ratelimits.BoxPage, error) {
+	return ratelimits.BoxPage{}, f.fail()
+}
 
 func TestSourceFailureIs503(t *testing.T) {
 	// A 503 says whether the request may have taken effect: a store that

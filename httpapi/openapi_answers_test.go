@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/source/memory"
 )
 
 // Bodies the exchanges below share.
@@ -283,6 +286,16 @@ func adminExchanges() []exchange {
 		{name: "a reload with the API token", method: "POST", path: "/v1/admin/reload", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
 		{name: "a sync", method: "POST", path: "/v1/admin/sync", token: adminToken, accepted: true, status: 200},
 		{name: "a sync with the API token", method: "POST", path: "/v1/admin/sync", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
+		{name: "the last reload", method: "GET", path: "/v1/admin/reload", token: adminToken, accepted: true, status: 200},
+		{name: "the last reload with a parameter", method: "GET", path: "/v1/admin/reload?x=1", token: adminToken, accepted: true, status: 400, code: "invalid_argument"},
+		{name: "the last reload with the API token", method: "GET", path: "/v1/admin/reload", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
+		{name: "the operator's page", method: "GET", path: "/ui/", accepted: true, status: 200},
+		{name: "the operator's page without its slash", method: "GET", path: "/ui", accepted: true, status: 301},
+		{name: "a box", method: "GET", path: "/v1/admin/boxes?limit=Lockout", token: adminToken, accepted: true, status: 200},
+		{name: "a box's next page", method: "GET", path: "/v1/admin/boxes?limit=PerIP&cursor=m1.5", token: adminToken, accepted: true, status: 200},
+		{name: "a box of no limit", method: "GET", path: "/v1/admin/boxes?limit=Nope", token: adminToken, accepted: true, status: 400, code: "unknown_limit"},
+		{name: "a box with a made-up cursor", method: "GET", path: "/v1/admin/boxes?limit=Lockout&cursor=x", token: adminToken, accepted: true, status: 400, code: "invalid_argument"},
+		{name: "a box with the API token", method: "GET", path: "/v1/admin/boxes?limit=Lockout", token: apiToken, accepted: true, status: 401, code: "unauthorized"},
 		{name: "the top denied ids", method: "GET", path: "/v1/admin/top?limit=Plain&window=1h", token: adminToken, accepted: true, status: 200},
 		{name: "the top denied ids of every limit", method: "GET", path: "/v1/admin/top", token: adminToken, accepted: true, status: 200},
 		{name: "the top denied ids of no such limit", method: "GET", path: "/v1/admin/top?limit=Nope", token: adminToken, accepted: true, status: 400, code: "unknown_limit"},
@@ -354,6 +367,7 @@ func TestOpenAPIAnswersMatchTheDocument(t *testing.T) {
 	c.run(t, main, exchange{name: "a reload that fails", method: "POST", path: "/v1/admin/reload", token: adminToken, accepted: true, status: 422, code: "reload_failed"})
 	reload.err, reload.panics = nil, true
 	c.run(t, main, exchange{name: "a reload that panics", method: "POST", path: "/v1/admin/reload", token: adminToken, accepted: true, status: 500, code: "internal"})
+	c.run(t, main, exchange{name: "a reload status that panics", method: "GET", path: "/v1/admin/reload", token: adminToken, accepted: true, status: 500, code: "internal"})
 
 	runSourceFailures(t, c)
 	runSync(t, c)
@@ -368,6 +382,9 @@ func TestOpenAPIAnswersMatchTheDocument(t *testing.T) {
 		h := newContractHandler(t, contractOptions{top: f.top})
 		c.run(t, h, exchange{name: "a top list that fails", method: "GET", path: "/v1/admin/top", accepted: true, status: f.status, code: f.code})
 	}
+	// A source that offers no listing (the interface alone hides it).
+	unlisted := newContractHandler(t, contractOptions{source: struct{ ratelimits.Source }{memory.New(0)}})
+	c.run(t, unlisted, exchange{name: "a box the source cannot list", method: "GET", path: "/v1/admin/boxes?limit=Lockout", accepted: true, status: 501, code: "not_implemented"})
 	bare := newContractHandler(t, contractOptions{omitMetrics: true})
 	for _, ex := range []exchange{
 		{name: "the clock without a fake clock", method: "GET", path: "/debug/clock", accepted: true, status: 404, code: "not_found"},
@@ -404,7 +421,7 @@ func notProvoked(key answerKey) string {
 	case key.response == "409":
 		return "a Redis Cluster batch across hash slots"
 	case key.response == "500" && (key.path == "/v1/limits" || key.path == "/healthz" || key.path == "/metrics" ||
-		key.path == "/openapi.json" || key.path == "/v1/admin/sync"):
+		key.path == "/openapi.json" || key.path == "/v1/admin/sync" || key.path == "/ui/" || key.path == "/ui"):
 		return "reads no source and calls no hook that a test can make panic"
 	}
 	return ""
@@ -431,6 +448,7 @@ func runSourceFailures(t *testing.T, c *apiContract) {
 		{method: "GET", path: "/v1/erl/penaltyboxes/Lockout/mallory"},
 		{method: "POST", path: "/v1/erl/penaltyboxes/Lockout/remove", body: `{"entry":"mallory"}`},
 		{method: "GET", path: "/readyz"},
+		{method: "GET", path: "/v1/admin/boxes?limit=Lockout"},
 	}
 	for _, m := range standardMethodOrder() {
 		if m != http.MethodHead {

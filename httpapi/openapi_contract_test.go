@@ -394,10 +394,13 @@ func (c *apiContract) validateAnswer(t *testing.T, name string, in *openapi3filt
 		get.Request = in.Request.Clone(in.Request.Context())
 		get.Request.Method = http.MethodGet
 		in = &get
-	} else if rec.Body.Len() == 0 && rec.Header().Get("Content-Type") == "" {
+	} else if html := strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html"); html || rec.Body.Len() == 0 && rec.Header().Get("Content-Type") == "" {
 		// No body at all: only an answer marked so may have none, and
-		// then its headers are still held to the document.
-		if in.Route.Operation.Responses.Value(key).Value.Extensions[emptyBody] != true {
+		// then its headers are still held to the document. An HTML page
+		// (the operator's, and a redirect to it) is a string to the
+		// document, which the validator has no decoder for; the ui
+		// package tests the page itself.
+		if !html && in.Route.Operation.Responses.Value(key).Value.Extensions[emptyBody] != true {
 			t.Errorf("%s: %s %s answered %d without a body, which the document does not allow (no %s)", name, in.Request.Method, in.Request.URL.Path, rec.Code, emptyBody)
 		}
 		opts := *in.Options

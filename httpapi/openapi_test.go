@@ -21,6 +21,7 @@ import (
 	"github.com/limiter-dev/limiter/decisionmetrics"
 	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/source/memory"
 	"github.com/limiter-dev/limiter/topdenied"
@@ -175,6 +176,17 @@ func (r *reloadHook) reload() error {
 	return r.err
 }
 
+// status answers GET /v1/admin/reload: a start, then a failed attempt.
+func (r *reloadHook) status() wire.ReloadStatusResponse {
+	if r.panics {
+		panic("reload status bug")
+	}
+	inUse := wire.ReloadAttempt{At: "2026-11-22T00:00:00Z", Trigger: "startup", OK: true, Files: []wire.ReloadFile{
+		{File: "defaults", Path: "defaults.yaml", Entries: "3"}, {File: "overrides", Path: "overrides.yaml", Entries: "none"}}}
+	return wire.ReloadStatusResponse{InUse: inUse, LastAttempt: wire.ReloadAttempt{At: "2026-11-22T00:01:00Z", Trigger: "SIGHUP",
+		Problems: []string{"defaults.yaml:3: burst must be positive"}}}
+}
+
 // newContractHandler serves the contract configuration on a fake clock:
 // bodies of at most 2048 bytes, batches of at most 5.
 func newContractHandler(t *testing.T, o contractOptions) http.Handler {
@@ -224,6 +236,7 @@ func newContractHandler(t *testing.T, o contractOptions) http.Handler {
 		MaxBatch:     5,
 		Tokens:       tokens,
 		Reload:       reload.reload,
+		ReloadStatus: reload.status,
 		ForwardAuth:  func() *forwardauth.Rules { return rules },
 		OmitMetrics:  o.omitMetrics,
 	})

@@ -41,11 +41,13 @@ trap 'kill "$heartbeat_pid" 2>/dev/null' EXIT
 #                            client alone, without dockerd, is not enough)
 #   promtool                 the alerting rules' tests (prometheus)
 #   systemd-analyze          the unit's check (systemd)
+#   chromium                 the operator page's tests drive it headless
+#                            (test/browser, through chromedp)
 # What is missing is installed in one apt-get run when root, and the run
 # fails loudly when it cannot be.
 have() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
 tools=(redis-server:redis-server redis-cli:redis-server nginx:nginx caddy:caddy docker:docker.io dockerd:docker.io
-  promtool:prometheus systemd-analyze:systemd)
+  promtool:prometheus systemd-analyze:systemd chromium:chromium)
 missing=()
 for t in "${tools[@]}"; do
   have "${t%%:*}" || missing+=("${t#*:}")
@@ -171,6 +173,14 @@ export LIMITER_IMAGE=${LIMITER_IMAGE:-limiter:dev}
 go vet -tags image ./test/image/
 ./scripts/image.sh "$LIMITER_IMAGE"
 go test -tags image -count=1 -timeout 5m ./test/image/
+
+# The operator's page (/ui/) in a real headless Chromium: denials made
+# over HTTP on the page, the lookup, a wrong token refused. Behind the
+# build tag browser (go test ./... above needs no browser), so vetted here
+# too.
+stage "operator page (go test -tags browser ./test/browser/)"
+go vet -tags browser ./test/browser/
+go test -tags browser -count=1 -timeout 3m ./test/browser/
 
 # The Kubernetes manifests (deploy/kubernetes) and the Envoy snippet beside
 # them, checked without a cluster by deploy/, a module of its own that keeps

@@ -497,3 +497,32 @@ func remainingWithToken(t *testing.T, e *envoyProc, token string) int64 {
 	}
 	return d.Remaining
 }
+
+// LIMITER_GRPC_LIMIT_NAME_HEADER=true has a denied request's answer ask
+// Envoy to add x-ratelimit-limit-name with the limit that denied it; an
+// allowed one's never does, and without the setting no answer does.
+func TestEnvoyLimitNameHeader(t *testing.T) {
+	env, _ := envoyConfig(t, envoyRules)
+	env["LIMITER_GRPC_LIMIT_NAME_HEADER"] = "true"
+	e := startEnvoy(t, procOptions{Env: env})
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		desc("remote_address", "192.0.2.77"), desc("api_key", "named", "path", "/x")}}
+	for i := range 3 { // EnvoyByKeyPath allows 3 an hour, EnvoyByIP 5 a minute
+		if resp := e.mustShould(t, req); resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || header(resp, "x-ratelimit-limit-name") != "" {
+			t.Fatalf("request %d: %v", i+1, resp)
+		}
+	}
+	resp := e.mustShould(t, req)
+	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || header(resp, "x-ratelimit-limit-name") != "EnvoyByKeyPath" ||
+		resp.GetStatuses()[1].GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT || resp.GetStatuses()[1].GetCurrentLimit().GetName() != "EnvoyByKeyPath" {
+		t.Fatalf("the denial: %v, want OVER_LIMIT naming EnvoyByKeyPath in the header and the second status", resp)
+	}
+
+	plainEnv, _ := envoyConfig(t, envoyRules)
+	plain := startEnvoy(t, procOptions{Env: plainEnv})
+	for range 4 {
+		if resp := plain.mustShould(t, req); header(resp, "x-ratelimit-limit-name") != "" {
+			t.Fatalf("the header without the setting: %v", resp)
+		}
+	}
+}

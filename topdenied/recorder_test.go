@@ -230,3 +230,21 @@ func BenchmarkDeniedTracked(b *testing.B) {
 		}
 	})
 }
+
+// Denials of 10,000 ids, ten times the counters a shard's sketch holds:
+// most replace a counter, the half-denied harness rows' case.
+func BenchmarkDeniedUntracked(b *testing.B) {
+	r := New(clock.New())
+	ids := make([]string, 10_000)
+	for i := range ids {
+		ids[i] = "over-" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			r.Denied("L", ids[(i*7919)%len(ids)])
+			i++
+		}
+	})
+}

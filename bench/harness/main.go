@@ -11,6 +11,7 @@
 //	go -C bench run ./harness -rounds 5 -duration 20s
 //	go -C bench run ./harness -sources memory,redis,redisrate   # with the redis_rate peer
 //	go -C bench run ./harness -sources memory,redis,erl -baseline ebd7b57   # check_rate, and GCRA against an older build
+//	go -C bench run ./harness -sources memory,redis,halfdenied -baseline 3b6a20c   # GCRA with none and half denied, against an older build
 //	go -C bench run ./harness -sources memory,redis,grpc   # Envoy's ShouldRateLimit over gRPC next to /v1/spend
 //	go -C bench run ./harness -grpc-addr 127.0.0.1:8081 -duration 30s   # ShouldRateLimit of a running server
 //	go -C bench run ./harness -sources forwardauth   # nginx auth_request to the limiter against a bare handler and nginx alone
@@ -70,7 +71,7 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
-	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), calendar (a monthly calendar limit on memory and on Redis), cluster (the limiter's GCRA row on a 3-master Redis Cluster, with each master's CPU), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
+	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), halfdenied (the GCRA rows with every other request on an id already over its limit, so half are denied), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), calendar (a monthly calendar limit on memory and on Redis), cluster (the limiter's GCRA row on a 3-master Redis Cluster, with each master's CPU), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
 	flag.IntVar(&o.faRate, "forward-auth-rate", 2000, "forward-auth rows: open-loop requests per second, a rate every row sustains")
 	flag.BoolVar(&o.forwardAuthGoApp, "forward-auth-go-app", false, "forward-auth rows: the application every row proxies to is a small Go net/http server answering \"ok\" (in the harness's process) instead of a static return inside nginx")
 	flag.BoolVar(&o.forwardAuthUnix, "forward-auth-unix", false, "forward-auth rows: the limiter and the bare handler listen on Unix sockets (--listen unix:PATH) and nginx asks them there, instead of over loopback TCP")
@@ -99,6 +100,9 @@ type server struct {
 	// or, with checkRate, the rate counter and box every check_rate names.
 	limit     string
 	checkRate bool
+	// deniedLimit, when set, takes every other request, on ids spent
+	// before the run, so that half the requests are denied.
+	deniedLimit string
 	// grpc rows call ShouldRateLimit on grpcAddr instead of spending over
 	// HTTP.
 	grpc     bool
@@ -131,6 +135,9 @@ func (s *server) script(root string) string {
 func (s *server) call() call {
 	if s.checkRate {
 		return checkRateCall(s.limitName())
+	}
+	if s.deniedLimit != "" {
+		return halfDeniedCall(s.limitName(), s.deniedLimit)
 	}
 	return spendCall(s.limitName())
 }
@@ -252,6 +259,11 @@ func run(o options) error {
 				}
 			}
 			servers = append(servers, &server{name: clusterRow, cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", clusterSource(masters)}, env: limiterEnv, redisPIDs: pidsOf(masters...), redisAddrs: addrsOf(masters)})
+		case "halfdenied":
+			servers = append(servers, &server{name: "limiter, memory, half denied", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, deniedLimit: benchOverLimit})
+			if addr, pids, err := redis(); err == nil {
+				servers = append(servers, &server{name: "limiter, redis, half denied", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, deniedLimit: benchOverLimit, redisPIDs: pids, redisAddrs: []string{addr}})
+			}
 		case "windows":
 			servers = append(servers, &server{name: "limiter, memory, sliding window", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, limit: benchSliding})
 			addr, pids, err := redis()
@@ -312,7 +324,7 @@ func run(o options) error {
 			}
 			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}, redisPIDs: pids, redisAddrs: []string{addr}})
 		default:
-			return fmt.Errorf("unknown source %q in -sources (memory, redis, cluster, windows, erl, grpc, redisrate, forwardauth)", src)
+			return fmt.Errorf("unknown source %q in -sources (memory, redis, halfdenied, cluster, windows, calendar, erl, grpc, redisrate, forwardauth)", src)
 		}
 	}
 	if o.baseline != "" {
@@ -327,6 +339,11 @@ func run(o options) error {
 			return err
 		}
 		defer s.stop()
+		if s.deniedLimit != "" {
+			if err := s.exhaust(context.Background()); err != nil {
+				return err
+			}
+		}
 	}
 	results := make([][]result, len(servers))
 	for round := range o.rounds {
@@ -347,50 +364,6 @@ func run(o options) error {
 	printGRPCTargets(os.Stdout, servers, results, o)
 	printForwardAuth(os.Stdout, servers, results, o)
 	return nil
-}
-
-// The window limits the harness adds to the bundled defaults: 10,000 ids
-// each allowed 100 hits a minute, counted on the source (sync_rate 0) or
-// in the process and synced every second (sync_rate 1). Their enums are
-// far above any the bundled file uses.
-const (
-	benchSliding       = "BenchSlidingWindow"
-	benchSlidingSynced = "BenchSlidingWindowSynced"
-	benchLimits        = `
-BenchSlidingWindow:
-  enum: 2000000001
-  id: string
-  algorithm: sliding-window
-  count: 100
-  period: 1m
-
-BenchSlidingWindowSynced:
-  enum: 2000000002
-  id: string
-  algorithm: sliding-window
-  count: 100
-  period: 1m
-  sync_rate: 1
-
-BenchRequestsPerIP:
-  enum: 2000000003
-  id: ip
-  algorithm: rate-counter
-  window: 10s
-  rate: 100
-  penalty: 1m
-`
-	benchRateCounter = "BenchRequestsPerIP"
-)
-
-// benchDefaults writes the bundled defaults file of the tree at root with
-// the harness's limits appended to path, and returns path.
-func benchDefaults(root, path string) (string, error) {
-	bundled, err := os.ReadFile(filepath.Join(root, "config/defaults.yaml"))
-	if err != nil {
-		return "", err
-	}
-	return path, os.WriteFile(path, append(bundled, benchLimits+benchCalendarLimits...), 0o644)
 }
 
 func repoRoot() (string, error) {
@@ -532,7 +505,7 @@ func wrk(s *server, script string, d time.Duration, o options) (string, time.Dur
 	cmd := exec.Command("wrk", "-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.connections),
 		"-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, s.url)
 	// spend.lua reads the limit to spend from its environment.
-	cmd.Env = append(os.Environ(), "LIMITER_BENCH_LIMIT="+s.limitName())
+	cmd.Env = append(os.Environ(), "LIMITER_BENCH_LIMIT="+s.limitName(), "LIMITER_BENCH_DENIED_LIMIT="+s.deniedLimit)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", 0, fmt.Errorf("wrk: %v\n%s", err, out)

@@ -195,6 +195,8 @@ func (f *serveFlags) settings() []setting {
 			usage: "close a gRPC connection (GOAWAY; the client reconnects) once it is this old, give or take a tenth"},
 		{name: "grpc-max-connection-age-grace", bind: durationVar(&f.grpcBounds.MaxConnectionAgeGrace, envoyapi.DefaultMaxConnectionAgeGrace), check: positive(&f.grpcBounds.MaxConnectionAgeGrace),
 			usage: "how long calls under way on a gRPC connection closed for its age may finish before it is cut"},
+		{name: "grpc-limit-name-header", bind: boolVar(&f.grpcLimitName, false),
+			usage: "have every OVER_LIMIT answer of Envoy's rate-limit service ask Envoy to add x-ratelimit-limit-name, the limit that denied the request, to the client's response; off by default, since it shows clients the limits' names"},
 		{name: "source", bind: stringVar(&f.source, "memory"),
 			usage: "bucket source: memory, redis://host:port[/db] (rediss:// for TLS), or redis-cluster://host:port[,host:port...] (rediss-cluster:// for TLS)"},
 		{name: "max-buckets", bind: intVar(&f.maxBuckets, 1_000_000), check: positive(&f.maxBuckets), scope: memoryOnly,

@@ -26,7 +26,7 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 		Source: src,
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "limiter_source_operation_duration_seconds",
-			Help:    "Duration of bucket source calls by operation (spend, refund, reset, call: an ERL call, ping), errors included.",
+			Help:    "Duration of bucket source calls by operation (spend, refund, reset, call: an ERL call, ping, list_box: a page of a penalty box listing), errors included.",
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 		}, []string{"op"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -35,7 +35,7 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 		}, []string{"op"}),
 	}
 	reg.MustRegister(o.duration, o.errors)
-	for _, op := range []string{"spend", "refund", "reset", "call", "ping"} {
+	for _, op := range []string{"spend", "refund", "reset", "call", "ping", "list_box"} {
 		o.errors.WithLabelValues(op) // present at 0 from the start, so alerts can rate() it
 	}
 	if mem, ok := src.(*memory.Source); ok {
@@ -140,4 +140,17 @@ func (o *observedSource) Ping(ctx context.Context) error {
 	err := o.Source.Ping(ctx)
 	o.record(ctx, "ping", start, err)
 	return err
+}
+
+// ListBox lists a penalty box with the wrapped source, timed as any other
+// call, when that source can (ratelimits.BoxLister).
+func (o *observedSource) ListBox(ctx context.Context, now int64, enum, cursor string, max int) (ratelimits.BoxPage, error) {
+	lister, ok := o.Source.(ratelimits.BoxLister)
+	if !ok {
+		return ratelimits.BoxPage{}, ratelimits.ErrNoBoxListing
+	}
+	start := time.Now()
+	page, err := lister.ListBox(ctx, now, enum, cursor, max)
+	o.record(ctx, "list_box", start, err)
+	return page, err
 }

@@ -58,6 +58,9 @@ type reloader struct {
 	lastGood  prometheus.Gauge
 
 	overridesByLimit *prometheus.GaugeVec
+	// history is the last attempt and the load in use, for GET
+	// /v1/admin/reload.
+	history reloadStatus
 }
 
 func newReloader(f *serveFlags, loaded *loadedConfig, limiter *ratelimits.Limiter, tokens *bearer.Tokens, log *slog.Logger, reg prometheus.Registerer) *reloader {
@@ -89,6 +92,9 @@ func newReloader(f *serveFlags, loaded *loadedConfig, limiter *ratelimits.Limite
 	reg.MustRegister(r.successes, r.failures, r.lastGood, r.overridesByLimit)
 	r.seen = r.signature()
 	r.loaded(limiter.Config())
+	if loaded != nil {
+		r.history.succeeded(time.Now(), "startup", loaded)
+	}
 	return r
 }
 
@@ -118,6 +124,7 @@ func (r *reloader) Reload(trigger string) error {
 	}
 	if err := errors.Join(err, apiErr, adminErr); err != nil {
 		r.failures.Inc()
+		r.history.failed(time.Now(), trigger, err)
 		for _, line := range problemLines(err) {
 			r.log.Error("reload failed; keeping the running configuration and tokens", "trigger", trigger, "problem", line)
 		}
@@ -144,6 +151,7 @@ func (r *reloader) Reload(trigger string) error {
 	r.last = loaded
 	r.successes.Inc()
 	r.loaded(loaded.cfg)
+	r.history.succeeded(time.Now(), trigger, loaded)
 	counts := loaded.counts()
 	r.log.Info("configuration reloaded", "trigger", trigger, "defaults", loaded.paths[defaultsFile], "limits", counts[defaultsFile],
 		"overrides", loaded.paths[overridesFile], "override_ids", counts[overridesFile],

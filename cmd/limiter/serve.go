@@ -41,9 +41,11 @@ import (
 type serveFlags struct {
 	configFlags
 	redisFlags
-	listen          string
-	grpcListen      string
-	grpcBounds      envoyapi.Bounds
+	listen     string
+	grpcListen string
+	grpcBounds envoyapi.Bounds
+	// grpcLimitName is envoyapi.Options.LimitNameHeader.
+	grpcLimitName   bool
 	source          string
 	maxBuckets      int
 	maxBodyBytes    int64
@@ -295,6 +297,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		Tokens:       tokens,
 		Reload:       reload.adminReload,
 		Sync:         syncNow,
+		ReloadStatus: reload.history.status,
 		ForwardAuth:  forwardAuth.Load,
 		TopDenied:    topLister(ctx, top, src, clk, f.redisFlags.topPush, f.sourceTimeout, log),
 		AccessLog:    f.accessLog,
@@ -311,6 +314,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 			MaxDescriptors:  f.maxBatch,
 			MaxMessageBytes: int(min(f.maxBodyBytes, math.MaxInt32)),
 			Bounds:          f.grpcBounds,
+			LimitNameHeader: f.grpcLimitName,
 		})}
 		reload.setRules = envoy.srv.SetRules
 	}

@@ -200,6 +200,13 @@ var allowRules = []allowRule{
 		why: "the bounded tables are the data structure the memory source and the local layer share: " +
 			"the standard library only, so that neither brings the other's packages or the domain into it",
 	},
+	{
+		layer: "the operator's page (ui)",
+		from:  func(rel string) bool { return under(rel, "ui") },
+		allow: func(g *graph, path string) bool { return g.rel(path) == "" && standard(path) },
+		why: "the operator's page is a file the binary serves and reads only the HTTP API, as any client does: " +
+			"the standard library only, nothing of the module",
+	},
 }
 
 // standard reports whether an import path outside the module is of the

@@ -20,7 +20,7 @@ func fakeGraph(edges map[string][]string) *graph {
 			g.pkgs[path] = p
 		}
 	}
-	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/internal/boundedtable", "m/internal/spacesaving", "m/topdenied", "m/ratelimits/concurrency", "m/ratelimits/calendar"} {
+	for _, path := range []string{"m/ratelimits", "m/source/memory", "m/httpapi", "m/envoyapi", "m/forwardauth", "m/internal/boundedtable", "m/internal/spacesaving", "m/topdenied", "m/ratelimits/concurrency", "m/ratelimits/calendar", "m/ui"} {
 		add(path)
 	}
 	for from, to := range edges {
@@ -154,6 +154,11 @@ func TestAllowRules(t *testing.T) {
 		{"the lease arithmetic reads the clock", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
 			"m/ratelimits/concurrency": {"slices", "time"}},
 			[]string{"ratelimits/concurrency imports time: the lease arithmetic is pure"}},
+		{"the operator's page embeds and serves", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/ui": {"embed", "net/http", "crypto/sha256"}}, nil},
+		{"the operator's page reads a source", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
+			"m/ui": {"m/ratelimits"}},
+			[]string{"ui imports ratelimits: the operator's page is a file"}},
 		{"the bounded tables use a source", map[string][]string{"m/ratelimits/gcra": {}, "m/ratelimits/window": {}, "m/ratelimits/bucket": {},
 			"m/internal/boundedtable": {"m/source/memory"}},
 			[]string{"internal/boundedtable imports source/memory: the bounded tables are the data structure"}},

@@ -242,3 +242,7 @@ func readCall(r bucket.CallResult, s int64) callReading {
 	}
 	return out
 }
+
+func (s *asSource) ListBox(_ context.Context, now int64, enum, cursor string, max int) (ratelimits.BoxPage, error) {
+	return s.l.ListBox(now, enum, s.rate, cursor, max)
+}

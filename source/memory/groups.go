@@ -74,6 +74,15 @@ func (g *groups) of(key string) *group {
 	return gr
 }
 
+// find returns the group of the name (a key's enum part), or nil when
+// no key of it was ever used; unlike of, it never makes one.
+func (g *groups) find(name string) *group {
+	if m := g.byName.Load(); m != nil {
+		return (*m)[name]
+	}
+	return nil
+}
+
 // all returns every group, in lock order.
 func (g *groups) all() []*group {
 	m := g.byName.Load()

@@ -48,6 +48,7 @@ func RunERL(t *testing.T, newSource Factory) {
 	t.Run("ERLMatchesModel", func(t *testing.T) { testERLMatchesModel(t, newSource) })
 	t.Run("NoOvershootCall", func(t *testing.T) { testNoOvershootCall(t, newSource) })
 	t.Run("ClockBack", func(t *testing.T) { testClockBack(t, newSource) })
+	t.Run("BoxListing", func(t *testing.T) { testBoxListing(t, newSource) })
 }
 
 func testRateCounterLimit(t *testing.T, newSource Factory) {

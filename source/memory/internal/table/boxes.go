@@ -82,3 +82,21 @@ func (b *Boxes) makeRoom(now int64, capacity int) (evicted bool) {
 	}
 	return evicted
 }
+
+// BoxEntry is an entry of a box as Page copies it out.
+type BoxEntry struct {
+	Key     string
+	Expires int64
+}
+
+// Page copies out up to max entries in the box at now, from position
+// before−1 down (boundedtable.Expiry.Page says why down, and what a
+// listing by pages then promises), looking at no more than scan positions
+// so that the lock its owner holds is held briefly. It returns the
+// position the next page starts before, 0 when the listing is complete.
+func (b *Boxes) Page(before int, now int64, max, scan int, out []BoxEntry) ([]BoxEntry, int) {
+	next := b.ents.Page(before, now, max, scan, func(p int) {
+		out = append(out, BoxEntry{Key: b.ents.KeyAt(p), Expires: b.ents.Expires(p)})
+	})
+	return out, next
+}

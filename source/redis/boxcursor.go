@@ -1,0 +1,67 @@
+package redis
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+
+	"github.com/limiter-dev/limiter/ratelimits"
+)
+
+// boxCursor is where a box listing goes on: the unit being scanned (a
+// master's address in key format v1, "" for one Redis; a group's number
+// in format v2), the SCAN or HSCAN cursor in it, and, when a page ended
+// inside one step of that cursor, the last name the page took from it.
+// A step's names are taken in sorted order, so that the next page, which
+// runs the same step again, takes the names after that one: a step
+// returns every name held throughout in the part of the keyspace it
+// covers, so none held throughout is skipped.
+type boxCursor struct {
+	Unit  string `json:"u,omitempty"`
+	Scan  uint64 `json:"c,omitempty"`
+	After string `json:"a,omitempty"`
+}
+
+// boxCursorPrefix starts every cursor of this source; the rest is the
+// cursor as base64url JSON, opaque to clients.
+const boxCursorPrefix = "r1."
+
+func (c boxCursor) encode() string {
+	b, _ := json.Marshal(c) // three plain fields: always encodes
+	return boxCursorPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeBoxCursor(s string) (boxCursor, error) {
+	var c boxCursor
+	if s == "" {
+		return c, nil
+	}
+	rest, ok := strings.CutPrefix(s, boxCursorPrefix)
+	if !ok {
+		return c, ratelimits.ErrInvalidCursor
+	}
+	b, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil {
+		return c, ratelimits.ErrInvalidCursor
+	}
+	d := json.NewDecoder(strings.NewReader(string(b)))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&c); err != nil || d.More() {
+		return c, ratelimits.ErrInvalidCursor
+	}
+	return c, nil
+}
+
+// globEscape escapes what Redis's MATCH patterns read as special, so that
+// a namespace or an enum matches only itself.
+func globEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\', '^', '-':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
