@@ -15,7 +15,7 @@ import (
 // build with the same command and environment, the defaults file
 // excepted: the revision's own bundled one, which an older build can read,
 // with the harness's limits appended when that build accepts them (and
-// otherwise only the GCRA rows).
+// otherwise only the rows that need none of them).
 func baselineServers(root, dir, rev string, servers []*server) ([]*server, error) {
 	src := filepath.Join(dir, "baseline-src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
@@ -46,15 +46,12 @@ func baselineServers(root, dir, rev string, servers []*server) ([]*server, error
 	}
 	var rows []*server
 	for _, s := range servers {
-		if (s.limit != "" && !limits) || s.grpc || !strings.HasPrefix(s.name, "limiter, ") || s.name == clusterRow {
+		if ((s.limit != "" || s.deniedLimit != "") && !limits) || s.grpc || !strings.HasPrefix(s.name, "limiter, ") || s.name == clusterRow {
 			continue
 		}
 		env := make([]string, 0, len(s.env))
 		for _, e := range s.env {
 			switch {
-			case s.deniedLimit != "":
-				// The half-denied rows' limit is the harness's: the
-				// baseline reads the same defaults file.
 			case strings.HasPrefix(e, "LIMITER_DEFAULTS="):
 				e = "LIMITER_DEFAULTS=" + defaults
 			case strings.HasPrefix(e, "LIMITER_OVERRIDES="):
