@@ -18,8 +18,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -28,9 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -87,69 +82,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "harness:", err)
 		os.Exit(1)
 	}
-}
-
-// server is one system under test.
-type server struct {
-	name string
-	cmd  []string
-	env  []string
-	proc *exec.Cmd
-	url  string
-	// limit is the limit every request spends (defaultLimit when empty),
-	// or, with checkRate, the rate counter and box every check_rate names.
-	limit     string
-	checkRate bool
-	// deniedLimit, when set, takes every other request, on ids spent
-	// before the run, so that half the requests are denied.
-	deniedLimit string
-	// grpc rows call ShouldRateLimit on grpcAddr instead of spending over
-	// HTTP.
-	grpc     bool
-	grpcAddr string
-	// redisPIDs are the redis-servers a Redis-backed row uses (each
-	// master of a cluster), whose CPU measure reads (rediscpu.go), and
-	// redisAddrs their addresses, whose script calls it counts.
-	redisPIDs  []int
-	redisAddrs []string
-	// forwardAuth rows are servers of nginx, started with the limiter
-	// and the application they share, not by start; auth is the server
-	// a row's nginx asks (the limiter, the bare handler), nil for the
-	// direct row.
-	forwardAuth *forwardAuthSetup
-	auth        *server
-}
-
-// script is the wrk script of s's requests.
-func (s *server) script(root string) string {
-	if s.forwardAuth != nil {
-		return filepath.Join(root, faScript)
-	}
-	if s.checkRate {
-		return filepath.Join(root, "bench", "check_rate.lua")
-	}
-	return filepath.Join(root, "bench", "spend.lua")
-}
-
-// call is the open loop's request of s.
-func (s *server) call() call {
-	if s.checkRate {
-		return checkRateCall(s.limitName())
-	}
-	if s.deniedLimit != "" {
-		return halfDeniedCall(s.limitName(), s.deniedLimit)
-	}
-	return spendCall(s.limitName())
-}
-
-// defaultLimit is the bundled GCRA limit the GCRA rows spend.
-const defaultLimit = "APIRequestsPerKey"
-
-func (s *server) limitName() string {
-	if s.limit == "" {
-		return defaultLimit
-	}
-	return s.limit
 }
 
 // result is one run's measurements.
@@ -376,63 +308,6 @@ func repoRoot() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-var (
-	listening     = regexp.MustCompile(`msg=listening addr=(\S+)`)
-	grpcListening = regexp.MustCompile(`msg=listening server=grpc addr=(\S+)`)
-)
-
-func (s *server) start() error {
-	if s.forwardAuth != nil {
-		return nil // running since forwardAuthRows
-	}
-	s.proc = exec.Command(s.cmd[0], s.cmd[1:]...)
-	s.proc.Env = append([]string{"PATH=" + os.Getenv("PATH")}, s.env...)
-	stderr, err := s.proc.StderrPipe()
-	if err != nil {
-		return err
-	}
-	if err := s.proc.Start(); err != nil {
-		return err
-	}
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		// The gRPC listener is announced before the HTTP one.
-		if m := grpcListening.FindStringSubmatch(sc.Text()); m != nil {
-			s.grpcAddr = m[1]
-		}
-		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-			if s.grpc && s.grpcAddr == "" {
-				return fmt.Errorf("%s listens without announcing a gRPC listener", s.name)
-			}
-			s.url = "http://" + m[1]
-			go func() { _, _ = io.Copy(io.Discard, stderr) }()
-			return nil
-		}
-	}
-	return fmt.Errorf("%s exited before listening", s.name)
-}
-
-func (s *server) stop() {
-	if s.proc != nil && s.proc.Process != nil {
-		_ = s.proc.Process.Kill()
-		_ = s.proc.Wait()
-	}
-}
-
-// cpuSeconds is the user+system CPU time a process has used.
-func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses.
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	return (utime + stime) / ticksPerSecond, nil
-}
-
 func measure(s *server, script string, o options) (result, error) {
 	if s.grpc {
 		return measureGRPC(s, o)
@@ -496,75 +371,6 @@ func measureOpenLoop(s *server, o options) (openLoopResult, error) {
 	}
 	r.redisCPU, r.redisScripts = after.since(before, r.achieved*o.openFor.Seconds())
 	return r, nil
-}
-
-// wrk runs wrk against s for d and returns its output and the CPU time
-// wrk itself used: the load generator's share of the cores it shares
-// with the servers.
-func wrk(s *server, script string, d time.Duration, o options) (string, time.Duration, error) {
-	cmd := exec.Command("wrk", "-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.connections),
-		"-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, s.url)
-	// spend.lua reads the limit to spend from its environment.
-	cmd.Env = append(os.Environ(), "LIMITER_BENCH_LIMIT="+s.limitName(), "LIMITER_BENCH_DENIED_LIMIT="+s.deniedLimit)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", 0, fmt.Errorf("wrk: %v\n%s", err, out)
-	}
-	return string(out), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
-}
-
-var (
-	wrkRequests = regexp.MustCompile(`(\d+) requests in`)
-	wrkRPS      = regexp.MustCompile(`Requests/sec:\s+([\d.]+)`)
-	wrkNon2xx   = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
-	wrkSocket   = regexp.MustCompile(`Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
-)
-
-func parseWrk(out string) (requests int64, rps, p50, p99 float64, errs int64, err error) {
-	m := wrkRequests.FindStringSubmatch(out)
-	m2 := wrkRPS.FindStringSubmatch(out)
-	if m == nil || m2 == nil {
-		return 0, 0, 0, 0, 0, fmt.Errorf("unreadable wrk output:\n%s", out)
-	}
-	requests, _ = strconv.ParseInt(m[1], 10, 64)
-	rps, _ = strconv.ParseFloat(m2[1], 64)
-	p50, err = wrkPercentile(out, "50%")
-	if err == nil {
-		p99, err = wrkPercentile(out, "99%")
-	}
-	if m := wrkNon2xx.FindStringSubmatch(out); m != nil {
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		errs += n
-	}
-	if m := wrkSocket.FindStringSubmatch(out); m != nil {
-		for _, f := range m[1:] {
-			n, _ := strconv.ParseInt(f, 10, 64)
-			errs += n
-		}
-	}
-	return requests, rps, p50, p99, errs, err
-}
-
-// wrkPercentile reads a latency percentile line ("  99%  1.23ms") in ms.
-func wrkPercentile(out, pct string) (float64, error) {
-	m := regexp.MustCompile(`\s` + regexp.QuoteMeta(pct) + `\s+([\d.]+)(us|ms|s)`).FindStringSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("no %s latency in wrk output", pct)
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	switch m[2] {
-	case "us":
-		v /= 1000
-	case "s":
-		v *= 1000
-	}
-	return v, nil
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func printTable(w io.Writer, servers []*server, results [][]result, o options) {
