@@ -19,7 +19,7 @@ const (
 	benchOverLimit    = "BenchOverLimit"
 	benchOverLimitDef = `
 BenchOverLimit:
-  enum: 2000000004
+  enum: 2000000005
   id: string
   burst: 1
   count: 1
