@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -14,8 +15,8 @@ import (
 // a row for each limiter row over HTTP already in servers, running that
 // build with the same command and environment, the defaults file
 // excepted: the revision's own bundled one, which an older build can read,
-// with the harness's limits appended when that build accepts them (and
-// otherwise only the rows that need none of them).
+// with those of the harness's limits that build accepts (baselineDefaults);
+// a row whose limit it refuses has no baseline row.
 func baselineServers(root, dir, rev string, servers []*server) ([]*server, error) {
 	src := filepath.Join(dir, "baseline-src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
@@ -32,21 +33,15 @@ func baselineServers(root, dir, rev string, servers []*server) ([]*server, error
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building revision %s: %v\n%s", rev, err, out)
 	}
-	defaults := filepath.Join(src, "config/defaults.yaml")
 	overrides := filepath.Join(src, "config/overrides.yaml")
-	withBench, err := benchDefaults(src, filepath.Join(dir, "baseline-defaults.yaml"))
+	defaults, accepted, err := baselineDefaults(bin, src, dir, overrides)
 	if err != nil {
 		return nil, err
 	}
-	check := exec.Command(bin, "check-config", "--defaults", withBench, "--overrides", overrides)
-	check.Dir = src
-	limits := check.Run() == nil
-	if limits {
-		defaults = withBench
-	}
 	var rows []*server
 	for _, s := range servers {
-		if ((s.limit != "" || s.deniedLimit != "") && !limits) || s.grpc || !strings.HasPrefix(s.name, "limiter, ") || s.name == clusterRow {
+		if (s.limit != "" && !accepted[s.limit]) || (s.deniedLimit != "" && !accepted[s.deniedLimit]) ||
+			s.grpc || !strings.HasPrefix(s.name, "limiter, ") || s.name == clusterRow {
 			continue
 		}
 		env := make([]string, 0, len(s.env))
@@ -65,6 +60,44 @@ func baselineServers(root, dir, rev string, servers []*server) ([]*server, error
 		rows = append(rows, &row)
 	}
 	return rows, nil
+}
+
+// baselineDefaults writes the bundled defaults of the revision copied to
+// src with each group of the harness's limits the build bin accepts
+// (check-config), so that a build older than an algorithm still runs the
+// rows of the others, and returns the file and the limits it holds.
+func baselineDefaults(bin, src, dir, overrides string) (string, map[string]bool, error) {
+	bundled, err := os.ReadFile(filepath.Join(src, "config/defaults.yaml"))
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(dir, "baseline-defaults.yaml")
+	groups := []struct {
+		yaml  string
+		names []string
+	}{
+		{benchLimits, []string{benchSliding, benchSlidingSynced, benchRateCounter}},
+		{benchCalendarLimits, []string{benchCalendar}},
+		{benchOverLimitDef, []string{benchOverLimit}},
+	}
+	accepted := map[string]bool{defaultLimit: true}
+	kept := bundled
+	for _, g := range groups {
+		try := append(slices.Clip(kept), g.yaml...)
+		if err := os.WriteFile(path, try, 0o644); err != nil {
+			return "", nil, err
+		}
+		check := exec.Command(bin, "check-config", "--defaults", path, "--overrides", overrides)
+		check.Dir = src
+		if check.Run() != nil {
+			continue
+		}
+		kept = try
+		for _, n := range g.names {
+			accepted[n] = true
+		}
+	}
+	return path, accepted, os.WriteFile(path, kept, 0o644)
 }
 
 // baselineName is the name of the baseline's row of the row named name.
