@@ -8,11 +8,23 @@
 # Without script.lua it counts the script the source loads: the fragments
 # of source/redis/lua joined (source/redis/script.go).
 #   GROUPED=1 bench/script-instructions.sh      # key format v2
+#   MODE=window bench/script-instructions.sh    # sliding-window spends
+#   MODE=check_rate bench/script-instructions.sh  # check_rate's spends
+#   MODE=erl_call bench/script-instructions.sh  # ERL calls (operation E)
+#   PACK=1 bench/script-instructions.sh         # one decision per call
 #
-# Each call is one packed EVALSHA (operation M) of ten one-key spends, as
-# the source sends under concurrent load, over 10 x 1,000 keys created by
-# a warm-up. With GROUPED=1 the calls ask for key format v2 (ARGV[3] = 2)
-# and the buckets are fields of 1,000 hashes, ten each.
+# Each call is one packed EVALSHA (operation M) of PACK (default ten)
+# decisions, as the source sends under concurrent load, over PACK x 1,000
+# keys created by a warm-up. MODE picks the decision: gcra (the default) a
+# one-key GCRA spend, folded (S0); window a one-key spend of a sliding
+# window of 100 hits a minute; check_rate a spend of one hit on a rate
+# counter of 100 a second over 10 s with its box, as the source sends
+# POST /v1/erl/check_rate (ratelimits.checkRateAsSpend); erl_call the same
+# as an Edge Rate Limiting call (operation E), as check_rates sends it.
+# PACK=0 sends each
+# decision as a call of its own, in its own operation, as the source does
+# for a call that finds nothing queued. With GROUPED=1 the calls ask for
+# key format v2 (ARGV[3] = 2) and the buckets are fields of 1,000 hashes.
 # Needs valgrind, redis-server, redis-cli, redis-benchmark.
 set -euo pipefail
 lua=${1:-}
@@ -31,25 +43,90 @@ vpid=$!
 for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
 sha=$(redis-cli -p "$port" script load "$(cat "$lua")")
 
-# the packed call's header: operation, expiry margin (ms), key format
-keys=() argv=(M 60000 "$([[ -n ${GROUPED:-} ]] && echo 2 || echo 1)")
-for b in $(seq 10); do
-	if [[ -n ${GROUPED:-} ]]; then
+mode=${MODE:-gcra}
+pack=${PACK:-10}
+format=$([[ -n ${GROUPED:-} ]] && echo 2 || echo 1)
+batches=$pack
+((batches > 0)) || batches=1
+now=(1790000000 123456789)
+keys=() argv=()
+if ((pack > 0)); then
+	argv=(M 60000 "$format") # the packed call's header: operation, expiry margin (ms), key format
+fi
+for b in $(seq "$batches"); do
+	if [[ $mode == erl_call ]]; then
+		# a counter and its box entry, both tagged by the id
+		if [[ -n ${GROUPED:-} ]]; then
+			keys+=("lim:v2:{__rand_int__}7:ip-$b" "lim:v2:{__rand_int__}!7:ip-$b")
+		else
+			keys+=("lim:v1:{ip-$b-__rand_int__}7" "lim:v1:{ip-$b-__rand_int__}7!")
+		fi
+	elif [[ $mode == check_rate && -n ${GROUPED:-} ]]; then
+		keys+=("lim:v2:{__rand_int__}7:ip-$b")
+	elif [[ $mode == check_rate ]]; then
+		keys+=("lim:v1:{ip-$b-__rand_int__}7")
+	elif [[ -n ${GROUPED:-} ]]; then
 		keys+=("lim:v2:{__rand_int__}3:key-$b")
 	else
 		keys+=("lim:v1:{3:key-$b-__rand_int__}")
 	fi
-	# a one-key spend of mode 0, folded as the source packs it (S0), now as
-	# (seconds, nanoseconds), increment 36 s, burst offset 1 h
-	argv+=(S0 1790000000 123456789 36000000000 3600000000000)
+	case $mode in
+	gcra)
+		# a one-key spend of mode 0, folded as the source packs it (S0), now
+		# as (seconds, nanoseconds), increment 36 s, burst offset 1 h
+		if ((pack > 0)); then
+			argv+=(S0 "${now[@]}" 36000000000 3600000000000)
+		else
+			argv+=(S 60000 "$format" "${now[@]}" 0 36000000000 3600000000000)
+		fi
+		;;
+	window)
+		# operation S of one key, now, then the op: W0, cost, count, period
+		if ((pack > 0)); then
+			argv+=(S 1 "${now[@]}" W0 1 100 60000)
+		else
+			argv+=(S 60000 "$format" "${now[@]}" W0 1 100 60000)
+		fi
+		;;
+	check_rate)
+		# operation S of one key, now, its box (BOX, the entry's name, the
+		# expiry it gives: now + 1 min), then the op: R0, cost, window, rate
+		if [[ -n ${GROUPED:-} ]]; then
+			box="lim:v2:{__rand_int__}!7:ip-$b"
+		else
+			box="lim:v1:{ip-$b-__rand_int__}7!"
+		fi
+		if ((pack > 0)); then
+			argv+=(S 1 "${now[@]}" BOX "$box" 1790000060123456789 R0 1 10 100)
+		else
+			argv+=(S 60000 "$format" "${now[@]}" BOX "$box" 1790000060123456789 R0 1 10 100)
+		fi
+		;;
+	erl_call)
+		# operation E of two keys, now, one counter (delta 1, window 10 s,
+		# rate 100), box action A and the expiry it gives (now + 1 min)
+		if ((pack > 0)); then
+			argv+=(E 2 "${now[@]}" 1 1 10 100 A 1790000060123456789)
+		else
+			argv+=(E 60000 "$format" "${now[@]}" 1 1 10 100 A 1790000060123456789)
+		fi
+		;;
+	*)
+		echo "unknown MODE $mode (gcra, window, check_rate, erl_call)" >&2
+		exit 2
+		;;
+	esac
 done
-redis-benchmark -p "$port" -n 2000 -r 1000 -P 10 -c 1 EVALSHA "$sha" 10 "${keys[@]}" "${argv[@]}" >/dev/null
+redis-benchmark -p "$port" -n 2000 -r 1000 -P 10 -c 1 EVALSHA "$sha" "${#keys[@]}" "${keys[@]}" "${argv[@]}" >/dev/null
 callgrind_control -d "$vpid" >/dev/null 2>&1 # part 1: start-up and warm-up
 redis-cli -p "$port" config resetstat >/dev/null
 sleep 1
-redis-benchmark -p "$port" -n "$calls" -r 1000 -P 10 -c 1 EVALSHA "$sha" 10 "${keys[@]}" "${argv[@]}" >/dev/null
+redis-benchmark -p "$port" -n "$calls" -r 1000 -P 10 -c 1 EVALSHA "$sha" "${#keys[@]}" "${keys[@]}" "${argv[@]}" >/dev/null
 callgrind_control -d "$vpid" >/dev/null 2>&1 # part 2: the measured calls
 sleep 1
 ir=$(awk '/^summary:/ {print $2; exit}' "$dir/cg.out.2")
-redis-cli -p "$port" info commandstats | grep -E 'cmdstat_(evalsha|get|set|mget):' | tr -d '\r'
-echo "instructions per decision: $((ir / (calls * 10))) ($ir for $calls calls of 10)"
+redis-cli -p "$port" info commandstats | grep -E 'cmdstat_(evalsha|get|set|psetex|mget):' | tr -d '\r'
+if [[ -n ${ANNOTATE:-} ]]; then
+	callgrind_annotate --inclusive=yes "$dir/cg.out.2" | head -"${ANNOTATE}"
+fi
+echo "$mode instructions per decision: $((ir / (calls * batches))) ($ir for $calls calls of $batches)"

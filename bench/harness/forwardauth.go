@@ -391,6 +391,9 @@ func measureForwardAuth(s *server, script string, o options) (result, error) {
 	if r.open, err = openLoop(s.url, forwardAuthRequest, o.faRate, o.openFor); err != nil {
 		return r, err
 	}
+	if r.open.failed > 0 { // every row must reach the application
+		return r, fmt.Errorf("open loop: %d requests failed", r.open.failed)
+	}
 	after, err := fa.snapshot()
 	if err != nil {
 		return r, err

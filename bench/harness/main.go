@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +70,7 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
-	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), calendar (a monthly calendar limit on memory and on Redis), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
+	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), calendar (a monthly calendar limit on memory and on Redis), cluster (the limiter's GCRA row on a 3-master Redis Cluster, with each master's CPU), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
 	flag.IntVar(&o.faRate, "forward-auth-rate", 2000, "forward-auth rows: open-loop requests per second, a rate every row sustains")
 	flag.BoolVar(&o.forwardAuthGoApp, "forward-auth-go-app", false, "forward-auth rows: the application every row proxies to is a small Go net/http server answering \"ok\" (in the harness's process) instead of a static return inside nginx")
 	flag.BoolVar(&o.forwardAuthUnix, "forward-auth-unix", false, "forward-auth rows: the limiter and the bare handler listen on Unix sockets (--listen unix:PATH) and nginx asks them there, instead of over loopback TCP")
@@ -104,6 +103,11 @@ type server struct {
 	// HTTP.
 	grpc     bool
 	grpcAddr string
+	// redisPIDs are the redis-servers a Redis-backed row uses (each
+	// master of a cluster), whose CPU measure reads (rediscpu.go), and
+	// redisAddrs their addresses, whose script calls it counts.
+	redisPIDs  []int
+	redisAddrs []string
 	// forwardAuth rows are servers of nginx, started with the limiter
 	// and the application they share, not by start; auth is the server
 	// a row's nginx asks (the limiter, the bare handler), nil for the
@@ -146,7 +150,9 @@ type result struct {
 	rps, p50, p99, cpuPerReq float64 // req/s, ms, ms, µs
 	open                     openLoopResult
 	errors                   int64
-	clientCPUPerReq          float64 // µs, the load generator's own (gRPC and forward-auth rows)
+	clientCPUPerReq          float64   // µs, the load generator's own (gRPC and forward-auth rows)
+	redisCPU                 []float64 // µs per request, each of the row's redis-servers, closed loop
+	redisScripts             float64   // script calls (EVALSHA, EVAL) per request, all its redis-servers, closed loop
 	fa                       faFigures
 }
 
@@ -159,8 +165,8 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("open loop, %d req/s for %s: p50 %.2f ms, p99 %.2f ms, p99 from send %.2f ms, sender late p99 %.2f ms, %.0f req/s\n",
-			o.rate, o.openFor, r.p50, r.p99, r.sentP99, r.lateP99, r.achieved)
+		fmt.Printf("open loop, %d req/s for %s: p50 %.2f ms, p99 %.2f ms, p99 from send %.2f ms, sender late p99 %.2f ms, %.0f req/s, %d not 200\n",
+			o.rate, o.openFor, r.p50, r.p99, r.sentP99, r.lateP99, r.achieved, r.failed)
 		return nil
 	}
 	if o.url != "" {
@@ -193,7 +199,7 @@ func run(o options) error {
 	// run. With a live heap of a few hundred kilobytes, GOGC=1600 puts Go's
 	// minimum heap goal (4 MiB at GOGC=100) at the same 64 MiB.
 	servers := []*server{{name: "bare net/http + encoding/json", cmd: []string{filepath.Join(dir, "bare")}, env: []string{"GOGC=1600"}}}
-	defaults, err := benchDefaults(root, dir)
+	defaults, err := benchDefaults(root, filepath.Join(dir, "defaults.yaml"))
 	if err != nil {
 		return err
 	}
@@ -205,24 +211,23 @@ func run(o options) error {
 		limiterEnv = append(limiterEnv, extraEnv...)
 	}
 	// One private Redis serves every Redis-backed server, started when the
-	// first one needs it.
-	var redisAddr string
-	var stopRedis func()
-	redis := func() (string, error) {
-		if redisAddr != "" {
-			return redisAddr, nil
+	// first one needs it; the cluster rows' three masters likewise.
+	var single *redisServer
+	var masters []*redisServer
+	redis := func() (string, []int, error) {
+		if single == nil {
+			var err error
+			if single, err = startRedis(dir, false); err != nil {
+				return "", nil, err
+			}
 		}
-		addr, stop, err := startRedis(dir)
-		if err != nil {
-			return "", err
-		}
-		stopRedis = stop
-		redisAddr = addr
-		return addr, nil
+		return single.addr, pidsOf(single), nil
 	}
 	defer func() {
-		if stopRedis != nil {
-			stopRedis()
+		for _, r := range append(masters, single) {
+			if r != nil {
+				r.stop()
+			}
 		}
 	}()
 	for _, src := range strings.Split(o.sources, ",") {
@@ -230,46 +235,55 @@ func run(o options) error {
 		case "memory":
 			servers = append(servers, &server{name: "limiter, memory", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv})
 		case "redis":
-			addr, err := redis()
+			addr, pids, err := redis()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "harness: skipping redis:", err)
 				continue
 			}
 			servers = append(servers,
-				&server{name: "bare + one Redis INCR", cmd: []string{filepath.Join(dir, "bare"), "-redis", addr}, env: []string{"GOGC=1600"}},
-				&server{name: "limiter, redis", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv})
+				&server{name: incrRow, cmd: []string{filepath.Join(dir, "bare"), "-redis", addr}, env: []string{"GOGC=1600"}, redisPIDs: pids, redisAddrs: []string{addr}},
+				&server{name: "limiter, redis", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, redisPIDs: pids, redisAddrs: []string{addr}})
+		case "cluster":
+			if masters == nil {
+				var err error
+				if masters, err = startCluster(dir); err != nil {
+					fmt.Fprintln(os.Stderr, "harness: skipping the Redis Cluster row:", err)
+					continue
+				}
+			}
+			servers = append(servers, &server{name: clusterRow, cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", clusterSource(masters)}, env: limiterEnv, redisPIDs: pidsOf(masters...), redisAddrs: addrsOf(masters)})
 		case "windows":
 			servers = append(servers, &server{name: "limiter, memory, sliding window", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, limit: benchSliding})
-			addr, err := redis()
+			addr, pids, err := redis()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "harness: skipping the Redis window rows:", err)
 				continue
 			}
 			redisSource := []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}
 			servers = append(servers,
-				&server{name: "limiter, redis, sliding window, sync_rate 0", cmd: redisSource, env: limiterEnv, limit: benchSliding},
-				&server{name: "limiter, redis, sliding window, sync_rate 1", cmd: redisSource, env: limiterEnv, limit: benchSlidingSynced})
+				&server{name: "limiter, redis, sliding window, sync_rate 0", cmd: redisSource, env: limiterEnv, limit: benchSliding, redisPIDs: pids, redisAddrs: []string{addr}},
+				&server{name: "limiter, redis, sliding window, sync_rate 1", cmd: redisSource, env: limiterEnv, limit: benchSlidingSynced, redisPIDs: pids, redisAddrs: []string{addr}})
 		case "calendar":
-			addr, err := redis()
+			addr, _, err := redis()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "harness: skipping the Redis calendar row:", err)
 			}
 			servers = append(servers, calendarRows(dir, limiterEnv, addr)...)
 		case "erl":
 			servers = append(servers, &server{name: "limiter, memory, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, limit: benchRateCounter, checkRate: true})
-			addr, err := redis()
+			addr, pids, err := redis()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "harness: skipping the Redis check_rate row:", err)
 				continue
 			}
-			servers = append(servers, &server{name: "limiter, redis, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, limit: benchRateCounter, checkRate: true})
+			servers = append(servers, &server{name: "limiter, redis, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve", "--source", "redis://" + addr}, env: limiterEnv, limit: benchRateCounter, checkRate: true, redisPIDs: pids, redisAddrs: []string{addr}})
 		case "grpc":
 			env, err := grpcEnv(dir, limiterEnv)
 			if err != nil {
 				return err
 			}
 			servers = append(servers, &server{name: grpcMemoryRow, cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: env, grpc: true})
-			addr, err := redis()
+			addr, _, err := redis()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "harness: skipping the Redis gRPC row:", err)
 				continue
@@ -283,7 +297,7 @@ func run(o options) error {
 			defer stop()
 			servers = append(servers, rows...)
 		case "redisrate":
-			addr, err := redis()
+			addr, pids, err := redis()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "harness: skipping redisrate:", err)
 				continue
@@ -296,9 +310,9 @@ func run(o options) error {
 			if b, err := build.CombinedOutput(); err != nil {
 				return fmt.Errorf("building bench/peers/redisrate: %v\n%s", err, b)
 			}
-			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}})
+			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}, redisPIDs: pids, redisAddrs: []string{addr}})
 		default:
-			return fmt.Errorf("unknown source %q in -sources (memory, redis, windows, erl, grpc, redisrate, forwardauth)", src)
+			return fmt.Errorf("unknown source %q in -sources (memory, redis, cluster, windows, erl, grpc, redisrate, forwardauth)", src)
 		}
 	}
 	if o.baseline != "" {
@@ -326,6 +340,7 @@ func run(o options) error {
 		}
 	}
 	printTable(os.Stdout, servers, results, o)
+	printRedisCPU(os.Stdout, servers, results)
 	printWindowTargets(os.Stdout, servers, results)
 	printCalendarTargets(os.Stdout, servers, results)
 	printERLTargets(os.Stdout, servers, results, o.baseline)
@@ -368,14 +383,13 @@ BenchRequestsPerIP:
 	benchRateCounter = "BenchRequestsPerIP"
 )
 
-// benchDefaults writes the bundled defaults file with the harness's window
-// limits appended, and returns its path.
-func benchDefaults(root, dir string) (string, error) {
+// benchDefaults writes the bundled defaults file of the tree at root with
+// the harness's limits appended to path, and returns path.
+func benchDefaults(root, path string) (string, error) {
 	bundled, err := os.ReadFile(filepath.Join(root, "config/defaults.yaml"))
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "defaults.yaml")
 	return path, os.WriteFile(path, append(bundled, benchLimits+benchCalendarLimits...), 0o644)
 }
 
@@ -432,33 +446,6 @@ func (s *server) stop() {
 	}
 }
 
-// startRedis runs a private redis-server on a free loopback port.
-func startRedis(dir string) (string, func(), error) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		return "", nil, errors.New("redis-server not found")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	addr := ln.Addr().String()
-	port := addr[strings.LastIndexByte(addr, ':')+1:]
-	ln.Close()
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr, stop, nil
-		}
-	}
-	stop()
-	return "", nil, errors.New("redis-server did not start")
-}
-
 // cpuSeconds is the user+system CPU time a process has used.
 func cpuSeconds(pid int) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -483,13 +470,17 @@ func measure(s *server, script string, o options) (result, error) {
 	var r result
 	if o.duration == 0 { // open loop only
 		var err error
-		r.open, err = openLoop(s.url, s.call().post(), o.rate, o.openFor)
+		r.open, err = measureOpenLoop(s, o)
 		return r, err
 	}
 	if _, _, err := wrk(s, script, o.warmup, o); err != nil {
 		return r, err
 	}
 	before, err := cpuSeconds(s.proc.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	redisBefore, err := sampleRedis(s)
 	if err != nil {
 		return r, err
 	}
@@ -501,14 +492,37 @@ func measure(s *server, script string, o options) (result, error) {
 	if err != nil {
 		return r, err
 	}
+	redisAfter, err := sampleRedis(s)
+	if err != nil {
+		return r, err
+	}
 	requests, rps, p50, p99, errs, err := parseWrk(out)
 	if err != nil {
 		return r, err
 	}
 	r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
 	r.cpuPerReq = (after - before) / float64(requests) * 1e6
-	r.open, err = openLoop(s.url, s.call().post(), o.rate, o.openFor)
+	r.redisCPU, r.redisScripts = redisAfter.since(redisBefore, float64(requests))
+	r.open, err = measureOpenLoop(s, o)
 	return r, err
+}
+
+// measureOpenLoop runs s's open loop, and reads its Redis CPU around it.
+func measureOpenLoop(s *server, o options) (openLoopResult, error) {
+	before, err := sampleRedis(s)
+	if err != nil {
+		return openLoopResult{}, err
+	}
+	r, err := openLoop(s.url, s.call().post(), o.rate, o.openFor)
+	if err != nil {
+		return r, err
+	}
+	after, err := sampleRedis(s)
+	if err != nil {
+		return r, err
+	}
+	r.redisCPU, r.redisScripts = after.since(before, r.achieved*o.openFor.Seconds())
+	return r, nil
 }
 
 // wrk runs wrk against s for d and returns its output and the CPU time
@@ -584,8 +598,8 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 	fmt.Fprintf(w, "Closed loop: wrk -t%d -c%d -d%s, POST /v1/spend, 10,000 random ids. Open loop: %d req/s for %s.\n",
 		o.threads, o.connections, o.duration, o.rate, o.openFor)
 	fmt.Fprintf(w, "Medians of %d alternating rounds.\n\n", o.rounds)
-	fmt.Fprintln(w, "| server | req/s | × bare | p50 ms | p99 ms | server CPU µs/req | open p50 ms | open p99 ms | open p99 from send ms | sender late p99 ms | open req/s | errors |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| server | req/s | × bare | p50 ms | p99 ms | server CPU µs/req | Redis CPU µs/req | open p50 ms | open p99 ms | open p99 from send ms | sender late p99 ms | open req/s | errors |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	col := func(rs []result, f func(result) float64) float64 {
 		xs := make([]float64, len(rs))
 		for i, r := range rs {
@@ -601,7 +615,7 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 		rs := results[i]
 		var errs int64
 		for _, r := range rs {
-			errs += r.errors
+			errs += r.errors + r.open.failed
 		}
 		rps := col(rs, func(r result) float64 { return r.rps })
 		ratio := "-" // no closed loop run (-duration 0)
@@ -615,9 +629,13 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 				col(rs, func(r result) float64 { return r.open.sentP99 }), col(rs, func(r result) float64 { return r.open.lateP99 }),
 				col(rs, func(r result) float64 { return r.open.achieved }))
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %.2f | %.1f | %s | %d |\n", s.name, rps, ratio,
+		redisCol := "-"
+		if len(s.redisPIDs) > 0 {
+			redisCol = fmt.Sprintf("%.2f", col(rs, func(r result) float64 { return sum(r.redisCPU) }))
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %.2f | %.1f | %s | %s | %d |\n", s.name, rps, ratio,
 			col(rs, func(r result) float64 { return r.p50 }), col(rs, func(r result) float64 { return r.p99 }),
-			col(rs, func(r result) float64 { return r.cpuPerReq }), open, errs)
+			col(rs, func(r result) float64 { return r.cpuPerReq }), redisCol, open, errs)
 	}
 }
 

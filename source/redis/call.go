@@ -130,14 +130,6 @@ func (c *scriptCall) pipelined() bool {
 	return c.record == nil && c.op != opClaim
 }
 
-// packable reports whether the call may share a packed script call with
-// others (pack.go): idempotent calls, claims, ERL calls and rate syncs
-// have operations and replies of their own that packed calls do not
-// carry.
-func (c *scriptCall) packable() bool {
-	return c.pipelined() && c.op != opCall && c.op != opSyncRates
-}
-
 // boxed reports whether key i of the call has a box entry.
 func (c *scriptCall) boxed(i int) bool {
 	return c.boxes != nil && c.boxes[i] != ""

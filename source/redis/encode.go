@@ -345,7 +345,7 @@ func (w wire) encodePacked(calls []*scriptCall, packing packing) (keys []string,
 func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 	inline := packing == packInline
 	hi, lo := limbs(c.now)
-	if len(c.keys) == 1 && len(c.ops) == 1 && c.ops[0].Algorithm == bucket.GCRA && !c.boxed(0) {
+	if c.folded() {
 		op := &c.ops[0]
 		if token, ok := foldedToken(c.op, op.Mode); ok {
 			var t [foldTokenSize]any
@@ -368,6 +368,39 @@ func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 		}
 	}
 	return c.appendValues(appendNow(args, hi, lo))
+}
+
+// folded reports whether c is a one-key GCRA spend or check without a
+// box, which a packed call carries folded (appendPacked).
+func (c *scriptCall) folded() bool {
+	if len(c.keys) != 1 || len(c.ops) != 1 || c.ops[0].Algorithm != bucket.GCRA || c.boxed(0) {
+		return false
+	}
+	_, ok := foldedToken(c.op, c.ops[0].Mode)
+	return ok
+}
+
+// fastShape reports whether the script's fast path (lua/fast.lua)
+// decides c in a packed call in key format v1: a folded call, an Edge
+// Rate Limiting call of one counter, or a one-key spend or check of a
+// window without a box or of a rate counter (with its box: a check_rate).
+func (c *scriptCall) fastShape() bool {
+	switch {
+	case c.folded():
+		return true
+	case c.op == opCall:
+		return len(c.extra.call.Counters) == 1
+	case (c.op != opSpend && c.op != opCheck) || len(c.keys) != 1 || len(c.ops) != 1:
+		return false
+	}
+	a := c.ops[0].Algorithm
+	return (a.Windowed() && !c.boxed(0)) || (a == bucket.RateCounter && c.boxed(0))
+}
+
+// fast reports whether c, sent alone, goes as a pack of one, which the
+// script decides on its fast path without making its other functions.
+func (w wire) fast(c *scriptCall) bool {
+	return w.format == scriptFormatV1 && c.fastShape()
 }
 
 // appendBox appends the box of op i, if it has one, in a refund or reset.

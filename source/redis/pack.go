@@ -14,10 +14,13 @@ import (
 // run, each as if alone, and a failing batch answers its own error; its
 // reply is the batches' replies one after another in one flat list.
 
-// maxPack bounds the batches packed into one script call: Redis runs
-// nothing else while a script runs, and a few dozen batches take it a few
-// hundred microseconds.
-const maxPack = 32
+// maxPack bounds the batches packed into one script call: a whole
+// pipeline. Redis runs nothing else while a script runs, but it also runs
+// the commands of one client's pipeline one after another before it turns
+// to other clients, so one script of a pipeline's batches holds others up
+// no longer than the pipeline's commands did, and pays the script's fixed
+// cost (its arguments' tables, its functions, its reply) once.
+const maxPack = maxPipeline
 
 // packing is how a pipe packs queued calls into script calls.
 type packing int
@@ -40,19 +43,26 @@ const (
 )
 
 // pack splits calls into the groups that become one script call each, as
-// p.packing allows.
+// p.packing allows. The batches of the script's fast path
+// (scriptCall.fastShape) come first in a packed call: the script decides
+// a run of them from its start without making its other functions
+// (lua/fast.lua). Calls queued together are concurrent, so their order is
+// free.
 func (p *pipe) pack(calls []*queued) [][]*queued {
 	var packs [][]*queued
 	packable := make([]*queued, 0, len(calls))
+	var rest []*queued
 	for _, q := range calls {
 		switch {
-		case p.packing == packNone, !q.call.packable(),
-			p.packing == packInline && len(q.call.keys) != 1:
+		case p.packing == packNone, p.packing == packInline && len(q.call.keys) != 1:
 			packs = append(packs, []*queued{q})
-		default:
+		case q.call.fastShape():
 			packable = append(packable, q)
+		default:
+			rest = append(rest, q)
 		}
 	}
+	packable = append(packable, rest...)
 	for len(packable) > 0 {
 		n := min(maxPack, len(packable))
 		packs = append(packs, packable[:n:n])

@@ -88,6 +88,19 @@ func (p *pipe) do(ctx context.Context, c *scriptCall) (any, error) {
 		// no pipeline).
 		p.flushers++
 		p.mu.Unlock()
+		if p.wire.fast(c) {
+			// A pack of one, its key declared, on the script's fast path
+			// (lua/fast.lua); its reply is the call's own, or its error.
+			keys, args := p.wire.encodePacked([]*scriptCall{c}, packKeys)
+			reply, err := p.script.Run(ctx, p.node, keys, args...).Result()
+			p.release()
+			if items, ok := reply.([]any); ok && err == nil && len(items) > 0 {
+				if e, isErr := items[0].(error); isErr {
+					return nil, e
+				}
+			}
+			return reply, err
+		}
 		keys, args := p.wire.encode(c)
 		reply, err := p.script.Run(ctx, p.node, keys, args...).Result()
 		p.release()

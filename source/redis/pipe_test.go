@@ -16,6 +16,7 @@ import (
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
@@ -32,6 +33,7 @@ const coalesceNow int64 = 1_790_000_000_123_456_789
 // is its number of batches, packed or not.
 type roundTrips struct {
 	trips, batches, loads atomic.Int64
+	scripts               atomic.Int64 // script commands
 }
 
 func (r *roundTrips) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -39,6 +41,7 @@ func (r *roundTrips) DialHook(next goredis.DialHook) goredis.DialHook { return n
 // count records the batches of one script command.
 func (r *roundTrips) count(c goredis.Cmder) {
 	if args := c.Args(); len(args) > 2 && (c.Name() == "evalsha" || c.Name() == "eval") {
+		r.scripts.Add(1)
 		if n, ok := args[2].(int); ok {
 			r.batches.Add(int64(n))
 		}
@@ -357,8 +360,9 @@ func winOp(key string, fixed bool, cost int64) bucket.Op {
 // as its shape needs: batches of one and of three keys, a refund, a reset,
 // failing two-key batches (the failing key under a GCRA op and under a
 // window op, whose values the script must skip), window spends, a batch
-// mixing GCRA and windows, a window refund and reset, and a sync, packed
-// into one script call, each get their own answer, and the failing
+// mixing GCRA and windows, a window refund and reset, a sync, and Edge
+// Rate Limiting calls (one that boxes, one on a counter holding junk),
+// packed into one script call, each get their own answer, and the failing
 // batches write nothing.
 func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 	srv := redistest.NewStandalone(t)
@@ -444,6 +448,25 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 			err := src.SyncWindows(ctx, coalesceNow, p)
 			return fmt.Sprint(p[0].Total.Cur, p[0].Total.Prev), err
 		}, "4 2"},
+		{"erl call", func() (any, error) {
+			var res bucket.CallResult
+			err := src.Call(ctx, coalesceNow, &bucket.Call{
+				Counters: []bucket.CounterCheck{{Key: "e1", Delta: 3, Limit: ratecounter.Limit{Window: 1, Rate: 2}}},
+				Box:      "e1", Action: bucket.BoxWhenAbove, Until: coalesceNow + 60e9,
+			}, &res)
+			return fmt.Sprint(res.Above[0], res.Expires == coalesceNow+60e9), err
+		}, "true true"},
+		{"failing erl call", func() (any, error) {
+			var res bucket.CallResult
+			err := src.Call(ctx, coalesceNow, &bucket.Call{
+				Counters: []bucket.CounterCheck{{Key: "junk", Delta: 1, Limit: ratecounter.Limit{Window: 1, Rate: 2}}},
+				Box:      "e2", Action: bucket.BoxWhenAbove, Until: coalesceNow + 60e9,
+			}, &res)
+			if err == nil {
+				return nil, errors.New("succeeded")
+			}
+			return "failed", nil
+		}, "failed"},
 		{"one key after", func() (any, error) {
 			out := make([]bucket.Outcome, 1)
 			err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp("z", 1)}, out)
@@ -462,7 +485,7 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 		})
 	}
 	waitFor(t, "all calls are queued", func() bool { q, _ := src.single.state(); return q == len(calls) })
-	before := rt.trips.Load()
+	before, scripts := rt.trips.Load(), rt.scripts.Load()
 	resume()
 	wg.Wait()
 	for i, c := range calls {
@@ -472,6 +495,9 @@ func TestCoalescedMixedBatchesKeepTheirReplies(t *testing.T) {
 	}
 	if n := rt.trips.Load() - before; n != 1 {
 		t.Errorf("%d queued calls took %d round trips, want 1", len(calls), n)
+	}
+	if n := rt.scripts.Load() - scripts; n != 1 {
+		t.Errorf("%d queued calls took %d script calls, want 1", len(calls), n)
 	}
 	out := make([]bucket.Outcome, 1)
 	for _, op := range []bucket.Op{testOp("c", 0), winOp("d", false, 0), testOp("d2", 0)} {

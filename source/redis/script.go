@@ -23,6 +23,7 @@ import (
 // functions only some calls need, and sync.lua closes it; the parts from
 // the one to the other are its body.
 var scriptFragments = []string{
+	"fast.lua",    // packed one-key GCRA spends in format v1, before anything is made
 	"prelude.lua", // what the script keeps, and its constants
 	"limbs.lua",   // exact two-limb arithmetic, argument parsing
 	"store.lua",   // reading and writing buckets, key formats v1 and v2

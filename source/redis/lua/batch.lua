@@ -291,7 +291,7 @@ local function run(op, K, k, n, a, mode)
   elseif op == 'A' then
     return (ext or ext_make()).sync(K, k, n, a + NOW_SIZE), SYNC_SIZE * n
   elseif op == 'E' then
-    return (ext or ext_make()).call(K, a + NOW_SIZE), 0
+    return (ext or ext_make()).call(K, k, a + NOW_SIZE)
   elseif op == 'Y' then
     return (ext or ext_make()).rsync(K, k, n, a + NOW_SIZE), PUSH_SIZE * n
   end

@@ -1,5 +1,5 @@
-  -- call applies an ERL call (operation E, bucket.ApplyCall): KEYS[1..m]
-  -- are its counters and KEYS[m + 1] its box entry; ARGV[a] holds m
+  -- call applies an ERL call (operation E, bucket.ApplyCall): K[k+1..k+m]
+  -- are its counters and K[k+m+1] its box entry; ARGV[a] holds m
   -- (CALL_*), then per counter its delta, window (s; 0 checks nothing) and
   -- rate (CTR_*), then (ACTION_*) the box action (N none, R read, A box when a counter went above its
   -- limit, P replace, X remove, E extend) and the expiry it gives. Each
@@ -8,17 +8,18 @@
   -- given one (A only when a counter went above), P to the given one, X
   -- to none. Everything is read before anything is written. The reply is
   -- {1, c_1..c_m, box, box after}: the counters and the box entry as
-  -- read, and the box entry as the call left it ('' when none).
-  local function call(K, a)
+  -- read, and the box entry as the call left it ('' when none). It
+  -- returns the reply and how many values the call took after its now.
+  local function call(K, k, a)
     local m = count(ARGV[a + CALL_COUNTERS])
     local c0 = a + (CALL_SIZE - CTR_SIZE) -- counter i's values are at c0 + CTR_SIZE * i
     local out, cs, above = { 1 }, {}, false
     for i = 1, m do
       local b = c0 + CTR_SIZE * i
       local d, W, rate = count(ARGV[b + CTR_DELTA]), count(ARGV[b + CTR_WINDOW]), count(ARGV[b + CTR_RATE])
-      local v = get(K[i]) or ''
+      local v = get(K[k + i]) or ''
       out[i + 1] = v
-      local c = rparse(K[i], v)
+      local c = rparse(K[k + i], v)
       radd(c, now_hi, d)
       if W > 0 and rwin(c, now_hi, W) > rate * W then
         above = true
@@ -28,7 +29,7 @@
     local x = c0 + CTR_SIZE * (m + 1) -- the box action's values
     local act = ARGV[x + ACTION_KIND]
     local uh, ul = num(ARGV[x + ACTION_UNTIL])
-    local name = K[m + 1]
+    local name = K[k + m + 1]
     local bv, eh, el = '', 0, 0
     if act ~= 'N' then
       bv, eh, el = bread(name)
@@ -43,7 +44,7 @@
     end
     for i = 1, m do
       if count(ARGV[c0 + CTR_SIZE * i + CTR_DELTA]) > 0 then
-        rwrite(K[i], cs[i])
+        rwrite(K[k + i], cs[i])
       end
     end
     local after = bv
@@ -55,7 +56,7 @@
       end
     end
     out[m + 2], out[m + 3] = bv, after
-    return out
+    return out, x + ACTION_SIZE - a
   end
 
   -- rsync adds pushes of other processes (operation Y) to the rate

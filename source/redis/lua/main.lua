@@ -20,8 +20,9 @@ end
 local FOLD_OP = { S0 = 'S', S1 = 'S', S2 = 'S', C0 = 'C', C1 = 'C', C2 = 'C' }
 local FOLD_MODE = { S0 = '0', S1 = '1', S2 = '2', C0 = '0', C1 = '1', C2 = '2' }
 local inline = op == 'P'
-local replies, r = {}, 0
-local k, a = 0, HEAD_SIZE + 1
+-- The batches fast.lua decided, if any, and where the rest start.
+local replies, r = fast_replies or {}, fast_r or 0
+local k, a = fast_k or 0, fast_a or HEAD_SIZE + 1
 while a <= #ARGV do
   -- A batch's first argument is its folded token (FTOKEN_TOKEN) or its
   -- operation (PACK_OP).
@@ -61,12 +62,18 @@ while a <= #ARGV do
     replies[r] = reply
     -- The batch's size is known without running it, so the batches after
     -- a failed one are still found, and its reply keeps its width.
+    local w = 0
     if bop == 'S' or bop == 'C' or bop == 'R' or bop == 'A' then
-      for i = 1, n do
-        replies[r + i] = ''
-      end
-      r = r + n
+      w = n
+    elseif bop == 'Y' then
+      w = 2 * n
+    elseif bop == 'E' then
+      w = 2 + count(ARGV[v + NOW_SIZE + CALL_COUNTERS])
     end
+    for i = 1, w do
+      replies[r + i] = ''
+    end
+    r = r + w
     if mode then
       used = FOLDED_SIZE
     else

@@ -112,6 +112,10 @@
       end
     elseif op == 'A' then
       b = b + SYNC_SIZE * n
+    elseif op == 'Y' then
+      b = b + PUSH_SIZE * n
+    elseif op == 'E' then
+      b = b + (CALL_SIZE + ACTION_SIZE) + CTR_SIZE * count(ARGV[b + CALL_COUNTERS])
     end
     return b - a
   end
