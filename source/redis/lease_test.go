@@ -178,9 +178,12 @@ func TestLeaseSetExpiresAfterLatestLease(t *testing.T) {
 
 // In format v2 the sweep of a hash tells a lease set from the other
 // values: one whose leases have all expired goes, a live one stays as it
-// was.
+// was, and a foreign value is left alone.
 func TestSweepDropsExpiredLeaseSets(t *testing.T) {
-	src, c, _ := oneHash(t)
+	src, c, hash := oneHash(t)
+	if err := c.HSet(context.Background(), hash, "foreign", "L not a lease set").Err(); err != nil {
+		t.Fatal(err)
+	}
 	short := spend(t, src, now, acquire("c:short", 2, 1_000))[0]
 	long := spend(t, src, now, acquire("c:long", 2, 86_400_000))[0]
 	keep, _ := stored(t, c, src, "c:long")
@@ -193,6 +196,9 @@ func TestSweepDropsExpiredLeaseSets(t *testing.T) {
 	}
 	if v, ok := stored(t, c, src, "c:long"); !ok || v != keep || !strings.Contains(v, long.Lease) {
 		t.Fatalf("a live lease set holds %q (%v) after the sweep, want %q", v, ok, keep)
+	}
+	if v, err := c.HGet(context.Background(), hash, "foreign").Result(); err != nil || v != "L not a lease set" {
+		t.Fatalf("a foreign field starting with L holds %q (%v) after the sweep", v, err)
 	}
 }
 
@@ -216,6 +222,11 @@ func TestLeaseSetAndOtherAlgorithms(t *testing.T) {
 			}
 			if o := spend(t, src, now, perMinute("c:win", 1))[0]; !o.Allowed || o.Remaining != 99 {
 				t.Fatalf("window spend over a lease set: %+v, want an empty counter", o.Decision)
+			}
+			// A reset counts a TAT under a concurrency op as no lease.
+			storeRaw(t, c, src, "c:reset", fmt.Sprint(now+int64(time.Hour)))
+			if n, err := src.Reset(context.Background(), now, []bucket.Op{acquire("c:reset", 2, 1_000)}); err != nil || n != 0 {
+				t.Fatalf("Reset over a TAT = %d, %v; want 0", n, err)
 			}
 		})
 	}

@@ -143,7 +143,12 @@
 
     -- lstale reports whether the lease set v holds no live lease: for the
     -- sweep of a v2 hash, and for a reset (bucket.Busy is its opposite).
+    -- A value that is not a lease set (written by someone else) is not
+    -- stale: a sweep leaves it alone.
     local function lstale(v)
+      if not string.find(v, '^L[%x:,]*$') then
+        return false
+      end
       local nm = nowms()
       for e in string.gmatch(v, ':%d+:(%d+)') do
         if nm < tonumber(e) then

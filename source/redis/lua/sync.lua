@@ -4,7 +4,8 @@
   -- a sliding window, in the one before.
   local function busy(key, v, spec)
     if spec == 'L' then
-      return not leases().stale(v)
+      -- A lease set with a live lease; another algorithm's value is none.
+      return string.byte(v, 1) == 76 and not leases().stale(v)
     elseif spec == 'T' then
       -- Not ratecounter.Counter.Empty: a hit in the last minute, and a
       -- clock not a minute or more behind the counter's last second.
