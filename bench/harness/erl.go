@@ -79,6 +79,7 @@ func baselineDefaults(bin, src, dir, overrides string) (string, map[string]bool,
 		{benchLimits, []string{benchSliding, benchSlidingSynced, benchRateCounter}},
 		{benchCalendarLimits, []string{benchCalendar}},
 		{benchOverLimitDef, []string{benchOverLimit}},
+		{benchLeasesLimits, []string{benchLeases}},
 	}
 	accepted := map[string]bool{defaultLimit: true}
 	kept := bundled

@@ -46,5 +46,5 @@ func benchDefaults(root, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return path, os.WriteFile(path, append(bundled, benchLimits+benchCalendarLimits+benchOverLimitDef...), 0o644)
+	return path, os.WriteFile(path, append(bundled, benchLimits+benchCalendarLimits+benchOverLimitDef+benchLeasesLimits...), 0o644)
 }

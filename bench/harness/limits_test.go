@@ -23,7 +23,7 @@ func TestBenchDefaultsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the harness's defaults do not load: %v", err)
 	}
-	for _, name := range []string{benchSliding, benchSlidingSynced, benchRateCounter, benchCalendar, benchOverLimit} {
+	for _, name := range []string{benchSliding, benchSlidingSynced, benchRateCounter, benchCalendar, benchOverLimit, benchLeases} {
 		if _, ok := cfg.Lookup(name); !ok {
 			t.Errorf("%s is not in the harness's defaults", name)
 		}

@@ -66,7 +66,7 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
 	flag.IntVar(&o.rate, "rate", 5000, "open-loop requests per second")
 	flag.DurationVar(&o.openFor, "open-duration", 5*time.Second, "open-loop measurement time per run")
-	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), halfdenied (the GCRA rows with every other request on an id already over its limit, so half are denied), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), calendar (a monthly calendar limit on memory and on Redis), cluster (the limiter's GCRA row on a 3-master Redis Cluster, with each master's CPU), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
+	flag.StringVar(&o.sources, "sources", "memory,redis,windows", "what to measure besides bare: memory, redis (the limiter and bare + INCR), halfdenied (the GCRA rows with every other request on an id already over its limit, so half are denied), windows (a sliding-window limit on memory, and on Redis with sync_rate 0 and 1), calendar (a monthly calendar limit on memory and on Redis), leases (acquire and release pairs of a concurrency limit on memory and on Redis, closed loop only), cluster (the limiter's GCRA row on a 3-master Redis Cluster, with each master's CPU), erl (check_rate), grpc (Envoy's ShouldRateLimit on memory and Redis), redisrate (go-redis/redis_rate behind net/http), forwardauth (nginx with auth_request to the limiter against the same to a bare net/http handler and nginx alone, needs /usr/sbin/nginx); redis ones are skipped without redis-server")
 	flag.IntVar(&o.faRate, "forward-auth-rate", 2000, "forward-auth rows: open-loop requests per second, a rate every row sustains")
 	flag.BoolVar(&o.forwardAuthGoApp, "forward-auth-go-app", false, "forward-auth rows: the application every row proxies to is a small Go net/http server answering \"ok\" (in the harness's process) instead of a static return inside nginx")
 	flag.BoolVar(&o.forwardAuthUnix, "forward-auth-unix", false, "forward-auth rows: the limiter and the bare handler listen on Unix sockets (--listen unix:PATH) and nginx asks them there, instead of over loopback TCP")
@@ -213,6 +213,12 @@ func run(o options) error {
 				fmt.Fprintln(os.Stderr, "harness: skipping the Redis calendar row:", err)
 			}
 			servers = append(servers, calendarRows(dir, limiterEnv, addr)...)
+		case "leases":
+			addr, pids, err := redis()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "harness: skipping the Redis acquire+release row:", err)
+			}
+			servers = append(servers, leaseRows(dir, limiterEnv, addr, pids)...)
 		case "erl":
 			servers = append(servers, &server{name: "limiter, memory, check_rate", cmd: []string{filepath.Join(dir, "limiter"), "serve"}, env: limiterEnv, limit: benchRateCounter, checkRate: true})
 			addr, pids, err := redis()
@@ -256,7 +262,7 @@ func run(o options) error {
 			}
 			servers = append(servers, &server{name: "redis_rate behind net/http", cmd: []string{out, "-redis", addr}, env: []string{"GOGC=1600"}, redisPIDs: pids, redisAddrs: []string{addr}})
 		default:
-			return fmt.Errorf("unknown source %q in -sources (memory, redis, halfdenied, cluster, windows, calendar, erl, grpc, redisrate, forwardauth)", src)
+			return fmt.Errorf("unknown source %q in -sources (memory, redis, halfdenied, cluster, windows, calendar, leases, erl, grpc, redisrate, forwardauth)", src)
 		}
 	}
 	if o.baseline != "" {
@@ -292,6 +298,7 @@ func run(o options) error {
 	printRedisCPU(os.Stdout, servers, results)
 	printWindowTargets(os.Stdout, servers, results)
 	printCalendarTargets(os.Stdout, servers, results)
+	printLeaseTargets(os.Stdout, servers, results)
 	printERLTargets(os.Stdout, servers, results, o.baseline)
 	printGRPCTargets(os.Stdout, servers, results, o)
 	printForwardAuth(os.Stdout, servers, results, o)
@@ -317,6 +324,9 @@ func measure(s *server, script string, o options) (result, error) {
 	}
 	var r result
 	if o.duration == 0 { // open loop only
+		if s.leases {
+			return r, fmt.Errorf("the acquire+release rows need a closed loop (-duration above 0)")
+		}
 		var err error
 		r.open, err = measureOpenLoop(s, o)
 		return r, err
@@ -351,6 +361,9 @@ func measure(s *server, script string, o options) (result, error) {
 	r.rps, r.p50, r.p99, r.errors = rps, p50, p99, errs
 	r.cpuPerReq = (after - before) / float64(requests) * 1e6
 	r.redisCPU, r.redisScripts = redisAfter.since(redisBefore, float64(requests))
+	if s.leases {
+		return r, nil // an open loop of one request can acquire but not release
+	}
 	r.open, err = measureOpenLoop(s, o)
 	return r, err
 }
@@ -401,8 +414,8 @@ func printTable(w io.Writer, servers []*server, results [][]result, o options) {
 		if bare > 0 {
 			ratio = fmt.Sprintf("%.2f", rps/bare)
 		}
-		open := "- | - | - | - | -" // the gRPC rows have no open loop
-		if !s.grpc {
+		open := "- | - | - | - | -" // the gRPC and acquire+release rows have no open loop
+		if !s.grpc && !s.leases {
 			open = fmt.Sprintf("%.2f | %.2f | %.2f | %.2f | %.0f",
 				col(rs, func(r result) float64 { return r.open.p50 }), col(rs, func(r result) float64 { return r.open.p99 }),
 				col(rs, func(r result) float64 { return r.open.sentP99 }), col(rs, func(r result) float64 { return r.open.lateP99 }),

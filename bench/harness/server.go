@@ -24,6 +24,9 @@ type server struct {
 	// or, with checkRate, the rate counter and box every check_rate names.
 	limit     string
 	checkRate bool
+	// leases rows acquire and release a concurrency limit's leases in
+	// turn (bench/lease.lua), closed loop only.
+	leases bool
 	// deniedLimit, when set, takes every other request, on ids spent
 	// before the run, so that half the requests are denied.
 	deniedLimit string
@@ -51,6 +54,9 @@ func (s *server) script(root string) string {
 	}
 	if s.checkRate {
 		return filepath.Join(root, "bench", "check_rate.lua")
+	}
+	if s.leases {
+		return filepath.Join(root, "bench", "lease.lua")
 	}
 	return filepath.Join(root, "bench", "spend.lua")
 }

@@ -175,7 +175,8 @@ func checkPart(now int64, p part, verdict bool, spent *[]part, readOnly bool) er
 	// spend added its cost to the current window, at the same now as the
 	// give-back's. A rate counter's hits are written whatever the batch's
 	// fate, so they are not given back; nor is any box entry (the
-	// give-back's ops have no box: it neither reads nor writes one).
+	// give-back's ops have no box: it neither reads nor writes one). An
+	// acquire took a lease, which the give-back releases.
 	var w part
 	for j, o := range out {
 		if !o.Write || p.ops[j].Algorithm == bucket.RateCounter {
@@ -183,9 +184,13 @@ func checkPart(now int64, p part, verdict bool, spent *[]part, readOnly bool) er
 		}
 		op := p.ops[j]
 		op.Box = ""
+		if op.Algorithm == bucket.Concurrency {
+			// An acquire took a lease: releasing it gives its slots back.
+			op.LeaseAction = bucket.Release
+		}
 		w.ops = append(w.ops, op)
 		w.keys = append(w.keys, p.keys[j])
-		if p.ops[j].Algorithm.Counted() {
+		if p.ops[j].Algorithm.Counted() || op.Algorithm == bucket.Concurrency {
 			w.amounts = append(w.amounts, p.ops[j].Cost)
 		} else {
 			w.amounts = append(w.amounts, o.New.TAT-max(now, p.states[j].TAT))

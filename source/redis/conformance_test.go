@@ -18,3 +18,14 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// The conformance suite's concurrency limits, in both key formats, on one
+// Redis and on a cluster.
+func TestConformanceLeases(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			opts := b.opts(t)
+			sourcetest.RunLeases(t, func(t *testing.T) ratelimits.Source { return newSource(t, opts) })
+		})
+	}
+}

@@ -108,7 +108,8 @@ func (r *scriptReply) decodeBatch(items []any) error {
 // TAT not after decidedAt, or a window counter, as a missing bucket; a
 // window op reads a TAT as an empty counter (the limit's algorithm
 // changed). The value read of an op with a box is its box entry's, a
-// space, and its own.
+// space, and its own; a concurrency op's is its lease id, "=", and its
+// lease set (leaseItem).
 func (r *scriptReply) setState(i int, s string) error {
 	if r.boxes == nil || r.boxes[i] == "" {
 		return r.setBucket(i, s)
@@ -134,6 +135,9 @@ func (r *scriptReply) setState(i int, s string) error {
 // with no hit in the last minute): Redis may have forgotten it already,
 // and nothing may tell.
 func (r *scriptReply) setBucket(i int, s string) error {
+	if r.ops[i].Algorithm == bucket.Concurrency {
+		return r.setLeases(i, s)
+	}
 	if r.ops[i].Algorithm == bucket.RateCounter {
 		r.states[i] = bucket.State{TAT: gcra.Missing}
 		if !isRate(s) {
@@ -146,7 +150,7 @@ func (r *scriptReply) setBucket(i int, s string) error {
 		return err
 	}
 	if r.ops[i].Algorithm == bucket.Calendar {
-		if isRate(s) {
+		if isRate(s) || isLeases(s) {
 			s = ""
 		}
 		c, err := parseCounter(s)
@@ -154,7 +158,7 @@ func (r *scriptReply) setBucket(i int, s string) error {
 		return err
 	}
 	if r.ops[i].Algorithm.Windowed() {
-		if isRate(s) {
+		if isRate(s) || isLeases(s) {
 			s = ""
 		}
 		c, err := parseCounter(s)
@@ -170,8 +174,8 @@ func (r *scriptReply) setBucket(i int, s string) error {
 	}
 	tat, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		if _, werr := parseCounter(s); werr == nil || isRate(s) {
-			return nil // a window or rate counter
+		if _, werr := parseCounter(s); werr == nil || isRate(s) || isLeases(s) {
+			return nil // a window or rate counter, or a lease set
 		}
 		return fmt.Errorf("%w: TAT %q", ErrBadReply, s)
 	}

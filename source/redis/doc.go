@@ -7,7 +7,8 @@
 // exact and atomic across processes: no read-compute-write-back from Go,
 // and so no overshoot by concurrent spenders. The script computes with
 // exact two-limb integers (and window counts in exact whole milliseconds)
-// and returns the values it read, TATs and window counters; the Go side
+// and returns the values it read, TATs, window counters and the lease sets
+// of concurrency limits (leases.go); the Go side
 // computes every reported number from them with the same bucket functions
 // the memory source uses, and checks that the script's verdict agrees.
 //

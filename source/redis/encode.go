@@ -79,6 +79,22 @@ func windowCount(op *bucket.Op) int64 {
 	return op.Window.Count
 }
 
+// leaseToken returns a concurrency op's token in a spend or check: "L"
+// and its mode. The tokens are constants, so appending one allocates
+// nothing.
+func leaseToken(op *bucket.Op) any {
+	return [3]any{"L0", "L1", "L2"}[op.Mode]
+}
+
+// leaseKind returns a concurrency op's token in a refund: "LR" for a
+// release, "LN" for a renewal.
+func leaseKind(op *bucket.Op) any {
+	if op.LeaseAction == bucket.Renew {
+		return "LN"
+	}
+	return "LR"
+}
+
 // boxToken starts the values of an op with a penalty box.
 const boxToken = "BOX"
 
@@ -238,6 +254,10 @@ func (c *scriptCall) appendValues(args []any) []any {
 				var v [rateSize]any
 				v[rateTokenAt], v[rateCost], v[rateWindow], v[rateRate] = rateToken(op), op.Cost, op.Rate.Window, op.Rate.Rate
 				args = append(args, v[:]...)
+			case bucket.Concurrency:
+				var v [leaseSize]any
+				v[leaseTokenAt], v[leaseCost], v[leaseCount], v[leaseTTL], v[leaseIDAt] = leaseToken(op), op.Cost, op.Lease.Count, op.Lease.TTL, op.LeaseID
+				args = append(args, v[:]...)
 			default:
 				var v [windowSize]any
 				v[windowTokenAt], v[windowCost], v[windowCountAt], v[windowPeriodAt] = windowToken(op), op.Cost, windowCount(op), windowPeriod(op, c.now)
@@ -257,6 +277,10 @@ func (c *scriptCall) appendValues(args []any) []any {
 				var v [refundRateSize]any
 				v[refundRateKind], v[refundRateHits] = "T", c.amounts[i]
 				args = append(args, v[:]...)
+			case bucket.Concurrency:
+				var v [refundLeaseSize]any
+				v[refundLeaseKind], v[refundLeaseTTL], v[refundLeaseID] = leaseKind(op), op.Lease.TTL, op.LeaseID
+				args = append(args, v[:]...)
 			default:
 				var v [refundWindowSize]any
 				v[refundWindowKind], v[refundWindowHits], v[refundWindowPeriod] = windowKind(op), c.amounts[i], windowPeriod(op, c.now)
@@ -273,6 +297,8 @@ func (c *scriptCall) appendValues(args []any) []any {
 				v[resetSpec] = "G"
 			case bucket.RateCounter:
 				v[resetSpec] = "T"
+			case bucket.Concurrency:
+				v[resetSpec] = "L"
 			default:
 				v[resetSpec] = windowKind(op) + strconv.FormatInt(windowPeriod(op, c.now), 10)
 			}
@@ -445,6 +471,8 @@ func checkOp(op *bucket.Op) error {
 			return fmt.Errorf("%w: %q: window count %d, period %d ms, cost %d, mode %d",
 				ErrInvalidOp, op.Key, l.Count, l.Period, op.Cost, op.Mode)
 		}
+	case bucket.Concurrency:
+		return checkLeaseOp(op)
 	case bucket.Calendar:
 		l := op.Calendar
 		if op.Periods == nil || l.Count < 1 || l.Count > calendar.MaxCount || op.Cost < 0 || op.Cost > l.Count || op.Mode > bucket.SpendOnly {
@@ -491,8 +519,8 @@ func formatCounter(c window.Counter) string {
 // recordText is an idempotency record as stored in Redis, the same words
 // the script's operation O writes: the fingerprint, the expiry, the now
 // of the call, its verdict (0 or 1), and the state read of each op's
-// bucket: a TAT, or a window counter (formatCounter), "-" for a missing
-// or full one. decodeRecord reads it back.
+// bucket: a TAT, a window counter (formatCounter), or a concurrency op's
+// lease id and lease set (leaseItem), "-" for a missing or full one. decodeRecord reads it back.
 func recordText(fingerprint string, expires, now int64, allowed bool, ops []bucket.Op, states []bucket.State) string {
 	w := make([]string, 0, 4+len(states))
 	verdict := "0"
@@ -506,6 +534,8 @@ func recordText(fingerprint string, expires, now int64, allowed bool, ops []buck
 			w = append(w, formatCounter(st.Window))
 		case ops[i].Algorithm == bucket.Calendar:
 			w = append(w, formatCounter(calendarStored(st.Calendar)))
+		case ops[i].Algorithm == bucket.Concurrency:
+			w = append(w, leaseItem(ops[i].LeaseID, bucket.LeasesOf(st)))
 		case st.TAT == gcra.Missing:
 			w = append(w, "-")
 		default:

@@ -33,9 +33,18 @@ var (
 	// window start or hits out of range), or, in key format v2, its bucket
 	// key is empty; or, on a cluster, an op's box entry is of another id,
 	// in another slot; or an idempotent batch has a box: nothing is sent
-	// to Redis.
-	ErrInvalidOp = errors.New("redis source: invalid op")
+	// to Redis. It wraps once.ErrNotApplied, since such a call certainly
+	// changed nothing: a caller may say so rather than "outcome unknown".
+	ErrInvalidOp error = &refusedError{"redis source: invalid op"}
 )
+
+// refusedError is a refusal made before anything is sent: it wraps
+// once.ErrNotApplied without adding to its message.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
+
+func (e *refusedError) Unwrap() error { return once.ErrNotApplied }
 
 // isNoScript reports Redis's answer to a script call by SHA-1 that it does
 // not have loaded (it restarted, or its script cache was flushed): nothing

@@ -165,7 +165,9 @@ func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record
 	if op == opSpend {
 		verdict, err = s.spendSlotsInto(ctx, now, ops, keys, nil, states, outcomes)
 	} else if err = s.refundSlots(ctx, now, ops, keys, nil, states); err == nil {
-		bucket.RefundBatch(now, ops, states, outcomes)
+		// A release or renewal changes its leases in place: the record
+		// keeps them as read.
+		bucket.RefundBatch(now, ops, cloneLeases(states), outcomes)
 	}
 	ckey := s.claimKey(id)
 	if err != nil {

@@ -92,6 +92,16 @@ const (
 	rateSize
 )
 
+// A concurrency op (an acquire) in a spend or check.
+const (
+	leaseTokenAt = iota // leaseToken
+	leaseCost
+	leaseCount
+	leaseTTL  // ms
+	leaseIDAt // the lease id an acquire takes ("" for none)
+	leaseSize
+)
+
 // The box of an op with one, before its values, in a spend or check.
 const (
 	boxTokenAt = iota // boxToken
@@ -128,9 +138,17 @@ const (
 	refundRateSize
 )
 
+// A concurrency op in a refund: a release or a renewal.
+const (
+	refundLeaseKind = iota // leaseKind
+	refundLeaseTTL         // ms
+	refundLeaseID
+	refundLeaseSize
+)
+
 // An op in a reset.
 const (
-	resetSpec = iota // "G", "T", or windowKind and the period ("W60000"), or "K" and a calendar counter's end
+	resetSpec = iota // "G", "T", "L", or windowKind and the period ("W60000"), or "K" and a calendar counter's end
 	resetSize
 )
 
@@ -207,12 +225,15 @@ var protocolLayouts = []argLayout{
 		{"PERIOD", windowPeriodAt}}, windowSize},
 	{"RATE", []argField{{"TOKEN", rateTokenAt}, {"COST", rateCost}, {"WINDOW", rateWindow},
 		{"RATE", rateRate}}, rateSize},
+	{"LEASE", []argField{{"TOKEN", leaseTokenAt}, {"COST", leaseCost}, {"COUNT", leaseCount},
+		{"TTL", leaseTTL}, {"ID", leaseIDAt}}, leaseSize},
 	{"BOX", []argField{{"TOKEN", boxTokenAt}, {"NAME", boxEntry}, {"UNTIL", boxUntil}}, boxSize},
 	{"RBOX", []argField{{"TOKEN", rboxTokenAt}, {"NAME", rboxEntry}}, rboxSize},
 	{"RGCRA", []argField{{"DECREMENT", refundGCRADecrement}}, refundGCRASize},
 	{"RWIN", []argField{{"KIND", refundWindowKind}, {"HITS", refundWindowHits},
 		{"PERIOD", refundWindowPeriod}}, refundWindowSize},
 	{"RRATE", []argField{{"KIND", refundRateKind}, {"HITS", refundRateHits}}, refundRateSize},
+	{"RLEASE", []argField{{"KIND", refundLeaseKind}, {"TTL", refundLeaseTTL}, {"ID", refundLeaseID}}, refundLeaseSize},
 	{"RESET", []argField{{"SPEC", resetSpec}}, resetSize},
 	{"SYNC", []argField{{"PERIOD", syncPeriod}, {"INDEX", syncIndex}, {"HITS", syncHits},
 		{"PREV", syncPrev}}, syncSize},

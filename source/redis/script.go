@@ -31,6 +31,7 @@ var scriptFragments = []string{
 	"rates.lua",   // rate counters
 	"boxes.lua",   // penalty boxes, and ops with a box in a spend
 	"erl.lua",     // Edge Rate Limiting calls, rate sync
+	"leases.lua",  // lease sets of concurrency limits, made on a call's first concurrency op
 	"sync.lua",    // reset and sweep tests, window sync; ext_make closes
 	"batch.lua",   // spend, refund and reset of a batch, and run
 	"once.lua",    // idempotency records and claims

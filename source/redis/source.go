@@ -132,7 +132,9 @@ func (s *Source) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, er
 			}
 		case op.Algorithm == bucket.RateCounter && op.Box == "":
 			return 0, fmt.Errorf("%w: %q: a rate counter without a box", ErrInvalidOp, op.Key)
-		case op.Algorithm != bucket.GCRA && op.Algorithm != bucket.RateCounter:
+		case op.Algorithm == bucket.Concurrency && op.Box != "":
+			return 0, fmt.Errorf("%w: %q: a concurrency limit with a box", ErrInvalidOp, op.Key)
+		case op.Algorithm != bucket.GCRA && op.Algorithm != bucket.RateCounter && op.Algorithm != bucket.Concurrency:
 			return 0, fmt.Errorf("%w: %q: algorithm %d", ErrInvalidOp, op.Key, op.Algorithm)
 		}
 		var err error

@@ -5,12 +5,13 @@
 -- in any case: spend runs for S and for C, the part of a cluster batch
 -- that an earlier part denied. It returns the reply and how many values
 -- the batch took. Window ops are decided by ext.spend (wspend), ops with
--- a box by ext.boxed.
+-- a box by ext.boxed, concurrency ops by leases().spend (leases.lua).
 local function spend(K, k, n, a, write)
   local out = { 0 }
   local allowed = true
   local nw -- new TATs to write as (hi, lo) pairs at 2i-1, 2i; made when needed
   local ww -- new counters as (period, index, cur, prev) at 4i-3 .. 4i
+  local lw -- writers of lease sets, at i
   local pend -- what ops with a box write whatever the batch's fate, in order
   local b = a
   for i = 1, n do
@@ -62,6 +63,13 @@ local function spend(K, k, n, a, write)
         else
           b = b + (BOX_SIZE + WIN_SIZE)
         end
+      elseif string.byte(mode, 1) == 76 then -- 'L': a concurrency op
+        v, denies, W = e.leases().spend(key, b, mode)
+        b = b + LEASE_SIZE
+        if W then
+          lw = lw or {}
+          lw[i], W = W, nil
+        end
       else
         v, denies, W, x, c, q = e.spend(key, b, mode)
         b = b + WIN_SIZE
@@ -78,7 +86,7 @@ local function spend(K, k, n, a, write)
   end
   if allowed then
     out[1] = 1
-    if write and (nw or ww) then
+    if write and (nw or ww or lw) then
       for i = 1, n do
         local h = nw and nw[2 * i - 1]
         if h then
@@ -86,6 +94,8 @@ local function spend(K, k, n, a, write)
         elseif ww and ww[4 * i] then
           local j = 4 * i
           ext.store(K[k + i], ww[j - 3], ww[j - 2], ww[j - 1], ww[j])
+        elseif lw and lw[i] then
+          lw[i]()
         end
       end
     end
@@ -138,7 +148,8 @@ end
 
 -- refund gives back to K[k+1..k+n], whose values start at ARGV[a], and
 -- returns the reply and how many values it took. Window ops are given
--- back by ext.refund (wrefund), rate counters by ext.rrefund. An op with a
+-- back by ext.refund (wrefund), rate counters by ext.rrefund, and
+-- concurrency ops release or renew a lease (leases().refund). An op with a
 -- box ('BOX' and its entry's name before its values) reads its entry,
 -- never writes it, and its reply item is the entry's value, a space, and
 -- its bucket's. Every value is read before anything is written, so a
@@ -164,6 +175,14 @@ local function refund(K, k, n, a)
         pw[i] = { W, x, c, q }
       end
       b = b + RWIN_SIZE
+    elseif t == 'LR' or t == 'LN' then
+      local v, w = (ext or ext_make()).leases().refund(key, b, t)
+      out[i + 1] = v
+      if w then
+        pw = pw or {}
+        pw[i] = w
+      end
+      b = b + RLEASE_SIZE
     elseif t == 'T' then
       local v, c = (ext or ext_make()).rrefund(key, b)
       out[i + 1] = v
@@ -198,7 +217,9 @@ local function refund(K, k, n, a)
   if pw then
     for i = 1, n do
       local w = pw[i]
-      if w and w[4] then
+      if type(w) == 'function' then
+        w()
+      elseif w and w[4] then
         ext.store(K[k + i], w[1], w[2], w[3], w[4])
       elseif w and w[2] then
         if lt(now_hi, now_lo, w[1], w[2]) then

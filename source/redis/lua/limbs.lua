@@ -49,7 +49,7 @@ local function parse(key, s)
   local n = #s
   if n > 20 or not string.find(s, '^%-?%d+$') then
     local e = ext or ext_make()
-    if e.counter(s) or e.israte(s) then
+    if e.counter(s) or e.israte(s) or string.byte(s, 1) == 76 then -- 'L': a lease set
       return nil
     end
     error('limiter: ' .. key .. ' does not hold a TAT')

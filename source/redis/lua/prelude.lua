@@ -15,7 +15,9 @@
 -- e.g. '60000:29833334:17:40'. The ':' tells the two apart. A GCRA or
 -- window op reads a value of the other as empty (a limit whose algorithm
 -- changed starts afresh), and anything else is refused with an error. A
--- rate counter holds its hits per second, packed in binary (see rparse).
+-- rate counter holds its hits per second, packed in binary (see rparse),
+-- and a concurrency limit's bucket its lease set, 'L' and its leases (see
+-- leases.lua); each algorithm reads the others' values as empty.
 -- A penalty box's entry, kept beside its id's buckets, holds its expiry
 -- (unix ns) as a decimal integer, and expires from Redis a margin after
 -- it.

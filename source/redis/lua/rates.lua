@@ -39,6 +39,9 @@
       return c
     end
     if not israte(v) then
+      if string.byte(v, 1) == 76 then -- 'L': a lease set
+        return c
+      end
       error('limiter: ' .. key .. ' does not hold a rate counter')
     end
     local w = string.byte(v, 6)

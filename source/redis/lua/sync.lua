@@ -3,7 +3,10 @@
   -- op's period argument (see frame): hits in the current window or, for
   -- a sliding window, in the one before.
   local function busy(key, v, spec)
-    if spec == 'T' then
+    if spec == 'L' then
+      -- A lease set with a live lease; another algorithm's value is none.
+      return string.byte(v, 1) == 76 and not leases().stale(v)
+    elseif spec == 'T' then
       -- Not ratecounter.Counter.Empty: a hit in the last minute, and a
       -- clock not a minute or more behind the counter's last second.
       local c = rparse(key, v)
@@ -15,10 +18,14 @@
     return cur > 0 or (prev > 0 and not fixed)
   end
 
-  -- stale reports whether a v2 hash's value v is a window counter or a
-  -- rate counter that counts nothing at now (a rate counter from SECONDS
-  -- after its last second, as rwrite lets it expire), for the sweep.
+  -- stale reports whether a v2 hash's value v is a window counter, a
+  -- rate counter or a lease set that counts nothing at now (a rate
+  -- counter from SECONDS after its last second, as rwrite lets it
+  -- expire), for the sweep.
   local function stale(v)
+    if string.byte(v, 1) == 76 then -- 'L'
+      return leases().stale(v)
+    end
     local p, i, c, q = counter(v)
     if p ~= nil then
       return ends(p, i, c, q) <= nowms()
@@ -85,6 +92,8 @@
         end
         if #ARGV[b] == 1 then
           b = b + GCRA_SIZE
+        elseif string.byte(ARGV[b], 1) == 76 then -- 'L'
+          b = b + LEASE_SIZE
         else
           b = b + WIN_SIZE
         end
@@ -99,6 +108,8 @@
           b = b + RWIN_SIZE
         elseif t == 'T' then
           b = b + RRATE_SIZE
+        elseif t == 'LR' or t == 'LN' then
+          b = b + RLEASE_SIZE
         else
           b = b + RGCRA_SIZE
         end
@@ -124,7 +135,7 @@
     counter = counter, spend = wspend, store = wstore, refund = wrefund,
     busy = busy, stale = stale, sync = sync, span = span,
     boxed = boxed, settle = settle, bread = bread, rrefund = rrefund, rwrite = rwrite,
-    call = call, rsync = rsync, israte = israte,
+    call = call, rsync = rsync, israte = israte, leases = leases,
   }
   return ext
 end

@@ -36,15 +36,15 @@ ext_make = function()
   end
 
   -- wsplit reads the value v of a window op's key: the counter's period,
-  -- index, cur and prev, or nothing for a TAT or a rate counter (another
-  -- algorithm's value, which a window op reads as empty). Anything else is
-  -- refused.
+  -- index, cur and prev, or nothing for a TAT, a rate counter or a lease
+  -- set (another algorithm's value, which a window op reads as empty).
+  -- Anything else is refused.
   local function wsplit(key, v)
     local p, i, c, q = counter(v)
     if p then
       return p, i, c, q
     end
-    if (#v > 20 or not string.find(v, '^%-?%d+$')) and not israte(v) then
+    if (#v > 20 or not string.find(v, '^%-?%d+$')) and not israte(v) and string.byte(v, 1) ~= 76 then
       error('limiter: ' .. key .. ' does not hold a window counter')
     end
   end
