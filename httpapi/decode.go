@@ -457,27 +457,37 @@ func (f *fault) shape(index int) *apiError {
 	return badRequest(codeInvalidRequest, "expected a JSON object, got "+kindName(f.kind), index)
 }
 
+// topLevelFault words a fault of a body of transactions (one, or a batch
+// under "transactions") that is not inside the batch: the body's shape,
+// then its names and nulls (names is its top level, read for its names
+// only), then a field of its lone transaction or the batch as a field. top
+// is false for a fault inside the batch, which the caller words.
+func (f *fault) topLevelFault(body []byte, names any) (e *apiError, top bool) {
+	f.within("transactions")
+	if f.text || f.empty || f.depth() == 0 {
+		return f.shape(-1), true
+	}
+	if f.depth() != 1 {
+		return nil, false
+	}
+	if f = namesFirst(body, f, names, "transactions"); f.text || f.depth() != 1 {
+		return f.shape(-1), true
+	}
+	if f.name == "transactions" {
+		return f.batchFault(), true
+	}
+	index := 0
+	if hasTransactions(body) {
+		index = -1
+	}
+	return f.fieldFault(index), true
+}
+
 // transactionFault words a fault of a transaction body, naming the
 // transaction it is in when it is in one (docs/api.md).
 func (f *fault) transactionFault(body []byte, maxBatch int) *apiError {
-	f.within("transactions")
-	if f.text || f.empty || f.depth() == 0 {
-		return f.shape(-1)
-	}
-	if f.depth() == 1 {
-		if f = namesFirst(body, f, new(requestNames), "transactions"); f.text || f.depth() != 1 {
-			return f.shape(-1)
-		}
-		// A field of the body: of its lone transaction, unless the body
-		// is a batch.
-		if f.name == "transactions" {
-			return f.batchFault()
-		}
-		index := 0
-		if hasTransactions(body) {
-			index = -1
-		}
-		return f.fieldFault(index)
+	if e, top := f.topLevelFault(body, new(requestNames)); top {
+		return e
 	}
 	// Inside the batch: the faults of the body's top level and of the
 	// batch as a whole come first.

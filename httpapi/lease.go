@@ -150,22 +150,8 @@ func (lj *leaseJSON) lease(index int) (ratelimits.LeaseTransaction, *apiError) {
 // words a spend's: the body's shape first, then its names and nulls, then
 // the batch as a whole, then the transaction at fault.
 func (f *fault) leaseFault(body []byte, maxBatch int) *apiError {
-	f.within("transactions")
-	if f.text || f.empty || f.depth() == 0 {
-		return f.shape(-1)
-	}
-	if f.depth() == 1 {
-		if f = namesFirst(body, f, new(leaseNames), "transactions"); f.text || f.depth() != 1 {
-			return f.shape(-1)
-		}
-		if f.name == "transactions" {
-			return f.batchFault()
-		}
-		index := 0
-		if hasTransactions(body) {
-			index = -1
-		}
-		return f.fieldFault(index)
+	if e, top := f.topLevelFault(body, new(leaseNames)); top {
+		return e
 	}
 	var top struct {
 		leaseJSON
