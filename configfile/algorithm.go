@@ -168,17 +168,33 @@ func (s scope) checkFields(fs map[string]field) {
 // windowPeriod reads a window limit's period: a duration of whole seconds
 // from ratelimits.MinWindowPeriod to ratelimits.MaxWindowPeriod.
 func (s scope) windowPeriod(key *yaml.Node, fs map[string]field) (time.Duration, bool) {
+	return s.boundedPeriod(key, fs, periodBounds{time.Second, "seconds", ratelimits.MinWindowPeriod, ratelimits.MaxWindowPeriod,
+		"a window's period", "1s to 8784h"})
+}
+
+// periodBounds is what a limit's period must be: a whole number of unit
+// (named units) from min to max (written span); what names it in messages.
+type periodBounds struct {
+	unit     time.Duration
+	units    string
+	min, max time.Duration
+	what     string
+	span     string
+}
+
+// boundedPeriod reads a period field held to b.
+func (s scope) boundedPeriod(key *yaml.Node, fs map[string]field, b periodBounds) (time.Duration, bool) {
 	d, ok := s.period(key, fs)
 	if !ok {
 		return 0, false
 	}
 	line := fs["period"].val.Line
 	switch {
-	case d%time.Second != 0:
-		s.add(line, "a window's period must be a whole number of seconds, got %s", d)
+	case d%b.unit != 0:
+		s.add(line, "%s must be a whole number of %s, got %s", b.what, b.units, d)
 		return 0, false
-	case d < ratelimits.MinWindowPeriod || d > ratelimits.MaxWindowPeriod:
-		s.add(line, "a window's period must be from 1s to 8784h, got %s", d)
+	case d < b.min || d > b.max:
+		s.add(line, "%s must be from %s, got %s", b.what, b.span, d)
 		return 0, false
 	}
 	return d, true

@@ -41,18 +41,6 @@ func (s scope) readConcurrencyLimit(key *yaml.Node, fs map[string]field, okField
 // leasePeriod reads a concurrency limit's period: a duration of whole
 // milliseconds from ratelimits.MinLeasePeriod to ratelimits.MaxLeasePeriod.
 func (s scope) leasePeriod(key *yaml.Node, fs map[string]field) (time.Duration, bool) {
-	d, ok := s.period(key, fs)
-	if !ok {
-		return 0, false
-	}
-	line := fs["period"].val.Line
-	switch {
-	case d%time.Millisecond != 0:
-		s.add(line, "a concurrency limit's period must be a whole number of milliseconds, got %s", d)
-		return 0, false
-	case d < ratelimits.MinLeasePeriod || d > ratelimits.MaxLeasePeriod:
-		s.add(line, "a concurrency limit's period (a lease's time to live) must be from 1s to 24h, got %s", d)
-		return 0, false
-	}
-	return d, true
+	return s.boundedPeriod(key, fs, periodBounds{time.Millisecond, "milliseconds", ratelimits.MinLeasePeriod, ratelimits.MaxLeasePeriod,
+		"a concurrency limit's period (a lease's time to live)", "1s to 24h"})
 }
