@@ -137,7 +137,13 @@ func (p preparedTxn) checkModeAndCost() error {
 			return fmt.Errorf("%w: %d exceeds %d, the most hits one transaction adds to the rate counter %s", ErrInvalidCost, p.cost, MaxRateCost, p.info.Limit)
 		}
 	case p.cost > p.limit.Burst:
-		return fmt.Errorf("%w: %d exceeds the burst of %d for %s", ErrInvalidCost, p.cost, p.limit.Burst, p.info.Limit)
+		// A window, calendar or concurrency limit has no burst of its own:
+		// its Burst is its count, and the message names it so.
+		what := "burst"
+		if p.limit.Algorithm != GCRA {
+			what = "count"
+		}
+		return fmt.Errorf("%w: %d exceeds the %s of %d for %s", ErrInvalidCost, p.cost, what, p.limit.Burst, p.info.Limit)
 	}
 	return nil
 }
