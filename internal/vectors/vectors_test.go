@@ -19,7 +19,18 @@ import (
 // The embedded copies must stay the same as the shared public vectors,
 // which sit beside the repository in every checkout and CI run.
 func TestCopyMatchesShared(t *testing.T) {
-	for name, embedded := range map[string][]byte{"gcra-public.json": PublicBytes(), "algorithms-public.json": AlgorithmsBytes()} {
+	copies := map[string][]byte{"gcra-public.json": PublicBytes(), "algorithms-public.json": AlgorithmsBytes()}
+	// A public file that has no copy here would never run: every one must.
+	published, err := filepath.Glob(filepath.Join("..", "..", "..", "shared", "vectors", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range published {
+		if _, ok := copies[filepath.Base(p)]; !ok {
+			t.Errorf("%s has no copy in internal/vectors/testdata, so no test runs it", p)
+		}
+	}
+	for name, embedded := range copies {
 		shared := filepath.Join("..", "..", "..", "shared", "vectors", name)
 		want, err := os.ReadFile(shared)
 		if os.IsNotExist(err) {
