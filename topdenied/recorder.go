@@ -5,7 +5,8 @@
 //
 // Denied is on the hot path of every denial. The ids are split over
 // shards by a hash, each with its own small lock, so no lock is shared by
-// all requests, and counting an id already tracked allocates nothing.
+// all requests, and counting a denial allocates nothing once the sketches
+// have seen ids of its length (a sketch's counters keep their buffers).
 package topdenied
 
 import (
@@ -70,8 +71,8 @@ func New(clk clock.Clock) *Recorder {
 	return r
 }
 
-// Denied counts one denial of id by limit. id is copied only when it
-// takes a counter, so it may be a view of memory the caller reuses.
+// Denied counts one denial of id by limit. id's bytes are copied into the
+// sketches, so it may be a view of memory the caller reuses.
 func (r *Recorder) Denied(limit, id string) {
 	sh := &r.shards[maphash.String(r.seed, id)%shards]
 	now := r.clk.Now().UnixNano()

@@ -148,6 +148,24 @@ func TestDeniedTrackedAllocatesNothing(t *testing.T) {
 	}
 }
 
+// Denials of many distinct ids, each taking the counter of the least
+// denied, allocate nothing either once the sketches' buffers hold ids of
+// their length: the hot path of a flood of distinct ids.
+func TestDeniedUntrackedAllocatesNothing(t *testing.T) {
+	r, _ := newFake()
+	ids := make([]string, 20_000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("over-%05d", i)
+	}
+	for _, id := range ids[:5000] {
+		r.Denied("L", id)
+	}
+	i := 0
+	if n := testing.AllocsPerRun(5000, func() { r.Denied("L", ids[5000+i%15000]); i++ }); n != 0 {
+		t.Fatalf("%v allocations per denial of an untracked id, want 0", n)
+	}
+}
+
 // An id with 1% of a limit's denials is listed, however many others
 // come near it or pass once.
 func TestOnePercentListed(t *testing.T) {

@@ -12,7 +12,7 @@
 // use of one Sketch.
 package spacesaving
 
-import "strings"
+import "hash/maphash"
 
 // Counter is one tracked item.
 type Counter struct {
@@ -28,21 +28,41 @@ type Counter struct {
 // with New.
 type Sketch struct {
 	k     int
-	index map[string]int32 // item → its counter, which never moves
-	items []Counter
-	// heap orders the counters' positions by Count, least first, and at
+	items []counter
+	// index finds an item's counter: an open-addressing table (linear
+	// probing) of counter numbers plus one, 0 for a free slot, with at
+	// least twice as many slots as counters. A map keyed by the item would
+	// need a new string each time a counter passes to another item; this
+	// table keeps nothing but numbers.
+	index []int32
+	seed  maphash.Seed
+	// heap orders the counters' positions by count, least first, and at
 	// maps a counter to its place in heap: an increment moves int32s,
-	// never the map.
+	// never the index.
 	heap  []int32
 	at    []int32
 	total uint64
+}
+
+// counter is one tracked item. Its bytes live in a buffer the counter
+// keeps when it passes to another item, so that once the buffers have
+// grown to the items' lengths, counting allocates nothing.
+type counter struct {
+	id    []byte
+	hash  uint64
+	count uint64
+	error uint64
 }
 
 // New returns an empty sketch of k counters (at least 1). Memory is taken
 // as items arrive, up to k counters and the k items' ids.
 func New(k int) *Sketch {
 	k = max(k, 1)
-	return &Sketch{k: k, index: make(map[string]int32)}
+	slots := 2
+	for slots < 2*k {
+		slots *= 2
+	}
+	return &Sketch{k: k, index: make([]int32, slots), seed: maphash.MakeSeed()}
 }
 
 // Cap is k, the most items the sketch tracks.
@@ -61,44 +81,97 @@ func (s *Sketch) Floor() uint64 {
 	if len(s.items) < s.k {
 		return 0
 	}
-	return s.items[s.heap[0]].Count
+	return s.items[s.heap[0]].count
 }
 
-// Add counts one occurrence of id. An item already tracked costs no
-// allocation; id is copied only when it takes a counter, so the caller may
-// pass a string whose memory it reuses.
+// Add counts one occurrence of id. Its bytes are copied into a counter's
+// buffer, so the caller may pass a string whose memory it reuses; once
+// the buffers are as long as the ids, Add allocates nothing, whether id
+// is tracked or takes a counter.
 func (s *Sketch) Add(id string) {
 	s.total++
-	if i, ok := s.index[id]; ok {
-		s.items[i].Count++
+	h := maphash.String(s.seed, id)
+	if i := s.find(id, h); i >= 0 {
+		s.items[i].count++
 		s.down(int(s.at[i]))
 		return
 	}
-	if len(s.items) < s.k {
-		id = strings.Clone(id)
-		i := int32(len(s.items))
-		s.items = append(s.items, Counter{ID: id, Count: 1})
-		s.heap = append(s.heap, i)
-		s.at = append(s.at, i)
-		s.index[id] = i
-		s.up(int(i))
+	if n := len(s.items); n < s.k {
+		if n < cap(s.items) {
+			s.items = s.items[:n+1] // a buffer Reset left for reuse
+		} else {
+			s.items = append(s.items, counter{})
+		}
+		c := &s.items[n]
+		c.id, c.hash, c.count, c.error = append(c.id[:0], id...), h, 1, 0
+		s.heap = append(s.heap, int32(n))
+		s.at = append(s.at, int32(n))
+		s.insert(int32(n))
+		s.up(n)
 		return
 	}
 	// The least counted item gives its counter up: the new one may have
 	// been seen up to that many times before, unnoticed.
 	i := s.heap[0]
-	least := &s.items[i]
-	delete(s.index, least.ID)
-	id = strings.Clone(id)
-	*least = Counter{ID: id, Count: least.Count + 1, Error: least.Count}
-	s.index[id] = i
+	s.remove(i)
+	c := &s.items[i]
+	c.id, c.hash, c.error = append(c.id[:0], id...), h, c.count
+	c.count++
+	s.insert(i)
 	s.down(0)
+}
+
+// find returns the counter of id, whose hash is h, or -1.
+func (s *Sketch) find(id string, h uint64) int32 {
+	mask := uint64(len(s.index) - 1)
+	for p := h & mask; ; p = (p + 1) & mask {
+		n := s.index[p]
+		if n == 0 {
+			return -1
+		}
+		if c := &s.items[n-1]; c.hash == h && string(c.id) == id {
+			return n - 1
+		}
+	}
+}
+
+// insert indexes counter i under its hash, in the first free slot from
+// the hash's own.
+func (s *Sketch) insert(i int32) {
+	mask := uint64(len(s.index) - 1)
+	p := s.items[i].hash & mask
+	for s.index[p] != 0 {
+		p = (p + 1) & mask
+	}
+	s.index[p] = i + 1
+}
+
+// remove takes counter i out of the index. The slots after it in its run
+// move back where their own hash allows, so that every indexed counter
+// stays reachable from its hash's slot without a free slot in between.
+func (s *Sketch) remove(i int32) {
+	mask := uint64(len(s.index) - 1)
+	hole := s.items[i].hash & mask
+	for s.index[hole] != i+1 {
+		hole = (hole + 1) & mask
+	}
+	for q := (hole + 1) & mask; s.index[q] != 0; q = (q + 1) & mask {
+		home := s.items[s.index[q]-1].hash & mask
+		// The counter at q may fill the hole if its home slot is not
+		// between the hole and q: it is then at least as far from home
+		// in the hole as it was at q.
+		if (q-home)&mask >= (q-hole)&mask {
+			s.index[hole] = s.index[q]
+			hole = q
+		}
+	}
+	s.index[hole] = 0
 }
 
 // Reset empties the sketch, keeping its memory for reuse.
 func (s *Sketch) Reset() {
 	clear(s.index)
-	clear(s.items) // drop the ids for the collector
+	// the counters' buffers stay, at most k of them, for the next items
 	s.items, s.heap, s.at = s.items[:0], s.heap[:0], s.at[:0]
 	s.total = 0
 }
@@ -106,12 +179,14 @@ func (s *Sketch) Reset() {
 // Summary returns the sketch's content, sorted as Summary says.
 func (s *Sketch) Summary() Summary {
 	out := Summary{Counters: make([]Counter, len(s.items)), Floor: s.Floor(), Total: s.total}
-	copy(out.Counters, s.items)
+	for i, c := range s.items {
+		out.Counters[i] = Counter{ID: string(c.id), Count: c.count, Error: c.error}
+	}
 	out.sort()
 	return out
 }
 
-func (s *Sketch) less(i, j int) bool { return s.items[s.heap[i]].Count < s.items[s.heap[j]].Count }
+func (s *Sketch) less(i, j int) bool { return s.items[s.heap[i]].count < s.items[s.heap[j]].count }
 
 func (s *Sketch) swap(i, j int) {
 	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]

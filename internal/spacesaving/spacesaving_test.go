@@ -3,6 +3,7 @@ package spacesaving
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -137,8 +138,143 @@ func TestSketchBounded(t *testing.T) {
 		buf = fmt.Appendf(buf[:0], "%d", i)
 		s.Add(string(buf))
 	}
-	if s.Len() != 128 || len(s.index) != 128 || cap(s.items) > 256 || cap(s.heap) > 256 {
-		t.Fatalf("%d items, index %d, heap cap %d after 200,000 distinct ids; want 128", s.Len(), len(s.index), cap(s.heap))
+	indexed := 0
+	for _, n := range s.index {
+		if n != 0 {
+			indexed++
+		}
+	}
+	if s.Len() != 128 || indexed != 128 || len(s.index) != 256 || cap(s.items) > 256 || cap(s.heap) > 256 {
+		t.Fatalf("%d items, %d indexed in %d slots, heap cap %d after 200,000 distinct ids; want 128", s.Len(), indexed, len(s.index), cap(s.heap))
+	}
+}
+
+// Once the counters' buffers are as long as the ids, an id that takes a
+// counter allocates nothing either: the half-denied case of many distinct
+// ids, each replacing the least counted.
+func TestAddUntrackedAllocatesNothing(t *testing.T) {
+	s := New(128)
+	ids := make([]string, 10_000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("over-%05d", i)
+	}
+	for _, id := range ids[:1000] {
+		s.Add(id)
+	}
+	i := 0
+	if n := testing.AllocsPerRun(5000, func() { s.Add(ids[1000+i%9000]); i++ }); n != 0 {
+		t.Fatalf("%v allocations per Add of an untracked id, want 0", n)
+	}
+	s.Reset()
+	if n := testing.AllocsPerRun(100, func() { s.Add(ids[i%len(ids)]); i++ }); n != 0 {
+		t.Fatalf("%v allocations per Add after Reset, want 0 (the buffers are kept)", n)
+	}
+}
+
+// The sketch decides exactly as the textbook form with a map from item to
+// counter: the same counters, counts and errors after every Add, over
+// streams that replace counters all the time in small tables, where the
+// index's probe runs wrap around and its removals shift slots back.
+func TestSketchMatchesMapForm(t *testing.T) {
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 2))
+		k := 1 + r.IntN(9)
+		s, ref := New(k), newMapSketch(k)
+		for step := range 400 {
+			id := fmt.Sprint(r.IntN(3 * k))
+			s.Add(id)
+			ref.add(id)
+			if got, want := fmt.Sprint(s.Summary()), fmt.Sprint(ref.summary()); got != want {
+				t.Fatalf("seed %d k %d step %d, after %q: %s, want %s", seed, k, step, id, got, want)
+			}
+			if step == 200 {
+				s.Reset()
+				ref = newMapSketch(k)
+			}
+		}
+	}
+}
+
+// mapSketch is Space-Saving with a map from item to counter, a heap
+// broken by the same rule as the Sketch's: the reference it must match.
+type mapSketch struct {
+	k     int
+	index map[string]int
+	items []Counter
+	heap  []int
+	at    []int
+	total uint64
+}
+
+func newMapSketch(k int) *mapSketch { return &mapSketch{k: k, index: map[string]int{}} }
+
+func (m *mapSketch) add(id string) {
+	m.total++
+	if i, ok := m.index[id]; ok {
+		m.items[i].Count++
+		m.down(m.at[i])
+		return
+	}
+	if len(m.items) < m.k {
+		i := len(m.items)
+		m.items = append(m.items, Counter{ID: id, Count: 1})
+		m.heap, m.at = append(m.heap, i), append(m.at, i)
+		m.index[id] = i
+		for j := i; j > 0 && m.less(j, (j-1)/2); j = (j - 1) / 2 {
+			m.swap(j, (j-1)/2)
+		}
+		return
+	}
+	i := m.heap[0]
+	delete(m.index, m.items[i].ID)
+	m.items[i] = Counter{ID: id, Count: m.items[i].Count + 1, Error: m.items[i].Count}
+	m.index[id] = i
+	m.down(0)
+}
+
+func (m *mapSketch) less(i, j int) bool { return m.items[m.heap[i]].Count < m.items[m.heap[j]].Count }
+
+func (m *mapSketch) swap(i, j int) {
+	m.heap[i], m.heap[j] = m.heap[j], m.heap[i]
+	m.at[m.heap[i]], m.at[m.heap[j]] = i, j
+}
+
+func (m *mapSketch) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(m.heap) {
+			return
+		}
+		c := l
+		if l+1 < len(m.heap) && m.less(l+1, l) {
+			c = l + 1
+		}
+		if !m.less(c, i) {
+			return
+		}
+		m.swap(i, c)
+		i = c
+	}
+}
+
+func (m *mapSketch) summary() Summary {
+	out := Summary{Counters: slices.Clone(m.items), Total: m.total}
+	if len(m.items) == m.k {
+		out.Floor = m.items[m.heap[0]].Count
+	}
+	out.sort()
+	return out
+}
+
+func BenchmarkAddUntracked(b *testing.B) {
+	s := New(128)
+	ids := make([]string, 10_000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("over-%05d", i)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.Add(ids[(i*7919)%len(ids)])
 	}
 }
 
