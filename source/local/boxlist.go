@@ -63,11 +63,15 @@ func (f *Front) ListLocalBox(now int64, enum string, syncRate time.Duration, cur
 }
 
 // ListBox implements ratelimits.BoxLister with the source behind the
-// layer, for the limits it does not count.
+// layer, for the limits it does not count, bounded by SourceTimeout as
+// every call to that source is: a store that hangs answers an operator's
+// listing with an error in time, not a wait.
 func (f *Front) ListBox(ctx context.Context, now int64, enum, cursor string, max int) (ratelimits.BoxPage, error) {
 	lister, ok := f.inner.(ratelimits.BoxLister)
 	if !ok {
 		return ratelimits.BoxPage{}, ratelimits.ErrNoBoxListing
 	}
+	ctx, cancel := f.innerContext(ctx)
+	defer cancel()
 	return lister.ListBox(ctx, now, enum, cursor, max)
 }

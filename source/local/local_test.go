@@ -14,6 +14,7 @@ import (
 
 	"github.com/jmhodges/clock"
 
+	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
@@ -894,4 +895,29 @@ func TestWaitingForACycleEndsWithTheContext(t *testing.T) {
 	if got := s.total("k", clk.Now()); got != 2 {
 		t.Fatalf("the source counts %d, want 2", got)
 	}
+}
+
+// A box listing on the source behind the layer is bounded by
+// SourceTimeout, like every other call the Front makes to it.
+func TestListBoxBoundedBySourceTimeout(t *testing.T) {
+	p := newProcess(t, newStore(), fakeClock(), Options{SourceTimeout: time.Minute})
+	inner := &deadlineLister{}
+	if _, err := p.Front(inner).ListBox(context.Background(), 0, "7", "", 10); err != nil {
+		t.Fatal(err)
+	}
+	if !inner.hadDeadline {
+		t.Fatal("the listing reached the inner source without a deadline")
+	}
+}
+
+// deadlineLister is an inner source that lists nothing and notes whether
+// its context had a deadline; it implements nothing else.
+type deadlineLister struct {
+	ratelimits.Source
+	hadDeadline bool
+}
+
+func (d *deadlineLister) ListBox(ctx context.Context, _ int64, _, _ string, _ int) (ratelimits.BoxPage, error) {
+	_, d.hadDeadline = ctx.Deadline()
+	return ratelimits.BoxPage{}, nil
 }
