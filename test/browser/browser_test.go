@@ -317,6 +317,20 @@ func TestOperatorPage(t *testing.T) {
 		t.Errorf("sessionStorage holds %q", stored)
 	}
 
+	// With auto-refresh on, denials made after the page loaded show
+	// without a click on Refresh (it runs every 10 s).
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("auto-refresh"))); err != nil {
+		t.Fatal(err)
+	}
+	if on, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("limiter.autoRefresh")`)); on != "1" {
+		t.Fatalf("auto-refresh on, sessionStorage holds %q", on)
+	}
+	for range 7 {
+		s.spend(t, "LoginAttemptsPerAccount", "24680")
+	}
+	waitText(t, ctx, `#top tr[data-id="24680"]`, "2")
+	waitText(t, ctx, `#boxes tr[data-id="24680"]`, "15m")
+
 	if dir := os.Getenv("LIMITER_UI_SCREENSHOTS"); dir != "" {
 		screenshots(t, ctx, dir)
 	}
