@@ -54,8 +54,10 @@ type counter struct {
 	error uint64
 }
 
-// New returns an empty sketch of k counters (at least 1). Memory is taken
-// as items arrive, up to k counters and the k items' ids.
+// New returns an empty sketch of k counters (at least 1). Its index, two
+// int32s a counter, is made at once; the counters and their ids' buffers
+// as items arrive, up to k of them, each buffer as long as the longest id
+// it has held.
 func New(k int) *Sketch {
 	k = max(k, 1)
 	slots := 2
