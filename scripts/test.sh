@@ -141,8 +141,11 @@ go test -race -count=1 -parallel 4 -timeout 12m ./...
 # The Go client, a module of its own that requires nothing (./... above
 # stops at its go.mod): its own tests, which need no service. Its calls
 # against the service's handler are tested above, in test/client.
+# Vetted with the race detector's flags, like the main module, so that vet
+# and the tests share one build of every package (about 50 s less on a
+# cold cache).
 stage "client/ (the Go client's module)"
-(cd client && go vet ./... && go test -race -count=1 ./...)
+(cd client && go vet -race ./... && go test -race -count=1 ./...)
 
 # The load harness and its references are a module of their own (bench/),
 # which ./... above stops at: vetted and tested here, nginx end to end
