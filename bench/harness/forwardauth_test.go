@@ -270,11 +270,14 @@ func TestForwardAuthRowsEndToEnd(t *testing.T) {
 	if _, err := os.Stat(nginxBinary); err != nil {
 		t.Skipf("no nginx: %v", err)
 	}
+	// The builds come before the run's deadline: on a cold build cache
+	// they alone can take most of it, and go test's own -timeout bounds
+	// them.
+	dir := t.TempDir()
+	bin := buildLimiter(context.Background(), t, dir)
+	bare := buildBare(context.Background(), t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	bin := buildLimiter(ctx, t, dir)
-	bare := buildBare(ctx, t, dir)
 	rows, stop, err := forwardAuthRows(ctx, dir, bin, bare, nil, 1, false, false)
 	if err != nil {
 		t.Fatal(err)
