@@ -12,11 +12,11 @@ import (
 	"github.com/limiter-dev/limiter/source/redis"
 )
 
-// A stored bucket holds the TAT in decimal, and its key expires margin
-// after the bucket is full again, counted from the now passed in (not
-// Redis's clock): its TTL is ceil((TAT - now) / 1ms) + margin. In key
-// format v2 the key is the bucket's hash, whose expiry only grows: it must
-// outlive every bucket in it.
+// A stored bucket holds the TAT in decimal, and its key expires at the
+// TAT's deadline, counted in the clock of the now passed in (not Redis's):
+// the margin after the TAT in whole ms, rounded up to a multiple of half
+// the margin. In key format v2 the key is the bucket's hash, whose expiry
+// only grows: it must outlive every bucket in it.
 func TestKeyExpiresWhenFullPlusMargin(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -40,15 +40,20 @@ func TestKeyExpiresWhenFullPlusMargin(t *testing.T) {
 			if v, ok := stored(t, c, src, "a"); !ok || v != strconv.FormatInt(out.New.TAT, 10) {
 				t.Fatalf("stored %q (%v), want %d", v, ok, out.New.TAT)
 			}
-			want := 108*time.Second + 7*time.Second
+			// 108 s + 1 ms + 7 s = 115.001 s, rounded up to 3.5 s steps
+			// (of unix ms, here whole seconds from 0.123 s into one).
+			want := deadlineTTL(out.New.TAT, at, 7*time.Second)
+			if lo, hi := 115*time.Second, 115*time.Second+3500*time.Millisecond; want < lo || want > hi {
+				t.Fatalf("deadlineTTL = %v, want in [%v, %v]", want, lo, hi)
+			}
 			// PTTL counts down in real time; allow for a slow machine.
 			if ttl := pttl(); ttl > want || ttl < want-2*time.Second {
-				t.Fatalf("PTTL %v, want %v (TAT - now + margin)", ttl, want)
+				t.Fatalf("PTTL %v, want %v (the TAT's deadline - now)", ttl, want)
 			}
 			// A refund moves the TAT back, and a v1 key's expiry with it.
-			refund(t, src, at, hourly("a", 2))
+			back := refund(t, src, at, hourly("a", 2))[0]
 			if opts.Groups == 0 {
-				want = 36*time.Second + 7*time.Second
+				want = deadlineTTL(back.New.TAT, at, 7*time.Second)
 			}
 			if ttl := pttl(); ttl > want || ttl < want-2*time.Second {
 				t.Fatalf("PTTL after refund %v, want %v", ttl, want)

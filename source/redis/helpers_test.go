@@ -182,3 +182,17 @@ func counterText(c window.Counter) string {
 
 // msToNs is unix ms in ns.
 func msToNs(ms int64) int64 { return ms * int64(time.Millisecond) }
+
+// deadlineTTL is the TTL a key gets when a TAT or a box entry's expiry
+// (unix ns) is written at now with this margin: its deadline, the margin
+// after it in whole ms rounded up to a multiple of half the margin, less
+// now in whole ms (docs/redis.md, "Expiry").
+func deadlineTTL(at, now int64, margin time.Duration) time.Duration {
+	m := margin.Milliseconds()
+	step := max(1, m/2)
+	d := (ceilDiv(at, 1e6) + m + step - 1) / step * step
+	return time.Duration(d-now/1e6) * time.Millisecond
+}
+
+// ceilDiv is ceil(a / b) for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -18,6 +18,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
   local MAX_HI, MAX_LO = 9223372036, 854775807 -- math.MaxInt64
   local MAXC = 9007199254740991 -- 2^53 - 1, as in prelude.lua
   local inline, margin = ARGV[HEAD_OP] == 'P', tonumber(ARGV[HEAD_MARGIN])
+  local step = math.max(1, math.floor(margin / 2)) -- as in main.lua
   -- limbs turns a decimal int64 argument into limbs, as num does.
   local function limbs(s)
     local neg, n = string.byte(s, 1) == 45, #s
@@ -101,6 +102,17 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     if not write or mode == 49 or cost == 0 then
       return 1, got
     end
+    -- the window that ends the stored counter's counting, as below, when
+    -- it has this period: its key expires the margin after that
+    local was
+    if p == W then
+      was = i * W
+      if c > 0 then
+        was = was + 2 * W
+      elseif q > 0 then
+        was = was + W
+      end
+    end
     if p ~= W or i <= xw then
       i, c, q = xw, cur + cost, prev
     elseif i ~= xw + 1 or fixed then
@@ -118,6 +130,10 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     local res
     if e <= nm then
       res = redis.pcall('DEL', key)
+    elseif e == was then
+      -- the same end as before: the key keeps its expiry, set by the
+      -- write that moved the end there
+      res = redis.pcall('SET', key, string.format('%d:%d:%d:%d', W, i, c, q), 'KEEPTTL')
     else
       res = redis.pcall('PSETEX', key, string.format('%d', e - nm + margin), string.format('%d:%d:%d:%d', W, i, c, q))
     end
@@ -255,11 +271,8 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
         return '', redis.pcall('DEL', name)
       end
       local v = string.format('%d%09d', th, tl)
-      local dh, dl = th - nh, tl - nl
-      if dl < 0 then
-        dh, dl = dh - 1, dl + B
-      end
-      return v, redis.pcall('PSETEX', name, string.format('%d', dh * 1000 + math.floor((dl + 999999) / 1000000) + margin), v)
+      local d = math.ceil((th * 1000 + math.ceil(tl / 1000000) + margin) / step) * step
+      return v, redis.pcall('PSETEX', name, string.format('%d', d - nh * 1000 - math.floor(nl / 1000000)), v)
     end
 
     local function failed(res)
@@ -493,6 +506,9 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       v = v + FOLDED_SIZE
       got = redis.pcall('GET', key)
       local th, tl = nh, nl -- t = max(now, tat)
+      -- oh, ol: the stored TAT, whose deadline (see store) is its key's
+      -- expiry; full: that TAT is not after now
+      local oh, ol, full
       if type(got) == 'table' then
         verdict, got = got, ''
       elseif got then
@@ -500,17 +516,13 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
         if n < 16 or n > 20 or string.byte(got, 1) == 45 or not string.find(got, '^%d+$') then
           break
         end
-        local l = tonumber(string.sub(got, n - 8))
-        local h = math.floor((tonumber(got) - l) / B + 0.5)
-        if nh < h or (nh == h and nl < l) then
-          th, tl = h, l
+        ol = tonumber(string.sub(got, n - 8))
+        oh = math.floor((tonumber(got) - ol) / B + 0.5)
+        if nh < oh or (nh == oh and nl < ol) then
+          th, tl = oh, ol
         else
-          -- full: the same as missing, deleted on the spot
-          got = ''
-          local e = redis.pcall('DEL', key)
-          if type(e) == 'table' and e.err then
-            verdict = e
-          end
+          -- full: the same as missing, and deleted below unless written
+          got, full = '', true
         end
       else
         got = ''
@@ -530,21 +542,36 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
         if ll >= B then
           lh, ll = lh + 1, ll - B
         end
+        local e
         if lh < wh or (lh == wh and ll < wl) then
           if mode ~= 50 then
             verdict = 0
           end
         elseif op == 83 and mode ~= 49 and (th < wh or (th == wh and tl < wl)) then
-          -- expiring margin ms after the bucket is full again
-          local dh, dl = wh - nh, wl - nl
-          if dl < 0 then
-            dh, dl = dh - 1, dl + B
+          -- expiring at the TAT's deadline, as store does; a key that
+          -- lives on to it (full or not) keeps its expiry. Rounding here
+          -- is by %, which Lua runs without a function call (x - (x - 1)
+          -- % step + step - 1 rounds x up to a step): w is the new
+          -- deadline, before rounding; o a bound below the stored TAT's
+          -- (its ns left out), which its key lives to.
+          local w = wl + 999999
+          w = wh * 1000 + (w - w % 1000000) / 1000000 + margin
+          local o = oh and oh * 1000 + margin - 1
+          if o and w <= o - o % step + step then
+            e = redis.pcall('SET', key, string.format('%d%09d', wh, wl), 'KEEPTTL')
+          else
+            w = w - 1
+            e = redis.pcall('PSETEX', key, string.format('%d', w - w % step + step - nh * 1000 - (nl - nl % 1000000) / 1000000),
+              string.format('%d%09d', wh, wl))
           end
-          local e = redis.pcall('PSETEX', key, string.format('%d', dh * 1000 + math.floor((dl + 999999) / 1000000) + margin),
-            string.format('%d%09d', wh, wl))
-          if e.err then -- PSETEX answers a status, {ok = 'OK'}, or an error
-            verdict, got = e, ''
-          end
+          full = false
+        end
+        if full then
+          e = redis.pcall('DEL', key)
+        end
+        -- SET and PSETEX answer a status ({ok = 'OK'}), DEL a number
+        if type(e) == 'table' and e.err then
+          verdict, got = e, ''
         end
       end
     end

@@ -1,4 +1,5 @@
 margin = tonumber(ARGV[HEAD_MARGIN])
+step = math.max(1, math.floor(margin / 2))
 local op = ARGV[HEAD_OP]
 if op == 'O' then
   return once()

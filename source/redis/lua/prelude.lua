@@ -19,8 +19,8 @@
 -- and a concurrency limit's bucket its lease set, 'L' and its leases (see
 -- leases.lua); each algorithm reads the others' values as empty.
 -- A penalty box's entry, kept beside its id's buckets, holds its expiry
--- (unix ns) as a decimal integer, and expires from Redis a margin after
--- it.
+-- (unix ns) as a decimal integer, and expires from Redis at its deadline,
+-- as a TAT does (see store).
 --
 -- Lua numbers are doubles, exact only up to 2^53, and unix nanoseconds are
 -- near 2^61. Every time is therefore held as two limbs (hi, lo) with
@@ -75,8 +75,9 @@ end
 -- holds much more than twice its buckets that are not full, or SWEEP_AT.
 local SWEEP_AT = 32
 
--- The batch being decided: its "now" (set by run), and the margin.
-local now_hi, now_lo, margin
+-- The batch being decided: its "now" (set by run), the margin, and the
+-- step its keys' deadlines are rounded up to (see store).
+local now_hi, now_lo, margin, step
 
 -- ext holds the functions that only some calls need: those of window
 -- counters (see the header for their layout), of sync, and of a failed

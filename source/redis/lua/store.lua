@@ -108,11 +108,18 @@ local function read(key)
   return v, h, l
 end
 
--- store writes a TAT that is after now, expiring margin milliseconds after
--- the bucket is full again (relative to the now passed in).
+-- store writes a TAT that is after now, expiring at its deadline: the
+-- margin after the TAT in whole milliseconds, rounded up to a multiple of
+-- step (half the margin), in the clock of the now passed in. A key
+-- therefore outlives its bucket by the margin to one and a half, and
+-- consecutive spends of a bucket mostly leave its deadline where it was:
+-- then the fast path rewrites the value only (SET … KEEPTTL), which costs
+-- Redis much less than setting an expiry. Every writer of a TAT or a box
+-- entry uses this one rule, so a key's expiry is always its value's
+-- deadline (docs/redis.md, "Expiry").
 local function store(key, h, l)
-  local dh, dl = sub(h, l, now_hi, now_lo)
-  local ms = string.format('%d', dh * 1000 + math.floor((dl + 999999) / 1000000) + margin)
+  local d = math.ceil((h * 1000 + math.ceil(l / 1000000) + margin) / step) * step
+  local ms = string.format('%d', d - now_hi * 1000 - math.floor(now_lo / 1000000))
   if GROUPED then
     put(key, ms, format(h, l))
   else

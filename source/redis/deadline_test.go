@@ -1,0 +1,106 @@
+package redis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/limiter-dev/limiter/internal/redistest"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
+)
+
+// A key's expiry is its value's deadline (store in lua/store.lua): for a
+// TAT, the margin after it rounded up to a multiple of half the margin;
+// for a window counter, the margin after the end of its counting. The fast
+// path rewrites only the value of a key whose deadline stays (SET …
+// KEEPTTL), so its PTTL keeps counting down from the write that set it;
+// a write that moves the deadline sets the expiry anew. The times below
+// are those of coalesceNow (unix ms 1,790,000,000,123) and the default
+// margin of a minute (steps of 30 s).
+func TestPackedSpendsKeepAnExpiryWhoseDeadlineStays(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src, _ := coalesceSource(t, srv)
+	ctx := context.Background()
+	p := testPipe(src, packKeys)
+	fast := bucket.Op{EmissionInterval: int64(10 * time.Millisecond), BurstOffset: int64(time.Second), Cost: 1}
+	// spendAt spends op at now in a packed call of two batches (a call
+	// alone is not packed), and returns op's key's PTTL after it.
+	spendAt := func(t *testing.T, now int64, op bucket.Op) time.Duration {
+		t.Helper()
+		other := op
+		other.Key = op.Key + ":other"
+		calls := []*queued{spendCall(ctx, src, opSpend, op), spendCall(ctx, src, opSpend, other)}
+		for _, q := range calls {
+			q.call.now = now
+		}
+		p.send(calls)
+		for _, q := range calls {
+			<-q.done
+			if _, err := decode(q.call, q.reply, make([]bucket.State, 1)); q.err != nil || err != nil {
+				t.Fatalf("packed spend: %v %v", q.err, err)
+			}
+		}
+		ttl, err := src.client.PTTL(ctx, src.Key(op.Key)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ttl
+	}
+	// within allows for the real time the test takes: a PTTL counts down.
+	within := func(t *testing.T, what string, ttl, want time.Duration) {
+		t.Helper()
+		if ttl > want || ttl < want-2*time.Second {
+			t.Fatalf("%s: PTTL %v, want %v", what, ttl, want)
+		}
+	}
+	sec := int64(time.Second)
+
+	t.Run("gcra", func(t *testing.T) {
+		op := fast
+		op.Key = "deadline:gcra"
+		// TAT unix ms 1,790,000,000,133; + 60 s, rounded up to 30 s steps:
+		// deadline 1,790,000,070,000, 69.877 s after now.
+		within(t, "first spend", spendAt(t, coalesceNow, op), 69877*time.Millisecond)
+		// 5 s later the bucket is full again (and its key still there),
+		// and the new TAT, now + 10 ms, has the same deadline: the PTTL
+		// is not reset to 64.877 s.
+		within(t, "spend 5 s later", spendAt(t, coalesceNow+5*sec, op), 69877*time.Millisecond)
+		// 20 s later its deadline is 1,790,000,100,000: set anew.
+		within(t, "spend 20 s later", spendAt(t, coalesceNow+20*sec, op), 79877*time.Millisecond)
+		// A batch that writes nothing to a full bucket deletes its key.
+		op.Cost = 0
+		spendAt(t, coalesceNow+40*sec, op)
+		if n, err := src.client.Exists(ctx, src.Key(op.Key)).Result(); err != nil || n != 0 {
+			t.Fatalf("a full bucket's key is still there after a spend of 0 (%d, %v)", n, err)
+		}
+	})
+
+	t.Run("window", func(t *testing.T) {
+		op := winOp("deadline:window", false, 1)
+		// Unix ms 1,790,000,000,123 is in the minute from
+		// 1,789,999,980,000; a counter with hits there counts until
+		// 1,790,000,100,000, its key the margin longer: 159.877 s on.
+		within(t, "first spend", spendAt(t, coalesceNow, op), 159877*time.Millisecond)
+		within(t, "spend 5 s later", spendAt(t, coalesceNow+5*sec, op), 159877*time.Millisecond)
+		// 60 s later the window has moved on, and the deadline with it.
+		within(t, "spend in the next window", spendAt(t, coalesceNow+60*sec, op), 159877*time.Millisecond)
+	})
+
+	t.Run("written with an exact expiry", func(t *testing.T) {
+		// A key written as older versions write one, expiring exactly
+		// ceil(TAT - now) + margin: 60.010 s. A spend whose deadline stays
+		// keeps that expiry, which still outlives the new TAT (now + 20
+		// ms) by more than the margin less a step: the expiry of a key
+		// from before an upgrade is never shorter than that.
+		op := fast
+		op.Key = "deadline:exact"
+		if err := src.client.Set(ctx, src.Key(op.Key), "1790000000133456789", 60010*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ttl := spendAt(t, coalesceNow, op)
+		within(t, "spend of a key with an exact expiry", ttl, 60010*time.Millisecond)
+		if floor := 20*time.Millisecond + time.Minute - 30*time.Second; ttl < floor {
+			t.Fatalf("PTTL %v, below the new TAT plus the margin less a step (%v)", ttl, floor)
+		}
+	})
+}
