@@ -7,6 +7,7 @@ import (
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
 
 // A key's expiry is its value's deadline (store in lua/store.lua): for a
@@ -29,9 +30,14 @@ func TestPackedSpendsKeepAnExpiryWhoseDeadlineStays(t *testing.T) {
 		t.Helper()
 		other := op
 		other.Key = op.Key + ":other"
-		calls := []*queued{spendCall(ctx, src, opSpend, op), spendCall(ctx, src, opSpend, other)}
-		for _, q := range calls {
-			q.call.now = now
+		var calls []*queued
+		for _, o := range []bucket.Op{op, other} {
+			keys, boxes, err := src.keys([]bucket.Op{o}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &scriptCall{op: opSpend, now: now, keys: keys, boxes: boxes, ops: []bucket.Op{o}}
+			calls = append(calls, &queued{ctx: ctx, call: c, done: make(chan struct{})})
 		}
 		p.send(calls)
 		for _, q := range calls {
@@ -40,7 +46,7 @@ func TestPackedSpendsKeepAnExpiryWhoseDeadlineStays(t *testing.T) {
 				t.Fatalf("packed spend: %v %v", q.err, err)
 			}
 		}
-		ttl, err := src.client.PTTL(ctx, src.Key(op.Key)).Result()
+		ttl, err := src.client.PTTL(ctx, calls[0].call.keys[0]).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,6 +90,21 @@ func TestPackedSpendsKeepAnExpiryWhoseDeadlineStays(t *testing.T) {
 		within(t, "spend 5 s later", spendAt(t, coalesceNow+5*sec, op), 159877*time.Millisecond)
 		// 60 s later the window has moved on, and the deadline with it.
 		within(t, "spend in the next window", spendAt(t, coalesceNow+60*sec, op), 159877*time.Millisecond)
+	})
+
+	t.Run("rate counter", func(t *testing.T) {
+		op := bucket.Op{Key: "130:deadline", Algorithm: bucket.RateCounter, Rate: ratecounter.Limit{Window: 10, Rate: 100},
+			Cost: 1, Box: "130:deadline", BoxUntil: coalesceNow + 60*sec}
+		// A counter of second 1,790,000,000 counts until 60 s after it,
+		// 1,790,000,060,000 unix ms: deadline 1,790,000,130,000 (+ 60 s,
+		// rounded up to 30 s steps), 129.877 s on.
+		within(t, "first spend", spendAt(t, coalesceNow, op), 129877*time.Millisecond)
+		// Later seconds move the moment it stops counting, but up to
+		// second 1,790,000,010 not its deadline.
+		within(t, "spend 9 s later", spendAt(t, coalesceNow+9*sec, op), 129877*time.Millisecond)
+		within(t, "spend 10 s later", spendAt(t, coalesceNow+10*sec, op), 129877*time.Millisecond)
+		// At second 1,790,000,011 it moves to 1,790,000,160,000.
+		within(t, "spend 11 s later", spendAt(t, coalesceNow+11*sec, op), 148877*time.Millisecond)
 	})
 
 	t.Run("written with an exact expiry", func(t *testing.T) {

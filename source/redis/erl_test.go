@@ -211,9 +211,9 @@ func TestCallActions(t *testing.T) {
 }
 
 // The counter of a rate op and its box entry are stored as documented,
-// named by the id, and expire from Redis a margin after they stop
-// counting: a counter 60 s after its newest hit, a box entry at its
-// expiry (rounded up as a TAT's deadline is). In format v2 the expiry
+// named by the id, and expire from Redis at the deadline of the moment
+// they stop counting (the margin after it, rounded up as a TAT's is): a
+// counter 60 s after its newest hit, a box entry at its expiry. In format v2 the expiry
 // belongs to the hash, at least that.
 func TestRateCounterAndBoxStorage(t *testing.T) {
 	for _, b := range backends {
@@ -253,9 +253,9 @@ func TestRateCounterAndBoxStorage(t *testing.T) {
 				}
 				return d
 			}
-			// The counter: 60 s after its newest second began, from now
-			// in whole ms (123 ms into that second), plus the margin.
-			counterTTL := time.Duration((s+60)*1000-now/1e6)*time.Millisecond + 7*time.Second
+			// The counter: the deadline of 60 s after its newest second
+			// began, as a TAT's (the margin after, rounded up to a step).
+			counterTTL := deadlineTTL((s+60)*int64(time.Second), now, 7*time.Second)
 			// The box entry: its deadline, as a TAT's (200.001 s + 7 s,
 			// rounded up to 3.5 s steps of unix ms).
 			boxTTL := deadlineTTL(until, now, 7*time.Second)

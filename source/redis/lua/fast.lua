@@ -102,17 +102,8 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     if not write or mode == 49 or cost == 0 then
       return 1, got
     end
-    -- the window that ends the stored counter's counting, as below, when
-    -- it has this period: its key expires the margin after that
-    local was
-    if p == W then
-      was = i * W
-      if c > 0 then
-        was = was + 2 * W
-      elseif q > 0 then
-        was = was + W
-      end
-    end
+    -- when the stored counter stops counting (as e below), if of this period
+    local was = p == W and i * W + (c > 0 and 2 * W or q > 0 and W or 0)
     if p ~= W or i <= xw then
       i, c, q = xw, cur + cost, prev
     elseif i ~= xw + 1 or fixed then
@@ -131,8 +122,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     if e <= nm then
       res = redis.pcall('DEL', key)
     elseif e == was then
-      -- the same end as before: the key keeps its expiry, set by the
-      -- write that moved the end there
+      -- the same end as before: the key keeps the expiry set for it
       res = redis.pcall('SET', key, string.format('%d:%d:%d:%d', W, i, c, q), 'KEEPTTL')
     else
       res = redis.pcall('PSETEX', key, string.format('%d', e - nm + margin), string.format('%d:%d:%d:%d', W, i, c, q))
@@ -215,8 +205,8 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     end
 
     -- rstore writes the counter as rwrite does, at now_ms nm, and returns
-    -- the command's answer.
-    local function rstore(key, last, n, cs, nh, nm)
+    -- the command's answer; was: the stored counter's last second, if any.
+    local function rstore(key, last, n, cs, nh, nm, was)
       if last + 60 <= nh then
         return redis.pcall('DEL', key)
       end
@@ -240,7 +230,15 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       else
         out = struct.pack('>i5B', last, 1) .. string.char(unpack(cs, 1, top))
       end
-      return redis.pcall('PSETEX', key, string.format('%d', (last + 60) * 1000 - nm + margin), out)
+      -- deadlines as a GCRA spend's below: x + 1 the new one, o + 1 the old
+      local x = (last + 60) * 1000 + margin - 1
+      if was then
+        local o = (was + 60) * 1000 + margin - 1
+        if x < o - o % step + step then
+          return redis.pcall('SET', key, out, 'KEEPTTL')
+        end
+      end
+      return redis.pcall('PSETEX', key, string.format('%d', x - x % step + step - nm), out)
     end
 
     -- bread reads a box entry as bread (boxes.lua) does: its value ('' for
@@ -314,6 +312,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       elseif type(v) == 'table' then
         return v, '', '', ''
       end
+      local was = v ~= '' and last or nil
       last, n, cs = radd(last, n, cs, nh, d)
       local above = win > 0 and rsum(last, n, cs, nh, win) > rate * win
       local bv, eh, el, name = '', 0, 0, nil
@@ -337,7 +336,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       end
       local res
       if d > 0 then
-        res = rstore(key, last, n, cs, nh, nh * 1000 + math.floor(nl / 1000000))
+        res = rstore(key, last, n, cs, nh, nh * 1000 + math.floor(nl / 1000000), was)
         if failed(res) then
           return res, '', '', ''
         end
@@ -387,8 +386,9 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       if mode ~= 49 then
         local res
         if d > 0 then
+          local was = v ~= '' and last or nil
           last, n, cs = radd(last, n, cs, nh, d)
-          res = rstore(key, last, n, cs, nh, nh * 1000 + math.floor(nl / 1000000))
+          res = rstore(key, last, n, cs, nh, nh * 1000 + math.floor(nl / 1000000), was)
           if failed(res) then
             return res, ''
           end
@@ -548,12 +548,10 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
             verdict = 0
           end
         elseif op == 83 and mode ~= 49 and (th < wh or (th == wh and tl < wl)) then
-          -- expiring at the TAT's deadline, as store does; a key that
-          -- lives on to it (full or not) keeps its expiry. Rounding here
-          -- is by %, which Lua runs without a function call (x - (x - 1)
-          -- % step + step - 1 rounds x up to a step): w is the new
-          -- deadline, before rounding; o a bound below the stored TAT's
-          -- (its ns left out), which its key lives to.
+          -- expiring at the TAT's deadline (store); a key that lives on to
+          -- it, full or not, keeps its expiry. w: that deadline unrounded;
+          -- o + 1: the stored TAT's, its ns left out (a bound below). % is
+          -- no function call: x - x % step + step rounds x + 1 up.
           local w = wl + 999999
           w = wh * 1000 + (w - w % 1000000) / 1000000 + margin
           local o = oh and oh * 1000 + margin - 1

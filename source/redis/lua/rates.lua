@@ -151,10 +151,10 @@
     return nil
   end
 
-  -- rwrite stores c, expiring margin milliseconds after it counts nothing
-  -- any more (ratecounter.Counter.Expires: SECONDS after the newest second
-  -- counted into, relative to the now passed in), or deletes it when that
-  -- has come. A counter whose hits a refund took back is kept as it is
+  -- rwrite stores c, expiring at the deadline of the moment it counts
+  -- nothing any more (ratecounter.Counter.Expires: SECONDS after the newest
+  -- second counted into), the margin after it rounded up to a step, as a
+  -- TAT's (see store), or deletes it when that moment has come. A counter whose hits a refund took back is kept as it is
   -- until then, as the counter functions keep it. It returns the value
   -- written, or '' when it deleted.
   local function rwrite(key, c)
@@ -183,7 +183,8 @@
       w[2] = 2
     end
     local v = struct.pack(rfmt(w[2], top + 1), unpack(w))
-    local ms = string.format('%d', (c.last + SECONDS) * 1000 - nowms() + margin)
+    local d = math.ceil(((c.last + SECONDS) * 1000 + margin) / step) * step
+    local ms = string.format('%d', d - nowms())
     if GROUPED then
       put(key, ms, v)
     else
