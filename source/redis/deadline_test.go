@@ -2,6 +2,9 @@ package redis
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,4 +127,68 @@ func TestPackedSpendsKeepAnExpiryWhoseDeadlineStays(t *testing.T) {
 			t.Fatalf("PTTL %v, below the new TAT plus the margin less a step (%v)", ttl, floor)
 		}
 	})
+}
+
+// A spend sent alone keeps an expiry whose deadline stays, and deletes
+// nothing before writing a full bucket: in format v1 by the fast path (a
+// pack of one), with SET … KEEPTTL; in v2, whose calls all take the
+// general path (lua/batch.lua), by setting no expiry on the hash (no
+// PEXPIRE).
+func TestSingleSpendsKeepAnExpiryWhoseDeadlineStays(t *testing.T) {
+	for _, groups := range []int{0, 4} {
+		t.Run(fmt.Sprintf("groups %d", groups), func(t *testing.T) {
+			srv := redistest.NewStandalone(t)
+			src, err := New(Options{Addrs: []string{srv.Addr()}, Namespace: "single:", Groups: groups})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { src.Close() })
+			ctx := context.Background()
+			op := bucket.Op{Key: "a", EmissionInterval: int64(10 * time.Millisecond), BurstOffset: int64(time.Second), Cost: 1}
+			spend := func(now int64) {
+				t.Helper()
+				out := make([]bucket.Outcome, 1)
+				if err := src.Spend(ctx, now, []bucket.Op{op}, out); err != nil || !out[0].Allowed {
+					t.Fatalf("spend: %+v %v", out[0], err)
+				}
+			}
+			spend(coalesceNow)
+			if err := src.client.ConfigResetStat(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// 5 s later the bucket is full, and then not: the deadline of
+			// both TATs is that of the first (see the packed test).
+			spend(coalesceNow + 5*int64(time.Second))
+			spend(coalesceNow + 5*int64(time.Second))
+			stats, err := src.client.Info(ctx, "commandstats").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int{"set": 2, "psetex": 0, "del": 0}
+			if groups > 0 {
+				want = map[string]int{"hset": 2, "pexpire": 0, "hdel": 0}
+			}
+			for name, n := range want {
+				if got := commandCalls(stats, name); got != n {
+					t.Errorf("%d calls of %s, want %d:\n%s", got, name, n, stats)
+				}
+			}
+			if groups == 0 {
+				if ttl := src.client.PTTL(ctx, src.Key("a")).Val(); ttl > 69877*time.Millisecond || ttl < 67877*time.Millisecond {
+					t.Errorf("PTTL %v, want 69.877 s, as the first spend set it", ttl)
+				}
+			}
+		})
+	}
+}
+
+// commandCalls reads a command's calls from INFO commandstats.
+func commandCalls(stats, name string) int {
+	for _, line := range strings.Split(stats, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls="); ok {
+			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			return n
+		}
+	}
+	return 0
 }

@@ -118,7 +118,10 @@ local function spend1(K, k, a, write, mode)
   local key = K[k + 1]
   local ih, il = num(ARGV[a + FOLDED_INCREMENT])
   local bh, bl = num(ARGV[a + FOLDED_BURST])
-  local v, th, tl = read(key)
+  local v, th, tl = read(key, true)
+  -- oh, ol: the stored TAT, if any; full: it is not after now (its key,
+  -- kept by read, is rewritten or deleted below)
+  local oh, ol, full = th, tl, not v and th
   if not v then
     v, th, tl = '', now_hi, now_lo -- t = max(now, tat)
   end
@@ -137,10 +140,17 @@ local function spend1(K, k, a, write, mode)
   end
   if lh < wh or (lh == wh and ll < wl) then
     if mode ~= '2' then
+      if full then
+        drop(key)
+      end
       return 0, v
     end
   elseif write and mode ~= '1' and (th < wh or (th == wh and tl < wl)) then
-    store(key, wh, wl)
+    store(key, wh, wl, oh, ol)
+    return 1, v
+  end
+  if full then
+    drop(key)
   end
   return 1, v
 end

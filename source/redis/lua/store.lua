@@ -85,8 +85,10 @@ end
 
 -- read returns a GCRA bucket's stored string and TAT limbs, or false for a
 -- missing bucket (or one holding a window counter). A TAT not after now is
--- a full bucket, the same as a missing one: it is deleted on the spot.
-local function read(key)
+-- a full bucket, the same as a missing one: it is deleted on the spot, but
+-- with keep read returns false and that TAT, and its caller writes the key
+-- or deletes it.
+local function read(key, keep)
   -- get(key) written out, sparing a Lua function call per decision.
   local v
   if GROUPED then
@@ -102,6 +104,9 @@ local function read(key)
     return false -- a window counter: a GCRA op reads it as missing
   end
   if not lt(now_hi, now_lo, h, l) then
+    if keep then
+      return false, h, l
+    end
     drop(key)
     return false
   end
@@ -112,13 +117,25 @@ end
 -- margin after the TAT in whole milliseconds, rounded up to a multiple of
 -- step (half the margin), in the clock of the now passed in. A key
 -- therefore outlives its bucket by the margin to one and a half, and
--- consecutive spends of a bucket mostly leave its deadline where it was:
--- then the fast path rewrites the value only (SET … KEEPTTL), which costs
--- Redis much less than setting an expiry. Every writer of a TAT or a box
--- entry uses this one rule, so a key's expiry is always its value's
--- deadline (docs/redis.md, "Expiry").
-local function store(key, h, l)
+-- consecutive spends of a bucket mostly leave its deadline where it was.
+-- Every writer of a TAT or a box entry uses this one rule, so a key's
+-- expiry is always its value's deadline (a v2 hash's, the latest of its
+-- fields'; docs/redis.md, "Expiry"). When the key holds a TAT (oh, ol),
+-- full or not, whose deadline is not before the new one, store rewrites
+-- the value only (SET … KEEPTTL, or in v2 HSET without PEXPIRE), which
+-- costs Redis much less than setting an expiry.
+local function store(key, h, l, oh, ol)
   local d = math.ceil((h * 1000 + math.ceil(l / 1000000) + margin) / step) * step
+  -- oh's deadline with its ns left out: a bound below it
+  if oh and d <= math.ceil((oh * 1000 + margin) / step) * step then
+    if GROUPED then
+      local hash, field = at(key)
+      redis.call('HSET', hash, field, format(h, l))
+    else
+      redis.call('SET', key, format(h, l), 'KEEPTTL')
+    end
+    return
+  end
   local ms = string.format('%d', d - now_hi * 1000 - math.floor(now_lo / 1000000))
   if GROUPED then
     put(key, ms, format(h, l))
