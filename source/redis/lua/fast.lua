@@ -550,7 +550,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
         elseif op == 83 and mode ~= 49 and (th < wh or (th == wh and tl < wl)) then
           -- expiring at the TAT's deadline (store); a key that lives on to
           -- it, full or not, keeps its expiry. w: that deadline unrounded;
-          -- o + 1: the stored TAT's, its ns left out (a bound below). % is
+          -- o + 1: the stored TAT's, from its whole seconds (a bound below); % is
           -- no function call: x - x % step + step rounds x + 1 up.
           local w = wl + 999999
           w = wh * 1000 + (w - w % 1000000) / 1000000 + margin

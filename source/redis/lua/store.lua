@@ -126,7 +126,7 @@ end
 -- costs Redis much less than setting an expiry.
 local function store(key, h, l, oh, ol)
   local d = math.ceil((h * 1000 + math.ceil(l / 1000000) + margin) / step) * step
-  -- oh's deadline with its ns left out: a bound below it
+  -- the deadline of oh's whole seconds: a bound below oh's
   if oh and d <= math.ceil((oh * 1000 + margin) / step) * step then
     if GROUPED then
       local hash, field = at(key)
