@@ -12,6 +12,8 @@
 #   MODE=check_rate bench/script-instructions.sh  # check_rate's spends
 #   MODE=erl_call bench/script-instructions.sh  # ERL calls (operation E)
 #   PACK=1 bench/script-instructions.sh         # one decision per call
+#   INCREMENT=10000000 BURST=1000000000 bench/script-instructions.sh
+#                                    # GCRA at the harness's 100/s, burst 100
 #
 # Each call is one packed EVALSHA (operation M) of PACK (default ten)
 # decisions, as the source sends under concurrent load, over PACK x 1,000
@@ -25,7 +27,17 @@
 # decision as a call of its own, in its own operation, as the source does
 # for a call that finds nothing queued. With GROUPED=1 the calls ask for
 # key format v2 (ARGV[3] = 2) and the buckets are fields of 1,000 hashes.
-# Needs valgrind, redis-server, redis-cli, redis-benchmark.
+#
+# CPU=1 measures seconds instead of instructions: Redis's CPU (utime +
+# stime, /proc/PID/stat) per decision under 50 clients each sending one
+# call at a time, Redis pinned to CPU 1 and redis-benchmark to CPU 0 so that
+# neither slows the other, beside the same load of two references: one
+# INCR per request (the bare + INCR row of bench/harness), and a script
+# that only reads and writes each of its keys (GET, then SET … KEEPTTL,
+# 10 a call): the least any script deciding from a stored value costs.
+# Each is measured ROUNDS times (default 3), alternating; the medians are
+# printed with their ratios to INCR.
+# Needs valgrind (not with CPU=1), redis-server, redis-cli, redis-benchmark.
 set -euo pipefail
 lua=${1:-}
 calls=${2:-3000}
@@ -37,13 +49,18 @@ if [[ -z $lua ]]; then
 	(cd "$(dirname "$0")/.." && LIMITER_SCRIPT_OUT="$lua" go test -count=1 -run '^TestScriptText$' ./source/redis >/dev/null)
 fi
 
-valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
-	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$dir/redis.log" 2>&1 &
+if [[ -n ${CPU:-} ]]; then
+	taskset -c 1 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$dir/redis.log" 2>&1 &
+else
+	valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
+		redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$dir/redis.log" 2>&1 &
+fi
 vpid=$!
 for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
 sha=$(redis-cli -p "$port" script load "$(cat "$lua")")
 
 mode=${MODE:-gcra}
+increment=${INCREMENT:-36000000000} burst=${BURST:-3600000000000}
 pack=${PACK:-10}
 format=$([[ -n ${GROUPED:-} ]] && echo 2 || echo 1)
 batches=$pack
@@ -73,11 +90,12 @@ for b in $(seq "$batches"); do
 	case $mode in
 	gcra)
 		# a one-key spend of mode 0, folded as the source packs it (S0), now
-		# as (seconds, nanoseconds), increment 36 s, burst offset 1 h
+		# as (seconds, nanoseconds), increment 36 s, burst offset 1 h (or
+		# INCREMENT and BURST, in ns)
 		if ((pack > 0)); then
-			argv+=(S0 "${now[@]}" 36000000000 3600000000000)
+			argv+=(S0 "${now[@]}" "$increment" "$burst")
 		else
-			argv+=(S 60000 "$format" "${now[@]}" 0 36000000000 3600000000000)
+			argv+=(S 60000 "$format" "${now[@]}" 0 "$increment" "$burst")
 		fi
 		;;
 	window)
@@ -118,6 +136,35 @@ for b in $(seq "$batches"); do
 	esac
 done
 redis-benchmark -p "$port" -n 2000 -r 1000 -P 10 -c 1 EVALSHA "$sha" "${#keys[@]}" "${keys[@]}" "${argv[@]}" >/dev/null
+if [[ -n ${CPU:-} ]]; then
+	hz=$(getconf CLK_TCK)
+	n=$((calls * 50)) # requests per measure
+	cpu() { awk '{print $14 + $15}' "/proc/$vpid/stat"; }
+	# usage NAME DECISIONS-PER-REQUEST COMMAND...: Redis CPU µs per decision
+	usage() {
+		local name=$1 per=$2 a b
+		shift 2
+		a=$(cpu)
+		taskset -c 0 redis-benchmark -p "$port" -n "$n" -r 1000 -c 50 -P 1 "$@" >/dev/null
+		b=$(cpu)
+		echo "$name $(awk -v t=$((b - a)) -v hz="$hz" -v n="$n" -v per="$per" 'BEGIN { printf "%.3f", t / hz * 1e6 / (n * per) }')" >>"$dir/cpu"
+	}
+	minimal='local r = {} for i = 1, #KEYS do r[i] = redis.pcall("GET", KEYS[i]) or "" redis.pcall("SET", KEYS[i], ARGV[i], "KEEPTTL") end return r'
+	msha=$(redis-cli -p "$port" script load "$minimal")
+	mkeys=() mvals=()
+	for b in $(seq 10); do mkeys+=("min:$b:__rand_int__") mvals+=(1790000000133456789); done
+	for _ in $(seq "${ROUNDS:-3}"); do
+		usage incr 1 INCR "incr:__rand_int__"
+		usage minimal 10 EVALSHA "$msha" 10 "${mkeys[@]}" "${mvals[@]}"
+		usage script "$batches" EVALSHA "$sha" "${#keys[@]}" "${keys[@]}" "${argv[@]}"
+	done
+	awk '{ v[$1] = v[$1] " " $2 } END {
+		for (k in v) { n = split(substr(v[k], 2), a, " "); asort(a); med[k] = a[int((n + 1) / 2)] }
+		printf "Redis CPU per decision, medians (µs): INCR per request %.2f; GET + SET per key %.2f (%.2f× INCR); '"$mode"' %.2f (%.2f× INCR)\n",
+			med["incr"], med["minimal"], med["minimal"] / med["incr"], med["script"], med["script"] / med["incr"]
+	}' "$dir/cpu"
+	exit 0
+fi
 callgrind_control -d "$vpid" >/dev/null 2>&1 # part 1: start-up and warm-up
 redis-cli -p "$port" config resetstat >/dev/null
 sleep 1

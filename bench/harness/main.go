@@ -55,6 +55,8 @@ type options struct {
 	forwardAuthUnix bool
 	// forwardAuthGoApp puts a Go net/http application behind both rows.
 	forwardAuthGoApp bool
+	// redisCPU is the CPU every redis-server runs on alone (-1: any).
+	redisCPU int
 }
 
 func main() {
@@ -74,10 +76,17 @@ func main() {
 	flag.IntVar(&o.grpcInFlight, "grpc-inflight", 50, "gRPC rows: calls in flight")
 	flag.IntVar(&o.grpcConns, "grpc-conns", 2, "gRPC rows: HTTP/2 connections the calls share")
 	flag.StringVar(&o.grpcAddr, "grpc-addr", "", "measure only this running server's ShouldRateLimit (host:port) with the gRPC rows' closed loop, building and starting nothing; its rules must map domain \"bench\", key api_key to "+defaultLimit)
+	flag.IntVar(&o.redisCPU, "redis-cpu", -1, "run every redis-server alone on this CPU, and the harness with everything it starts on the others, as a host with a core for Redis would: then Redis's CPU per request is not inflated by sharing a core and its caches with the load and the servers (-1: no pinning)")
 	flag.StringVar(&o.env, "env", "", "extra environment for the limiter processes, comma-separated (e.g. GOGC=400)")
 	flag.StringVar(&o.baseline, "baseline", "", "a git revision whose limiter also runs the GCRA rows (memory, and redis when measured), built from a copy of that revision: to tell whether a change slowed them")
 	flag.StringVar(&o.url, "url", "", "measure only this running server (e.g. http://127.0.0.1:8080), building and starting nothing")
 	flag.Parse()
+	if o.redisCPU >= 0 {
+		if err := pinOffCPU(o.redisCPU); err != nil {
+			fmt.Fprintln(os.Stderr, "harness:", err)
+			os.Exit(1)
+		}
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)
 		os.Exit(1)
@@ -156,7 +165,7 @@ func run(o options) error {
 	redis := func() (string, []int, error) {
 		if single == nil {
 			var err error
-			if single, err = startRedis(dir, false); err != nil {
+			if single, err = startRedis(dir, false, o.redisCPU); err != nil {
 				return "", nil, err
 			}
 		}
@@ -185,7 +194,7 @@ func run(o options) error {
 		case "cluster":
 			if masters == nil {
 				var err error
-				if masters, err = startCluster(dir); err != nil {
+				if masters, err = startCluster(dir, o.redisCPU); err != nil {
 					fmt.Fprintln(os.Stderr, "harness: skipping the Redis Cluster row:", err)
 					continue
 				}

@@ -33,8 +33,9 @@ func (r *redisServer) pid() int { return r.cmd.Process.Pid }
 func (r *redisServer) stop() { _ = r.cmd.Process.Kill(); _ = r.cmd.Wait() }
 
 // startRedis runs a private redis-server on a free loopback port; with
-// cluster set, in cluster mode, its bus on another free port.
-func startRedis(dir string, cluster bool) (*redisServer, error) {
+// cluster set, in cluster mode, its bus on another free port; with cpu
+// not negative, on that CPU only (taskset, which becomes redis-server).
+func startRedis(dir string, cluster bool, cpu int) (*redisServer, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, errors.New("redis-server not found")
 	}
@@ -57,6 +58,9 @@ func startRedis(dir string, cluster bool) (*redisServer, error) {
 			"--cluster-port", bus, "--cluster-node-timeout", "5000")
 	}
 	cmd := exec.Command("redis-server", args...)
+	if cpu >= 0 {
+		cmd = exec.Command("taskset", append([]string{"-c", strconv.Itoa(cpu), "redis-server"}, args...)...)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -85,7 +89,7 @@ func freePort() (string, error) {
 // startCluster runs three cluster-mode redis-servers, every slot served,
 // no replicas, joined by redis-cli as internal/redistest does for the
 // service's tests.
-func startCluster(dir string) ([]*redisServer, error) {
+func startCluster(dir string, cpu int) ([]*redisServer, error) {
 	var nodes []*redisServer
 	stop := func() {
 		for _, n := range nodes {
@@ -94,7 +98,7 @@ func startCluster(dir string) ([]*redisServer, error) {
 	}
 	args := []string{"--cluster", "create"}
 	for range 3 {
-		n, err := startRedis(dir, true)
+		n, err := startRedis(dir, true, cpu)
 		if err != nil {
 			stop()
 			return nil, err
