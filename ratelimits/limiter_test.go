@@ -14,6 +14,7 @@ import (
 	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/internal/vectors"
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/source/memory"
 )
 
@@ -266,5 +267,48 @@ func BenchmarkLimiterSpend(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_, _ = l.Spend(context.Background(), txns)
+	}
+}
+
+// stallingSource waits on every Spend for its context to end (a few
+// seconds at most), and records the deadline it was given.
+type stallingSource struct {
+	*memory.Source
+	deadline chan time.Time
+}
+
+func (s stallingSource) Spend(ctx context.Context, _ int64, _ []bucket.Op, _ []bucket.Outcome) error {
+	d, _ := ctx.Deadline()
+	s.deadline <- d
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(5 * time.Second):
+		return errors.New("stallingSource: no deadline came")
+	}
+}
+
+// WithSourceTimeout gives every source call a deadline of its own, and a
+// call that outlasts it fails with ErrSourceUnavailable, though the
+// caller's context has no deadline.
+func TestWithSourceTimeoutBoundsSourceCalls(t *testing.T) {
+	cfg, err := configfile.Parse("defaults.yaml", []byte(testDefaults), "overrides.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := stallingSource{Source: memory.New(0), deadline: make(chan time.Time, 1)}
+	l, err := ratelimits.NewLimiter(cfg, src, clock.New(), ratelimits.WithSourceTimeout(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	_, err = l.Spend(context.Background(), []ratelimits.Transaction{{Limit: "Logins", ID: "a", Cost: 1}})
+	after := time.Now()
+	if !errors.Is(err, ratelimits.ErrSourceUnavailable) {
+		t.Fatalf("Spend past the source timeout: %v, want ErrSourceUnavailable", err)
+	}
+	// The deadline is 20 ms after a moment within the call.
+	if d := (<-src.deadline).Add(-20 * time.Millisecond); d.Before(before) || d.After(after) {
+		t.Fatalf("the source's deadline less 20 ms, %v, is not within the call (%v to %v)", d, before, after)
 	}
 }

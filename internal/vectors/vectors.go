@@ -228,9 +228,6 @@ func Calendar() (*File, error) {
 	return &f, nil
 }
 
-// CalendarBytes returns the embedded calendar vectors as they are on disk.
-func CalendarBytes() []byte { return calendarJSON }
-
 // StartTime returns the time the file's clock starts at, or def when the
 // file does not say.
 func (f *File) StartTime(def time.Time) (time.Time, error) {
