@@ -274,7 +274,7 @@ func (r *redisFlags) settings() []setting {
 		{name: "redis-tls-insecure", bind: boolVar(&r.tlsInsecure, false), scope: redisOnly,
 			usage: "do not verify Redis's TLS certificate (testing only)"},
 		{name: "redis-expiry-margin", bind: durationVar(&r.expiryMargin, margin), check: positive(&r.expiryMargin), scope: redisOnly,
-			usage: "how long a Redis key outlives the moment its bucket is full again; more than the clock skew between hosts (default 1m, 24h under LIMITER_FAKECLOCK)"},
+			usage: "how long at least a Redis key outlives the moment its bucket is full again (at most 1.5 times that); more than the clock skew between hosts (default 1m, 24h under LIMITER_FAKECLOCK)"},
 		{name: "redis-namespace", bind: stringVar(&r.namespace, ""), scope: redisOnly,
 			usage: "text put between the key prefix and the bucket, so independent services can share one Redis; no braces"},
 		{name: "redis-top-push-interval", bind: durationVar(&r.topPush, 10*time.Second), check: positive(&r.topPush), scope: redisOnly,

@@ -19,8 +19,9 @@ import (
 // worse than none, and the service answers 503 (or fails open) instead.
 const DefaultTimeout = 100 * time.Millisecond
 
-// DefaultExpiryMargin is how long a key outlives the moment its bucket is
-// full again, when no margin is given. It must exceed the clock skew
+// DefaultExpiryMargin is how long at least a key outlives the moment its
+// bucket is full again (up to half as long again: expiries are rounded up
+// to half-margin steps), when no margin is given. It must exceed the clock skew
 // between the limiter processes and Redis: a key that expires early reads
 // as a full bucket to a process whose clock is behind.
 const DefaultExpiryMargin = time.Minute
@@ -48,8 +49,9 @@ type Options struct {
 	// DialTimeout, ReadTimeout and WriteTimeout bound each network step
 	// (0: DefaultTimeout). Every call is also bounded by its context.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
-	// ExpiryMargin is how long a key lives past the moment its bucket is
-	// full again (0: DefaultExpiryMargin). A service on a fake clock needs
+	// ExpiryMargin is how long at least a key lives past the moment its
+	// bucket is full again, at most one and a half times that (0:
+	// DefaultExpiryMargin). A service on a fake clock needs
 	// a long one, since its clock does not follow Redis's.
 	ExpiryMargin time.Duration
 	// Namespace goes between KeyPrefix and the bucket, so that several
