@@ -119,9 +119,9 @@ local function spend1(K, k, a, write, mode)
   local ih, il = num(ARGV[a + FOLDED_INCREMENT])
   local bh, bl = num(ARGV[a + FOLDED_BURST])
   local v, th, tl = read(key, true)
-  -- oh, ol: the stored TAT, if any; full: it is not after now (its key,
-  -- kept by read, is rewritten or deleted below)
-  local oh, ol, full = th, tl, not v and th
+  -- oh: the stored TAT's seconds, if any; full: it is not after now (its
+  -- key, kept by read, is rewritten or deleted below)
+  local oh, full = th, not v and th
   if not v then
     v, th, tl = '', now_hi, now_lo -- t = max(now, tat)
   end
@@ -146,7 +146,7 @@ local function spend1(K, k, a, write, mode)
       return 0, v
     end
   elseif write and mode ~= '1' and (th < wh or (th == wh and tl < wl)) then
-    store(key, wh, wl, oh, ol)
+    store(key, wh, wl, oh)
     return 1, v
   end
   if full then

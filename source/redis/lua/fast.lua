@@ -204,8 +204,17 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       return sum
     end
 
+    -- deadline is store.lua's, by % rather than a call of math.ceil:
+    -- x - x % step + step rounds x + 1 up to a step. The hot writes below
+    -- (rstore's, a GCRA spend's) have it written out.
+    local function deadline(ms)
+      ms = ms + margin - 1
+      return ms - ms % step + step
+    end
+
     -- rstore writes the counter as rwrite does, at now_ms nm, and returns
-    -- the command's answer; was: the stored counter's last second, if any.
+    -- the command's answer; was: the stored counter's last second, if any,
+    -- whose key lives to its deadline.
     local function rstore(key, last, n, cs, nh, nm, was)
       if last + 60 <= nh then
         return redis.pcall('DEL', key)
@@ -230,7 +239,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       else
         out = struct.pack('>i5B', last, 1) .. string.char(unpack(cs, 1, top))
       end
-      -- deadlines as a GCRA spend's below: x + 1 the new one, o + 1 the old
+      -- deadline written out: x + 1 the new one unrounded, o + 1 the old
       local x = (last + 60) * 1000 + margin - 1
       if was then
         local o = (was + 60) * 1000 + margin - 1
@@ -269,7 +278,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
         return '', redis.pcall('DEL', name)
       end
       local v = string.format('%d%09d', th, tl)
-      local d = math.ceil((th * 1000 + math.ceil(tl / 1000000) + margin) / step) * step
+      local d = deadline(th * 1000 + math.ceil(tl / 1000000))
       return v, redis.pcall('PSETEX', name, string.format('%d', d - nh * 1000 - math.floor(nl / 1000000)), v)
     end
 
@@ -506,7 +515,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       v = v + FOLDED_SIZE
       got = redis.pcall('GET', key)
       local th, tl = nh, nl -- t = max(now, tat)
-      -- oh, ol: the stored TAT, whose deadline (see store) is its key's
+      -- oh, ol: the stored TAT, whose deadline (store.lua) is its key's
       -- expiry; full: that TAT is not after now
       local oh, ol, full
       if type(got) == 'table' then
@@ -548,10 +557,10 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
             verdict = 0
           end
         elseif op == 83 and mode ~= 49 and (th < wh or (th == wh and tl < wl)) then
-          -- expiring at the TAT's deadline (store); a key that lives on to
-          -- it, full or not, keeps its expiry. w: that deadline unrounded;
-          -- o + 1: the stored TAT's, from its whole seconds (a bound below); % is
-          -- no function call: x - x % step + step rounds x + 1 up.
+          -- expiring at the TAT's deadline, deadline (in rmake) written
+          -- out: a key that lives on to it, full or not, keeps its expiry.
+          -- w: the new deadline unrounded; o + 1: the stored TAT's, from
+          -- its whole seconds (a bound below).
           local w = wl + 999999
           w = wh * 1000 + (w - w % 1000000) / 1000000 + margin
           local o = oh and oh * 1000 + margin - 1

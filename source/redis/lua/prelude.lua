@@ -20,7 +20,7 @@
 -- leases.lua); each algorithm reads the others' values as empty.
 -- A penalty box's entry, kept beside its id's buckets, holds its expiry
 -- (unix ns) as a decimal integer, and expires from Redis at its deadline,
--- as a TAT does (see store).
+-- as a TAT does (see deadline in store.lua).
 --
 -- Lua numbers are doubles, exact only up to 2^53, and unix nanoseconds are
 -- near 2^61. Every time is therefore held as two limbs (hi, lo) with
@@ -76,7 +76,7 @@ end
 local SWEEP_AT = 32
 
 -- The batch being decided: its "now" (set by run), the margin, and the
--- step its keys' deadlines are rounded up to (see store).
+-- step its keys' deadlines are rounded up to (see deadline).
 local now_hi, now_lo, margin, step
 
 -- ext holds the functions that only some calls need: those of window

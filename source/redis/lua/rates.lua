@@ -151,12 +151,12 @@
     return nil
   end
 
-  -- rwrite stores c, expiring at the deadline of the moment it counts
-  -- nothing any more (ratecounter.Counter.Expires: SECONDS after the newest
-  -- second counted into), the margin after it rounded up to a step, as a
-  -- TAT's (see store), or deletes it when that moment has come. A counter whose hits a refund took back is kept as it is
-  -- until then, as the counter functions keep it. It returns the value
-  -- written, or '' when it deleted.
+  -- rwrite stores c, expiring at the deadline (store.lua) of the moment
+  -- it counts nothing any more (ratecounter.Counter.Expires: SECONDS after
+  -- the newest second counted into), or deletes it when that moment has
+  -- come. A counter whose hits a refund took back is kept as it is until
+  -- then, as the counter functions keep it. It returns the value written,
+  -- or '' when it deleted.
   local function rwrite(key, c)
     if c.last + SECONDS <= now_hi then
       drop(key)
@@ -183,8 +183,7 @@
       w[2] = 2
     end
     local v = struct.pack(rfmt(w[2], top + 1), unpack(w))
-    local d = math.ceil(((c.last + SECONDS) * 1000 + margin) / step) * step
-    local ms = string.format('%d', d - nowms())
+    local ms = string.format('%d', deadline((c.last + SECONDS) * 1000) - nowms())
     if GROUPED then
       put(key, ms, v)
     else

@@ -113,21 +113,27 @@ local function read(key, keep)
   return v, h, l
 end
 
--- store writes a TAT that is after now, expiring at its deadline: the
--- margin after the TAT in whole milliseconds, rounded up to a multiple of
--- step (half the margin), in the clock of the now passed in. A key
--- therefore outlives its bucket by the margin to one and a half, and
--- consecutive spends of a bucket mostly leave its deadline where it was.
--- Every writer of a TAT or a box entry uses this one rule, so a key's
--- expiry is always its value's deadline (a v2 hash's, the latest of its
--- fields'; docs/redis.md, "Expiry"). When the key holds a TAT (oh, ol),
--- full or not, whose deadline is not before the new one, store rewrites
--- the value only (SET … KEEPTTL, or in v2 HSET without PEXPIRE), which
--- costs Redis much less than setting an expiry.
-local function store(key, h, l, oh, ol)
-  local d = math.ceil((h * 1000 + math.ceil(l / 1000000) + margin) / step) * step
-  -- the deadline of oh's whole seconds: a bound below oh's
-  if oh and d <= math.ceil((oh * 1000 + margin) / step) * step then
+-- deadline is when a key whose value stops counting at unix ms ms
+-- expires: the margin after, rounded up to a multiple of step (half the
+-- margin), in the clock of the now passed in. A key therefore outlives
+-- its value by the margin to one and a half, and consecutive writes of a
+-- bucket mostly leave its deadline where it was. Every writer of a TAT, a
+-- box entry or a rate counter uses this one rule (fast.lua's own copy
+-- included), so a key's expiry is its value's deadline (a v2 hash's, the
+-- latest of its fields'; docs/redis.md, "Expiry").
+local function deadline(ms)
+  return math.ceil((ms + margin) / step) * step
+end
+
+-- store writes a TAT that is after now, expiring at its deadline (of the
+-- TAT in whole milliseconds, rounded up). When the key holds a TAT whose
+-- whole seconds are oh, full or not, and whose deadline is not before the
+-- new one, store rewrites the value only (SET … KEEPTTL, or in v2 HSET
+-- without PEXPIRE), which costs Redis much less than setting an expiry.
+local function store(key, h, l, oh)
+  local d = deadline(h * 1000 + math.ceil(l / 1000000))
+  -- the deadline of oh's whole seconds: a bound below the stored TAT's
+  if oh and d <= deadline(oh * 1000) then
     if GROUPED then
       local hash, field = at(key)
       redis.call('HSET', hash, field, format(h, l))
