@@ -13,7 +13,7 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 )
 
-// A key's expiry is its value's deadline (store in lua/store.lua): for a
+// A key's expiry is its value's deadline (deadline in lua/store.lua): for a
 // TAT, the margin after it rounded up to a multiple of half the margin;
 // for a window counter, the margin after the end of its counting. The fast
 // path rewrites only the value of a key whose deadline stays (SET …
@@ -27,8 +27,9 @@ func TestPackedSpendsKeepAnExpiryWhoseDeadlineStays(t *testing.T) {
 	ctx := context.Background()
 	p := testPipe(src, packKeys)
 	fast := bucket.Op{EmissionInterval: int64(10 * time.Millisecond), BurstOffset: int64(time.Second), Cost: 1}
-	// spendAt spends op at now in a packed call of two batches (a call
-	// alone is not packed), and returns op's key's PTTL after it.
+	// spendAt spends op at now in a packed call of two batches, as under
+	// load (a call alone goes as a pack of one), and returns op's key's
+	// PTTL after it.
 	spendAt := func(t *testing.T, now int64, op bucket.Op) time.Duration {
 		t.Helper()
 		other := op
