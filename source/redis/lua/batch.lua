@@ -304,7 +304,7 @@ end
 -- with its mode known, and only its increment and burst offset after its
 -- now.
 local function run(op, K, k, n, a, mode)
-  now_hi, now_lo = count(ARGV[a + NOW_HI]), tonumber(ARGV[a + NOW_LO])
+  now_hi, now_lo = count(ARGV[a + NOW_HI]), ARGV[a + NOW_LO] + 0
   if op == 'S' or op == 'C' then
     if mode then
       local verdict, tat = spend1(K, k, a + NOW_SIZE, op == 'S', mode)

@@ -23,7 +23,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
   local function limbs(s)
     local neg, n = string.byte(s, 1) == 45, #s
     if n <= 15 then
-      local x = tonumber(s)
+      local x = s + 0
       local h = math.floor(x / B)
       local l = x - h * B
       if l < 0 then
@@ -34,7 +34,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       return h, l
     end
     local u = neg and string.sub(s, 2) or s
-    local h, l = tonumber(string.sub(u, 1, #u - 9)), tonumber(string.sub(u, #u - 8))
+    local h, l = string.sub(u, 1, #u - 9) + 0, string.sub(u, #u - 8) + 0
     if neg then
       if l == 0 then
         return -h, 0
@@ -52,15 +52,15 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
   local function window(key, write, fixed, mode, nh, nl, x)
     local s = ARGV[x + WIN_COST]
     if s ~= s_cost then
-      s_cost, cost = s, tonumber(s)
+      s_cost, cost = s, s + 0
     end
     s = ARGV[x + WIN_COUNT]
     if s ~= s_count then
-      s_count, count = s, tonumber(s)
+      s_count, count = s, s + 0
     end
     s = ARGV[x + WIN_PERIOD]
     if s ~= s_period then
-      s_period, W = s, tonumber(s)
+      s_period, W = s, s + 0
     end
     local got = redis.pcall('GET', key)
     if type(got) == 'table' then
@@ -73,7 +73,7 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
       if not p or #p > 16 or #i > 17 or #c > 16 or #q > 16 then
         return
       end
-      p, i, c, q = tonumber(p), tonumber(i), tonumber(c), tonumber(q)
+      p, i, c, q = p + 0, i + 0, c + 0, q + 0
       if p < 1 or c > MAXC or q > MAXC or math.abs(i * p) > MAXC then
         return
       end
@@ -292,15 +292,15 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     local function rvalues(y, cost, window, rt)
       local s = ARGV[y + cost]
       if s ~= s_d then
-        s_d, d = s, tonumber(s)
+        s_d, d = s, s + 0
       end
       s = ARGV[y + window]
       if s ~= s_win then
-        s_win, win = s, tonumber(s)
+        s_win, win = s, s + 0
       end
       s = ARGV[y + rt]
       if s ~= s_rate then
-        s_rate, rate = s, tonumber(s)
+        s_rate, rate = s, s + 0
       end
     end
 
@@ -463,12 +463,12 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
     local op, mode = string.byte(t, 1), string.byte(win or t, 2) -- 'S' 83 or 'C' 67; '0' 48 to '2' 50 (E: unused)
     local s = ARGV[v + NOW_HI]
     if s ~= s_nh then
-      s_nh, nh = s, tonumber(s)
+      s_nh, nh = s, s + 0
     end
     if nh < 1 then
       break
     end
-    local nl = tonumber(ARGV[v + NOW_LO])
+    local nl = ARGV[v + NOW_LO] + 0
     v = v + NOW_SIZE
     local verdict, got
     if t == 'E' then
@@ -525,8 +525,8 @@ if ARGV[HEAD_FORMAT] == '1' and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') t
         if n < 16 or n > 20 or string.byte(got, 1) == 45 or not string.find(got, '^%d+$') then
           break
         end
-        ol = tonumber(string.sub(got, n - 8))
-        oh = math.floor((tonumber(got) - ol) / B + 0.5)
+        ol = string.sub(got, n - 8) + 0
+        oh = math.floor((got - ol) / B + 0.5)
         if nh < oh or (nh == oh and nl < ol) then
           th, tl = oh, ol
         else

@@ -18,7 +18,7 @@ ext_make = function()
   local function counter(s)
     local p, i, c, q = string.match(s, '^(%d+):(%-?%d+):(%d+):(%d+)$')
     if p and #p <= 16 and #i <= 17 and #c <= 16 and #q <= 16 then
-      p, i, c, q = tonumber(p), tonumber(i), tonumber(c), tonumber(q)
+      p, i, c, q = p + 0, i + 0, c + 0, q + 0
       if p >= 1 and c <= MAXC and q <= MAXC and math.abs(i * p) <= MAXC then
         return p, i, c, q
       end
