@@ -8,6 +8,7 @@
 # Without script.lua it counts the script the source loads: the fragments
 # of source/redis/lua joined (source/redis/script.go).
 #   GROUPED=1 bench/script-instructions.sh      # key format v2
+#   BINARY=1 bench/script-instructions.sh       # TATs written in binary
 #   MODE=window bench/script-instructions.sh    # sliding-window spends
 #   MODE=check_rate bench/script-instructions.sh  # check_rate's spends
 #   MODE=erl_call bench/script-instructions.sh  # ERL calls (operation E)
@@ -63,6 +64,7 @@ mode=${MODE:-gcra}
 increment=${INCREMENT:-36000000000} burst=${BURST:-3600000000000}
 pack=${PACK:-10}
 format=$([[ -n ${GROUPED:-} ]] && echo 2 || echo 1)
+[[ -z ${BINARY:-} ]] || format+=b # as --redis-binary-tats asks
 batches=$pack
 ((batches > 0)) || batches=1
 now=(1790000000 123456789)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -54,7 +55,9 @@ func startRedisShared(t *testing.T, n int, env map[string]string, args ...string
 // made in Redis, through three processes sharing one Redis (or cluster):
 // the steps go round-robin, so each bucket is decided by all three.
 // Both key formats: one key per bucket, and buckets as fields of 64
-// hashes (--redis-groups), where the vectors' buckets share hashes.
+// hashes (--redis-groups), where the vectors' buckets share hashes; and a
+// fleet halfway through turning on --redis-binary-tats, where the second
+// process writes TATs as text and the others in binary.
 func TestRedisVectorsOverHTTP(t *testing.T) {
 	t.Parallel() // its own limiter and redis-server: independent of every other test
 	runRedisVectorsOverHTTP(t, vectorsConfig)
@@ -72,13 +75,25 @@ func runRedisVectorsOverHTTP(t *testing.T, config func(*testing.T) (*vectors.Fil
 	for _, b := range redisBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
-			for _, format := range []struct{ name, groups string }{{"v1", "0"}, {"v2", "64"}} {
+			formats := []struct {
+				name, groups string
+				binary       []string // per process, when they differ
+			}{{"v1", "0", nil}, {"v2", "64", nil}, {"v1-binary-rollout", "0", []string{"true", "false", "true"}}}
+			for _, format := range formats {
 				t.Run(format.name, func(t *testing.T) {
 					f, env := config(t)
 					env["LIMITER_SOURCE"] = url
 					env["LIMITER_REDIS_GROUPS"] = format.groups
 					env["LIMITER_REDIS_NAMESPACE"] = format.name + ":" // each format's buckets apart
-					procs := startRedisShared(t, 3, env, redisPatientArgs...)
+					var procs []*limiterProc
+					if format.binary == nil {
+						procs = startRedisShared(t, 3, env, redisPatientArgs...)
+					}
+					for _, binary := range format.binary {
+						e := maps.Clone(env)
+						e["LIMITER_REDIS_BINARY_TATS"] = binary
+						procs = append(procs, startLimiter(t, procOptions{Env: e, Args: redisPatientArgs}))
+					}
 					if scheme, _, _ := strings.Cut(url, "://"); !strings.Contains(procs[0].logs(), "source="+scheme) {
 						t.Fatalf("not serving from %s:\n%s", url, procs[0].logs())
 					}

@@ -247,6 +247,7 @@ type redisFlags struct {
 	expiryMargin time.Duration
 	namespace    string
 	groups       int
+	binaryTATs   bool
 	topPush      time.Duration
 }
 
@@ -282,5 +283,7 @@ func (r *redisFlags) settings() []setting {
 		{name: "redis-groups", bind: intVar(&r.groups, 0), scope: redisOnly,
 			check: check{func() bool { return r.groups >= 0 && r.groups <= redis.MaxGroups }, fmt.Sprintf("want 0 (a key per bucket) to %d", redis.MaxGroups)},
 			usage: fmt.Sprintf("key format: 0 keeps each bucket in a Redis key of its own (v1); 1 to %d keeps buckets as fields of that many Redis hashes (v2, a third of the memory or less at ten or more buckets per hash); every process sharing a Redis must use the same", redis.MaxGroups)},
+		{name: "redis-binary-tats", bind: boolVar(&r.binaryTATs, false), scope: redisOnly,
+			usage: "write GCRA buckets' TATs in 10 bytes of binary rather than 19 digits, for a tenth less Redis CPU per decision; this release reads both, earlier ones only digits, so set it once every process sharing the Redis runs this release or a later one"},
 	}
 }

@@ -30,6 +30,7 @@ func (r *redisFlags) options(url string) (redis.Options, error) {
 	o.ExpiryMargin = r.expiryMargin
 	o.Namespace = r.namespace
 	o.Groups = r.groups
+	o.BinaryTATs = r.binaryTATs
 	if r.username != "" {
 		o.Username = r.username
 	}

@@ -87,6 +87,18 @@ func TestRedisGroupsFromEnv(t *testing.T) {
 	}
 }
 
+// Binary TATs are off unless asked for: a release that reads both forms
+// must run everywhere before any process writes them.
+func TestRedisBinaryTATsFromEnv(t *testing.T) {
+	if o, err := parseRedisFlags(t).options("redis://h:1"); err != nil || o.BinaryTATs {
+		t.Fatalf("by default: BinaryTATs %v, %v; want false", o.BinaryTATs, err)
+	}
+	t.Setenv("LIMITER_REDIS_BINARY_TATS", "true")
+	if o, err := parseRedisFlags(t).options("redis://h:1"); err != nil || !o.BinaryTATs {
+		t.Fatalf("LIMITER_REDIS_BINARY_TATS=true: BinaryTATs %v, %v", o.BinaryTATs, err)
+	}
+}
+
 // The memory source logs one warning, at the first eviction of a bucket
 // that was not full, and none while there is room.
 func TestMemorySourceWarnsOnceAtTheFirstNotFullEviction(t *testing.T) {

@@ -267,44 +267,52 @@ func BenchmarkSyncWindows(b *testing.B) {
 // BenchmarkMemoryPerBucket stores 1,000,000 buckets (3:123000000 to
 // 3:123999999, each spent once on an hourly limit, so none is full) through
 // the source into a fresh Redis, in key format v1 and in v2 with about 4,
-// 10, 15 and 61 buckets per hash, and reports Redis's used_memory grown per
-// bucket. Run it once: -bench MemoryPerBucket
-// -benchtime 1x.
+// 10, 15 and 61 buckets per hash, each with TATs as text and in binary,
+// and reports Redis's used_memory grown per bucket. Run it once: -bench
+// MemoryPerBucket -benchtime 1x.
 func BenchmarkMemoryPerBucket(b *testing.B) {
-	const buckets, width, writers = 1_000_000, 8, 16
 	for _, groups := range []int{0, 262144, 100000, 65536, 16384} {
-		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
-			srv := redistest.NewStandalone(b)
-			src := benchSource(b, redis.Options{Addrs: []string{srv.Addr()}, Groups: groups})
-			for b.Loop() {
-				srv.Flush(b)
-				before := usedMemory(b, srv.Addr())
-				var wg sync.WaitGroup
-				for w := range writers {
-					wg.Go(func() {
-						ops := make([]bucket.Op, width)
-						out := make([]bucket.Outcome, width)
-						for first := w * width; first < buckets; first += writers * width {
-							for j := range ops {
-								ops[j] = hourly("3:"+strconv.Itoa(123_000_000+first+j), 1)
-							}
-							if err := src.Spend(context.Background(), now, ops, out); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				b.ReportMetric(float64(usedMemory(b, srv.Addr())-before)/buckets, "B/bucket")
-				if groups > 0 {
-					enc, err := redistest.Do(srv.Addr(), "OBJECT", "ENCODING", src.Key("3:123000000"))
-					if err != nil || enc != "listpack" {
-						b.Fatalf("a hash is encoded as %q (%v), want listpack", enc, err)
+		for _, binary := range []bool{false, true} {
+			b.Run(fmt.Sprintf("groups=%d/binary=%t", groups, binary), func(b *testing.B) {
+				benchMemoryPerBucket(b, redis.Options{Groups: groups, BinaryTATs: binary})
+			})
+		}
+	}
+}
+
+// benchMemoryPerBucket is BenchmarkMemoryPerBucket in one format.
+func benchMemoryPerBucket(b *testing.B, opts redis.Options) {
+	const buckets, width, writers = 1_000_000, 8, 16
+	srv := redistest.NewStandalone(b)
+	opts.Addrs = []string{srv.Addr()}
+	src := benchSource(b, opts)
+	for b.Loop() {
+		srv.Flush(b)
+		before := usedMemory(b, srv.Addr())
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				ops := make([]bucket.Op, width)
+				out := make([]bucket.Outcome, width)
+				for first := w * width; first < buckets; first += writers * width {
+					for j := range ops {
+						ops[j] = hourly("3:"+strconv.Itoa(123_000_000+first+j), 1)
+					}
+					if err := src.Spend(context.Background(), now, ops, out); err != nil {
+						b.Error(err)
+						return
 					}
 				}
+			})
+		}
+		wg.Wait()
+		b.ReportMetric(float64(usedMemory(b, srv.Addr())-before)/buckets, "B/bucket")
+		if opts.Groups > 0 {
+			enc, err := redistest.Do(srv.Addr(), "OBJECT", "ENCODING", src.Key("3:123000000"))
+			if err != nil || enc != "listpack" {
+				b.Fatalf("a hash is encoded as %q (%v), want listpack", enc, err)
 			}
-		})
+		}
 	}
 }
 

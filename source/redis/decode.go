@@ -172,7 +172,7 @@ func (r *scriptReply) setBucket(i int, s string) error {
 	if s == "" {
 		return nil
 	}
-	tat, err := strconv.ParseInt(s, 10, 64)
+	tat, err := parseTAT(s)
 	if err != nil {
 		if _, werr := parseCounter(s); werr == nil || isRate(s) || isLeases(s) {
 			return nil // a window or rate counter, or a lease set
@@ -187,9 +187,9 @@ func (r *scriptReply) setBucket(i int, s string) error {
 
 // parseCounter reads a window counter as the script stores it
 // ("<period>:<index>:<cur>:<prev>", formatCounter). The empty string, and
-// a decimal integer (a GCRA bucket's TAT), read as the zero Counter.
+// a GCRA bucket's TAT, read as the zero Counter.
 func parseCounter(s string) (window.Counter, error) {
-	if s == "" {
+	if s == "" || isBinaryTAT(s) {
 		return window.Counter{}, nil
 	}
 	if strings.IndexByte(s, ':') < 0 {

@@ -41,10 +41,12 @@ const (
 	scriptPackedInline = "P"
 )
 
-// Key formats (ARGV[3]).
+// Key formats (ARGV[3]), followed by scriptBinaryTATs when the script is
+// to write TATs in binary (Options.BinaryTATs); it reads both forms.
 const (
-	scriptFormatV1 = "1"
-	scriptFormatV2 = "2"
+	scriptFormatV1   = "1"
+	scriptFormatV2   = "2"
+	scriptBinaryTATs = "b"
 )
 
 // windowToken returns a window op's token in a spend or check: its
@@ -152,12 +154,18 @@ type wire struct {
 	// margin and format are the header's second and third arguments,
 	// boxed once so that a call's header allocates nothing.
 	margin, format any
+	// v1 is the key format's: the script's fast path takes only v1.
+	v1 bool
 }
 
 // newWire returns the encoder of a source's calls: format is
-// scriptFormatV1 or scriptFormatV2.
-func newWire(marginMS int64, format string) wire {
-	return wire{marginMS: marginMS, margin: marginMS, format: format}
+// scriptFormatV1 or scriptFormatV2, and binary asks for binary TATs.
+func newWire(marginMS int64, format string, binary bool) wire {
+	w := wire{marginMS: marginMS, margin: marginMS, format: format, v1: format == scriptFormatV1}
+	if binary {
+		w.format = format + scriptBinaryTATs
+	}
+	return w
 }
 
 // scriptOp is the letter of an operation.
@@ -426,7 +434,7 @@ func (c *scriptCall) fastShape() bool {
 // fast reports whether c, sent alone, goes as a pack of one, which the
 // script decides on its fast path without making its other functions.
 func (w wire) fast(c *scriptCall) bool {
-	return w.format == scriptFormatV1 && c.fastShape()
+	return w.v1 && c.fastShape()
 }
 
 // appendBox appends the box of op i, if it has one, in a refund or reset.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"testing"
 	"time"
 
@@ -127,7 +126,7 @@ func applyAsModel(t *testing.T, src *redis.Source, m sourcetest.Model, step int,
 }
 
 // checkStored compares what Redis holds with the model: every bucket
-// that is not full at now is stored as its TAT in decimal, and no full
+// that is not full at now is stored as its TAT (storedTAT), and no full
 // bucket is stored; every window counter that still counts at now is
 // stored as the model's counter ("<period>:<index>:<cur>:<prev>").
 func checkStored(t *testing.T, opts redis.Options, src *redis.Source, m sourcetest.Model, at int64) {
@@ -153,8 +152,8 @@ func checkStored(t *testing.T, opts redis.Options, src *redis.Source, m sourcete
 			// next read, and must read as full; nothing else to check.
 		case !ok:
 			t.Errorf("bucket %s (TAT %d after now %d) is not stored", bucket, tat, at)
-		case v != strconv.FormatInt(tat, 10):
-			t.Errorf("bucket %s stored %q, want %d", bucket, v, tat)
+		case v != storedTAT(opts, tat):
+			t.Errorf("bucket %s stored %q, want %q (%d)", bucket, v, storedTAT(opts, tat), tat)
 		}
 	}
 }
@@ -173,12 +172,13 @@ func rawClient(t testing.TB, opts redis.Options) goredis.UniversalClient {
 	return c
 }
 
-// The script reads a stored TAT by one of two routes: values of 16 digits
-// and more through one inexact tonumber corrected by the exact low limb,
-// shorter or negative ones by splitting the text. Each stored value here
-// (at the edges of both routes, of the limbs and of int64) is spent on
-// once, and the TAT the script writes back must be the stored one plus the
-// increment, digit for digit.
+// The script reads a stored text TAT by one of two routes: values of 16
+// digits and more through one inexact conversion corrected by the exact
+// low limb, shorter or negative ones by splitting the text; a binary one
+// by unpacking it. Each stored value here (at the edges of both routes,
+// of the limbs and of int64), in both forms, is spent on once, and the TAT
+// the script writes back must be the stored one plus the increment, digit
+// for digit (byte for byte).
 func TestStoredTATsReadExactly(t *testing.T) {
 	tats := []int64{
 		999_999_999_999_999,       // 15 digits: split
@@ -200,18 +200,22 @@ func TestStoredTATsReadExactly(t *testing.T) {
 			opts := b.opts(t)
 			src := newSource(t, opts)
 			c := rawClient(t, opts)
+			// Each TAT stored in both forms, whichever the source writes:
+			// a source reads what one with the other setting wrote.
 			for i, tat := range tats {
-				key := fmt.Sprintf("p:%d", i)
-				storeRaw(t, c, src, key, strconv.FormatInt(tat, 10))
-				at := tat - 1 // the bucket is not full
-				op := bucket.Op{Key: key, EmissionInterval: increment, BurstOffset: 10 * increment, Cost: 1}
-				out := spend(t, src, at, op)
-				if !out[0].Allowed || out[0].New.TAT != tat+increment {
-					t.Fatalf("stored %d: outcome %+v, want allowed with new TAT %d", tat, out[0], tat+increment)
-				}
-				got, _ := stored(t, c, src, key)
-				if want := strconv.FormatInt(tat+increment, 10); got != want {
-					t.Errorf("stored %d: the script wrote %s, want %s", tat, got, want)
+				for _, binary := range []bool{false, true} {
+					key := fmt.Sprintf("p:%d:%t", i, binary)
+					storeRaw(t, c, src, key, storedTAT(redis.Options{BinaryTATs: binary}, tat))
+					at := tat - 1 // the bucket is not full
+					op := bucket.Op{Key: key, EmissionInterval: increment, BurstOffset: 10 * increment, Cost: 1}
+					out := spend(t, src, at, op)
+					if !out[0].Allowed || out[0].New.TAT != tat+increment {
+						t.Fatalf("stored %d (binary %t): outcome %+v, want allowed with new TAT %d", tat, binary, out[0], tat+increment)
+					}
+					got, _ := stored(t, c, src, key)
+					if want := storedTAT(opts, tat+increment); got != want {
+						t.Errorf("stored %d (binary %t): the script wrote %q, want %q", tat, binary, got, want)
+					}
 				}
 			}
 		})

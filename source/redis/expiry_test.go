@@ -37,7 +37,7 @@ func TestKeyExpiresWhenFullPlusMargin(t *testing.T) {
 			// of offset so the rounding up to whole milliseconds shows.
 			at := now + 1
 			out := spend(t, src, at, hourly("a", 3))[0]
-			if v, ok := stored(t, c, src, "a"); !ok || v != strconv.FormatInt(out.New.TAT, 10) {
+			if v, ok := stored(t, c, src, "a"); !ok || v != storedTAT(opts, out.New.TAT) {
 				t.Fatalf("stored %q (%v), want %d", v, ok, out.New.TAT)
 			}
 			// 108 s + 1 ms + 7 s = 115.001 s, rounded up to 3.5 s steps

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -45,19 +46,47 @@ func grouped(opts func(testing.TB) redis.Options, groups int) func(testing.TB) r
 	}
 }
 
-// backends run every shared test in both key formats. Standalone v2 has
-// only 4 groups, so a test's buckets share hashes; the cluster's 1,024
-// spread a batch's buckets over several slots, as v1's do.
+// binaryTATs returns opts with TATs written in binary.
+func binaryTATs(opts func(testing.TB) redis.Options) func(testing.TB) redis.Options {
+	return func(t testing.TB) redis.Options {
+		o := opts(t)
+		o.BinaryTATs = true
+		return o
+	}
+}
+
+// backends run every shared test in both key formats, and with binary
+// TATs in each (v1 on one Redis, where packed calls take the script's
+// fast path; v2 on a cluster, where every call takes its general path).
+// Standalone v2 has only 4 groups, so a test's buckets share hashes; the
+// cluster's 1,024 spread a batch's buckets over several slots, as v1's do.
 var backends = []backend{
 	{"Standalone", standalone},
 	{"Cluster", cluster},
 	{"StandaloneV2", grouped(standalone, 4)},
 	{"ClusterV2", grouped(cluster, 1024)},
+	{"StandaloneBinary", binaryTATs(standalone)},
+	{"ClusterV2Binary", binaryTATs(grouped(cluster, 1024))},
 }
 
 // standalones are the standalone backends, for tests that write to Redis
 // by hand.
-var standalones = []backend{backends[0], backends[2]}
+var standalones = []backend{backends[0], backends[2], backends[4]}
+
+// storedTAT is tat as a source with opts stores it: decimal text, or
+// binary ('T', then tat's floored quotient and remainder by 1e9 as a
+// 5-byte signed and a 4-byte unsigned big-endian integer).
+func storedTAT(opts redis.Options, tat int64) string {
+	if !opts.BinaryTATs {
+		return strconv.FormatInt(tat, 10)
+	}
+	hi, lo := tat/1e9, tat%1e9
+	if lo < 0 {
+		hi, lo = hi-1, lo+1e9
+	}
+	return string([]byte{'T', byte(hi >> 32), byte(hi >> 24), byte(hi >> 16), byte(hi >> 8), byte(hi),
+		byte(lo >> 24), byte(lo >> 16), byte(lo >> 8), byte(lo)})
+}
 
 // newSource opens a source with a namespace of its own, so tests sharing
 // a server never see each other's buckets (even when repeated with

@@ -65,6 +65,14 @@ type Options struct {
 	// sharing a Redis must use the same format and number: a bucket's
 	// place in Redis depends on both.
 	Groups int
+	// BinaryTATs makes the script write a GCRA bucket's TAT in 10 bytes of
+	// binary instead of 19 decimal digits, which takes Redis a tenth less
+	// CPU per decision. This release reads both forms, whatever the
+	// setting; earlier ones read only text and fail the decisions of a
+	// bucket stored in binary. Set it once every process sharing the
+	// Redis runs a release that reads binary TATs (docs/redis.md,
+	// "Upgrades").
+	BinaryTATs bool
 }
 
 // ParseURL reads a source URL:

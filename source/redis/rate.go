@@ -16,14 +16,15 @@ import (
 // second of the last ratecounter.Seconds that holds a hit (the first
 // count may be 0: a refund took that second's hits back):
 //
-//	00 6a b3 f4 80  01  03                  3 hits in second 1790000000
-//	00 6a b3 f4 87  02  00 02  00 00  01 2c
+//	00 6a b1 3b 80  01  03                  3 hits in second 1790000000
+//	00 6a b1 3b 87  02  00 02  00 00  01 2c
 //	                    2 hits in second 1790000007, 300 in 1790000005
 //
 // 7 bytes for a second of fewer than 256 hits, 246 at most. The first
 // byte of any second an int64 of nanoseconds holds (|second| < 2^34) is
-// 0x00 to 0x02 or 0xfd to 0xff, never a digit nor '-', which every TAT,
-// window counter and box entry starts with, so no value reads as
+// 0x00 to 0x02 or 0xfd to 0xff, never a digit nor '-', which every text
+// TAT, window counter and box entry starts with, nor the 'T' of a binary
+// TAT (tat.go), so no value reads as
 // another's. The script reads and writes the same form (rparse, rwrite)
 // with Redis's struct library, in one call for the whole counter.
 
@@ -36,7 +37,7 @@ func isRate(s string) bool {
 		return false
 	}
 	b, w, n := s[0], int(s[5]), len(s)-rateHeader
-	return b != '-' && (b < '0' || b > '9') && (w == 1 || w == 2 || w == 4) && n%w == 0 && n <= w*ratecounter.Seconds
+	return b != '-' && b != binaryTATTag && (b < '0' || b > '9') && (w == 1 || w == 2 || w == 4) && n%w == 0 && n <= w*ratecounter.Seconds
 }
 
 // formatRate returns c packed as stored, or "" when it holds no hit (how

@@ -19,23 +19,26 @@ import (
 // a function that reads a local of the chunk pays for it on every call).
 // The order is fixed. The script is one Lua chunk cut into named
 // parts: a part uses the local functions of the parts before it, so the
-// order is fixed. windows.lua opens ext_make, the function that makes the
+// order is fixed. fast.lua opens the fast path's block and fastpack.lua
+// closes it; windows.lua opens ext_make, the function that makes the
 // functions only some calls need, and sync.lua closes it; the parts from
 // the one to the other are its body.
 var scriptFragments = []string{
-	"fast.lua",    // packed one-key GCRA spends in format v1, before anything is made
-	"prelude.lua", // what the script keeps, and its constants
-	"limbs.lua",   // exact two-limb arithmetic, argument parsing
-	"store.lua",   // reading and writing buckets, key formats v1 and v2
-	"windows.lua", // ext_make opens: window counters
-	"rates.lua",   // rate counters
-	"boxes.lua",   // penalty boxes, and ops with a box in a spend
-	"erl.lua",     // Edge Rate Limiting calls, rate sync
-	"leases.lua",  // lease sets of concurrency limits, made on a call's first concurrency op
-	"sync.lua",    // reset and sweep tests, window sync; ext_make closes
-	"batch.lua",   // spend, refund and reset of a batch, and run
-	"once.lua",    // idempotency records and claims
-	"main.lua",    // the call's operation, and packed calls
+	"fast.lua",      // packed one-key spends in format v1, before anything is made: opens the fast path
+	"fastrates.lua", // the fast path's rate counters and box entries
+	"fastpack.lua",  // the fast path's loop over the batches; closes it
+	"prelude.lua",   // what the script keeps, and its constants
+	"limbs.lua",     // exact two-limb arithmetic, argument parsing
+	"store.lua",     // reading and writing buckets, key formats v1 and v2
+	"windows.lua",   // ext_make opens: window counters
+	"rates.lua",     // rate counters
+	"boxes.lua",     // penalty boxes, and ops with a box in a spend
+	"erl.lua",       // Edge Rate Limiting calls, rate sync
+	"leases.lua",    // lease sets of concurrency limits, made on a call's first concurrency op
+	"sync.lua",      // reset and sweep tests, window sync; ext_make closes
+	"batch.lua",     // spend, refund and reset of a batch, and run
+	"once.lua",      // idempotency records and claims
+	"main.lua",      // the call's operation, and packed calls
 }
 
 //go:embed lua/*.lua

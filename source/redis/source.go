@@ -51,7 +51,7 @@ func New(opts Options) (*Source, error) {
 		s.format = keyFormat{prefix: GroupedKeyPrefix + opts.Namespace, groups: uint64(opts.Groups)}
 		format = scriptFormatV2
 	}
-	s.wire = newWire(opts.expiryMargin().Milliseconds(), format)
+	s.wire = newWire(opts.expiryMargin().Milliseconds(), format, opts.BinaryTATs)
 	if opts.Cluster {
 		s.client = goredis.NewClusterClient(opts.clusterOptions())
 		s.nodes = &pipes{script: s.script, wire: s.wire, timeout: opts.rollbackTimeout()}

@@ -46,9 +46,18 @@ func oneHash(t *testing.T) (*redis.Source, goredis.UniversalClient, string) {
 // second, beside 20 buckets that stay not full throughout. It never holds
 // more than about twice the buckets that are not full, the 20 keep their
 // TATs to the nanosecond, and after the last id has refilled, the next
-// sweep leaves only the 20.
+// sweep leaves only the 20; with TATs in either form.
 func TestSweepKeepsAHashSmall(t *testing.T) {
-	src, c, hash := oneHash(t)
+	for _, binary := range []bool{false, true} {
+		t.Run(fmt.Sprintf("binary=%t", binary), func(t *testing.T) { testSweepKeepsAHashSmall(t, binary) })
+	}
+}
+
+func testSweepKeepsAHashSmall(t *testing.T, binary bool) {
+	opts := standalone(t)
+	opts.Groups, opts.BinaryTATs = 1, binary
+	src := newSource(t, opts)
+	c, hash := rawClient(t, opts), src.Key("x")
 	ctx := context.Background()
 	hlen := func() int {
 		t.Helper()
@@ -80,7 +89,7 @@ func TestSweepKeepsAHashSmall(t *testing.T) {
 		t.Fatalf("the hash reached %d fields with at most %d not full; want at most %d", largest, live, 2*live)
 	}
 	for k, tat := range steady {
-		if v, ok := stored(t, c, src, k); !ok || v != strconv.FormatInt(tat, 10) {
+		if v, ok := stored(t, c, src, k); !ok || v != storedTAT(opts, tat) {
 			t.Fatalf("bucket %s holds %q (%v) after the sweeps, want %d", k, v, ok, tat)
 		}
 	}

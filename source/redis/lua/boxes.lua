@@ -22,7 +22,7 @@
   -- now.
   local function bwrite(name, h, l)
     if lt(now_hi, now_lo, h, l) then
-      store(name, h, l)
+      store(name, h, l, nil, true)
     else
       drop(name)
     end

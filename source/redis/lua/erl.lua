@@ -90,7 +90,7 @@
       if name ~= '' then
         local ph, pl = num(ARGV[b + PUSH_EXPIRY])
         if lt(eh, el, ph, pl) and lt(now_hi, now_lo, ph, pl) then
-          store(name, ph, pl)
+          store(name, ph, pl, nil, true)
           after = format(ph, pl)
         end
       end

@@ -72,7 +72,7 @@
         return v, '', 0, 0
       end
       if string.byte(v, 1) ~= 76 or not string.find(v, '^L%x+:%d+:%d+') then
-        if counter(v) or israte(v) or (#v <= 20 and string.find(v, '^%-?%d+$')) then
+        if counter(v) or israte(v) or istat(v) or (#v <= 20 and string.find(v, '^%-?%d+$')) then
           return v, '', 0, 0
         end
         error('limiter: ' .. key .. ' does not hold a lease set')

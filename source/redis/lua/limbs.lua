@@ -40,15 +40,30 @@ local function split(s)
   return h, l
 end
 
--- parse turns a stored TAT into limbs, refusing anything else but a
--- window or rate counter, for which it returns nil: a GCRA op reads
--- another algorithm's value as a missing bucket. A stored TAT is nearly always a positive
--- 19-digit number, and for those one tonumber of the whole string is
+-- A TAT is stored as decimal text or in binary (BINARY writes it so): 'T'
+-- (84), then its limbs as big-endian integers, hi in 5 signed bytes and lo
+-- in 4 unsigned ones (struct '>i5I4'), 10 bytes in all. One struct call
+-- reads or writes it, where text takes several conversions. Every reader
+-- of a stored value tells the binary form apart by its size and first
+-- byte (istat in windows.lua), as no other value is 10 bytes starting
+-- with 'T'.
+--
+-- parse turns a stored TAT, in either form, into limbs, refusing anything
+-- else but a window or rate counter, for which it returns nil: a GCRA op reads
+-- another algorithm's value as a missing bucket. A stored text TAT is nearly always a positive
+-- 19-digit number, and for those one conversion of the whole string is
 -- within 2^11 of the value: subtracting the exact low limb and rounding
 -- the quotient gives the high limb exactly, for one string.sub and two
--- tonumber instead of split's two and two.
+-- conversions instead of split's two and two.
 local function parse(key, s)
   local n = #s
+  if n == 10 and string.byte(s, 1) == 84 then
+    local h, l = struct.unpack('>i5I4', s, 2)
+    if l >= B or h > MAX_HI or (h == MAX_HI and l > MAX_LO) or h < -MAX_HI - 1 or (h == -MAX_HI - 1 and l < B - MAX_LO - 1) then
+      error('limiter: ' .. key .. ' does not hold a TAT') -- not the limbs of an int64
+    end
+    return h, l
+  end
   if n > 20 or not string.find(s, '^%-?%d+$') then
     local e = ext or ext_make()
     if e.counter(s) or e.israte(s) or string.byte(s, 1) == 76 then -- 'L': a lease set

@@ -24,8 +24,9 @@ end
 -- milliseconds, now as (hi, lo), then the batch's values as for S or R.
 --
 -- A record is one string of words: the fingerprint, the expiry, the now
--- of the call, its verdict, and the value read of each key, a TAT or a
--- window counter ('-' for none, or a full bucket), from which the service
+-- of the call, its verdict, and the value read of each key, a TAT (as
+-- decimal text, whichever form it is stored in) or a window counter
+-- ('-' for none, or a full bucket), from which the service
 -- computes the first call's outcomes again. A record whose expiry has
 -- come answers nothing.
 --
@@ -66,6 +67,8 @@ local function once()
     out[3 + i] = t
     if t == '' then
       t = '-'
+    elseif #t == 10 and string.byte(t, 1) == 84 then
+      t = format(parse('', t)) -- a binary TAT: a record's words are text
     end
     rec[4 + i] = t
   end

@@ -63,8 +63,12 @@ local MAXC = 9007199254740991
 -- '3:alice' of hash 'lim:v2:{12345}'. The name has the hash's slot (its
 -- hash tag is the group), so Redis Cluster routes and checks it as it
 -- would the hash.
-local GROUPED = ARGV[HEAD_FORMAT] == '2'
-if not GROUPED and ARGV[HEAD_FORMAT] ~= '1' then
+--
+-- The same argument, followed by 'b', asks for TATs written in binary
+-- (see parse in limbs.lua); either way the script reads both forms.
+local GROUPED = ARGV[HEAD_FORMAT] == '2' or ARGV[HEAD_FORMAT] == '2b'
+local BINARY = ARGV[HEAD_FORMAT] == '1b' or ARGV[HEAD_FORMAT] == '2b'
+if not GROUPED and not BINARY and ARGV[HEAD_FORMAT] ~= '1' then
   error('limiter: unknown key format ' .. tostring(ARGV[HEAD_FORMAT]))
 end
 

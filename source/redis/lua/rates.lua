@@ -35,7 +35,7 @@
   -- counter is an error.
   local function rparse(key, v)
     local c = { last = 0 }
-    if v == '' or counter(v) or (#v <= 20 and string.find(v, '^%-?%d+$')) then
+    if v == '' or counter(v) or istat(v) or (#v <= 20 and string.find(v, '^%-?%d+$')) then
       return c
     end
     if not israte(v) then

@@ -23,7 +23,7 @@ if GROUPED then
       local field, v = all[i], all[i + 1]
       if field ~= '' then
         local stale = false
-        if #v <= 20 and string.find(v, '^%-?%d+$') then
+        if (#v == 10 and string.byte(v, 1) == 84) or (#v <= 20 and string.find(v, '^%-?%d+$')) then -- a TAT
           local h, l = parse(field, v)
           stale = not lt(now_hi, now_lo, h, l)
         else
@@ -118,36 +118,44 @@ end
 -- margin), in the clock of the now passed in. A key therefore outlives
 -- its value by the margin to one and a half, and consecutive writes of a
 -- bucket mostly leave its deadline where it was. Every writer of a TAT, a
--- box entry or a rate counter uses this one rule (fast.lua's own copy
+-- box entry or a rate counter uses this one rule (fastrates.lua's own copy
 -- included), so a key's expiry is its value's deadline (a v2 hash's, the
 -- latest of its fields'; docs/redis.md, "Expiry").
 local function deadline(ms)
   return math.ceil((ms + margin) / step) * step
 end
 
--- store writes a TAT that is after now, expiring at its deadline (of the
--- TAT in whole milliseconds, rounded up). When the key holds a TAT whose
--- whole seconds are oh, full or not, and whose deadline is not before the
--- new one, store rewrites the value only (SET … KEEPTTL, or in v2 HSET
--- without PEXPIRE), which costs Redis much less than setting an expiry.
-local function store(key, h, l, oh)
+-- store writes a TAT that is after now (in binary, see parse, when the call
+-- asks for it: BINARY), or with entry a box entry's expiry (always decimal text),
+-- expiring at its deadline (of the time in whole milliseconds, rounded
+-- up). When the key holds a TAT whose whole seconds are oh, full or not,
+-- and whose deadline is not before the new one, store rewrites the value
+-- only (SET … KEEPTTL, or in v2 HSET without PEXPIRE), which costs Redis
+-- much less than setting an expiry.
+local function store(key, h, l, oh, entry)
   local d = deadline(h * 1000 + math.ceil(l / 1000000))
+  local v
+  if BINARY and not entry then
+    v = struct.pack('>Bi5I4', 84, h, l)
+  else
+    v = format(h, l)
+  end
   -- the deadline of oh's whole seconds: a bound below the stored TAT's
   if oh and d <= deadline(oh * 1000) then
     if GROUPED then
       local hash, field = at(key)
-      redis.call('HSET', hash, field, format(h, l))
+      redis.call('HSET', hash, field, v)
     else
-      redis.call('SET', key, format(h, l), 'KEEPTTL')
+      redis.call('SET', key, v, 'KEEPTTL')
     end
     return
   end
   local ms = string.format('%d', d - now_hi * 1000 - math.floor(now_lo / 1000000))
   if GROUPED then
-    put(key, ms, format(h, l))
+    put(key, ms, v)
   else
     -- PSETEX is SET … PX without the option parsing, and one argument less.
-    redis.call('PSETEX', key, ms, format(h, l))
+    redis.call('PSETEX', key, ms, v)
   end
 end
 

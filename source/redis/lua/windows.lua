@@ -26,13 +26,20 @@ ext_make = function()
     return nil
   end
 
+  -- istat reports whether v is a binary TAT (see parse in limbs.lua).
+  local function istat(v)
+    return #v == 10 and string.byte(v, 1) == 84
+  end
+
   -- israte reports whether v has a rate counter's form (see rparse): a
-  -- first byte that is not a digit nor '-', as the first of every TAT,
-  -- window counter and box entry is, a width of 1, 2 or 4 at its sixth,
-  -- and 1 to 60 counts of that width after it.
+  -- first byte that is not a digit nor '-', as the first of every text
+  -- TAT, window counter and box entry is, nor the 'T' of a binary TAT
+  -- (a counter's first byte is its seconds' highest, 0 to 3 or 252 to 255
+  -- for seconds below 2^34 in magnitude), a width of 1, 2 or 4 at its
+  -- sixth, and 1 to 60 counts of that width after it.
   local function israte(v)
     local b, w, n = string.byte(v, 1), string.byte(v, 6), #v - 6
-    return n > 0 and b ~= 45 and (b < 48 or b > 57) and (w == 1 or w == 2 or w == 4) and n % w == 0 and n <= 60 * w
+    return n > 0 and b ~= 45 and b ~= 84 and (b < 48 or b > 57) and (w == 1 or w == 2 or w == 4) and n % w == 0 and n <= 60 * w
   end
 
   -- wsplit reads the value v of a window op's key: the counter's period,
@@ -44,7 +51,7 @@ ext_make = function()
     if p then
       return p, i, c, q
     end
-    if (#v > 20 or not string.find(v, '^%-?%d+$')) and not israte(v) and string.byte(v, 1) ~= 76 then
+    if (#v > 20 or not string.find(v, '^%-?%d+$')) and not istat(v) and not israte(v) and string.byte(v, 1) ~= 76 then
       error('limiter: ' .. key .. ' does not hold a window counter')
     end
   end
