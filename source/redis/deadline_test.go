@@ -111,6 +111,26 @@ func TestPackedSpendsKeepAnExpiryWhoseDeadlineStays(t *testing.T) {
 		within(t, "spend 11 s later", spendAt(t, coalesceNow+11*sec, op), 148877*time.Millisecond)
 	})
 
+	t.Run("box entry on a step boundary", func(t *testing.T) {
+		// One hit a second: the second spend goes above and boxes the id
+		// until unix ms 1,790,000,040,000, whose deadline (+ 60 s) is a
+		// step boundary itself, 1,790,000,100,000: 99.877 s on, not a
+		// step later.
+		op := bucket.Op{Key: "131:boundary", Algorithm: bucket.RateCounter, Rate: ratecounter.Limit{Window: 1, Rate: 1},
+			Cost: 1, Box: "131:boundary", BoxUntil: 1_790_000_040_000 * int64(time.Millisecond)}
+		spendAt(t, coalesceNow, op)
+		spendAt(t, coalesceNow, op)
+		_, boxes, err := src.keys([]bucket.Op{op}, coalesceNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl, err := src.client.PTTL(ctx, boxes[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		within(t, "box entry", ttl, 99877*time.Millisecond)
+	})
+
 	t.Run("written with an exact expiry", func(t *testing.T) {
 		// A key written as older versions write one, expiring exactly
 		// ceil(TAT - now) + margin: 60.010 s. A spend whose deadline stays
