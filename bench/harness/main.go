@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -280,6 +281,15 @@ func run(o options) error {
 			return err
 		}
 		servers = append(servers, rows...)
+	}
+	// The rows share one Redis: each limiter row keeps its buckets apart,
+	// under a namespace of its own, so that none starts from another's
+	// buckets, nor reads a form of them that its build does not know (a
+	// baseline's, beside a build writing binary TATs).
+	for i, s := range servers {
+		if len(s.redisAddrs) > 0 && strings.HasPrefix(s.name, "limiter") {
+			s.env = append(slices.Clip(s.env), fmt.Sprintf("LIMITER_REDIS_NAMESPACE=row%02d:", i))
+		}
 	}
 	for _, s := range servers {
 		if err := s.start(); err != nil {
