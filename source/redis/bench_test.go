@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/limiter-dev/limiter/source/syncpush"
 
@@ -274,44 +275,9 @@ func BenchmarkMemoryPerBucket(b *testing.B) {
 	for _, groups := range []int{0, 262144, 100000, 65536, 16384} {
 		for _, binary := range []bool{false, true} {
 			b.Run(fmt.Sprintf("groups=%d/binary=%t", groups, binary), func(b *testing.B) {
-				benchMemoryPerBucket(b, redis.Options{Groups: groups, BinaryTATs: binary})
+				benchMemory(b, redis.Options{Groups: groups, BinaryTATs: binary}, "B/bucket",
+					func(key string) bucket.Op { return hourly(key, 1) })
 			})
-		}
-	}
-}
-
-// benchMemoryPerBucket is BenchmarkMemoryPerBucket in one format.
-func benchMemoryPerBucket(b *testing.B, opts redis.Options) {
-	const buckets, width, writers = 1_000_000, 8, 16
-	srv := redistest.NewStandalone(b)
-	opts.Addrs = []string{srv.Addr()}
-	src := benchSource(b, opts)
-	for b.Loop() {
-		srv.Flush(b)
-		before := usedMemory(b, srv.Addr())
-		var wg sync.WaitGroup
-		for w := range writers {
-			wg.Go(func() {
-				ops := make([]bucket.Op, width)
-				out := make([]bucket.Outcome, width)
-				for first := w * width; first < buckets; first += writers * width {
-					for j := range ops {
-						ops[j] = hourly("3:"+strconv.Itoa(123_000_000+first+j), 1)
-					}
-					if err := src.Spend(context.Background(), now, ops, out); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		b.ReportMetric(float64(usedMemory(b, srv.Addr())-before)/buckets, "B/bucket")
-		if opts.Groups > 0 {
-			enc, err := redistest.Do(srv.Addr(), "OBJECT", "ENCODING", src.Key("3:123000000"))
-			if err != nil || enc != "listpack" {
-				b.Fatalf("a hash is encoded as %q (%v), want listpack", enc, err)
-			}
 		}
 	}
 }
@@ -322,40 +288,53 @@ func benchMemoryPerBucket(b *testing.B, opts redis.Options) {
 // in key format v1 and in v2 with about 10, 15 and 61 counters per hash.
 // Run it once: -bench MemoryPerWindowCounter -benchtime 1x.
 func BenchmarkMemoryPerWindowCounter(b *testing.B) {
-	const counters, width, writers = 1_000_000, 8, 16
 	for _, groups := range []int{0, 100000, 65536, 16384} {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
-			srv := redistest.NewStandalone(b)
-			src := benchSource(b, redis.Options{Addrs: []string{srv.Addr()}, Groups: groups})
-			for b.Loop() {
-				srv.Flush(b)
-				before := usedMemory(b, srv.Addr())
-				var wg sync.WaitGroup
-				for w := range writers {
-					wg.Go(func() {
-						ops := make([]bucket.Op, width)
-						out := make([]bucket.Outcome, width)
-						for first := w * width; first < counters; first += writers * width {
-							for j := range ops {
-								ops[j] = windowOp("3:"+strconv.Itoa(123_000_000+first+j), false, 100, 3_600_000, 1)
-							}
-							if err := src.Spend(context.Background(), now, ops, out); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				b.ReportMetric(float64(usedMemory(b, srv.Addr())-before)/counters, "B/counter")
-				if groups > 0 {
-					enc, err := redistest.Do(srv.Addr(), "OBJECT", "ENCODING", src.Key("3:123000000"))
-					if err != nil || enc != "listpack" {
-						b.Fatalf("a hash is encoded as %q (%v), want listpack", enc, err)
+			benchMemory(b, redis.Options{Groups: groups}, "B/counter",
+				func(key string) bucket.Op { return windowOp(key, false, 100, 3_600_000, 1) })
+		})
+	}
+}
+
+// benchMemory spends op(key) once on each of 1,000,000 keys (3:123000000
+// to 3:123999999), eight a call from 16 writers, through a source with
+// opts into a fresh Redis, and reports used_memory grown per key as unit;
+// in format v2 it checks that a hash is still a listpack.
+func benchMemory(b *testing.B, opts redis.Options, unit string, op func(key string) bucket.Op) {
+	const keys, width, writers = 1_000_000, 8, 16
+	srv := redistest.NewStandalone(b)
+	opts.Addrs = []string{srv.Addr()}
+	// Generous timeouts: this measures memory, on a machine that may be
+	// busy.
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 2*time.Second, time.Second
+	src := benchSource(b, opts)
+	for b.Loop() {
+		srv.Flush(b)
+		before := usedMemory(b, srv.Addr())
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				ops := make([]bucket.Op, width)
+				out := make([]bucket.Outcome, width)
+				for first := w * width; first < keys; first += writers * width {
+					for j := range ops {
+						ops[j] = op("3:" + strconv.Itoa(123_000_000+first+j))
+					}
+					if err := src.Spend(context.Background(), now, ops, out); err != nil {
+						b.Error(err)
+						return
 					}
 				}
+			})
+		}
+		wg.Wait()
+		b.ReportMetric(float64(usedMemory(b, srv.Addr())-before)/keys, unit)
+		if opts.Groups > 0 {
+			enc, err := redistest.Do(srv.Addr(), "OBJECT", "ENCODING", src.Key("3:123000000"))
+			if err != nil || enc != "listpack" {
+				b.Fatalf("a hash is encoded as %q (%v), want listpack", enc, err)
 			}
-		})
+		}
 	}
 }
 
