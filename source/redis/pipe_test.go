@@ -244,7 +244,7 @@ func blockFlushers(t *testing.T, srv *redistest.Server, src *Source, rt *roundTr
 		})
 		waitFor(t, "the blocking call is in flight", func() bool { return rt.batches.Load() == int64(i+1) })
 	}
-	waitFor(t, "both flushers are busy", func() bool {
+	waitFor(t, "every flusher is busy", func() bool {
 		q, f := src.single.state()
 		return q == 0 && f == maxFlushers
 	})
