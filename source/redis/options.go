@@ -71,7 +71,7 @@ type Options struct {
 	// setting; earlier ones read only text and fail the decisions of a
 	// bucket stored in binary. Set it once every process sharing the
 	// Redis runs a release that reads binary TATs (docs/redis.md,
-	// "Upgrades").
+	// "Binary TATs").
 	BinaryTATs bool
 }
 
