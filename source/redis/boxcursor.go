@@ -11,15 +11,16 @@ import (
 // boxCursor is where a box listing goes on: the unit being scanned (a
 // master's address in key format v1, "" for one Redis; a group's number
 // in format v2), the SCAN or HSCAN cursor in it, and, when a page ended
-// inside one step of that cursor, the last name the page took from it.
-// A step's names are taken in sorted order, so that the next page, which
-// runs the same step again, takes the names after that one: a step
-// returns every name held throughout in the part of the keyspace it
-// covers, so none held throughout is skipped.
+// inside one step of that cursor, the last name the page took from it and
+// the cursor the step ended at. A step's names are taken in sorted order,
+// so that the next page, which runs the same step again, takes the names
+// after that one, then goes on from the earlier of the two runs' ends
+// (earlierCursor says why).
 type boxCursor struct {
 	Unit  string `json:"u,omitempty"`
 	Scan  uint64 `json:"c,omitempty"`
 	After string `json:"a,omitempty"`
+	End   uint64 `json:"e,omitempty"`
 }
 
 // boxCursorPrefix starts every cursor of this source; the rest is the
@@ -27,7 +28,7 @@ type boxCursor struct {
 const boxCursorPrefix = "r1."
 
 func (c boxCursor) encode() string {
-	b, _ := json.Marshal(c) // three plain fields: always encodes
+	b, _ := json.Marshal(c) // four plain fields: always encodes
 	return boxCursorPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 

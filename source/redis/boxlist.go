@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,9 @@ type boxScanner interface {
 	// whether the cursor's scan position still applies to it.
 	resume(ctx context.Context, unit string) (next string, keep, ok bool, err error)
 	step(ctx context.Context, unit string, cursor uint64) (boxStep, error)
+	// position places a cursor of unit's steps on the walk's way through
+	// it, as a pair compared first by its first number (see scanPosition).
+	position(ctx context.Context, unit string, cursor uint64) ([2]uint64, error)
 	// entry reads a name as an id in the box, ok false for a name that is
 	// not one of this box's entries.
 	entry(name string) (id string, ok bool)
@@ -103,17 +107,20 @@ func listBox(ctx context.Context, sc boxScanner, cur boxCursor, fresh bool, now 
 		if err != nil {
 			return ratelimits.BoxPage{}, err
 		}
-		items := st.items
+		items, next := st.items, st.next
 		if cur.After != "" {
 			i, found := slices.BinarySearchFunc(items, cur.After, func(it boxItem, name string) int { return strings.Compare(it.name, name) })
 			if found {
 				i++
 			}
 			items = items[i:]
+			if next, err = earlierCursor(ctx, sc, cur.Unit, cur.End, next); err != nil {
+				return ratelimits.BoxPage{}, err
+			}
 		}
 		for i, it := range items {
 			if len(page.Entries) == max {
-				cur.After = items[i-1].name
+				cur.After, cur.End = items[i-1].name, next
 				page.Next = cur.encode()
 				return page, nil
 			}
@@ -123,7 +130,7 @@ func listBox(ctx context.Context, sc boxScanner, cur boxCursor, fresh bool, now 
 				page.Entries = append(page.Entries, ratelimits.BoxEntry{ID: id, Expires: exp})
 			}
 		}
-		cur.Scan, cur.After = st.next, ""
+		cur.Scan, cur.After, cur.End = next, "", 0
 		if cur.Scan == 0 {
 			if cur.Unit, ok, err = sc.after(ctx, cur.Unit); err != nil {
 				return ratelimits.BoxPage{}, err
@@ -135,6 +142,52 @@ func listBox(ctx context.Context, sc boxScanner, cur boxCursor, fresh bool, now 
 	}
 	page.Next = cur.encode()
 	return page, nil
+}
+
+// earlierCursor returns whichever of two cursors of unit's walk comes
+// first (0, the end of the unit, comes last). A page that ends inside a
+// step leaves the next page to run that step again and take the names
+// after the last one it took; but the step then ends where the keys
+// present then make it end, which may be past where it ended before (keys
+// were deleted in between) or short of it (keys were added, or the table
+// grew). Past: names before the last one taken that lie beyond the first
+// run's end were never taken; short: names after it that lie beyond the
+// second run's end are not. Going on from the earlier end makes the next
+// steps visit both stretches again: an entry present throughout is listed
+// at least once, some twice.
+func earlierCursor(ctx context.Context, sc boxScanner, unit string, a, b uint64) (uint64, error) {
+	if a == 0 || b == 0 {
+		return a | b, nil // the other, or 0 when both end the unit
+	}
+	pa, err := sc.position(ctx, unit, a)
+	if err != nil {
+		return 0, err
+	}
+	pb, err := sc.position(ctx, unit, b)
+	if err != nil {
+		return 0, err
+	}
+	if before(pb, pa) {
+		return b, nil
+	}
+	return a, nil
+}
+
+// before says whether position p comes before q on a walk.
+func before(p, q [2]uint64) bool {
+	return p[0] < q[0] || p[0] == q[0] && p[1] < q[1]
+}
+
+// scanPosition places a SCAN or HSCAN cursor on the way a walk goes: the
+// index of the dictionary it is in (Redis 7.4 and later keep a cluster
+// node's keys in one dictionary per slot, the index in the cursor's low
+// dictBits bits; a hash and any other keyspace are one dictionary) and the
+// cursor within that dictionary with its bits reversed. Redis increments
+// a cursor in reverse bit order so that a walk survives the table growing
+// or shrinking between steps, which also makes the reversed cursor a
+// position that means the same whatever the table's size.
+func scanPosition(cursor uint64, dictBits uint) [2]uint64 {
+	return [2]uint64{cursor & (1<<dictBits - 1), bits.Reverse64(cursor >> dictBits)}
 }
 
 // sortItems sorts a step's names and drops repeats (SCAN may return a
@@ -154,6 +207,9 @@ type keyScanner struct {
 	// masters are the cluster's masters by address, read once per page.
 	masters     map[string]*goredis.Client
 	masterAddrs []string
+	// dictBits are the cursor bits each master's slot index takes, read
+	// when first needed.
+	dictBits map[string]uint
 }
 
 func (s *Source) keyScanner(enum string) *keyScanner {
@@ -275,6 +331,59 @@ func (k *keyScanner) step(ctx context.Context, unit string, cursor uint64) (boxS
 	return boxStep{items: items, next: next}, nil
 }
 
+// position reads the cursor as the server walks its keyspace: one
+// dictionary, except on a cluster node of Redis 7.4 or later (Valkey 8 or
+// later), which has one per slot (14 bits). The server is asked once per
+// page, and only by a page that goes on inside a step.
+func (k *keyScanner) position(ctx context.Context, unit string, cursor uint64) ([2]uint64, error) {
+	if !k.s.cluster {
+		return scanPosition(cursor, 0), nil
+	}
+	if k.dictBits == nil {
+		k.dictBits = map[string]uint{}
+	}
+	b, ok := k.dictBits[unit]
+	if !ok {
+		info, err := k.node(unit).Info(ctx, "server").Result()
+		if err != nil {
+			return [2]uint64{}, fmt.Errorf("redis source: listing a box: INFO server: %w", err)
+		}
+		if slotDicts(info) {
+			b = 14
+		}
+		k.dictBits[unit] = b
+	}
+	return scanPosition(cursor, b), nil
+}
+
+// slotDicts reads INFO server's answer: whether the server keeps a
+// cluster node's keys in a dictionary per slot (Redis 7.4 and later;
+// Valkey, which reports the Redis version it is compatible with as
+// redis_version, from its own 8.0).
+func slotDicts(info string) bool {
+	field := func(name string) string {
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	atLeast := func(version string, major, minor int) bool {
+		parts := strings.SplitN(version, ".", 3)
+		if len(parts) < 2 {
+			return false
+		}
+		ma, err1 := strconv.Atoi(parts[0])
+		mi, err2 := strconv.Atoi(parts[1])
+		return err1 == nil && err2 == nil && (ma > major || ma == major && mi >= minor)
+	}
+	if v := field("valkey_version"); v != "" {
+		return atLeast(v, 8, 0)
+	}
+	return atLeast(field("redis_version"), 7, 4)
+}
+
 // entry reads a key "<prefix>{<id>}<enum>!": the enum has no '}', so the
 // suffix is unique, and escapeID's '~' is taken off the id.
 func (k *keyScanner) entry(name string) (string, bool) {
@@ -355,6 +464,11 @@ func (g *groupScanner) step(ctx context.Context, unit string, cursor uint64) (bo
 		return boxStep{}, fmt.Errorf("redis source: listing a box: HSCAN: %w", err)
 	}
 	return boxStep{items: pairs(kv), next: next}, nil
+}
+
+// position: a hash is one dictionary.
+func (g *groupScanner) position(_ context.Context, _ string, cursor uint64) ([2]uint64, error) {
+	return scanPosition(cursor, 0), nil
 }
 
 // pairs reads HSCAN's field, value list as sorted items.
