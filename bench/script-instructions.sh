@@ -31,14 +31,16 @@
 #
 # CPU=1 measures seconds instead of instructions: Redis's CPU (utime +
 # stime, /proc/PID/stat) per decision under 50 clients each sending one
-# call at a time, Redis pinned to CPU 1 and redis-benchmark to CPU 0 so that
+# call at a time, Redis pinned to CPU 1 and the clients to CPU 0 so that
 # neither slows the other, beside the same load of two references: one
 # INCR per request (the bare + INCR row of bench/harness), and a script
 # that only reads and writes each of its keys (GET, then SET … KEEPTTL,
 # 10 a call): the least any script deciding from a stored value costs.
 # Each is measured ROUNDS times (default 3), alternating; the medians are
 # printed with their ratios to INCR.
-# Needs valgrind (not with CPU=1), redis-server, redis-cli, redis-benchmark.
+# The calls come from bench/script-calls.py (a folded batch is binary,
+# which redis-benchmark cannot send), through redis-cli --pipe.
+# Needs valgrind (not with CPU=1), redis-server, redis-cli, python3.
 set -euo pipefail
 lua=${1:-}
 calls=${2:-3000}
@@ -60,84 +62,16 @@ vpid=$!
 for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
 sha=$(redis-cli -p "$port" script load "$(cat "$lua")")
 
-mode=${MODE:-gcra}
-increment=${INCREMENT:-36000000000} burst=${BURST:-3600000000000}
-pack=${PACK:-10}
-format=$([[ -n ${GROUPED:-} ]] && echo 2 || echo 1)
-[[ -z ${BINARY:-} ]] || format+=b # as --redis-binary-tats asks
-batches=$pack
+calls_py="$(dirname "$0")/script-calls.py" # builds the calls: a folded batch is binary
+mode=${MODE:-gcra} batches=${PACK:-10}
 ((batches > 0)) || batches=1
-now=(1790000000 123456789)
-keys=() argv=()
-if ((pack > 0)); then
-	argv=(M 60000 "$format") # the packed call's header: operation, expiry margin (ms), key format
-fi
-for b in $(seq "$batches"); do
-	if [[ $mode == erl_call ]]; then
-		# a counter and its box entry, both tagged by the id
-		if [[ -n ${GROUPED:-} ]]; then
-			keys+=("lim:v2:{__rand_int__}7:ip-$b" "lim:v2:{__rand_int__}!7:ip-$b")
-		else
-			keys+=("lim:v1:{ip-$b-__rand_int__}7" "lim:v1:{ip-$b-__rand_int__}7!")
-		fi
-	elif [[ $mode == check_rate && -n ${GROUPED:-} ]]; then
-		keys+=("lim:v2:{__rand_int__}7:ip-$b")
-	elif [[ $mode == check_rate ]]; then
-		keys+=("lim:v1:{ip-$b-__rand_int__}7")
-	elif [[ -n ${GROUPED:-} ]]; then
-		keys+=("lim:v2:{__rand_int__}3:key-$b")
-	else
-		keys+=("lim:v1:{3:key-$b-__rand_int__}")
-	fi
-	case $mode in
-	gcra)
-		# a one-key spend of mode 0, folded as the source packs it (S0), now
-		# as (seconds, nanoseconds), increment 36 s, burst offset 1 h (or
-		# INCREMENT and BURST, in ns)
-		if ((pack > 0)); then
-			argv+=(S0 "${now[@]}" "$increment" "$burst")
-		else
-			argv+=(S 60000 "$format" "${now[@]}" 0 "$increment" "$burst")
-		fi
-		;;
-	window)
-		# operation S of one key, now, then the op: W0, cost, count, period
-		if ((pack > 0)); then
-			argv+=(S 1 "${now[@]}" W0 1 100 60000)
-		else
-			argv+=(S 60000 "$format" "${now[@]}" W0 1 100 60000)
-		fi
-		;;
-	check_rate)
-		# operation S of one key, now, its box (BOX, the entry's name, the
-		# expiry it gives: now + 1 min), then the op: R0, cost, window, rate
-		if [[ -n ${GROUPED:-} ]]; then
-			box="lim:v2:{__rand_int__}!7:ip-$b"
-		else
-			box="lim:v1:{ip-$b-__rand_int__}7!"
-		fi
-		if ((pack > 0)); then
-			argv+=(S 1 "${now[@]}" BOX "$box" 1790000060123456789 R0 1 10 100)
-		else
-			argv+=(S 60000 "$format" "${now[@]}" BOX "$box" 1790000060123456789 R0 1 10 100)
-		fi
-		;;
-	erl_call)
-		# operation E of two keys, now, one counter (delta 1, window 10 s,
-		# rate 100), box action A and the expiry it gives (now + 1 min)
-		if ((pack > 0)); then
-			argv+=(E 2 "${now[@]}" 1 1 10 100 A 1790000060123456789)
-		else
-			argv+=(E 60000 "$format" "${now[@]}" 1 1 10 100 A 1790000060123456789)
-		fi
-		;;
-	*)
-		echo "unknown MODE $mode (gcra, window, check_rate, erl_call)" >&2
-		exit 2
-		;;
-	esac
-done
-redis-benchmark -p "$port" -n 2000 -r 1000 -P 10 -c 1 EVALSHA "$sha" "${#keys[@]}" "${keys[@]}" "${argv[@]}" >/dev/null
+# send CALLS: that many calls through redis-cli --pipe, which must answer no error
+send() {
+	local out
+	out=$(python3 "$calls_py" resp "$sha" "$1" | redis-cli -p "$port" --pipe)
+	grep -q 'errors: 0,' <<<"$out" || { echo "$out" >&2; exit 1; }
+}
+send 2000
 if [[ -n ${CPU:-} ]]; then
 	hz=$(getconf CLK_TCK)
 	n=$((calls * 50)) # requests per measure
@@ -147,18 +81,16 @@ if [[ -n ${CPU:-} ]]; then
 		local name=$1 per=$2 a b
 		shift 2
 		a=$(cpu)
-		taskset -c 0 redis-benchmark -p "$port" -n "$n" -r 1000 -c 50 -P 1 "$@" >/dev/null
+		taskset -c 0 python3 "$calls_py" load "$port" 50 "$n" "$@"
 		b=$(cpu)
 		echo "$name $(awk -v t=$((b - a)) -v hz="$hz" -v n="$n" -v per="$per" 'BEGIN { printf "%.3f", t / hz * 1e6 / (n * per) }')" >>"$dir/cpu"
 	}
 	minimal='local r = {} for i = 1, #KEYS do r[i] = redis.pcall("GET", KEYS[i]) or "" redis.pcall("SET", KEYS[i], ARGV[i], "KEEPTTL") end return r'
 	msha=$(redis-cli -p "$port" script load "$minimal")
-	mkeys=() mvals=()
-	for b in $(seq 10); do mkeys+=("min:$b:__rand_int__") mvals+=(1790000000133456789); done
 	for _ in $(seq "${ROUNDS:-3}"); do
-		usage incr 1 INCR "incr:__rand_int__"
-		usage minimal 10 EVALSHA "$msha" 10 "${mkeys[@]}" "${mvals[@]}"
-		usage script "$batches" EVALSHA "$sha" "${#keys[@]}" "${keys[@]}" "${argv[@]}"
+		usage incr 1 incr
+		usage minimal 10 minimal "$msha"
+		usage script "$batches" script "$sha"
 	done
 	awk '{ v[$1] = v[$1] " " $2 } END {
 		for (k in v) { n = split(substr(v[k], 2), a, " "); asort(a); med[k] = a[int((n + 1) / 2)] }
@@ -170,7 +102,7 @@ fi
 callgrind_control -d "$vpid" >/dev/null 2>&1 # part 1: start-up and warm-up
 redis-cli -p "$port" config resetstat >/dev/null
 sleep 1
-redis-benchmark -p "$port" -n "$calls" -r 1000 -P 10 -c 1 EVALSHA "$sha" "${#keys[@]}" "${keys[@]}" "${argv[@]}" >/dev/null
+send "$calls"
 callgrind_control -d "$vpid" >/dev/null 2>&1 # part 2: the measured calls
 sleep 1
 ir=$(awk '/^summary:/ {print $2; exit}' "$dir/cg.out.2")

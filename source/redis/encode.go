@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
@@ -127,24 +128,35 @@ func windowKind(op *bucket.Op) string {
 	return "W"
 }
 
-// foldedToken returns the token of a one-key GCRA spend or check in a
-// packed call (lua/main.lua, FOLD_OP): one argument for the operation and
-// the mode, and no batch size. The tokens are constants, so appending one
-// allocates nothing.
-func foldedToken(op operation, mode bucket.Mode) (any, bool) {
-	var tokens [3]any
+// foldedCode returns the code of a one-key GCRA spend or check in a
+// folded batch (foldedFormat), or false for another operation or a mode
+// the code cannot say.
+func foldedCode(op operation, mode bucket.Mode) (byte, bool) {
+	if mode < 0 || int(mode) >= foldedCheck {
+		return 0, false
+	}
 	switch op {
 	case opSpend:
-		tokens = [3]any{"S0", "S1", "S2"}
+		return byte(mode), true
 	case opCheck:
-		tokens = [3]any{"C0", "C1", "C2"}
-	default:
-		return nil, false
+		return byte(mode) + foldedCheck, true
 	}
-	if int(mode) >= len(tokens) {
-		return nil, false
+	return 0, false
+}
+
+// foldedBatch returns a folded batch's argument: code, then now,
+// increment and burst as foldedFormat lays them out.
+func foldedBatch(code byte, now, increment, burst int64) string {
+	var b [foldedLen]byte
+	b[0] = code
+	at := 1
+	for _, v := range [3]int64{now, increment, burst} {
+		hi, lo := limbs(v)
+		b[at], b[at+1], b[at+2], b[at+3], b[at+4] = byte(hi>>32), byte(hi>>24), byte(hi>>16), byte(hi>>8), byte(hi)
+		binary.BigEndian.PutUint32(b[at+5:], uint32(lo))
+		at += 9
 	}
-	return tokens[mode], true
+	return string(b[:])
 }
 
 // wire is what every call of one source says alike, and the encoder of its
@@ -374,25 +386,20 @@ func (w wire) encodePacked(calls []*scriptCall, packing packing) (keys []string,
 
 // appendPacked appends the call's batch to a packed call's arguments: its
 // operation, its number of keys, its keys when inline, its now as two
-// limbs, then its values. A one-key GCRA spend or check is folded: its
-// token, its key when inline, its now, its increment and its burst offset.
+// limbs, then its values. A one-key GCRA spend or check is folded: one
+// argument (foldedBatch), then its key when inline.
 func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 	inline := packing == packInline
-	hi, lo := limbs(c.now)
 	if c.folded() {
 		op := &c.ops[0]
-		if token, ok := foldedToken(c.op, op.Mode); ok {
-			var t [foldTokenSize]any
-			t[foldToken] = token
-			args = append(args, t[:]...)
-			if inline {
-				args = append(args, c.keys[0])
-			}
-			var v [foldSize]any
-			v[foldIncrement], v[foldBurst] = op.EmissionInterval*op.Cost, op.BurstOffset
-			return append(appendNow(args, hi, lo), v[:]...)
+		code, _ := foldedCode(c.op, op.Mode)
+		args = append(args, foldedBatch(code, c.now, op.EmissionInterval*op.Cost, op.BurstOffset))
+		if inline {
+			args = append(args, c.keys[0])
 		}
+		return args
 	}
+	hi, lo := limbs(c.now)
 	var h [packSize]any
 	h[packOp], h[packKeyCount] = scriptOp(c.op), len(c.keys)
 	args = append(args, h[:]...)
@@ -410,7 +417,7 @@ func (c *scriptCall) folded() bool {
 	if len(c.keys) != 1 || len(c.ops) != 1 || c.ops[0].Algorithm != bucket.GCRA || c.boxed(0) {
 		return false
 	}
-	_, ok := foldedToken(c.op, c.ops[0].Mode)
+	_, ok := foldedCode(c.op, c.ops[0].Mode)
 	return ok
 }
 

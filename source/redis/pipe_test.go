@@ -701,8 +701,8 @@ func TestFoldedSpendsInPackedCalls(t *testing.T) {
 		for i, q := range calls {
 			batches[i] = q.call
 		}
-		if _, args := src.wire.encodePacked(batches, packKeys); len(args) != headerArgs+5*len(calls) {
-			t.Fatalf("%d arguments for %d folded spends, want %d", len(args), len(calls), headerArgs+5*len(calls))
+		if _, args := src.wire.encodePacked(batches, packKeys); len(args) != headerArgs+len(calls) {
+			t.Fatalf("%d arguments for %d folded spends, want one each: %d", len(args), len(calls), headerArgs+len(calls))
 		}
 		p.send(calls)
 		for i, c := range calls {

@@ -52,18 +52,20 @@ const (
 	packSize
 )
 
-// A folded batch in a packed call: its token (foldedToken), then its key
-// when inline, then now and foldSize values.
+// A folded batch in a packed call: a one-key GCRA spend or check in one
+// argument of foldedLen bytes (foldedBatch), then its key when inline
+// (P). The bytes are foldedFormat as Lua's struct library reads it: a
+// code, the operation and mode (foldedCode: the mode for a spend, the mode
+// plus foldedCheck for a check), then now, the increment and the burst
+// offset, each as its two limbs (limbs): the high one a signed integer of
+// 5 bytes, the low one an unsigned integer of 4, big-endian. One argument
+// in place of five, and one struct.unpack in place of four conversions
+// from text: Redis copies every argument into ARGV, and a folded batch is
+// the commonest.
 const (
-	foldToken = iota
-	foldTokenSize
-)
-
-// A folded batch's values, after now: a GCRA op's from its increment on.
-const (
-	foldIncrement = iota
-	foldBurst
-	foldSize
+	foldedFormat = ">Bi5I4i5I4i5I4"
+	foldedLen    = 1 + 3*(5+4)
+	foldedCheck  = 3
 )
 
 // A GCRA op in a spend or check.
@@ -218,8 +220,6 @@ var protocolLayouts = []argLayout{
 		{"LIFETIME", claimLifetime}, {"NOW", claimNow}}, 0},
 	{"NOW", []argField{{"HI", nowHi}, {"LO", nowLo}}, nowSize},
 	{"PACK", []argField{{"OP", packOp}, {"KEYS", packKeyCount}}, packSize},
-	{"FTOKEN", []argField{{"TOKEN", foldToken}}, foldTokenSize},
-	{"FOLDED", []argField{{"INCREMENT", foldIncrement}, {"BURST", foldBurst}}, foldSize},
 	{"GCRA", []argField{{"MODE", gcraMode}, {"INCREMENT", gcraIncrement}, {"BURST", gcraBurst}}, gcraSize},
 	{"WIN", []argField{{"TOKEN", windowTokenAt}, {"COST", windowCost}, {"COUNT", windowCountAt},
 		{"PERIOD", windowPeriodAt}}, windowSize},

@@ -1,11 +1,18 @@
 package redis
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/limiter-dev/limiter/internal/redistest"
 )
 
 // protocolLua returns lua/protocol.lua as protocolLayouts declare it.
@@ -26,6 +33,7 @@ func protocolLua() string {
 		}
 		fmt.Fprintf(&b, "local %s = %s\n", strings.Join(names, ", "), strings.Join(values, ", "))
 	}
+	fmt.Fprintf(&b, "local FOLDED_FORMAT, FOLDED_LEN, FOLDED_CHECK = '%s', %d, %d\n", foldedFormat, foldedLen, foldedCheck)
 	return b.String()
 }
 
@@ -52,6 +60,9 @@ func TestProtocolLua(t *testing.T) {
 // position left unreplaced: every one the fragments use is declared.
 func TestProtocolNames(t *testing.T) {
 	for _, w := range regexp.MustCompile(`\b[A-Z]+_[A-Z]+\b`).FindAllString(bucketLua, -1) {
+		if strings.HasPrefix(w, "FOLDED_") {
+			t.Errorf("the joined script still names a folded batch's constant: %s", w)
+		}
 		for _, l := range protocolLayouts {
 			if strings.HasPrefix(w, l.prefix+"_") {
 				t.Errorf("the joined script still names a position: %s", w)
@@ -61,8 +72,7 @@ func TestProtocolNames(t *testing.T) {
 }
 
 // TestProtocolLayouts checks the declaration itself: each run's fields
-// follow one another, its size counts them, and a folded batch's values
-// are a GCRA op's from its increment on, as spend1 reads both.
+// follow one another and its size counts them.
 func TestProtocolLayouts(t *testing.T) {
 	seen := map[string]bool{}
 	for _, l := range protocolLayouts {
@@ -79,13 +89,10 @@ func TestProtocolLayouts(t *testing.T) {
 			t.Errorf("%s: size %d for %d fields from %d", l.prefix, l.size, len(l.fields), l.fields[0].at)
 		}
 	}
-	if foldIncrement != gcraIncrement-gcraIncrement || foldBurst != gcraBurst-gcraIncrement || foldSize != gcraSize-gcraIncrement {
-		t.Error("a folded batch's values are not a GCRA op's from its increment on")
-	}
 	// The script tells an op's kind, and a packed batch's, by its first
 	// argument, and steps over a window op and a rate counter alike.
 	for _, first := range []int{gcraMode, windowTokenAt, rateTokenAt, boxTokenAt, rboxTokenAt,
-		refundGCRADecrement, refundWindowKind, refundRateKind, resetSpec, packOp, foldToken} {
+		refundGCRADecrement, refundWindowKind, refundRateKind, resetSpec, packOp} {
 		if first != 0 {
 			t.Error("an op's or a packed batch's first argument is not its token")
 		}
@@ -95,5 +102,38 @@ func TestProtocolLayouts(t *testing.T) {
 	}
 	if onceOp != headerArgs+1 || claimFingerprint != headerArgs+1 {
 		t.Error("O and Q do not start right after the header")
+	}
+}
+
+// TestFoldedBatchReadsInLua hands folded batches to Redis's own Lua,
+// which reads each with struct.unpack and foldedFormat as the script
+// does: every code, and nows, increments and burst offsets at the int64
+// edges, before 1970 and on limb boundaries, come back exactly as limbs.
+func TestFoldedBatchReadsInLua(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	read := "return {struct.unpack('" + foldedFormat + "', ARGV[1])}"
+	values := []int64{0, 1, limbBase - 1, limbBase, -1, -limbBase, -limbBase - 1, 1_790_000_000_123_456_789,
+		-3_000_000_000_123_456_789, math.MaxInt64, math.MinInt64, 36_000_000_000}
+	for i, now := range values {
+		increment, burst := values[(i+3)%len(values)], values[(i+7)%len(values)]
+		for code := range byte(2 * foldedCheck) {
+			b := foldedBatch(code, now, increment, burst)
+			if len(b) != foldedLen {
+				t.Fatalf("a folded batch of %d bytes, want %d", len(b), foldedLen)
+			}
+			got, err := c.Eval(context.Background(), read, nil, b).Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nh, nl := limbs(now)
+			ih, il := limbs(increment)
+			bh, bl := limbs(burst)
+			want := []int64{int64(code), nh, nl, ih, il, bh, bl, foldedLen + 1}
+			if !slices.Equal(got, want) {
+				t.Errorf("code %d, now %d, increment %d, burst %d: Lua reads %v, want %v", code, now, increment, burst, got, want)
+			}
+		}
 	}
 }

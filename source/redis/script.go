@@ -72,26 +72,31 @@ func joinScript() string {
 			switch {
 			case !ok:
 				return w
-			case plus && v == 0:
+			case plus && v == "0":
 				return nil
 			case plus:
-				return []byte(" + " + strconv.Itoa(v))
+				return []byte(" + " + v)
 			}
-			return []byte(strconv.Itoa(v))
+			return []byte(v)
 		}))
 	}
 	return b.String()
 }
 
-// protocolValues returns the Lua constants of protocolLayouts by name.
-func protocolValues() map[string]int {
-	m := map[string]int{}
+// protocolValues returns the Lua constants of protocolLayouts, and a
+// folded batch's, by name, as Lua literals.
+func protocolValues() map[string]string {
+	m := map[string]string{
+		"FOLDED_FORMAT": "'" + foldedFormat + "'",
+		"FOLDED_LEN":    strconv.Itoa(foldedLen),
+		"FOLDED_CHECK":  strconv.Itoa(foldedCheck),
+	}
 	for _, l := range protocolLayouts {
 		for _, f := range l.fields {
-			m[l.prefix+"_"+f.name] = f.at
+			m[l.prefix+"_"+f.name] = strconv.Itoa(f.at)
 		}
 		if l.size > 0 {
-			m[l.prefix+"_SIZE"] = l.size
+			m[l.prefix+"_SIZE"] = strconv.Itoa(l.size)
 		}
 	}
 	return m

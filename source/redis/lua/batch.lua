@@ -111,13 +111,9 @@ end
 -- spend1 is spend for a batch of one key, the common case, with lt and
 -- add written out and no table: in Redis's Lua a function call costs about
 -- a third of a tonumber, and a growing table as much as two. It decides
--- exactly as spend does with n = 1, and returns the reply's two items. Its
--- increment and burst offset start at ARGV[a], as a folded batch's values
--- (FOLDED_*, a GCRA op's from its increment on).
-local function spend1(K, k, a, write, mode)
-  local key = K[k + 1]
-  local ih, il = num(ARGV[a + FOLDED_INCREMENT])
-  local bh, bl = num(ARGV[a + FOLDED_BURST])
+-- exactly as spend does with n = 1, from the increment (ih, il) and the
+-- burst offset (bh, bl) as limbs, and returns the reply's two items.
+local function spend1(key, ih, il, bh, bl, write, mode)
   local v, th, tl = read(key, true)
   -- oh: the stored TAT's seconds, if any; full: it is not after now (its
   -- key, kept by read, is rewritten or deleted below)
@@ -300,18 +296,15 @@ end
 -- ARGV[a] (NOW_*) and its values after. It returns the batch's reply
 -- and how many values the batch took after its now; for a one-key GCRA
 -- spend, the reply's two items instead (verdict, then used, then the
--- TAT), which spares a table. A folded one-key spend (see FOLD_OP) comes
--- with its mode known, and only its increment and burst offset after its
--- now.
-local function run(op, K, k, n, a, mode)
+-- TAT), which spares a table.
+local function run(op, K, k, n, a)
   now_hi, now_lo = count(ARGV[a + NOW_HI]), ARGV[a + NOW_LO] + 0
   if op == 'S' or op == 'C' then
-    if mode then
-      local verdict, tat = spend1(K, k, a + NOW_SIZE, op == 'S', mode)
-      return verdict, FOLDED_SIZE, tat
-    end
-    if n == 1 and #ARGV[a + (NOW_SIZE + GCRA_MODE)] == 1 then
-      local verdict, tat = spend1(K, k, a + (NOW_SIZE + GCRA_INCREMENT), op == 'S', ARGV[a + (NOW_SIZE + GCRA_MODE)])
+    local g = a + NOW_SIZE
+    if n == 1 and #ARGV[g + GCRA_MODE] == 1 then
+      local ih, il = num(ARGV[g + GCRA_INCREMENT])
+      local bh, bl = num(ARGV[g + GCRA_BURST])
+      local verdict, tat = spend1(K[k + 1], ih, il, bh, bl, op == 'S', ARGV[g + GCRA_MODE])
       return verdict, GCRA_SIZE, tat
     end
     return spend(K, k, n, a + NOW_SIZE, op == 'S')

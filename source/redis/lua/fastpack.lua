@@ -1,20 +1,32 @@
   -- The fast path's loop over a packed call's batches, which closes the
   -- block fast.lua opens.
   local replies, r, k, a = {}, 0, 0, HEAD_SIZE + 1
-  -- The strings of the last batch's now (seconds), increment and burst
-  -- offset, and their values: batches in one call mostly share them, and
-  -- comparing two Lua strings costs next to nothing.
-  local s_nh, nh, s_inc, ih, il, s_bur, bh, bl
+  -- The string of the last text batch's now (seconds) and its value:
+  -- batches in one call mostly share it, and comparing two Lua strings
+  -- costs next to nothing.
+  local s_nh, nh_text
   local last = #ARGV
+  -- With its keys declared (M), the call reads them all with one MGET at
+  -- its first GCRA batch: each redis.pcall costs Redis more than the
+  -- command it runs. MGET answers nil both for a missing key and for one
+  -- of another type, so a nil is read again with GET, which tells them
+  -- apart. A GCRA batch notes its key's new value in wrote, where a later
+  -- batch of the same key finds it (false: deleted).
+  local ahead, wrote = nil, {}
+  -- The decimal text of the last new TAT's whole seconds (the high limb):
+  -- the TATs a call writes mostly share it.
+  local s_wh, wh_text
   while a <= last do
-    -- A batch's first argument is its folded token (FTOKEN_TOKEN) or its
+    -- A batch's first argument is a folded batch (FOLDED_FORMAT) or its
     -- operation (PACK_OP); a window batch's op token follows its now.
-    local t = ARGV[a + FTOKEN_TOKEN]
-    local key, v, win, nkeys
-    if #t == 2 then
-      key, v = KEYS[k + 1], a + FTOKEN_SIZE
+    -- v: where a folded batch's successor starts, or another's now.
+    local t = ARGV[a + PACK_OP]
+    local key, v, win, nkeys, code, nh, nl, ih, il, bh, bl
+    if #t == FOLDED_LEN then
+      code, nh, nl, ih, il, bh, bl = struct.unpack(FOLDED_FORMAT, t)
+      key, v = KEYS[k + 1], a + 1
       if inline then
-        key, v = ARGV[a + FTOKEN_SIZE], a + (FTOKEN_SIZE + 1)
+        key, v = ARGV[a + 1], a + 2
       end
     elseif t == 'E' then
       local n = ARGV[a + PACK_KEYS]
@@ -32,28 +44,39 @@
         key, v = ARGV[a + PACK_SIZE], a + (PACK_SIZE + 1)
       end
       win = ARGV[v + (NOW_SIZE + WIN_TOKEN)]
-      local w = string.byte(win, 1)
       if win == 'BOX' then
         local rt = ARGV[v + (NOW_SIZE + BOX_SIZE + RATE_TOKEN)]
-        if #rt ~= 2 or string.byte(rt, 1) ~= 82 then -- 'R'
+        if rt ~= 'R0' and rt ~= 'R1' and rt ~= 'R2' then
           break
         end
-      elseif #win ~= 2 or (w ~= 87 and w ~= 70) then -- 'W', 'F'
+      elseif win ~= 'W0' and win ~= 'W1' and win ~= 'W2' and win ~= 'F0' and win ~= 'F1' and win ~= 'F2' then
         break
       end
     else
       break
     end
-    local op, mode = string.byte(t, 1), string.byte(win or t, 2) -- 'S' 83 or 'C' 67; '0' 48 to '2' 50 (E: unused)
-    local s = ARGV[v + NOW_HI]
-    if s ~= s_nh then
-      s_nh, nh = s, s + 0
+    -- write: a spend (S), not a check (C); mode '0' 48 to '2' 50 (E: unused).
+    -- Comparing two of Lua's strings is comparing two pointers, where
+    -- string.byte is a call into C.
+    local write, mode
+    if code then
+      write, mode = code < FOLDED_CHECK, 48 + code % FOLDED_CHECK
+    else
+      write, mode = t == 'S', 48
+      if win == 'W1' or win == 'F1' then
+        mode = 49
+      elseif win == 'W2' or win == 'F2' then
+        mode = 50
+      end
+      local s = ARGV[v + NOW_HI]
+      if s ~= s_nh then
+        s_nh, nh_text = s, s + 0
+      end
+      nh, nl, v = nh_text, ARGV[v + NOW_LO] + 0, v + NOW_SIZE
     end
     if nh < 1 then
       break
     end
-    local nl = ARGV[v + NOW_LO] + 0
-    v = v + NOW_SIZE
     local verdict, got
     if t == 'E' then
       local b, after
@@ -82,22 +105,25 @@
       end
       v = v + (BOX_SIZE + RATE_SIZE)
     elseif win then
-      verdict, got = window(key, op == 83, string.byte(win, 1) == 70, mode, nh, nl, v)
+      verdict, got = window(key, write, win == 'F0' or win == 'F1' or win == 'F2', mode, nh, nl, v)
       if verdict == nil then
         break
       end
       v = v + WIN_SIZE
     else
-      s = ARGV[v + FOLDED_INCREMENT]
-      if s ~= s_inc then
-        s_inc, ih, il = s, limbs(s)
+      if ahead == nil then
+        ahead = not inline and #KEYS > 1 and redis.pcall('MGET', unpack(KEYS))
+        if ahead and ahead.err then
+          ahead = false
+        end
       end
-      s = ARGV[v + FOLDED_BURST]
-      if s ~= s_bur then
-        s_bur, bh, bl = s, limbs(s)
+      got = wrote[key]
+      if got == nil then
+        got = ahead and ahead[k + 1]
+        if not got then
+          got = redis.pcall('GET', key)
+        end
       end
-      v = v + FOLDED_SIZE
-      got = redis.pcall('GET', key)
       local th, tl = nh, nl -- t = max(now, tat)
       -- oh, ol: the stored TAT, whose deadline (store.lua) is its key's
       -- expiry; full: that TAT is not after now
@@ -111,11 +137,14 @@
           if ol >= B or oh < 1 or oh > MAX_HI or (oh == MAX_HI and ol > MAX_LO) then
             break
           end
-        elseif n < 16 or n > 20 or string.byte(got, 1) == 45 or not string.find(got, '^%d+$') then
+        elseif n < 16 or n > 20 or not string.find(got, '^%d+$') then
           break
         else
+          -- got - ol is a double within 2^10 of oh * B: rounded to the
+          -- nearest whole (q - q % 1 is math.floor without a call), oh
           ol = string.sub(got, n - 8) + 0
-          oh = math.floor((got - ol) / B + 0.5)
+          oh = (got - ol) / B + 0.5
+          oh = oh - oh % 1
         end
         if nh < oh or (nh == oh and nl < ol) then
           th, tl = oh, ol
@@ -146,7 +175,7 @@
           if mode ~= 50 then
             verdict = 0
           end
-        elseif op == 83 and mode ~= 49 and (th < wh or (th == wh and tl < wl)) then
+        elseif write and mode ~= 49 and (th < wh or (th == wh and tl < wl)) then
           -- expiring at the TAT's deadline, deadline (in rmake) written
           -- out: a key that lives on to it, full or not, keeps its expiry.
           -- w: the new deadline unrounded; o + 1: the stored TAT's, from
@@ -157,8 +186,12 @@
           if binary then
             v = struct.pack('>Bi5I4', 84, wh, wl) -- as store writes it
           else
-            v = string.format('%d%09d', wh, wl)
+            if wh ~= s_wh then
+              s_wh, wh_text = wh, string.format('%d', wh)
+            end
+            v = wh_text .. string.format('%09d', wl) -- '%d%09d'
           end
+          wrote[key] = v -- unless it fails, below
           if o and w <= o - o % step + step then
             e = redis.pcall('SET', key, v, 'KEEPTTL')
           else
@@ -169,10 +202,12 @@
         end
         if full then
           e = redis.pcall('DEL', key)
+          wrote[key] = false
         end
         -- SET and PSETEX answer a status ({ok = 'OK'}), DEL a number
         if type(e) == 'table' and e.err then
           verdict, got = e, ''
+          wrote[key] = nil -- the stored value, in ahead, stays
         end
       end
     end
