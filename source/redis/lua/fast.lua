@@ -83,8 +83,8 @@ if (fast_format == '1' or fast_format == '1b') and (ARGV[HEAD_OP] == 'M' or ARGV
     else
       got = ''
     end
-    local nm = nh * 1000 + math.floor(nl / 1000000)
-    local xw = math.floor(nm / W)
+    local nm = nh * 1000 + (nl - nl % 1000000) / 1000000
+    local xw = (nm - nm % W) / W -- math.floor(nm / W) without a call
     local cur, prev = 0, 0
     if p == W then
       if i == xw then

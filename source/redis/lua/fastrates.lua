@@ -20,7 +20,8 @@
       elseif not v then
         return '', 0, 0, {}
       end
-      local b, w, m = string.byte(v, 1), string.byte(v, 6), #v - 6
+      local b, _, _, _, _, w = string.byte(v, 1, 6)
+      local m = #v - 6
       if not (m > 0 and b ~= 45 and b ~= 84 and (b < 48 or b > 57) and (w == 1 or w == 2 or w == 4) and m % w == 0 and m <= 60 * w) then
         return
       end
@@ -43,31 +44,43 @@
       if s <= last - 60 then
         last, n, cs = s, 0, {}
       elseif s > last then
+        -- (math.min and math.max written out: each is a call into C)
         local k = s - last
         local ns = {}
-        for j = 1, math.min(k, 60) do
+        for j = 1, k < 60 and k or 60 do
           ns[j] = 0
         end
-        for j = 1, math.min(n, 60 - k) do
+        for j = 1, n < 60 - k and n or 60 - k do
           ns[j + k] = cs[j]
         end
-        last, n, cs = s, math.min(n + k, 60), ns
+        last, n, cs = s, n + k < 60 and n + k or 60, ns
         if k >= 60 then
           n = 0
         end
       end
       local j = last - s + 1
-      cs[j] = math.min((cs[j] or 0) + d, 4294967295) -- ratecounter.MaxHitsPerSecond
+      local c = (cs[j] or 0) + d
+      if c > 4294967295 then -- ratecounter.MaxHitsPerSecond
+        c = 4294967295
+      end
+      cs[j] = c
       for i = n + 1, j - 1 do
         cs[i] = 0
       end
-      return last, math.max(n, j), cs
+      if j > n then
+        n = j
+      end
+      return last, n, cs
     end
 
     -- rsum is the hits of the W seconds up to s, as rwin.
     local function rsum(last, n, cs, s, W)
       local sum, j0 = 0, last - s
-      for j = math.max(j0, 0) + 1, math.min(j0 + W, n) do
+      local to = j0 + W
+      if to > n then
+        to = n
+      end
+      for j = (j0 > 0 and j0 or 0) + 1, to do
         sum = sum + cs[j]
       end
       return sum
@@ -96,7 +109,10 @@
         end
       end
       for j = 1, top do
-        most = math.max(most, cs[j] or 0)
+        local c = cs[j] or 0
+        if c > most then
+          most = c
+        end
       end
       local out
       if most > 65535 then
@@ -214,7 +230,7 @@
       end
       local res
       if d > 0 then
-        res = rstore(key, last, n, cs, nh, nh * 1000 + math.floor(nl / 1000000), was)
+        res = rstore(key, last, n, cs, nh, nh * 1000 + (nl - nl % 1000000) / 1000000, was)
         if failed(res) then
           return res, '', '', ''
         end
@@ -240,7 +256,8 @@
     rspend = function(key, x, nh, nl)
       local name = ARGV[x + BOX_NAME]
       local o = x + BOX_SIZE -- the op's own values
-      local mode = string.byte(ARGV[o + RATE_TOKEN], 2) -- '0' 48, '1' 49, '2' 50
+      local rt = ARGV[o + RATE_TOKEN]
+      local mode = rt == 'R1' and 49 or rt == 'R2' and 50 or 48 -- '0' 48, '1' 49, '2' 50
       rvalues(o, RATE_COST, RATE_WINDOW, RATE_RATE)
       local bv, eh, el = bread(name, nh, nl)
       if bv == nil then
@@ -266,7 +283,7 @@
         if d > 0 then
           local was = v ~= '' and last or nil
           last, n, cs = radd(last, n, cs, nh, d)
-          res = rstore(key, last, n, cs, nh, nh * 1000 + math.floor(nl / 1000000), was)
+          res = rstore(key, last, n, cs, nh, nh * 1000 + (nl - nl % 1000000) / 1000000, was)
           if failed(res) then
             return res, ''
           end
