@@ -38,6 +38,15 @@ def folded(code, now, increment, burst):
     return out
 
 
+def folded_rate(code, now, until, cost, window, rate):
+    """A folded rate batch as foldedRateBatch writes it: '>Bi5I4i5I4ddd'."""
+    out = bytes([code])
+    for v in (now, until):
+        hi, lo = limbs(v)
+        out += hi.to_bytes(5, "big", signed=True) + struct.pack(">I", lo)
+    return out + struct.pack(">ddd", cost, window, rate)
+
+
 def script_call(sha):
     """The keys and arguments of one call; keys hold {r} for the random number."""
     mode = os.environ.get("MODE", "gcra")
@@ -63,7 +72,8 @@ def script_call(sha):
             # a batch's op and key count, or a call of its own: op, margin, format
             return [letter, str(n)] if pack > 0 else [letter, "60000", fmt]
         if mode == "gcra":
-            # a one-key spend of mode 0: folded in a packed call (code 0)
+            # a one-key spend of mode 0: folded in a packed call (code 0), as
+            # the service sends it
             if pack > 0:
                 args.append(folded(0, now, increment, burst))
             else:
@@ -72,7 +82,11 @@ def script_call(sha):
             args += op("S", 1) + [*map(str, NOW), "W0", "1", "100", "60000"]
         elif mode == "check_rate":
             box = f"lim:v2:{{{{r}}}}!7:ip-{b}" if grouped else f"lim:v1:{{ip-{b}-{{r}}}}7!"
-            args += op("S", 1) + [*map(str, NOW), "BOX", box, "1790000060123456789", "R0", "1", "10", "100"]
+            if pack > 0 and not grouped:
+                # folded in a packed call in format v1, its box entry's name after it
+                args += [folded_rate(0, now, 1790000060123456789, 1, 10, 100), box]
+            else:
+                args += op("S", 1) + [*map(str, NOW), "BOX", box, "1790000060123456789", "R0", "1", "10", "100"]
         elif mode == "erl_call":
             args += op("E", 2) + [*map(str, NOW), "1", "1", "10", "100", "A", "1790000060123456789"]
         else:

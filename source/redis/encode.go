@@ -149,14 +149,32 @@ func foldedCode(op operation, mode bucket.Mode) (byte, bool) {
 func foldedBatch(code byte, now, increment, burst int64) string {
 	var b [foldedLen]byte
 	b[0] = code
-	at := 1
-	for _, v := range [3]int64{now, increment, burst} {
-		hi, lo := limbs(v)
-		b[at], b[at+1], b[at+2], b[at+3], b[at+4] = byte(hi>>32), byte(hi>>24), byte(hi>>16), byte(hi>>8), byte(hi)
-		binary.BigEndian.PutUint32(b[at+5:], uint32(lo))
-		at += 9
+	putLimbs(b[1:], now)
+	putLimbs(b[10:], increment)
+	putLimbs(b[19:], burst)
+	return string(b[:])
+}
+
+// foldedRateBatch returns a folded rate batch's argument, as
+// foldedRateFormat lays it out.
+func foldedRateBatch(code byte, now, until, cost, window, rate int64) string {
+	var b [foldedRateLen]byte
+	b[0] = code
+	putLimbs(b[1:], now)
+	putLimbs(b[10:], until)
+	for i, v := range [3]int64{cost, window, rate} {
+		binary.BigEndian.PutUint64(b[19+8*i:], math.Float64bits(float64(v)))
 	}
 	return string(b[:])
+}
+
+// putLimbs writes v's limbs (limbs) at b: the high one as a signed
+// integer of 5 bytes, the low one as an unsigned integer of 4, big-endian
+// (the struct library's ">i5I4").
+func putLimbs(b []byte, v int64) {
+	hi, lo := limbs(v)
+	b[0], b[1], b[2], b[3], b[4] = byte(hi>>32), byte(hi>>24), byte(hi>>16), byte(hi>>8), byte(hi)
+	binary.BigEndian.PutUint32(b[5:], uint32(lo))
 }
 
 // wire is what every call of one source says alike, and the encoder of its
@@ -379,7 +397,7 @@ func (w wire) encodePacked(calls []*scriptCall, packing packing) (keys []string,
 		if !inline {
 			keys = append(keys, c.keys...)
 		}
-		args = c.appendPacked(args, packing)
+		args = c.appendPacked(args, packing, w.v1)
 	}
 	return keys, args
 }
@@ -387,8 +405,9 @@ func (w wire) encodePacked(calls []*scriptCall, packing packing) (keys []string,
 // appendPacked appends the call's batch to a packed call's arguments: its
 // operation, its number of keys, its keys when inline, its now as two
 // limbs, then its values. A one-key GCRA spend or check is folded: one
-// argument (foldedBatch), then its key when inline.
-func (c *scriptCall) appendPacked(args []any, packing packing) []any {
+// argument (foldedBatch), then its key when inline; in key format v1 so
+// is a check_rate (foldedRateBatch), its box entry's name last.
+func (c *scriptCall) appendPacked(args []any, packing packing, v1 bool) []any {
 	inline := packing == packInline
 	if c.folded() {
 		op := &c.ops[0]
@@ -398,6 +417,15 @@ func (c *scriptCall) appendPacked(args []any, packing packing) []any {
 			args = append(args, c.keys[0])
 		}
 		return args
+	}
+	if v1 && c.foldedRate() {
+		op := &c.ops[0]
+		code, _ := foldedCode(c.op, op.Mode)
+		args = append(args, foldedRateBatch(code, c.now, op.BoxUntil, op.Cost, op.Rate.Window, op.Rate.Rate))
+		if inline {
+			args = append(args, c.keys[0])
+		}
+		return append(args, c.boxes[0])
 	}
 	hi, lo := limbs(c.now)
 	var h [packSize]any
@@ -421,6 +449,18 @@ func (c *scriptCall) folded() bool {
 	return ok
 }
 
+// foldedRate reports whether c is a one-key spend or check of a rate
+// counter with its box (a check_rate), which a packed call in key format
+// v1 carries folded (appendPacked): the script's fast path decides it.
+func (c *scriptCall) foldedRate() bool {
+	if (c.op != opSpend && c.op != opCheck) || len(c.keys) != 1 || len(c.ops) != 1 ||
+		c.ops[0].Algorithm != bucket.RateCounter || !c.boxed(0) {
+		return false
+	}
+	_, ok := foldedCode(c.op, c.ops[0].Mode)
+	return ok
+}
+
 // fastShape reports whether the script's fast path (lua/fast.lua)
 // decides c in a packed call in key format v1: a folded call, an Edge
 // Rate Limiting call of one counter, or a one-key spend or check of a
@@ -434,8 +474,7 @@ func (c *scriptCall) fastShape() bool {
 	case (c.op != opSpend && c.op != opCheck) || len(c.keys) != 1 || len(c.ops) != 1:
 		return false
 	}
-	a := c.ops[0].Algorithm
-	return (a.Windowed() && !c.boxed(0)) || (a == bucket.RateCounter && c.boxed(0))
+	return c.foldedRate() || (c.ops[0].Algorithm.Windowed() && !c.boxed(0))
 }
 
 // fast reports whether c, sent alone, goes as a pack of one, which the

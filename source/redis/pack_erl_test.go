@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,6 +141,95 @@ func TestCoalescedBoxedBatchesKeepTheirReplies(t *testing.T) {
 	for key, left := range map[string]int64{"1:f": 100, "1:r": 92, "1:d": 96} {
 		if err := src.Spend(ctx, coalesceNow, []bucket.Op{boxedRate(key, 0)}, out); err != nil || out[0].Remaining != left {
 			t.Errorf("%s after the failing batches: %+v, %v; want %d left", key, out[0], err, left)
+		}
+	}
+}
+
+// A folded rate batch (a check_rate in key format v1) that the script's
+// fast path leaves to the general path is decided there as the fast path
+// decides it: in packs where a folded GCRA batch on a key holding no TAT
+// (which the fast path does not read) comes first, every reply to a
+// series of check_rates, box entries included, is the one the same series
+// gets on fresh keys in packs the fast path decides whole; and a series
+// before 1970, which only the general path decides, answers what a source
+// in key format v2, whose batches are never folded, answers. Both
+// packings (M and P) are sent.
+func TestFoldedRateBatchesInTheGeneralPath(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src, _ := coalesceSource(t, srv)
+	ctx := context.Background()
+	junk := src.Key("9:junk")
+	if _, err := redistest.Do(srv.Addr(), "SET", junk, "not a number"); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := New(Options{Addrs: []string{srv.Addr()}, Namespace: "v2:", Groups: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v2.Close()
+	call := func(op bucket.Op, now int64) *queued {
+		keys, boxes, err := src.keys([]bucket.Op{op}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &queued{ctx: ctx, call: &scriptCall{op: opSpend, now: now, keys: keys, boxes: boxes, ops: []bucket.Op{op}}, done: make(chan struct{})}
+	}
+	rate := func(key string, now int64) *queued {
+		op := boxedRate(key, 40)
+		op.BoxUntil = now + int64(time.Minute)
+		q := call(op, now)
+		if !q.call.foldedRate() {
+			t.Fatal("a check_rate is not folded")
+		}
+		return q
+	}
+	// replies sends calls as one pipeline (one packed call) and returns
+	// each one's reply items; a call whose batch failed has none.
+	replies := func(p *pipe, calls ...*queued) [][]any {
+		p.send(calls)
+		var out [][]any
+		for _, c := range calls {
+			<-c.done
+			items, ok := c.reply.([]any)
+			if c.err == nil && (!ok || len(items) != 2) {
+				t.Fatalf("reply %#v; want two items", c.reply)
+			}
+			out = append(out, items)
+		}
+		return out
+	}
+	const before1970 = -3_000_000_000_123_456_789
+	for _, packing := range []packing{packKeys, packInline} {
+		p := testPipe(src, packing)
+		for i := range 4 {
+			now := coalesceNow + int64(i)*int64(time.Second)/4
+			fast := replies(p, rate(fmt.Sprintf("1:fast%d", packing), now))[0]
+			junked := call(testOp("9:junk", 1), now)
+			both := replies(p, junked, rate(fmt.Sprintf("1:general%d", packing), now))
+			if junked.err == nil || !strings.Contains(junked.err.Error(), "does not hold a TAT") {
+				t.Fatalf("a GCRA spend of a key holding no TAT answered %#v, %v; want its error", junked.reply, junked.err)
+			}
+			if !reflect.DeepEqual(both[1], fast) {
+				t.Errorf("packing %d, check_rate %d: the general path answers %q, the fast path %q", packing, i, both[1], fast)
+			}
+			then := before1970 + int64(i)*int64(time.Second)/4
+			old := replies(p, rate(fmt.Sprintf("1:old%d", packing), then))[0]
+			op := boxedRate(fmt.Sprintf("1:old%d", packing), 40)
+			op.BoxUntil = then + int64(time.Minute)
+			keys, boxes, err := v2.keys([]bucket.Op{op}, then)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := v2.eval(ctx, &scriptCall{op: opSpend, now: then, keys: keys, boxes: boxes, ops: []bucket.Op{op}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(old, want) {
+				t.Errorf("packing %d, check_rate %d before 1970: %q, key format v2 %q", packing, i, old, want)
+			}
+		}
+		if fast := replies(p, rate(fmt.Sprintf("1:fast%d", packing), coalesceNow+int64(time.Second)))[0]; fast[0] != int64(0) {
+			t.Errorf("packing %d: a fifth check_rate of 40 hits on a limit of 100 over 10 s answered %q, want denied", packing, fast)
 		}
 	}
 }

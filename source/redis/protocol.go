@@ -68,6 +68,19 @@ const (
 	foldedCheck  = 3
 )
 
+// A folded rate batch in a packed call in key format v1: a one-key spend
+// or check of a rate counter with its box (a check_rate) in one argument
+// of foldedRateLen bytes (foldedRateBatch), then its key when inline (P),
+// then its box entry's name. The bytes are foldedRateFormat: a code as a
+// folded batch's (the op's mode, plus foldedCheck for a check), now and
+// BoxUntil as limbs, then the cost, the window (s) and the rate as
+// doubles, which is what the script makes of them from text too. One
+// argument and the name in place of eleven.
+const (
+	foldedRateFormat = ">Bi5I4i5I4ddd"
+	foldedRateLen    = 1 + 2*(5+4) + 3*8
+)
+
 // A GCRA op in a spend or check.
 const (
 	gcraMode      = iota // 0 check-and-spend, 1 check-only, 2 spend-only

@@ -34,6 +34,7 @@ func protocolLua() string {
 		fmt.Fprintf(&b, "local %s = %s\n", strings.Join(names, ", "), strings.Join(values, ", "))
 	}
 	fmt.Fprintf(&b, "local FOLDED_FORMAT, FOLDED_LEN, FOLDED_CHECK = '%s', %d, %d\n", foldedFormat, foldedLen, foldedCheck)
+	fmt.Fprintf(&b, "local FRATE_FORMAT, FRATE_LEN = '%s', %d\n", foldedRateFormat, foldedRateLen)
 	return b.String()
 }
 
@@ -60,7 +61,7 @@ func TestProtocolLua(t *testing.T) {
 // position left unreplaced: every one the fragments use is declared.
 func TestProtocolNames(t *testing.T) {
 	for _, w := range regexp.MustCompile(`\b[A-Z]+_[A-Z]+\b`).FindAllString(bucketLua, -1) {
-		if strings.HasPrefix(w, "FOLDED_") {
+		if strings.HasPrefix(w, "FOLDED_") || strings.HasPrefix(w, "FRATE_") {
 			t.Errorf("the joined script still names a folded batch's constant: %s", w)
 		}
 		for _, l := range protocolLayouts {
@@ -133,6 +134,40 @@ func TestFoldedBatchReadsInLua(t *testing.T) {
 			want := []int64{int64(code), nh, nl, ih, il, bh, bl, foldedLen + 1}
 			if !slices.Equal(got, want) {
 				t.Errorf("code %d, now %d, increment %d, burst %d: Lua reads %v, want %v", code, now, increment, burst, got, want)
+			}
+		}
+	}
+}
+
+// TestFoldedRateBatchReadsInLua does the same for a folded rate batch
+// (foldedRateFormat): codes, nows and box expiries as limbs, and costs,
+// windows and rates as doubles, up to 2^53.
+func TestFoldedRateBatchReadsInLua(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	// Redis answers a Lua number as an integer, so the doubles come back
+	// whole: the values are.
+	read := "return {struct.unpack('" + foldedRateFormat + "', ARGV[1])}"
+	times := []int64{0, limbBase, -1, -limbBase - 1, 1_790_000_060_123_456_789, -3_000_000_000_123_456_789, math.MaxInt64, math.MinInt64}
+	counts := []int64{0, 1, 10, 60, 4_294_967_295, 1 << 53}
+	for i, now := range times {
+		until := times[(i+3)%len(times)]
+		cost, window, rate := counts[i%len(counts)], counts[(i+2)%len(counts)], counts[(i+4)%len(counts)]
+		for code := range byte(2 * foldedCheck) {
+			b := foldedRateBatch(code, now, until, cost, window, rate)
+			if len(b) != foldedRateLen {
+				t.Fatalf("a folded rate batch of %d bytes, want %d", len(b), foldedRateLen)
+			}
+			got, err := c.Eval(context.Background(), read, nil, b).Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nh, nl := limbs(now)
+			uh, ul := limbs(until)
+			want := []int64{int64(code), nh, nl, uh, ul, cost, window, rate, foldedRateLen + 1}
+			if !slices.Equal(got, want) {
+				t.Errorf("code %d, now %d, until %d, cost %d, window %d, rate %d: Lua reads %v, want %v", code, now, until, cost, window, rate, got, want)
 			}
 		}
 	}

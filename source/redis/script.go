@@ -90,6 +90,8 @@ func protocolValues() map[string]string {
 		"FOLDED_FORMAT": "'" + foldedFormat + "'",
 		"FOLDED_LEN":    strconv.Itoa(foldedLen),
 		"FOLDED_CHECK":  strconv.Itoa(foldedCheck),
+		"FRATE_FORMAT":  "'" + foldedRateFormat + "'",
+		"FRATE_LEN":     strconv.Itoa(foldedRateLen),
 	}
 	for _, l := range protocolLayouts {
 		for _, f := range l.fields {

@@ -21,10 +21,18 @@
     -- operation (PACK_OP); a window batch's op token follows its now.
     -- v: where a folded batch's successor starts, or another's now.
     local t = ARGV[a + PACK_OP]
-    local key, v, win, nkeys, code, nh, nl, ih, il, bh, bl
+    local key, v, win, nkeys, code, nh, nl, ih, il, bh, bl, rate
     if #t == FOLDED_LEN then
       code, nh, nl, ih, il, bh, bl = struct.unpack(FOLDED_FORMAT, t)
       key, v = KEYS[k + 1], a + 1
+      if inline then
+        key, v = ARGV[a + 1], a + 2
+      end
+    elseif #t == FRATE_LEN then
+      -- a check_rate: ih, il its BoxUntil; bh, bl, rate its cost, window
+      -- and rate; v: its box entry's name
+      code, nh, nl, ih, il, bh, bl, rate = struct.unpack(FRATE_FORMAT, t)
+      key, v, win = KEYS[k + 1], a + 1, 'BOX'
       if inline then
         key, v = ARGV[a + 1], a + 2
       end
@@ -44,12 +52,7 @@
         key, v = ARGV[a + PACK_SIZE], a + (PACK_SIZE + 1)
       end
       win = ARGV[v + (NOW_SIZE + WIN_TOKEN)]
-      if win == 'BOX' then
-        local rt = ARGV[v + (NOW_SIZE + BOX_SIZE + RATE_TOKEN)]
-        if rt ~= 'R0' and rt ~= 'R1' and rt ~= 'R2' then
-          break
-        end
-      elseif win ~= 'W0' and win ~= 'W1' and win ~= 'W2' and win ~= 'F0' and win ~= 'F1' and win ~= 'F2' then
+      if win ~= 'W0' and win ~= 'W1' and win ~= 'W2' and win ~= 'F0' and win ~= 'F1' and win ~= 'F2' then
         break
       end
     else
@@ -99,11 +102,11 @@
       if not rspend then
         rmake()
       end
-      verdict, got = rspend(key, v, nh, nl)
+      verdict, got = rspend(key, ARGV[v], mode, bh, bl, rate, ih, il, nh, nl)
       if verdict == nil then
         break
       end
-      v = v + (BOX_SIZE + RATE_SIZE)
+      v = v + 1
     elseif win then
       verdict, got = window(key, write, win == 'F0' or win == 'F1' or win == 'F2', mode, nh, nl, v)
       if verdict == nil then

@@ -245,20 +245,16 @@
       return 1, v, bv, after
     end
 
-    -- rspend decides a one-key spend or check of a rate counter with its
-    -- box ('BOX', the entry's name and BoxUntil, then the op's RATE_*
-    -- values at ARGV[x]) as boxed and settle do (boxes.lua): its hits over
-    -- its window, its cost included, going above rate * window box the id
-    -- until the later of its expiry and BoxUntil, and it denies (but in
-    -- spend-only mode) while the id is in the box. Unless check-only, its
-    -- hits and box entry are written whatever its verdict. It returns the
-    -- reply's two items, or nothing when the general path must decide it.
-    rspend = function(key, x, nh, nl)
-      local name = ARGV[x + BOX_NAME]
-      local o = x + BOX_SIZE -- the op's own values
-      local rt = ARGV[o + RATE_TOKEN]
-      local mode = rt == 'R1' and 49 or rt == 'R2' and 50 or 48 -- '0' 48, '1' 49, '2' 50
-      rvalues(o, RATE_COST, RATE_WINDOW, RATE_RATE)
+    -- rspend decides a folded rate batch (FRATE_FORMAT: a one-key spend or
+    -- check of a rate counter with its box, its entry named name; mode '0'
+    -- 48 to '2' 50; cost d, window win and rate; BoxUntil uh, ul) as
+    -- boxed and settle do (boxes.lua): its hits over its window, its cost
+    -- included, going above rate * window box the id until the later of
+    -- its expiry and BoxUntil, and it denies (but in spend-only mode) while
+    -- the id is in the box. Unless check-only, its hits and box entry are
+    -- written whatever its verdict. It returns the reply's two items, or
+    -- nothing when the general path must decide it.
+    rspend = function(key, name, mode, d, win, rate, uh, ul, nh, nl)
       local bv, eh, el = bread(name, nh, nl)
       if bv == nil then
         return
@@ -273,7 +269,6 @@
       end
       local th, tl = eh, el
       if rsum(last, n, cs, nh, win) + d > rate * win then
-        local uh, ul = limbs(ARGV[x + BOX_UNTIL])
         if th < uh or (th == uh and tl < ul) then
           th, tl = uh, ul
         end

@@ -18,10 +18,54 @@ end
 -- operation, mode, now and values.
 local folded_mode = { [0] = '0', '1', '2' }
 local inline = op == 'P'
+
+-- decimal writes the int64 h * B + l (limbs) in decimal, as Go does.
+local function decimal(h, l)
+  local sign = ''
+  if h < 0 then
+    sign, h, l = '-', -h, -l -- the value's negation, borrowed below
+    if l < 0 then
+      h, l = h - 1, l + B
+    end
+  end
+  if h == 0 then
+    return sign .. string.format('%d', l)
+  end
+  return sign .. string.format('%d%09d', h, l)
+end
+
+-- unfold_rate rewrites the folded rate batch at ARGV[a] (FRATE_FORMAT) in
+-- place in the general layout (a batch S or C of one key: its now, 'BOX',
+-- the entry's name, BoxUntil, then the op's RATE_* values), which the
+-- general path decides: a check_rate the fast path left to it (a value it
+-- does not read, a now before 1970) is decided as any other batch is.
+local function unfold_rate(a)
+  local code, nh, nl, uh, ul, cost, window, rate = struct.unpack(FRATE_FORMAT, ARGV[a])
+  local at = a + 2 -- where the name is once the key count is in
+  if inline then
+    at = a + 3
+  end
+  ARGV[a] = code < FOLDED_CHECK and 'S' or 'C'
+  table.insert(ARGV, a + 1, '1')
+  local before = { string.format('%d', nh), string.format('%d', nl), 'BOX' }
+  for i = 1, 3 do
+    table.insert(ARGV, at + i - 1, before[i])
+  end
+  local after = { decimal(uh, ul), 'R' .. folded_mode[code % FOLDED_CHECK],
+    string.format('%d', cost), string.format('%d', window), string.format('%d', rate) }
+  for i = 1, 5 do
+    table.insert(ARGV, at + 3 + i, after[i])
+  end
+end
+
 local replies, r = fast_replies or {}, fast_r or 0
 local k, a = fast_k or 0, fast_a or HEAD_SIZE + 1
 while a <= #ARGV do
   local t = ARGV[a + PACK_OP]
+  if #t == FRATE_LEN then
+    unfold_rate(a)
+    t = ARGV[a + PACK_OP]
+  end
   if #t == FOLDED_LEN then
     local code, h, l, ih, il, bh, bl = struct.unpack(FOLDED_FORMAT, t)
     local key = KEYS[k + 1]
