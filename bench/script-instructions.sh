@@ -19,10 +19,11 @@
 # Each call is one packed EVALSHA (operation M) of PACK (default ten)
 # decisions, as the source sends under concurrent load, over PACK x 1,000
 # keys created by a warm-up. MODE picks the decision: gcra (the default) a
-# one-key GCRA spend, folded (S0); window a one-key spend of a sliding
-# window of 100 hits a minute; check_rate a spend of one hit on a rate
-# counter of 100 a second over 10 s with its box, as the source sends
-# POST /v1/erl/check_rate (ratelimits.checkRateAsSpend); erl_call the same
+# one-key GCRA spend, folded (one binary argument); window a one-key spend
+# of a sliding window of 100 hits a minute; check_rate a spend of one hit
+# on a rate counter of 100 a second over 10 s with its box, folded as the
+# source sends POST /v1/erl/check_rate (ratelimits.checkRateAsSpend)
+# in format v1; erl_call the same
 # as an Edge Rate Limiting call (operation E), as check_rates sends it.
 # PACK=0 sends each
 # decision as a call of its own, in its own operation, as the source does

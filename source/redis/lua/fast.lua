@@ -1,7 +1,8 @@
 -- The fast path: a packed call (M or P) in key format v1 is decided here,
 -- as far as its batches are one-key spends or checks of a GCRA bucket
--- (folded, S0 to C2, see main.lua) or of a sliding or fixed window
--- without a box, before the rest of the script makes any of its
+-- (folded: FOLDED_FORMAT), of a sliding or fixed window without a box,
+-- of a rate counter with its box (folded: FRATE_FORMAT) or Edge Rate
+-- Limiting calls of one counter, before the rest of the script makes any of its
 -- functions: Redis runs this chunk afresh on every call, and making them
 -- all cost more than deciding a few dozen such batches. The service puts
 -- those batches first in a packed call (pack.go). The first batch this
