@@ -63,10 +63,26 @@ local k, a = fast_k or 0, fast_a or HEAD_SIZE + 1
 while a <= #ARGV do
   local t = ARGV[a + PACK_OP]
   if #t == FRATE_LEN then
-    unfold_rate(a)
-    t = ARGV[a + PACK_OP]
+    -- Should ARGV refuse to be written (it is the call's own table), the
+    -- batch fails alone, unless it was half rewritten.
+    local ok, err = pcall(unfold_rate, a)
+    if ok then
+      t = ARGV[a + PACK_OP]
+    elseif ARGV[a + PACK_OP] ~= t then
+      error(err)
+    else
+      replies[r + 1], replies[r + 2] = redis.error_reply('limiter: ' .. tostring(err)), ''
+      r, t = r + 2, nil
+      if inline then
+        a = a + 3
+      else
+        k, a = k + 1, a + 2
+      end
+    end
   end
-  if #t == FOLDED_LEN then
+  if not t then
+    -- the batch failed above
+  elseif #t == FOLDED_LEN then
     local code, h, l, ih, il, bh, bl = struct.unpack(FOLDED_FORMAT, t)
     local key = KEYS[k + 1]
     if inline then
