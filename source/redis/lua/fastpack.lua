@@ -173,7 +173,7 @@
         if ll >= B then
           lh, ll = lh + 1, ll - B
         end
-        local e
+        local e, now_stored -- the command's answer, and the key's value after it (false: none)
         if lh < wh or (lh == wh and ll < wl) then
           if mode ~= 50 then
             verdict = 0
@@ -194,7 +194,7 @@
             end
             v = wh_text .. string.format('%09d', wl) -- '%d%09d'
           end
-          wrote[key] = v -- unless it fails, below
+          now_stored = v
           if o and w <= o - o % step + step then
             e = redis.pcall('SET', key, v, 'KEEPTTL')
           else
@@ -204,13 +204,15 @@
           full = false
         end
         if full then
-          e = redis.pcall('DEL', key)
-          wrote[key] = false
+          e, now_stored = redis.pcall('DEL', key), false
         end
-        -- SET and PSETEX answer a status ({ok = 'OK'}), DEL a number
+        -- SET and PSETEX answer a status ({ok = 'OK'}), DEL a number; a
+        -- failed command changed nothing, so what a later batch of the
+        -- key reads stays as it was
         if type(e) == 'table' and e.err then
           verdict, got = e, ''
-          wrote[key] = nil -- the stored value, in ahead, stays
+        elseif now_stored ~= nil then
+          wrote[key] = now_stored
         end
       end
     end
