@@ -1,5 +1,7 @@
 package redis
 
+import "strconv"
+
 // The bucket script's arguments are declared here, once: each run of
 // arguments (the header, now, an op's values in each operation, ...) as
 // Go constants of its fields' positions, which the encoder (encode.go)
@@ -80,6 +82,17 @@ const (
 	foldedRateFormat = ">Bi5I4i5I4ddd"
 	foldedRateLen    = 1 + 2*(5+4) + 3*8
 )
+
+// foldedConstants are the folded batches' constants as the script names
+// them, with their values as Lua literals: the join of the script puts
+// each in its place (protocolValues), and lua/protocol.lua lists them.
+var foldedConstants = []struct{ name, value string }{
+	{"FOLDED_FORMAT", "'" + foldedFormat + "'"},
+	{"FOLDED_LEN", strconv.Itoa(foldedLen)},
+	{"FOLDED_CHECK", strconv.Itoa(foldedCheck)},
+	{"FRATE_FORMAT", "'" + foldedRateFormat + "'"},
+	{"FRATE_LEN", strconv.Itoa(foldedRateLen)},
+}
 
 // A GCRA op in a spend or check.
 const (

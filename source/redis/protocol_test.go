@@ -33,8 +33,9 @@ func protocolLua() string {
 		}
 		fmt.Fprintf(&b, "local %s = %s\n", strings.Join(names, ", "), strings.Join(values, ", "))
 	}
-	fmt.Fprintf(&b, "local FOLDED_FORMAT, FOLDED_LEN, FOLDED_CHECK = '%s', %d, %d\n", foldedFormat, foldedLen, foldedCheck)
-	fmt.Fprintf(&b, "local FRATE_FORMAT, FRATE_LEN = '%s', %d\n", foldedRateFormat, foldedRateLen)
+	for _, c := range foldedConstants {
+		fmt.Fprintf(&b, "local %s = %s\n", c.name, c.value)
+	}
 	return b.String()
 }
 
@@ -61,8 +62,12 @@ func TestProtocolLua(t *testing.T) {
 // position left unreplaced: every one the fragments use is declared.
 func TestProtocolNames(t *testing.T) {
 	for _, w := range regexp.MustCompile(`\b[A-Z]+_[A-Z]+\b`).FindAllString(bucketLua, -1) {
-		if strings.HasPrefix(w, "FOLDED_") || strings.HasPrefix(w, "FRATE_") {
-			t.Errorf("the joined script still names a folded batch's constant: %s", w)
+		for _, c := range foldedConstants {
+			prefix, _, _ := strings.Cut(c.name, "_")
+			if strings.HasPrefix(w, prefix+"_") {
+				t.Errorf("the joined script still names a folded batch's constant: %s", w)
+				break
+			}
 		}
 		for _, l := range protocolLayouts {
 			if strings.HasPrefix(w, l.prefix+"_") {
@@ -106,68 +111,48 @@ func TestProtocolLayouts(t *testing.T) {
 	}
 }
 
-// TestFoldedBatchReadsInLua hands folded batches to Redis's own Lua,
-// which reads each with struct.unpack and foldedFormat as the script
-// does: every code, and nows, increments and burst offsets at the int64
-// edges, before 1970 and on limb boundaries, come back exactly as limbs.
-func TestFoldedBatchReadsInLua(t *testing.T) {
+// TestFoldedBatchesReadInLua hands folded batches to Redis's own Lua,
+// which reads each with struct.unpack and its format as the script does.
+// A GCRA batch: every code, and nows, increments and burst offsets at the
+// int64 edges, before 1970 and on limb boundaries, come back exactly as
+// limbs. A rate batch: codes, nows and box expiries as limbs, and costs,
+// windows and rates, doubles, up to 2^53 (Redis answers a Lua number as
+// an integer, so they come back whole: the values are).
+func TestFoldedBatchesReadInLua(t *testing.T) {
 	srv := redistest.Standalone(t)
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	defer c.Close()
-	read := "return {struct.unpack('" + foldedFormat + "', ARGV[1])}"
-	values := []int64{0, 1, limbBase - 1, limbBase, -1, -limbBase, -limbBase - 1, 1_790_000_000_123_456_789,
-		-3_000_000_000_123_456_789, math.MaxInt64, math.MinInt64, 36_000_000_000}
-	for i, now := range values {
-		increment, burst := values[(i+3)%len(values)], values[(i+7)%len(values)]
-		for code := range byte(2 * foldedCheck) {
-			b := foldedBatch(code, now, increment, burst)
-			if len(b) != foldedLen {
-				t.Fatalf("a folded batch of %d bytes, want %d", len(b), foldedLen)
-			}
-			got, err := c.Eval(context.Background(), read, nil, b).Int64Slice()
-			if err != nil {
-				t.Fatal(err)
-			}
-			nh, nl := limbs(now)
-			ih, il := limbs(increment)
-			bh, bl := limbs(burst)
-			want := []int64{int64(code), nh, nl, ih, il, bh, bl, foldedLen + 1}
-			if !slices.Equal(got, want) {
-				t.Errorf("code %d, now %d, increment %d, burst %d: Lua reads %v, want %v", code, now, increment, burst, got, want)
-			}
+	// luaReads checks a batch's length and returns what struct.unpack
+	// reads of it, the position after it last.
+	luaReads := func(format, batch string, length int) []int64 {
+		t.Helper()
+		if len(batch) != length {
+			t.Fatalf("a folded batch of %d bytes, want %d", len(batch), length)
 		}
+		got, err := c.Eval(context.Background(), "return {struct.unpack('"+format+"', ARGV[1])}", nil, batch).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
 	}
-}
-
-// TestFoldedRateBatchReadsInLua does the same for a folded rate batch
-// (foldedRateFormat): codes, nows and box expiries as limbs, and costs,
-// windows and rates as doubles, up to 2^53.
-func TestFoldedRateBatchReadsInLua(t *testing.T) {
-	srv := redistest.Standalone(t)
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
-	defer c.Close()
-	// Redis answers a Lua number as an integer, so the doubles come back
-	// whole: the values are.
-	read := "return {struct.unpack('" + foldedRateFormat + "', ARGV[1])}"
-	times := []int64{0, limbBase, -1, -limbBase - 1, 1_790_000_060_123_456_789, -3_000_000_000_123_456_789, math.MaxInt64, math.MinInt64}
+	times := []int64{0, 1, limbBase - 1, limbBase, -1, -limbBase, -limbBase - 1, 1_790_000_000_123_456_789,
+		-3_000_000_000_123_456_789, math.MaxInt64, math.MinInt64, 36_000_000_000}
 	counts := []int64{0, 1, 10, 60, 4_294_967_295, 1 << 53}
 	for i, now := range times {
-		until := times[(i+3)%len(times)]
+		nh, nl := limbs(now)
+		increment, burst := times[(i+3)%len(times)], times[(i+7)%len(times)]
+		ih, il := limbs(increment)
+		bh, bl := limbs(burst)
 		cost, window, rate := counts[i%len(counts)], counts[(i+2)%len(counts)], counts[(i+4)%len(counts)]
 		for code := range byte(2 * foldedCheck) {
-			b := foldedRateBatch(code, now, until, cost, window, rate)
-			if len(b) != foldedRateLen {
-				t.Fatalf("a folded rate batch of %d bytes, want %d", len(b), foldedRateLen)
+			got := luaReads(foldedFormat, foldedBatch(code, now, increment, burst), foldedLen)
+			if want := []int64{int64(code), nh, nl, ih, il, bh, bl, foldedLen + 1}; !slices.Equal(got, want) {
+				t.Errorf("GCRA, code %d, now %d, increment %d, burst %d: Lua reads %v, want %v", code, now, increment, burst, got, want)
 			}
-			got, err := c.Eval(context.Background(), read, nil, b).Int64Slice()
-			if err != nil {
-				t.Fatal(err)
-			}
-			nh, nl := limbs(now)
-			uh, ul := limbs(until)
-			want := []int64{int64(code), nh, nl, uh, ul, cost, window, rate, foldedRateLen + 1}
-			if !slices.Equal(got, want) {
-				t.Errorf("code %d, now %d, until %d, cost %d, window %d, rate %d: Lua reads %v, want %v", code, now, until, cost, window, rate, got, want)
+			// the burst offset's place taken by a box expiry
+			got = luaReads(foldedRateFormat, foldedRateBatch(code, now, burst, cost, window, rate), foldedRateLen)
+			if want := []int64{int64(code), nh, nl, bh, bl, cost, window, rate, foldedRateLen + 1}; !slices.Equal(got, want) {
+				t.Errorf("rate, code %d, now %d, until %d, cost %d, window %d, rate %d: Lua reads %v, want %v", code, now, burst, cost, window, rate, got, want)
 			}
 		}
 	}

@@ -83,15 +83,12 @@ func joinScript() string {
 	return b.String()
 }
 
-// protocolValues returns the Lua constants of protocolLayouts, and a
-// folded batch's, by name, as Lua literals.
+// protocolValues returns the Lua constants of protocolLayouts and
+// foldedConstants by name, as Lua literals.
 func protocolValues() map[string]string {
-	m := map[string]string{
-		"FOLDED_FORMAT": "'" + foldedFormat + "'",
-		"FOLDED_LEN":    strconv.Itoa(foldedLen),
-		"FOLDED_CHECK":  strconv.Itoa(foldedCheck),
-		"FRATE_FORMAT":  "'" + foldedRateFormat + "'",
-		"FRATE_LEN":     strconv.Itoa(foldedRateLen),
+	m := map[string]string{}
+	for _, c := range foldedConstants {
+		m[c.name] = c.value
 	}
 	for _, l := range protocolLayouts {
 		for _, f := range l.fields {
