@@ -99,7 +99,7 @@ func listBox(ctx context.Context, sc boxScanner, cur boxCursor, fresh bool, now 
 			return page, err
 		}
 		if !keep {
-			cur.Scan, cur.After = 0, ""
+			cur.Scan, cur.After, cur.End = 0, "", 0
 		}
 	}
 	for steps := 0; steps < sc.maxSteps() && len(page.Entries) < max; steps++ {
@@ -156,8 +156,11 @@ func listBox(ctx context.Context, sc boxScanner, cur boxCursor, fresh bool, now 
 // steps visit both stretches again: an entry present throughout is listed
 // at least once, some twice.
 func earlierCursor(ctx context.Context, sc boxScanner, unit string, a, b uint64) (uint64, error) {
-	if a == 0 || b == 0 {
-		return a | b, nil // the other, or 0 when both end the unit
+	if a == 0 {
+		return b, nil
+	}
+	if b == 0 {
+		return a, nil
 	}
 	pa, err := sc.position(ctx, unit, a)
 	if err != nil {
