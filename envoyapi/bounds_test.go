@@ -275,8 +275,11 @@ func TestConnectionsAreBounded(t *testing.T) {
 		ctx := within(t)
 		const idle = 200 * time.Millisecond
 		h := start(t, withBounds(envoyapi.Bounds{MaxConnectionIdle: idle}))
-		c := dialRaw(t, h)
+		// The server's idle timer starts when it accepts the connection,
+		// which is before the dial returns, so the wait is counted from
+		// before the dial.
 		began := time.Now()
+		c := dialRaw(t, h)
 		counts, err := c.Wait(ctx, goAway)
 		if err != nil || counts.GoAway != http2.ErrCodeNo || counts.GoAwayDebug != "max_idle" {
 			t.Fatalf("%v, %+v; want GOAWAY max_idle", err, counts)
@@ -290,8 +293,8 @@ func TestConnectionsAreBounded(t *testing.T) {
 		ctx := within(t)
 		const age, grace = 300 * time.Millisecond, 300 * time.Millisecond
 		h := start(t, withBounds(envoyapi.Bounds{MaxConnectionAge: age, MaxConnectionAgeGrace: grace, CallTimeout: time.Minute}))
+		began := time.Now() // before the dial, as in "idle"
 		c := dialRaw(t, h)
-		began := time.Now()
 		if err := c.Open(rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, 1); err != nil {
 			t.Fatal(err)
 		}
