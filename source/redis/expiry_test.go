@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,16 +158,30 @@ func TestEarlyOrLateExpiryChangesNoAnswer(t *testing.T) {
 }
 
 // A value that is not a TAT (someone else wrote under the prefix) is an
-// error, never a silent decision.
+// error, never a silent decision; so is a key of another Redis type,
+// which the spend leaves as it was.
 func TestForeignValueIsAnError(t *testing.T) {
 	for _, b := range standalones {
 		t.Run(b.name, func(t *testing.T) {
 			opts := b.opts(t)
 			src := newSource(t, opts)
-			storeRaw(t, rawClient(t, opts), src, "x", "not a number")
+			c := rawClient(t, opts)
+			storeRaw(t, c, src, "x", "not a number")
 			out := make([]bucket.Outcome, 1)
 			if err := src.Spend(context.Background(), now, []bucket.Op{hourly("x", 1)}, out); err == nil {
 				t.Fatal("Spend over a foreign value succeeded")
+			}
+			if src.Field("y") != "" {
+				return // a grouped bucket is a field: it has no type of its own
+			}
+			if err := c.RPush(context.Background(), src.Key("y"), "a list").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := src.Spend(context.Background(), now, []bucket.Op{hourly("y", 1)}, out); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Fatalf("Spend over a list: %v, want Redis's WRONGTYPE error", err)
+			}
+			if got, err := c.LRange(context.Background(), src.Key("y"), 0, -1).Result(); err != nil || len(got) != 1 || got[0] != "a list" {
+				t.Fatalf("the list after the spend: %q, %v; want it as it was", got, err)
 			}
 		})
 	}

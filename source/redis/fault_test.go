@@ -213,6 +213,10 @@ func TestOutOfMemory(t *testing.T) {
 			}
 			config("maxmemory-policy", "noeviction")
 			config("maxmemory", "1") // below what an empty Redis uses
+			// one bucket alone (the script's fast path in format v1)
+			if err := src.Spend(context.Background(), now, []bucket.Op{hourly("a", 1)}, make([]bucket.Outcome, 1)); err == nil || !strings.Contains(err.Error(), "OOM") {
+				t.Fatalf("a spend of one bucket at maxmemory: %v, want Redis's OOM error", err)
+			}
 			out := make([]bucket.Outcome, 2)
 			if err := src.Spend(context.Background(), now, []bucket.Op{hourly("a", 1), hourly("b", 1)}, out); err == nil || !strings.Contains(err.Error(), "OOM") {
 				t.Fatalf("a spend at maxmemory: %v, want Redis's OOM error", err)

@@ -18,6 +18,9 @@
 local fast_replies, fast_r, fast_k, fast_a
 local fast_format = ARGV[HEAD_FORMAT]
 if (fast_format == '1' or fast_format == '1b') and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') then
+  -- The globals this path reads, as locals: a global is a lookup in
+  -- the script's environment on every use, a local a register.
+  local ARGV, KEYS, redis, struct, string, type = ARGV, KEYS, redis, struct, string, type
   local B = 1000000000
   local MAX_HI, MAX_LO = 9223372036, 854775807 -- math.MaxInt64
   local MAXC = 9007199254740991 -- 2^53 - 1, as in prelude.lua

@@ -120,20 +120,22 @@
           ahead = false
         end
       end
+      -- got: a string or false; only GET answers an error (a table)
       got = wrote[key]
       if got == nil then
         got = ahead and ahead[k + 1]
         if not got then
           got = redis.pcall('GET', key)
+          if got and type(got) == 'table' then
+            verdict, got = got, false
+          end
         end
       end
       local th, tl = nh, nl -- t = max(now, tat)
       -- oh, ol: the stored TAT, whose deadline (store.lua) is its key's
       -- expiry; full: that TAT is not after now
       local oh, ol, full
-      if type(got) == 'table' then
-        verdict, got = got, ''
-      elseif got then
+      if got then
         local n = #got
         if n == 10 and string.byte(got, 1) == 84 then -- a binary TAT, read as parse does
           oh, ol = struct.unpack('>i5I4', got, 2)
@@ -173,7 +175,10 @@
         if ll >= B then
           lh, ll = lh + 1, ll - B
         end
-        local e, now_stored -- the command's answer, and the key's value after it (false: none)
+        -- failed: the error a command answered; now_stored: the key's
+        -- value after the batch (false: none; nil: as it was). SET and
+        -- PSETEX answer a table (a status or an error), DEL a number.
+        local failed, now_stored
         if lh < wh or (lh == wh and ll < wl) then
           if mode ~= 50 then
             verdict = 0
@@ -194,23 +199,32 @@
             end
             v = wh_text .. string.format('%09d', wl) -- '%d%09d'
           end
-          now_stored = v
+          local e
           if o and w <= o - o % step + step then
             e = redis.pcall('SET', key, v, 'KEEPTTL')
           else
             w = w - 1
             e = redis.pcall('PSETEX', key, string.format('%d', w - w % step + step - nh * 1000 - (nl - nl % 1000000) / 1000000), v)
           end
+          if e.err then
+            failed = e
+          else
+            now_stored = v
+          end
           full = false
         end
         if full then
-          e, now_stored = redis.pcall('DEL', key), false
+          local e = redis.pcall('DEL', key)
+          if type(e) == 'table' then
+            failed = e
+          else
+            now_stored = false
+          end
         end
-        -- SET and PSETEX answer a status ({ok = 'OK'}), DEL a number; a
-        -- failed command changed nothing, so what a later batch of the
+        -- a failed command changed nothing, so what a later batch of the
         -- key reads stays as it was
-        if type(e) == 'table' and e.err then
-          verdict, got = e, ''
+        if failed then
+          verdict, got = failed, ''
         elseif now_stored ~= nil then
           wrote[key] = now_stored
         end
