@@ -149,9 +149,11 @@ stage "client/ (the Go client's module)"
 
 # The load harness and its references are a module of their own (bench/),
 # which ./... above stops at: vetted and tested here, nginx end to end
-# included.
+# included. Vetted with the race detector's flags, and its tests build the
+# limiter and bare with them, so that all of it reuses the service's build
+# above instead of compiling every package once more without them.
 stage "bench/ (the load harness)"
-(cd bench && go vet ./... && go test -race -count=1 ./...)
+(cd bench && go vet -race ./... && go test -race -count=1 ./...)
 
 # The release script, for one target: its tarball matches SHA256SUMS and
 # holds a binary that says the version it was given. (The other targets
@@ -180,10 +182,10 @@ go test -tags image -count=1 -timeout 5m ./test/image/
 # The operator's page (/ui/) in a real headless Chromium: denials made
 # over HTTP on the page, the lookup, a wrong token refused. Behind the
 # build tag browser (go test ./... above needs no browser), so vetted here
-# too.
-stage "operator page (go test -tags browser ./test/browser/)"
-go vet -tags browser ./test/browser/
-go test -tags browser -count=1 -timeout 3m ./test/browser/
+# too; under the race detector, whose build of the limiter it reuses.
+stage "operator page (go test -race -tags browser ./test/browser/)"
+go vet -race -tags browser ./test/browser/
+go test -race -tags browser -count=1 -timeout 3m ./test/browser/
 
 # The Kubernetes manifests (deploy/kubernetes) and the Envoy snippet beside
 # them, checked without a cluster by deploy/, a module of its own that keeps

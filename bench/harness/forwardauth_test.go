@@ -350,11 +350,21 @@ func TestForwardAuthRowsEndToEnd(t *testing.T) {
 	}
 }
 
+// buildArgs are go's arguments to build pkg into bin, under the race
+// detector when the tests run under it.
+func buildArgs(bin, pkg string) []string {
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	return append(args, pkg)
+}
+
 // buildBare builds this tree's bench/bare into dir.
 func buildBare(ctx context.Context, t *testing.T, dir string) string {
 	t.Helper()
 	bin := dir + "/bare"
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/limiter-dev/limiter/bench/bare").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "go", buildArgs(bin, "github.com/limiter-dev/limiter/bench/bare")...).CombinedOutput(); err != nil {
 		t.Fatalf("building bench/bare: %v\n%s", err, out)
 	}
 	return bin
@@ -369,7 +379,7 @@ func buildLimiter(ctx context.Context, t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	// Built in the service's own module, with its own go.sum.
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/limiter")
+	build := exec.CommandContext(ctx, "go", buildArgs(bin, "./cmd/limiter")...)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the limiter: %v\n%s", err, out)

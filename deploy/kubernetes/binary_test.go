@@ -53,7 +53,11 @@ func limiterBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "limiter")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/limiter")
+		// Built as scripts/release.sh and the image build it (static,
+		// -trimpath): the binary these manifests run, and one whose
+		// packages a test run has mostly compiled already.
+		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, "./cmd/limiter")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/limiter: %v\n%s", err, out)

@@ -1,0 +1,5 @@
+//go:build browser && !race
+
+package browser
+
+const raceEnabled = false
