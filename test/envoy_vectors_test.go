@@ -26,6 +26,7 @@ const vectorsDomain = "vectors"
 // check-and-spend, refusals gRPC has no word for) goes through HTTP, in
 // order, on the same process and clock.
 func TestEnvoyVectorsOverGRPC(t *testing.T) {
+	t.Parallel() // its own limiters: independent of every other test
 	for _, tc := range []struct {
 		name string
 		load func() (*vectors.File, error)

@@ -35,6 +35,7 @@ LocalHits:
 // both counted, and an entry boxed in one process reaches the other at
 // their syncs; below 0, nothing is shared.
 func TestSyncRateRateCountersOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	for _, b := range syncBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)

@@ -311,6 +311,7 @@ func checkRateBad(pairs ...string) string {
 // 400 with its code, and nothing counted or boxed, as a lookup and a has
 // show afterwards.
 func TestERLBadInputOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	backends := append([]redisBackend{{"Memory", func(*testing.T) (string, func()) { return "memory", func() {} }}}, redisBackends...)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

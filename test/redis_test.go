@@ -109,6 +109,7 @@ func runRedisVectorsOverHTTP(t *testing.T, config func(*testing.T) (*vectors.Fil
 // spends, and Redis holds the bucket as a field of its group's hash, not
 // as a key of its own.
 func TestRedisGroupsOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	srv := redistest.NewStandalone(t)
 	dir := t.TempDir()
 	env := map[string]string{
@@ -423,6 +424,7 @@ func TestRedisFaultsOverHTTP(t *testing.T) {
 // /readyz is 200; without, the binary trusts the system's roots, so every
 // call fails verification: a spend answers 503 and /readyz 503.
 func TestRedisTLSOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	srv := redistest.NewStandaloneTLS(t)
 	spend := apiclient.Transaction{Limit: "NewOrdersPerAccount", ID: "42"}
 	t.Run("WithCA", func(t *testing.T) {

@@ -171,6 +171,7 @@ func dbSize(t *testing.T, nodes []string) int {
 // sync_rate 0: every decision is made on Redis, so three processes with
 // 48 concurrent clients each admit exactly count together.
 func TestSyncRateZeroIsExact(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	for _, b := range syncBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
@@ -192,6 +193,7 @@ func TestSyncRateZeroIsExact(t *testing.T) {
 // sync_rate below 0: each process counts alone, in its own memory, and
 // Redis never holds the limit.
 func TestSyncRateNegativeCountsPerProcess(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	for _, b := range syncBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, nodes := b.start(t)
@@ -219,6 +221,7 @@ func TestSyncRateNegativeCountsPerProcess(t *testing.T) {
 // before the later ones pushed), every process reads the same total, the
 // hits all of them admitted.
 func TestSyncRatePositiveConverges(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	for _, b := range syncBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
@@ -256,6 +259,7 @@ func TestSyncRatePositiveConverges(t *testing.T) {
 // up to 100 each (the documented bound, N × count per window); once
 // synced, every one of them denies.
 func TestSyncRatePositiveOvershootBound(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	url, _ := syncBackends[0].start(t)
 	procs := startSyncProcs(t, 3, url, syncDefaults(100, "3600"))
 	allowed := hammer(t, procs, 8, 20, syncSpend)
@@ -279,6 +283,7 @@ func TestSyncRatePositiveOvershootBound(t *testing.T) {
 // A process stopped with SIGTERM pushes the hits it had not pushed before
 // it exits: another process reads them from Redis.
 func TestSyncRateShutdownPushes(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	for _, b := range syncBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
@@ -312,6 +317,7 @@ func TestSyncRateShutdownPushes(t *testing.T) {
 // (SIGSTOP), the timed-out push may be applied once Redis runs again and
 // then pushed again: hits may count twice, never zero times.
 func TestSyncRateSurvivesRedisFailure(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	const count = 100_000
 	for _, phase := range []struct {
 		name      string

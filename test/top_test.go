@@ -72,6 +72,7 @@ func TestTopDeniedOverHTTP(t *testing.T) {
 // denials counted now and the other's as of its last push (made when its
 // clock passes --redis-top-push-interval).
 func TestTopDeniedAcrossProcesses(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
 	url := redistest.NewStandalone(t).URL()
 	env := map[string]string{"LIMITER_SOURCE": url, "LIMITER_FAKECLOCK": fakeClockStart}
 	procs := startRedisShared(t, 2, env, append(redisPatientArgs, "--redis-top-push-interval=10s")...)
