@@ -19,7 +19,11 @@ local fast_replies, fast_r, fast_k, fast_a
 local fast_format = ARGV[HEAD_FORMAT]
 if (fast_format == '1' or fast_format == '1b') and (ARGV[HEAD_OP] == 'M' or ARGV[HEAD_OP] == 'P') then
   -- The globals this path reads, as locals: a global is a lookup in
-  -- the script's environment on every use, a local a register.
+  -- the script's environment on every use, a local a register. The
+  -- functions made below capture them as upvalues, which costs a call
+  -- of one batch about 1.7k instructions more; from about four batches
+  -- a call it pays (in packs of ten a GCRA decision costs 0.4k less, a
+  -- window's 0.7k).
   local ARGV, KEYS, redis, struct, string, type = ARGV, KEYS, redis, struct, string, type
   local B = 1000000000
   local MAX_HI, MAX_LO = 9223372036, 854775807 -- math.MaxInt64
