@@ -248,6 +248,7 @@ type redisFlags struct {
 	namespace    string
 	groups       int
 	binaryTATs   bool
+	window       time.Duration
 	topPush      time.Duration
 }
 
@@ -285,5 +286,8 @@ func (r *redisFlags) settings() []setting {
 			usage: fmt.Sprintf("key format: 0 keeps each bucket in a Redis key of its own (v1); 1 to %d keeps buckets as fields of that many Redis hashes (v2, a third of the memory or less at ten or more buckets per hash); every process sharing a Redis must use the same", redis.MaxGroups)},
 		{name: "redis-binary-tats", bind: boolVar(&r.binaryTATs, false), scope: redisOnly,
 			usage: "write GCRA buckets' TATs in 10 bytes of binary rather than 19 digits, for a tenth less Redis CPU per decision; this release reads both, earlier ones only digits, so set it once every process sharing the Redis runs this release or a later one"},
+		{name: "redis-coalesce-window", bind: durationVar(&r.window, 0), scope: redisOnly,
+			check: check{func() bool { return r.window >= 0 && r.window <= redis.MaxCoalesceWindow }, fmt.Sprintf("want 0 to %v", redis.MaxCoalesceWindow)},
+			usage: fmt.Sprintf("how long a decision that would go to Redis alone waits for others to share its script call; 0 sends it at once (calls that arrive during a round trip share the next one anyway); up to %v, added to such a decision's latency, for less Redis CPU per decision under moderate load", redis.MaxCoalesceWindow)},
 	}
 }

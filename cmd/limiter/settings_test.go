@@ -79,10 +79,14 @@ func TestServeFlagsNameTheBadValue(t *testing.T) {
 			[]string{"--redis-groups=-1: want 0 (a key per bucket) to 16777216"}},
 		{"redis groups above", []string{"--source=redis://h:1", "--redis-groups=16777217"}, nil,
 			[]string{"--redis-groups=16777217: want 0"}},
+		{"redis coalesce window below", []string{"--source=redis://h:1", "--redis-coalesce-window=-1ms"}, nil,
+			[]string{"--redis-coalesce-window=-1ms: want 0 to 10ms"}},
+		{"redis coalesce window above", []string{"--source=redis://h:1"}, map[string]string{"LIMITER_REDIS_COALESCE_WINDOW": "1s"},
+			[]string{"LIMITER_REDIS_COALESCE_WINDOW=1s (--redis-coalesce-window): want 0 to 10ms"}},
 	}
 	allChecked := []string{"max-buckets", "max-body-bytes", "max-batch", "source-timeout", "shutdown-timeout", "reload-interval",
 		"gc-heap-floor-mib", "grpc-max-concurrent-streams", "grpc-max-header-bytes", "grpc-call-timeout", "grpc-keepalive-min-time", "grpc-max-connection-idle",
-		"grpc-max-connection-age", "grpc-max-connection-age-grace", "redis-pool-size", "redis-dial-timeout", "redis-read-timeout", "redis-write-timeout", "redis-expiry-margin", "redis-groups"}
+		"grpc-max-connection-age", "grpc-max-connection-age-grace", "redis-pool-size", "redis-dial-timeout", "redis-read-timeout", "redis-write-timeout", "redis-expiry-margin", "redis-groups", "redis-coalesce-window"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {

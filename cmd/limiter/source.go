@@ -31,6 +31,7 @@ func (r *redisFlags) options(url string) (redis.Options, error) {
 	o.Namespace = r.namespace
 	o.Groups = r.groups
 	o.BinaryTATs = r.binaryTATs
+	o.CoalesceWindow = r.window
 	if r.username != "" {
 		o.Username = r.username
 	}

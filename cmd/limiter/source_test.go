@@ -99,6 +99,17 @@ func TestRedisBinaryTATsFromEnv(t *testing.T) {
 	}
 }
 
+// The coalescing window is off unless asked for, and then the source's.
+func TestRedisCoalesceWindowFromEnv(t *testing.T) {
+	if o, err := parseRedisFlags(t).options("redis://h:1"); err != nil || o.CoalesceWindow != 0 {
+		t.Fatalf("by default: CoalesceWindow %v, %v; want 0", o.CoalesceWindow, err)
+	}
+	t.Setenv("LIMITER_REDIS_COALESCE_WINDOW", "500us")
+	if o, err := parseRedisFlags(t).options("redis://h:1"); err != nil || o.CoalesceWindow != 500*time.Microsecond {
+		t.Fatalf("LIMITER_REDIS_COALESCE_WINDOW=500us: CoalesceWindow %v, %v", o.CoalesceWindow, err)
+	}
+}
+
 // The memory source logs one warning, at the first eviction of a bucket
 // that was not full, and none while there is room.
 func TestMemorySourceWarnsOnceAtTheFirstNotFullEviction(t *testing.T) {

@@ -73,7 +73,21 @@ type Options struct {
 	// Redis runs a release that reads binary TATs (docs/redis.md,
 	// "Binary TATs").
 	BinaryTATs bool
+	// CoalesceWindow is how long a call that would go to Redis alone, with
+	// nothing in flight to its node, waits for others to share its round
+	// trip and script run (0, the default: it goes at once). The calls
+	// that arrive while a round trip is in flight share the next one
+	// anyway; a window also gathers the calls of a moderately loaded
+	// process, which otherwise mostly go one by one, each paying Redis's
+	// fixed cost of a script call. Each call it delays waits at most the
+	// window longer. At most MaxCoalesceWindow.
+	CoalesceWindow time.Duration
 }
+
+// MaxCoalesceWindow bounds Options.CoalesceWindow: a decision that waits
+// longer than a few Redis round trips for company costs more than it
+// saves, and a larger value is more likely a slip of the unit.
+const MaxCoalesceWindow = 10 * time.Millisecond
 
 // ParseURL reads a source URL:
 //
@@ -187,6 +201,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("redis source: namespace %q may not contain braces", o.Namespace)
 	case o.Groups < 0 || o.Groups > MaxGroups:
 		return fmt.Errorf("redis source: %d groups: want 0 (a key per bucket) to %d", o.Groups, MaxGroups)
+	case o.CoalesceWindow < 0 || o.CoalesceWindow > MaxCoalesceWindow:
+		return fmt.Errorf("redis source: coalesce window %v: want 0 to %v", o.CoalesceWindow, MaxCoalesceWindow)
 	}
 	return nil
 }

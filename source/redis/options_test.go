@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limiter-dev/limiter/source/redis"
 )
@@ -86,10 +87,20 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"negative timeout":   {Addrs: []string{"h:1"}, ReadTimeout: -1},
 		"negative margin":    {Addrs: []string{"h:1"}, ExpiryMargin: -1},
 		"db on a cluster":    {Addrs: []string{"h:1"}, Cluster: true, DB: 1},
+		"negative window":    {Addrs: []string{"h:1"}, CoalesceWindow: -1},
+		"window too long":    {Addrs: []string{"h:1"}, CoalesceWindow: redis.MaxCoalesceWindow + 1},
 	} {
 		if src, err := redis.New(o); err == nil {
 			src.Close()
 			t.Errorf("%s: New accepted %+v", name, o)
 		}
+	}
+	// The bounds themselves are taken.
+	for _, w := range []time.Duration{0, time.Microsecond, redis.MaxCoalesceWindow} {
+		src, err := redis.New(redis.Options{Addrs: []string{"h:1"}, CoalesceWindow: w})
+		if err != nil {
+			t.Fatalf("coalesce window %v: %v", w, err)
+		}
+		src.Close()
 	}
 }

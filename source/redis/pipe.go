@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jmhodges/clock"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -19,6 +20,12 @@ import (
 // request per round trip, on both sides, and Redis's fixed cost per script
 // call weigh as much as the script's own work, and a pipeline of fifty
 // calls pays them once.
+//
+// With a coalescing window (Options.CoalesceWindow), a caller that would
+// go alone waits that long first, queued, with a flusher that sends the
+// queue when the window ends: the calls that arrive meanwhile share its
+// round trip. The window opens only when nothing is in flight: calls
+// queued behind a round trip go as soon as it is back.
 //
 // Atomicity is unchanged: every batch is still decided inside one script
 // run, and Redis runs each script to completion before anything else,
@@ -68,6 +75,9 @@ type pipe struct {
 	// callers do not wait for it, they leave when their context ends, but
 	// the flusher must come back to serve the queue.
 	timeout time.Duration
+	// window is Options.CoalesceWindow, timed on clock.
+	window time.Duration
+	clock  clock.Clock
 
 	mu       sync.Mutex
 	queue    []*queued
@@ -86,7 +96,7 @@ func (p *pipe) do(ctx context.Context, c *scriptCall) (any, error) {
 		return nil, notApplied(err)
 	}
 	p.mu.Lock()
-	if len(p.queue) == 0 && p.flushers < maxFlushers {
+	if len(p.queue) == 0 && p.flushers < maxFlushers && p.window == 0 {
 		// Nothing to share with: the caller sends its own call, in its own
 		// goroutine and under its own context (no hand-off to a flusher,
 		// no pipeline).
@@ -113,14 +123,20 @@ func (p *pipe) do(ctx context.Context, c *scriptCall) (any, error) {
 	q := &queued{ctx: ctx, call: c, done: make(chan struct{})}
 	p.queue = append(p.queue, q)
 	start := p.flushers < maxFlushers
+	var window <-chan time.Time
 	if start {
 		p.flushers++
+		if p.window > 0 {
+			// The caller found no flusher, so nothing is in flight: the
+			// window opens, timed before the lock is let go.
+			window = p.clock.After(p.window)
+		}
 	}
 	p.mu.Unlock()
 	if start {
 		// A flusher lives only while there is work, so an idle source
 		// holds no goroutines and needs no shutdown.
-		go p.flush()
+		go p.flush(window)
 	}
 	select {
 	case <-q.done:
@@ -160,12 +176,17 @@ func (p *pipe) release() {
 	}
 	p.mu.Unlock()
 	if handOver {
-		go p.flush()
+		go p.flush(nil)
 	}
 }
 
-// flush sends the queue, one pipeline at a time, until it is empty.
-func (p *pipe) flush() {
+// flush sends the queue, one pipeline at a time, until it is empty; first,
+// when window is not nil, it waits for window to fire while more calls
+// join the queue.
+func (p *pipe) flush(window <-chan time.Time) {
+	if window != nil {
+		<-window
+	}
 	for {
 		p.mu.Lock()
 		n := min(len(p.queue), maxPipeline)
@@ -237,6 +258,8 @@ type pipes struct {
 	script  *goredis.Script
 	wire    wire
 	timeout time.Duration
+	window  time.Duration
+	clock   clock.Clock
 	byNode  sync.Map // *goredis.Client -> *pipe
 }
 
@@ -244,6 +267,7 @@ func (ps *pipes) forNode(node *goredis.Client) *pipe {
 	if p, ok := ps.byNode.Load(node); ok {
 		return p.(*pipe)
 	}
-	p, _ := ps.byNode.LoadOrStore(node, &pipe{node: node, script: ps.script, wire: ps.wire, packing: packInline, timeout: ps.timeout})
+	p, _ := ps.byNode.LoadOrStore(node, &pipe{node: node, script: ps.script, wire: ps.wire, packing: packInline, timeout: ps.timeout,
+		window: ps.window, clock: ps.clock})
 	return p.(*pipe)
 }

@@ -12,10 +12,12 @@ import (
 
 	"github.com/limiter-dev/limiter/source/syncpush"
 
+	"github.com/jmhodges/clock"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
@@ -776,4 +778,67 @@ func TestIsNoScript(t *testing.T) {
 			t.Errorf("isNoScript(%q) = %v, want %v", err, got, want)
 		}
 	}
+}
+
+// With a coalescing window, a call that finds nothing in flight waits the
+// window out, and the calls that come meanwhile share its round trip; a
+// caller that leaves during the window is never sent. The window is timed
+// on a fake clock, so the calls wait for as long as the test says.
+func TestCoalesceWindowGathersCalls(t *testing.T) {
+	srv := redistest.NewStandalone(t)
+	src, rt := coalesceSource(t, srv)
+	p := src.single
+	fake := clock.NewFake()
+	p.window, p.clock = 5*time.Millisecond, fake
+	rt.trips.Store(0)
+	rt.batches.Store(0)
+	type answer struct {
+		out bucket.Outcome
+		err error
+	}
+	const callers = 4
+	const leaver = 2
+	leaving, leave := context.WithCancel(context.Background())
+	defer leave()
+	answers := make([]chan answer, callers)
+	for i := range callers {
+		ctx := context.Background()
+		if i == leaver {
+			ctx = leaving
+		}
+		answers[i] = make(chan answer, 1)
+		go func() {
+			out := make([]bucket.Outcome, 1)
+			err := src.Spend(ctx, coalesceNow, []bucket.Op{testOp(fmt.Sprintf("window:%d", i), 3)}, out)
+			answers[i] <- answer{out[0], err}
+		}()
+		waitFor(t, fmt.Sprintf("call %d is queued", i), func() bool { q, _ := p.state(); return q == i+1 })
+	}
+	// Held by the window (the flusher waits on the fake clock): nothing
+	// has been sent.
+	if n := rt.trips.Load(); n != 0 {
+		t.Fatalf("%d round trips before the window ended", n)
+	}
+	leave()
+	if a := <-answers[leaver]; !errors.Is(a.err, context.Canceled) || !errors.Is(a.err, once.ErrNotApplied) {
+		t.Fatalf("the caller that left got %v, want context.Canceled, not applied", a.err)
+	}
+	waitFor(t, "the call that left is out of the queue", func() bool { q, _ := p.state(); return q == callers-1 })
+	fake.Add(5 * time.Millisecond)
+	for i := range callers {
+		if i == leaver {
+			continue
+		}
+		a := <-answers[i]
+		if a.err != nil || !a.out.Allowed || a.out.Remaining != 97 {
+			t.Errorf("caller %d: %+v, %v; want allowed, 97 left", i, a.out, a.err)
+		}
+	}
+	if trips, batches := rt.trips.Load(), rt.batches.Load(); trips != 1 || batches != callers-1 {
+		t.Errorf("%d round trips carried %d batches, want one of %d", trips, batches, callers-1)
+	}
+	if n, err := src.client.Exists(context.Background(), src.Key(fmt.Sprintf("window:%d", leaver))).Result(); err != nil || n != 0 {
+		t.Errorf("the bucket of the call that left: EXISTS %d, %v; want 0", n, err)
+	}
+	waitFor(t, "the flusher is gone", func() bool { q, f := p.state(); return q == 0 && f == 0 })
 }

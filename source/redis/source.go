@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jmhodges/clock"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
@@ -54,11 +55,12 @@ func New(opts Options) (*Source, error) {
 	s.wire = newWire(opts.expiryMargin().Milliseconds(), format, opts.BinaryTATs)
 	if opts.Cluster {
 		s.client = goredis.NewClusterClient(opts.clusterOptions())
-		s.nodes = &pipes{script: s.script, wire: s.wire, timeout: opts.rollbackTimeout()}
+		s.nodes = &pipes{script: s.script, wire: s.wire, timeout: opts.rollbackTimeout(), window: opts.CoalesceWindow, clock: clock.Default()}
 	} else {
 		c := goredis.NewClient(opts.clientOptions())
 		s.client = c
-		s.single = &pipe{node: c, script: s.script, wire: s.wire, packing: packKeys, timeout: opts.rollbackTimeout()}
+		s.single = &pipe{node: c, script: s.script, wire: s.wire, packing: packKeys, timeout: opts.rollbackTimeout(),
+			window: opts.CoalesceWindow, clock: clock.Default()}
 	}
 	return s, nil
 }
