@@ -24,7 +24,7 @@ import (
 // With a coalescing window (Options.CoalesceWindow), a caller that would
 // go alone waits that long first, queued, with a flusher that sends the
 // queue when the window ends: the calls that arrive meanwhile share its
-// round trip. The window opens only when nothing is in flight: calls
+// round trip, and a call none joined goes alone, as it would have. The window opens only when nothing is in flight: calls
 // queued behind a round trip go as soon as it is back.
 //
 // Atomicity is unchanged: every batch is still decided inside one script
@@ -102,21 +102,7 @@ func (p *pipe) do(ctx context.Context, c *scriptCall) (any, error) {
 		// no pipeline).
 		p.flushers++
 		p.mu.Unlock()
-		if p.wire.fast(c) {
-			// A pack of one, its key declared, on the script's fast path
-			// (lua/fast.lua); its reply is the call's own, or its error.
-			keys, args := p.wire.encodePacked([]*scriptCall{c}, packKeys)
-			reply, err := p.script.Run(ctx, p.node, keys, args...).Result()
-			p.release()
-			if items, ok := reply.([]any); ok && err == nil && len(items) > 0 {
-				if e, isErr := items[0].(error); isErr {
-					return nil, e
-				}
-			}
-			return reply, err
-		}
-		keys, args := p.wire.encode(c)
-		reply, err := p.script.Run(ctx, p.node, keys, args...).Result()
+		reply, err := p.alone(ctx, c)
 		p.release()
 		return reply, err
 	}
@@ -147,6 +133,25 @@ func (p *pipe) do(ctx context.Context, c *scriptCall) (any, error) {
 		}
 		return nil, ctx.Err()
 	}
+}
+
+// alone sends c by itself under ctx, as a plain go-redis call: it waits
+// until its reply, ctx's end or the read timeout.
+func (p *pipe) alone(ctx context.Context, c *scriptCall) (any, error) {
+	if !p.wire.fast(c) {
+		keys, args := p.wire.encode(c)
+		return p.script.Run(ctx, p.node, keys, args...).Result()
+	}
+	// A pack of one, its key declared, on the script's fast path
+	// (lua/fast.lua); its reply is the call's own, or its error.
+	keys, args := p.wire.encodePacked([]*scriptCall{c}, packKeys)
+	reply, err := p.script.Run(ctx, p.node, keys, args...).Result()
+	if items, ok := reply.([]any); ok && err == nil && len(items) > 0 {
+		if e, isErr := items[0].(error); isErr {
+			return nil, e
+		}
+	}
+	return reply, err
 }
 
 // withdraw takes q out of the queue if no flusher has taken it yet, and
@@ -182,10 +187,20 @@ func (p *pipe) release() {
 
 // flush sends the queue, one pipeline at a time, until it is empty; first,
 // when window is not nil, it waits for window to fire while more calls
-// join the queue.
+// join the queue. A call that none joined goes alone, under its caller's
+// context, exactly as without a window.
 func (p *pipe) flush(window <-chan time.Time) {
 	if window != nil {
 		<-window
+		p.mu.Lock()
+		if len(p.queue) == 1 {
+			q := p.queue[0]
+			p.queue = nil
+			p.mu.Unlock()
+			q.finish(p.alone(q.ctx, q.call))
+		} else {
+			p.mu.Unlock()
+		}
 	}
 	for {
 		p.mu.Lock()

@@ -36,6 +36,7 @@ const coalesceNow int64 = 1_790_000_000_123_456_789
 type roundTrips struct {
 	trips, batches, loads atomic.Int64
 	scripts               atomic.Int64 // script commands
+	alone                 atomic.Int64 // script commands sent outside a pipeline
 }
 
 func (r *roundTrips) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -55,6 +56,7 @@ func (r *roundTrips) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 		switch args := cmd.Args(); {
 		case cmd.Name() == "evalsha" || cmd.Name() == "eval":
 			r.trips.Add(1)
+			r.alone.Add(1)
 			r.count(cmd)
 		case cmd.Name() == "script" && len(args) > 1 && fmt.Sprint(args[1]) == "load":
 			r.loads.Add(1)
@@ -782,7 +784,8 @@ func TestIsNoScript(t *testing.T) {
 
 // With a coalescing window, a call that finds nothing in flight waits the
 // window out, and the calls that come meanwhile share its round trip; a
-// caller that leaves during the window is never sent. The window is timed
+// caller that leaves during the window is never sent; a call none joined
+// goes alone. The window is timed
 // on a fake clock, so the calls wait for as long as the test says.
 func TestCoalesceWindowGathersCalls(t *testing.T) {
 	srv := redistest.NewStandalone(t)
@@ -839,6 +842,31 @@ func TestCoalesceWindowGathersCalls(t *testing.T) {
 	}
 	if n, err := src.client.Exists(context.Background(), src.Key(fmt.Sprintf("window:%d", leaver))).Result(); err != nil || n != 0 {
 		t.Errorf("the bucket of the call that left: EXISTS %d, %v; want 0", n, err)
+	}
+	waitFor(t, "the flusher is gone", func() bool { q, f := p.state(); return q == 0 && f == 0 })
+	if n := rt.alone.Load(); n != 0 {
+		t.Errorf("%d calls sent outside the pipeline", n)
+	}
+
+	// A call that none joined waits the window out too, and then goes
+	// alone, as it would without a window (under its caller's context,
+	// bounded by the read timeout rather than a pipeline's).
+	lone := make(chan answer, 1)
+	go func() {
+		out := make([]bucket.Outcome, 1)
+		err := src.Spend(context.Background(), coalesceNow, []bucket.Op{testOp("window:lone", 3)}, out)
+		lone <- answer{out[0], err}
+	}()
+	waitFor(t, "the lone call is queued", func() bool { q, _ := p.state(); return q == 1 })
+	if n := rt.trips.Load(); n != 1 {
+		t.Fatalf("%d round trips before the lone call's window ended, want the group's one", n)
+	}
+	fake.Add(5 * time.Millisecond)
+	if a := <-lone; a.err != nil || !a.out.Allowed || a.out.Remaining != 97 {
+		t.Errorf("the lone call: %+v, %v; want allowed, 97 left", a.out, a.err)
+	}
+	if trips, alone := rt.trips.Load(), rt.alone.Load(); trips != 2 || alone != 1 {
+		t.Errorf("after the lone call: %d round trips, %d outside a pipeline; want 2 and 1", trips, alone)
 	}
 	waitFor(t, "the flusher is gone", func() bool { q, f := p.state(); return q == 0 && f == 0 })
 }
