@@ -84,8 +84,9 @@ type pipe struct {
 	flushers int // round trips in flight, at most maxFlushers
 }
 
-// do runs one script call: alone at once when nothing else waits, or else
-// queued until a flusher sends it. A queued caller gets its reply or, as
+// do runs one script call: alone when nothing else waits (at once, or
+// after the coalescing window if none joined it), or else queued until a
+// flusher sends it. A queued caller gets its reply or, as
 // soon as ctx ends, ctx's error, whichever comes first. A call whose ctx
 // ended before a flusher took it is never sent. A call already sent when
 // ctx ends may still run in Redis (as with any remote call whose deadline
