@@ -135,7 +135,7 @@ go vet -race ./...
 # tests, each with a limiter and a redis-server of its own, run in
 # parallel (t.Parallel); -parallel 8 lets eight of them overlap on two
 # cores, as most of their time is spent waiting on processes (on a 2-core
-# machine, test/ takes 128 s so and 155 s with -parallel 4).
+# machine, test/ takes 128 s so, against 155 s with -parallel 4).
 stage "go test (race detector, every package)"
 go test -race -count=1 -parallel 8 -timeout 12m ./...
 
