@@ -9,9 +9,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// Concurrent script calls to one Redis node share round trips. A caller
-// that finds nothing queued and a flusher slot free sends its own call at
-// once, in its own goroutine and under its own context, exactly as without
+// Concurrent script calls to one Redis node share round trips. Without a
+// coalescing window (below), a caller that finds nothing queued and a
+// flusher slot free sends its own call at once, in its own goroutine and under its own context, exactly as without
 // a pipe: one caller, one round trip, no added latency. Calls that arrive
 // while maxFlushers round trips are in flight are queued, and a flusher
 // sends everything queued as one pipeline as soon as a slot frees up,
