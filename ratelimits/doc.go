@@ -11,7 +11,8 @@
 //     each limit name's default and its per-subscriber overrides; the
 //     effective limit of a transaction is its override, else the default,
 //     else none (unlimited). A name's algorithm is fixed for as long as its
-//     enum is: CheckReload refuses a new Config that changes it.
+//     enum is: a reload refuses a new Config that changes it
+//     (AlgorithmChanges).
 //   - A Transaction names a limit, a subscriber id, a cost and a Mode.
 //   - The Limiter validates a batch whole, resolves each transaction's
 //     effective limit, hands the batch to its Source in one call and

@@ -2,16 +2,10 @@ package ratelimits
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 )
-
-// ErrAlgorithmChanged is wrapped by CheckReload's error: a new
-// configuration would count a name's buckets with another algorithm than
-// the one in use.
-var ErrAlgorithmChanged = errors.New("a limit's algorithm cannot change on reload")
 
 // AlgorithmChange is a name (an enum: what bucket keys are made of) whose
 // algorithm a new configuration changes. OldLimit and NewLimit are its
@@ -24,13 +18,8 @@ type AlgorithmChange struct {
 	New      Algorithm
 }
 
-// Error says which name changes, what changes and what to do instead.
-func (c *AlgorithmChange) Error() string {
-	return c.NewLimit + ": " + c.Reason()
-}
-
-// Reason is Error without the name in front, for messages that give the
-// name apart.
+// Reason says what changes and what to do instead, without the name,
+// which a configuration problem gives apart, at the line that changes it.
 func (c *AlgorithmChange) Reason() string {
 	renamed := ""
 	if c.OldLimit != c.NewLimit {
@@ -40,14 +29,17 @@ func (c *AlgorithmChange) Reason() string {
 		c.Name, renamed, c.Old, c.New, c.Old, c.New, c.New, c.Old)
 }
 
-// Unwrap returns ErrAlgorithmChanged.
-func (c *AlgorithmChange) Unwrap() error { return ErrAlgorithmChanged }
-
 // AlgorithmChanges lists, by enum, the names that count with one algorithm
 // in new and another in old, or in any configuration old succeeded
 // (Succeed): a name whose limits a reload removed keeps its buckets, so
 // bringing it back with another algorithm is a change too. A name without
 // limits in new stores nothing and is not compared.
+//
+// A reload must refuse new unless the list is empty: the state under a
+// name's bucket keys was written by the old algorithm (a GCRA TAT, or a
+// window's counts), and reading it as another's would decide on nonsense.
+// A limit that must count another way gets a new name, with a new enum,
+// so that its buckets start empty.
 func AlgorithmChanges(old, new *Config) []AlgorithmChange {
 	if old == nil || new == nil {
 		return nil
@@ -81,8 +73,8 @@ func (c *Config) countedWith(name Name) (Algorithm, bool) {
 	return a, ok
 }
 
-// Succeed returns new as the successor of old, for a reload that CheckReload
-// allowed: a copy of new that also remembers the algorithm of every enum
+// Succeed returns new as the successor of old, for a reload whose
+// AlgorithmChanges were none: a copy of new that also remembers the algorithm of every enum
 // old counted with (or any configuration before it), so that removing a
 // name's limits in one reload and bringing them back with another
 // algorithm in the next is refused like a change in one step. Neither
@@ -102,22 +94,6 @@ func Succeed(old, new *Config) *Config {
 		}
 	}
 	return &next
-}
-
-// CheckReload refuses to replace old with new when new changes the
-// algorithm of a name that keeps its enum: the state stored under the
-// name's bucket keys was written by the old algorithm (a GCRA TAT, or a
-// window's counts), and reading it as another's would decide on nonsense.
-// A limit that must count another way gets a new name, with a new enum, so
-// that its buckets start empty. The error joins one *AlgorithmChange per
-// such name, each wrapping ErrAlgorithmChanged; nil means new may be used.
-func CheckReload(old, new *Config) error {
-	changes := AlgorithmChanges(old, new)
-	errs := make([]error, len(changes))
-	for i := range changes {
-		errs[i] = &changes[i]
-	}
-	return errors.Join(errs...)
 }
 
 // limitName returns the spelling of name in c, or its number when c does
