@@ -104,8 +104,6 @@ func (l *Limiter) ListBox(ctx context.Context, limit, cursor string, max int) (B
 	if !ok {
 		return BoxListing{}, ErrNoBoxListing
 	}
-	ctx, cancel := l.sourceContext(ctx)
-	defer cancel()
 	page, err := lister.ListBox(ctx, now, enum, cursor, max)
 	if err != nil {
 		if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrNoBoxListing) {

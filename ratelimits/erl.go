@@ -124,9 +124,7 @@ func (l *Limiter) checkRateAsSpend(ctx context.Context, now int64, c *erlCall, c
 		Box: c.call.Box, BoxUntil: c.call.Until, Capacity: cc.Capacity, SyncRate: cc.SyncRate,
 	}}
 	var outcomes [1]bucket.Outcome
-	sctx, cancel := l.sourceContext(ctx)
-	defer cancel()
-	if err := l.source.Spend(sctx, now, ops[:], outcomes[:]); err != nil {
+	if err := l.source.Spend(ctx, now, ops[:], outcomes[:]); err != nil {
 		return nil, true, sourceFailure(err)
 	}
 	d := outcomes[0].Decision
@@ -283,8 +281,6 @@ func (c *erlCall) setBox(cfg *Config, box, entry string, action bucket.BoxAction
 
 // call applies c on the source, in one atomic step.
 func (l *Limiter) call(ctx context.Context, now int64, c *erlCall, res *bucket.CallResult) error {
-	ctx, cancel := l.sourceContext(ctx)
-	defer cancel()
 	if err := l.source.Call(ctx, now, &c.call, res); err != nil {
 		return sourceFailure(err)
 	}

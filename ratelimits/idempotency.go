@@ -106,8 +106,6 @@ func (l *Limiter) onceBatch(ctx context.Context, key string, op byte, b *batch, 
 	replayed := false
 	now := l.now()
 	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
-		ctx, cancel := l.sourceContext(ctx)
-		defer cancel()
 		rec.Expires = now + int64(l.idempotencyTTL)
 		if replayed, err = apply(ctx, now, rec, ops, outcomes); err != nil {
 			if refused := b.refusal(err); refused != nil {

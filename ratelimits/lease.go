@@ -125,8 +125,6 @@ func (l *Limiter) leases(ctx context.Context, key string, txns []LeaseTransactio
 	}
 	now := l.now()
 	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
-		ctx, cancel := l.sourceContext(ctx)
-		defer cancel()
 		if err := l.source.Refund(ctx, now, ops, outcomes); err != nil {
 			return nil, sourceFailure(err)
 		}

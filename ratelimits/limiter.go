@@ -18,10 +18,9 @@ import (
 // decides and writes atomically) and combines the answers. It knows no
 // HTTP and no storage details, and is safe for concurrent use.
 type Limiter struct {
-	source        Source
-	clock         clock.Clock
-	sourceTimeout time.Duration
-	failOpen      bool
+	source   Source
+	clock    clock.Clock
+	failOpen bool
 	// idempotencyTTL is how long SpendOnce and RefundOnce remember a call.
 	idempotencyTTL time.Duration
 	config         atomic.Pointer[Config]
@@ -29,14 +28,6 @@ type Limiter struct {
 
 // Option configures a Limiter.
 type Option func(*Limiter)
-
-// WithSourceTimeout bounds every source call: a limiter that waits long
-// for its store is worse than none, so a slow source fails the call with
-// ErrSourceUnavailable instead. Zero (the default) leaves the caller's
-// context deadline alone.
-func WithSourceTimeout(d time.Duration) Option {
-	return func(l *Limiter) { l.sourceTimeout = d }
-}
 
 // WithFailOpen makes spends and checks whose source fails answer allowed,
 // marked Degraded, instead of failing: for callers that would rather let
@@ -115,8 +106,6 @@ func (l *Limiter) Refund(ctx context.Context, txns []Transaction) (*BatchDecisio
 	}
 	now := l.now()
 	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
-		ctx, cancel := l.sourceContext(ctx)
-		defer cancel()
 		if err := l.source.Refund(ctx, now, ops, outcomes); err != nil {
 			return nil, sourceFailure(err)
 		}
@@ -134,8 +123,6 @@ func (l *Limiter) Reset(ctx context.Context, txns []Transaction) (int, error) {
 	if len(ops) == 0 {
 		return 0, nil
 	}
-	ctx, cancel := l.sourceContext(ctx)
-	defer cancel()
 	n, err := l.source.Reset(ctx, l.now(), ops)
 	if err != nil {
 		return 0, sourceFailure(err)
@@ -162,8 +149,6 @@ func (l *Limiter) Inspect(ctx context.Context, limit, id string) (Decision, erro
 
 // Ready reports whether the source answers.
 func (l *Limiter) Ready(ctx context.Context) error {
-	ctx, cancel := l.sourceContext(ctx)
-	defer cancel()
 	if err := l.source.Ping(ctx); err != nil {
 		return sourceFailure(err)
 	}
@@ -179,8 +164,6 @@ func (l *Limiter) spend(ctx context.Context, b *batch) (*BatchDecision, error) {
 	}
 	now := l.now()
 	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
-		ctx, cancel := l.sourceContext(ctx)
-		defer cancel()
 		if err := l.source.Spend(ctx, now, ops, outcomes); err != nil {
 			return nil, sourceFailure(err)
 		}
@@ -240,10 +223,3 @@ func (l *Limiter) prepareReset(txns []Transaction) ([]bucket.Op, error) {
 // now reads the clock once per batch, so every bucket of a batch is decided
 // at the same instant.
 func (l *Limiter) now() int64 { return l.clock.Now().UnixNano() }
-
-func (l *Limiter) sourceContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if l.sourceTimeout <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, l.sourceTimeout)
-}

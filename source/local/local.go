@@ -130,9 +130,9 @@ type Options struct {
 	// (DefaultShutdownRetry when 0; < 0 retries at once).
 	ShutdownRetry time.Duration
 	// SourceTimeout bounds each call a Front makes to its inner source (0:
-	// the caller's deadline alone). Give it here rather than to the
-	// Limiter (ratelimits.WithSourceTimeout): there it would also bound a
-	// reset's, or a box removal's, wait for a running cycle.
+	// the caller's deadline alone). It bounds the source's calls, not the
+	// Limiter's: a bound around a whole reset, or box removal, would also
+	// bound its wait for a running cycle.
 	SourceTimeout time.Duration
 	// OnCycle, when set, is called after every cycle, on its goroutine.
 	OnCycle func(Cycle)
