@@ -31,21 +31,9 @@ var (
 // descriptorsShape reminds the operator of the descriptors file's format.
 const descriptorsShape = `"- {domain: NAME, descriptors: [{keys: [KEY, ...], limit: LIMIT}, ...]}"`
 
-// LoadDescriptors reads the descriptors file, which maps the descriptors
-// of Envoy's rate-limit requests to limits, and parses it against cfg (see
-// ParseDescriptors). A missing file, or an empty path, means no rules: a
-// deployment without Envoy needs no file. A bad file gives a *Error listing
-// every problem; a file that cannot be read gives the I/O error.
-func LoadDescriptors(path string, cfg *ratelimits.Config) (*descriptors.Rules, error) {
-	data, err := readOptionalFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the descriptors file: %w", err)
-	}
-	return ParseDescriptors(path, data, cfg)
-}
-
-// ParseDescriptors parses the contents of the descriptors file; file is
-// only used in problem messages. The file is a list of domains, each a
+// ParseDescriptors parses the contents of the descriptors file, which maps
+// the descriptors of Envoy's rate-limit requests to limits; file is only
+// used in problem messages. The file is a list of domains, each a
 // domain name and its rules, each rule the exact keys of a descriptor and
 // the limit that counts it:
 //
@@ -55,7 +43,8 @@ func LoadDescriptors(path string, cfg *ratelimits.Config) (*descriptors.Rules, e
 //	    - keys: [remote_address]
 //	      limit: RequestsPerClientIP
 //
-// An empty file (or comments only, null, or []) means no rules. Every rule's
+// An empty file (or comments only, null, or []) means no rules, as does no
+// file: a deployment without Envoy needs none. Every rule's
 // limit must be a name cfg knows: a rule naming an unknown limit could
 // never count what it matches. A nil cfg checks everything else, for a
 // caller whose limit files did not load and who still wants this file's

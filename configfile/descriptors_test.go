@@ -1,10 +1,6 @@
 package configfile
 
 import (
-	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -91,43 +87,6 @@ func TestDescriptorsEmptyFile(t *testing.T) {
 		if err != nil || rules == nil || rules.Count() != 0 || len(rules.Domains()) != 0 {
 			t.Errorf("%q: %v, %v; want rules without any", data, rules, err)
 		}
-	}
-}
-
-// LoadDescriptors on real files: a missing file and an empty path mean no
-// rules; a file that cannot be read is an I/O error, not an *Error; a bad
-// file's problems name its path.
-func TestDescriptorsLoadFiles(t *testing.T) {
-	cfg := rulesConfig(t)
-	dir := t.TempDir()
-	for _, path := range []string{filepath.Join(dir, "missing.yaml"), ""} {
-		rules, err := LoadDescriptors(path, cfg)
-		if err != nil || rules.Count() != 0 {
-			t.Errorf("LoadDescriptors(%q) = %v, %v; want no rules", path, rules, err)
-		}
-	}
-
-	var ce *Error
-	if _, err := LoadDescriptors(dir, cfg); err == nil || errors.As(err, &ce) {
-		t.Errorf("a directory: %v; want an I/O error that is not an *Error", err)
-	}
-
-	good := filepath.Join(dir, "good.yaml")
-	if err := os.WriteFile(good, []byte("- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestsPerKey\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if rules, err := LoadDescriptors(good, cfg); err != nil || rules.Count() != 1 {
-		t.Errorf("good file: %v, %v", rules, err)
-	}
-
-	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestPerKey\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err := LoadDescriptors(bad, cfg)
-	checkProblems(t, err, []wantProblem{{bad, 4, "APIRequestPerKey", "did you mean APIRequestsPerKey?"}})
-	if !errors.Is(err, ratelimits.ErrInvalidConfig) || errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("bad file: %v; want an invalid configuration", err)
 	}
 }
 
@@ -271,11 +230,8 @@ func TestDescriptorsWithoutConfig(t *testing.T) {
 // rule can produce valid ids: a rule of an ip limit has one key (the
 // address), and the shadow limit it shows is one.
 func TestDescriptorsBundledFile(t *testing.T) {
-	cfg, err := Load("../config/defaults.yaml", "../config/overrides.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := LoadDescriptors("../config/descriptors.yaml", cfg)
+	cfg := bundledConfig(t)
+	rules, err := ParseDescriptors("../config/descriptors.yaml", readFile(t, "../config/descriptors.yaml"), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,11 +40,10 @@ func (p Presence) String() string {
 	return "written"
 }
 
-// File is a configuration file as one read found it. The loaders that
-// take a path read it themselves; a caller that must judge a file before
-// parsing it (a reload, which refuses a file that went missing) reads it
-// once with ReadFile and hands Data to the Parse functions, so that what
-// it judged is what is parsed.
+// File is a configuration file as one read found it. A caller reads each
+// file once, with ReadFile, and hands Data to the Parse functions, so that
+// what it judged before parsing (a reload refuses a file that went
+// missing) is what is parsed.
 type File struct {
 	Path     string
 	Data     []byte

@@ -36,22 +36,9 @@ var (
 // forwardAuthShape reminds the operator of the rules file's format.
 const forwardAuthShape = "{trusted_proxies: [CIDR, ...], rules: {NAME: {limits: [{limit: LIMIT, id: SOURCE}, ...], cost: N, missing: deny|allow|client_ip, deny_status: 4xx, expose: deciding|none|all}}}"
 
-// LoadForwardAuth reads the forward-auth rules file, which says what the
-// reverse proxies' forward-auth calls count, and parses it against cfg
-// (see ParseForwardAuth). A missing file, or an empty path, means no
-// rules: a deployment without a proxy in front needs no file. A bad file
-// gives a *Error listing every problem; a file that cannot be read gives
-// the I/O error.
-func LoadForwardAuth(path string, cfg *ratelimits.Config) (*forwardauth.Rules, error) {
-	data, err := readOptionalFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the forward-auth file: %w", err)
-	}
-	return ParseForwardAuth(path, data, cfg)
-}
-
-// ParseForwardAuth parses the contents of the forward-auth rules file;
-// file is only used in problem messages:
+// ParseForwardAuth parses the contents of the forward-auth rules file,
+// which says what the reverse proxies' forward-auth calls count; file is
+// only used in problem messages:
 //
 //	# forward-auth.yaml
 //	trusted_proxies: [127.0.0.1/32, "::1/128"]
@@ -65,7 +52,8 @@ func LoadForwardAuth(path string, cfg *ratelimits.Config) (*forwardauth.Rules, e
 //	    deny_status: 429 # optional, default 429
 //	    expose: deciding # deciding | none | all; optional, default deciding
 //
-// An empty file (or comments only, or null) means no rules, and so do the
+// An empty file (or comments only, or null) means no rules, as does no file
+// (a deployment without a proxy in front needs none), and so do the
 // explicit empty forms {}, "rules: {}" and [], which a reload accepts
 // where it refuses a file that went blank (see Presence). Every limit
 // must be a name cfg knows, and its id source one that can give ids of

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -499,57 +498,22 @@ func TestForwardAuthWithoutConfig(t *testing.T) {
 	})
 }
 
-// LoadForwardAuth on real files: a missing file and an empty path mean no
-// rules; a file that cannot be read is an I/O error, not an *Error; a bad
-// file's problems name its path.
-func TestForwardAuthLoadFiles(t *testing.T) {
-	cfg := faConfig(t)
-	dir := t.TempDir()
-	for _, path := range []string{filepath.Join(dir, "missing.yaml"), ""} {
-		rs, err := configfile.LoadForwardAuth(path, cfg)
-		if err != nil || rs.Count() != 0 {
-			t.Errorf("LoadForwardAuth(%q) = %v, %v; want no rules", path, rs, err)
-		}
-		if _, ok := rs.Rule("api"); ok {
-			t.Errorf("LoadForwardAuth(%q) has a rule", path)
-		}
-	}
-
-	var ce *configfile.Error
-	if _, err := configfile.LoadForwardAuth(dir, cfg); err == nil || errors.As(err, &ce) || errors.Is(err, ratelimits.ErrInvalidConfig) {
-		t.Errorf("a directory: %v; want an I/O error that is not an *Error", err)
-	}
-
-	good := filepath.Join(dir, "good.yaml")
-	if err := os.WriteFile(good, []byte("rules:\n  api:\n    limits: [{limit: APIRequestsPerKey, id: header:X-Api-Key}]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if rs, err := configfile.LoadForwardAuth(good, cfg); err != nil || rs.Count() != 1 {
-		t.Errorf("good file: %v, %v", rs, err)
-	}
-
-	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("rules:\n  api:\n    limits: []\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err := configfile.LoadForwardAuth(bad, cfg)
-	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].File != bad || ce.Problems[0].Line != 3 {
-		t.Fatalf("bad file: %v; want one problem at %s:3", err, bad)
-	}
-	if !strings.HasPrefix(err.Error(), bad+":3: limits is empty") {
-		t.Errorf("the error reads %q; want FILE:LINE: MESSAGE", err)
-	}
-}
-
 // The bundled rules file loads against the bundled limit files, and has
 // a rule for each proxy its comments name; the password-reset form's
 // answers show nothing of its limits.
 func TestForwardAuthBundledFile(t *testing.T) {
-	cfg, err := configfile.Load("../config/defaults.yaml", "../config/overrides.yaml")
+	var data [3][]byte
+	for i, path := range []string{"../config/defaults.yaml", "../config/overrides.yaml", "../config/forward-auth.yaml"} {
+		var err error
+		if data[i], err = os.ReadFile(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := configfile.Parse("defaults.yaml", data[0], "overrides.yaml", data[1])
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := configfile.LoadForwardAuth("../config/forward-auth.yaml", cfg)
+	rs, err := configfile.ParseForwardAuth("forward-auth.yaml", data[2], cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,21 +11,21 @@
 // penalty box; a window or rate-counter limit may have sync_rate, and a
 // limit with a box a capacity. The algorithm, sync_rate and capacity belong
 // to the name, so overrides give only the numbers (and a penalty).
-// LoadReload also refuses files that would change the algorithm of a name
+// ParseReload also refuses files that would change the algorithm of a name
 // in use.
 //
-// LoadDescriptors loads a third file, as strictly: the rules that map the
-// descriptors of Envoy's rate-limit requests to the limits of a Config.
+// ParseDescriptors and ParseForwardAuth read two more files, as strictly:
+// the rules that map the descriptors of Envoy's rate-limit requests, and
+// the reverse proxies' forward-auth calls, to the limits of a Config.
+// ReadFile reads any of them and says whether it is there at all, which a
+// reload needs to judge before parsing.
 package configfile
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -36,34 +36,6 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits"
 )
-
-// Load reads and parses the defaults and overrides files. The defaults
-// file must exist; an overrides file that is missing (or an empty path), empty
-// or `[]` means no overrides. A bad file gives a *Error listing every
-// problem; a file that cannot be read gives the I/O error.
-func Load(defaultsPath, overridesPath string) (*ratelimits.Config, error) {
-	defaults, err := os.ReadFile(defaultsPath)
-	if err != nil {
-		return nil, fmt.Errorf("reading the defaults file: %w", err)
-	}
-	overrides, err := readOptionalFile(overridesPath)
-	if err != nil {
-		return nil, fmt.Errorf("reading the overrides file: %w", err)
-	}
-	return Parse(defaultsPath, defaults, overridesPath, overrides)
-}
-
-// readOptionalFile reads a file that may be absent; absent reads as empty.
-func readOptionalFile(path string) ([]byte, error) {
-	if path == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return data, err
-}
 
 // Parse parses the contents of the defaults and overrides files; the
 // file names are only used in problem messages. It checks everything before
@@ -77,26 +49,13 @@ func Parse(defaultsFile string, defaults []byte, overridesFile string, overrides
 	return parse(nil, defaultsFile, defaults, overridesFile, overrides)
 }
 
-// LoadReload is Load for a reload that would replace running: the files
+// ParseReload is Parse for a reload that would replace running: the files
 // must also keep the algorithm of every enum that running, or a
 // configuration before it, counted with (ratelimits.AlgorithmChanges), or
 // the *Error has a problem for each name that changes it, at the line where
 // the new algorithm is set. The Config returned remembers those algorithms
-// in turn (ratelimits.Succeed).
-func LoadReload(running *ratelimits.Config, defaultsPath, overridesPath string) (*ratelimits.Config, error) {
-	defaults, err := os.ReadFile(defaultsPath)
-	if err != nil {
-		return nil, fmt.Errorf("reading the defaults file: %w", err)
-	}
-	overrides, err := readOptionalFile(overridesPath)
-	if err != nil {
-		return nil, fmt.Errorf("reading the overrides file: %w", err)
-	}
-	return ParseReload(running, defaultsPath, defaults, overridesPath, overrides)
-}
-
-// ParseReload is Parse for a reload that would replace running, as
-// LoadReload is Load. A nil running checks nothing more than Parse.
+// in turn (ratelimits.Succeed). A nil running checks nothing more than
+// Parse.
 func ParseReload(running *ratelimits.Config, defaultsFile string, defaults []byte, overridesFile string, overrides []byte) (*ratelimits.Config, error) {
 	return parse(running, defaultsFile, defaults, overridesFile, overrides)
 }

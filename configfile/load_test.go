@@ -2,9 +2,7 @@ package configfile
 
 import (
 	"errors"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -243,48 +241,9 @@ func TestConfigEmptyOverrides(t *testing.T) {
 	}
 }
 
-// TestConfigLoadFiles checks LoadConfig on real files: a missing overrides
-// file is no overrides, a missing defaults file is an I/O error (not a
-// Error), and a bad file is a Error naming its path.
-func TestConfigLoadFiles(t *testing.T) {
-	dir := t.TempDir()
-	defaults := filepath.Join(dir, "defaults.yaml")
-	if err := os.WriteFile(defaults, []byte(testDefaults), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Load(defaults, filepath.Join(dir, "missing.yaml"))
-	if err != nil {
-		t.Fatalf("missing overrides file: %v", err)
-	}
-	if _, ok := c.Default(ratelimits.NewOrdersPerAccount); !ok {
-		t.Error("defaults not loaded")
-	}
-	if _, err := Load(defaults, ""); err != nil {
-		t.Errorf("no overrides path: %v", err)
-	}
-
-	_, err = Load(filepath.Join(dir, "nope.yaml"), "")
-	var ce *Error
-	if !errors.Is(err, fs.ErrNotExist) || errors.As(err, &ce) {
-		t.Errorf("missing defaults file: %v; want an fs.ErrNotExist that is not a Error", err)
-	}
-
-	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("- NewOrdersPerAccount\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Load(defaults, bad)
-	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].File != bad {
-		t.Errorf("bad overrides file: %v; want one problem in %s", err, bad)
-	}
-}
-
 // TestConfigBundledFiles loads the example files shipped in config/.
 func TestConfigBundledFiles(t *testing.T) {
-	c, err := Load("../config/defaults.yaml", "../config/overrides.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := bundledConfig(t)
 	for _, d := range []struct {
 		name string
 		enum ratelimits.Name
@@ -707,4 +666,28 @@ Bar:
 		{ofile, 7, "NewOrdersPerAccount", "invalid id"},
 		{ofile, 9, "NewOrdersPerAccount", "duplicate id"},
 	})
+}
+
+// bundledConfig parses the limit files shipped in config/.
+func bundledConfig(t *testing.T) *ratelimits.Config {
+	t.Helper()
+	c, err := Parse(bundledDefaults, readFile(t, bundledDefaults), bundledOverrides, readFile(t, bundledOverrides))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const (
+	bundledDefaults  = "../config/defaults.yaml"
+	bundledOverrides = "../config/overrides.yaml"
+)
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

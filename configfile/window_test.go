@@ -298,24 +298,6 @@ func TestConfigReloadKeepsAlgorithms(t *testing.T) {
 	})
 }
 
-// LoadReload reads the files as Load does and checks them as ParseReload.
-func TestConfigLoadReload(t *testing.T) {
-	dir := t.TempDir()
-	running, err := Parse(dfile, []byte(windowDefaults), ofile, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defaults := writeTemp(t, dir, "defaults.yaml", "APIRequestsPerConsumer:\n  enum: 120\n  id: string\n  burst: 1\n  count: 1\n  period: 1s\n")
-	_, err = LoadReload(running, defaults, "")
-	checkProblems(t, err, []wantProblem{{defaults, 1, "APIRequestsPerConsumer", "cannot change from sliding-window to gcra"}})
-	if _, err := LoadReload(running, defaults+".missing", ""); err == nil || errors.As(err, new(*Error)) {
-		t.Errorf("a missing defaults file: %v; want an I/O error", err)
-	}
-	if _, err := LoadReload(nil, defaults, ""); err != nil {
-		t.Errorf("with no running configuration: %v", err)
-	}
-}
-
 func writeTemp(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	path := filepath.Join(dir, name)

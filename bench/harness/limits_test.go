@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -19,7 +20,13 @@ func TestBenchDefaultsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := configfile.Load(path, filepath.Join(root, "config/overrides.yaml"))
+	var data [2][]byte
+	for i, p := range []string{path, filepath.Join(root, "config/overrides.yaml")} {
+		if data[i], err = os.ReadFile(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := configfile.Parse(path, data[0], "overrides.yaml", data[1])
 	if err != nil {
 		t.Fatalf("the harness's defaults do not load: %v", err)
 	}

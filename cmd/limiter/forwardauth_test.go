@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/bearer"
-	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/forwardauth"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/source/memory"
@@ -232,10 +231,7 @@ func TestReloadForwardAuth(t *testing.T) {
 	const pathRule = "  paths:\n    limits:\n      - {limit: RequestsPerPath, id: path}\n"
 	defaults := write("defaults.yaml", keyLimit)
 	rulesFile := write("forward-auth.yaml", keyRule)
-	cfg, err := configfile.Load(defaults, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseDefaults(t, defaults)
 	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
 	if err != nil {
 		t.Fatal(err)
@@ -365,10 +361,7 @@ func TestReloadForwardAuthWithoutHolder(t *testing.T) {
 	write := writer(t, dir)
 	defaults := write("defaults.yaml", "NewOrdersPerAccount:\n  burst: 5\n  count: 5\n  period: 1h\n")
 	rulesFile := filepath.Join(dir, "forward-auth.yaml")
-	cfg, err := configfile.Load(defaults, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseDefaults(t, defaults)
 	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
 	if err != nil {
 		t.Fatal(err)
@@ -427,10 +420,7 @@ func TestReloadForwardAuthKeepsTokens(t *testing.T) {
 	defaults := write("defaults.yaml", "NewOrdersPerAccount:\n  burst: 5\n  count: 5\n  period: 1h\n")
 	tokenFile := write("api-tokens", "old-token\n")
 	rulesFile := write("forward-auth.yaml", "rules:\n  orders:\n    limits: [{limit: NewOrdersPerAccount, id: header:X-Account}]\n")
-	cfg, err := configfile.Load(defaults, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseDefaults(t, defaults)
 	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
 	if err != nil {
 		t.Fatal(err)
@@ -465,10 +455,7 @@ func TestReloadLooseForwardAuth(t *testing.T) {
 	write := writer(t, dir)
 	defaults := write("defaults.yaml", "NewOrdersPerAccount:\n  burst: 5\n  count: 5\n  period: 1h\n")
 	rulesFile := write("forward-auth.yaml", "rules:\n  orders:\n    limits: [{limit: NoSuchLimit, id: header:X-Account}]\n")
-	cfg, err := configfile.Load(defaults, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseDefaults(t, defaults)
 	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
 	if err != nil {
 		t.Fatal(err)

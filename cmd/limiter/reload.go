@@ -29,7 +29,7 @@ import (
 // in one step, so no request ever sees half of them. Buckets are not
 // touched: a changed limit applies from the next decision. For that reason
 // a reload may not change the algorithm of a name whose enum it keeps
-// (configfile.LoadReload): the buckets under that enum hold the old
+// (configfile.ParseReload): the buckets under that enum hold the old
 // algorithm's state.
 type reloader struct {
 	files   configFlags

@@ -33,10 +33,7 @@ func TestReloadRefusesAlgorithmChange(t *testing.T) {
 	}
 	const sliding = "API:\n  enum: 120\n  id: string\n  algorithm: sliding-window\n  count: 100\n  period: 1m\n"
 	write(sliding)
-	cfg, err := configfile.Load(defaults, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseDefaults(t, defaults)
 	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +109,7 @@ func TestReloadDescriptors(t *testing.T) {
 	const pathRule = "    - keys: [path]\n      limit: RequestsPerPath\n"
 	defaults := write("defaults.yaml", keyLimit)
 	rulesFile := write("descriptors.yaml", keyRule)
-	cfg, err := configfile.Load(defaults, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseDefaults(t, defaults)
 	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
 	if err != nil {
 		t.Fatal(err)
@@ -197,10 +191,7 @@ func TestReloadDescriptorsWithoutService(t *testing.T) {
 	if err := os.WriteFile(defaults, []byte("NewOrdersPerAccount:\n  burst: 5\n  count: 5\n  period: 1h\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := configfile.Load(defaults, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseDefaults(t, defaults)
 	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
 	if err != nil {
 		t.Fatal(err)
@@ -246,4 +237,18 @@ func TestReloadSignatureHasDescriptors(t *testing.T) {
 	if r.signature() == created {
 		t.Error("rewriting the descriptors file left the signature as it was")
 	}
+}
+
+// parseDefaults parses a defaults file, with no overrides.
+func parseDefaults(t *testing.T, path string) *ratelimits.Config {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configfile.Parse(path, data, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
