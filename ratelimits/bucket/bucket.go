@@ -279,7 +279,7 @@ func spend(now int64, op *Op, st State) Outcome {
 func boxed(expires, now int64, own Outcome, st State, write bool) Outcome {
 	retry := expires - now
 	return Outcome{
-		Decision: Decision{Allowed: false, Remaining: 0, RetryIn: retry, ResetIn: max(retry, own.ResetIn), Penalized: true},
+		Decision: Decision{Allowed: false, Remaining: 0, RetryIn: retry, ResetIn: max(retry, own.ResetIn), Penalized: true, Period: own.Period},
 		New:      State{TAT: st.TAT, Window: st.Window, Calendar: st.Calendar, BoxExpires: expires},
 		WriteBox: write,
 	}

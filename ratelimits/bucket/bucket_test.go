@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 	"github.com/limiter-dev/limiter/ratelimits/gcra"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
@@ -166,5 +167,32 @@ func BenchmarkSpendBatchOf3(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		SpendBatch(now, ops, states, out)
+	}
+}
+
+// A calendar op answered by its box, whether already boxed or boxed by
+// its own denial, still names its period: the answer's period_end and
+// window come from it.
+func TestBoxedCalendarKeepsItsPeriod(t *testing.T) {
+	cal, err := calendar.New(calendar.Day, "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := Op{Key: "c", Algorithm: Calendar, Calendar: calendar.Limit{Count: 2, Tag: cal.Tag()}, Periods: cal,
+		Cost: 1, Mode: CheckAndSpend, Box: "c", BoxUntil: now + time.Hour.Nanoseconds()}
+	want := cal.At(now / 1e6)
+	full := State{Calendar: calendar.Counter{Tag: cal.Tag(), Start: want.Start, Used: 2}}
+	for _, tt := range []struct {
+		name string
+		st   State
+	}{
+		{"boxed by its denial", full},
+		{"already boxed", State{BoxExpires: now + time.Minute.Nanoseconds()}},
+	} {
+		out := make([]Outcome, 1)
+		SpendBatch(now, []Op{op}, []State{tt.st}, out)
+		if o := out[0]; !o.Penalized || o.Period != want {
+			t.Errorf("%s: %+v, want penalized in the period %+v", tt.name, o.Decision, want)
+		}
 	}
 }
