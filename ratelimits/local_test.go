@@ -146,21 +146,22 @@ func txn(limit string, cost int64) ratelimits.Transaction {
 	return ratelimits.Transaction{Limit: limit, ID: "a", Cost: cost}
 }
 
-// A local denial decides the batch and sends nothing to the source; the
-// source's transactions are reported undecided (denied, nothing remaining,
-// no durations) and nothing is written anywhere.
-func TestMixedBatchLocalDenialSendsNothing(t *testing.T) {
+// A local denial decides the batch, and the source only checks its part:
+// the source's transactions answer with their own figures, as an allowed
+// transaction of a denied batch does (as if written), and nothing is
+// written anywhere.
+func TestMixedBatchLocalDenialWritesNothing(t *testing.T) {
 	m := newMixedLimiter(t)
 	spendOK(t, m.Limiter, txn("Local", 3))
 	bd := spendOK(t, m.Limiter, txn("Orders", 1), txn("Local", 1))
 	if bd.Allowed || bd.Deciding != 1 || bd.RetryIn <= 0 {
 		t.Fatalf("batch with a full local window: %+v", bd)
 	}
-	if d := bd.Decisions[0]; d.Allowed || d.Remaining != 0 || d.RetryIn != 0 || d.ResetIn != 0 || d.Limit != "Orders" {
-		t.Fatalf("the source's transaction, not sent: %+v", d)
+	if d := bd.Decisions[0]; !d.Allowed || d.Remaining != 2 || d.RetryIn != 0 || d.ResetIn != 20*time.Minute || d.Limit != "Orders" {
+		t.Fatalf("the source's transaction: %+v, want allowed, 2 left as if written", d)
 	}
-	if n := m.src.n("spend"); n != 0 {
-		t.Fatalf("the source was called %d times", n)
+	if n := m.src.n("spend"); n != 1 {
+		t.Fatalf("the source was called %d times, want once (the check)", n)
 	}
 	if got := m.remaining(t, "Orders", "a"); got != 3 {
 		t.Fatalf("Orders remaining %d, want 3", got)
@@ -417,8 +418,8 @@ func hitsIn10s(t *testing.T, l *ratelimits.Limiter, counter string) int64 {
 }
 
 // A batch the local part denies still counts its rate-counter hits: the
-// local ones, and the source's, sent alone; nothing else reaches the
-// source.
+// local ones, and the source's, sent with the source's other
+// transactions made check-only, which write nothing.
 func TestMixedLocalDenialStillCountsRateHits(t *testing.T) {
 	l, src, _ := newRateMixedLimiter(t)
 	spendOK(t, l, txn("Local", 3))
@@ -426,8 +427,8 @@ func TestMixedLocalDenialStillCountsRateHits(t *testing.T) {
 	if bd.Allowed || bd.Deciding != 2 {
 		t.Fatalf("batch with a full local window: %+v", bd)
 	}
-	if d := bd.Decisions[0]; d.Allowed || d.Remaining != 0 {
-		t.Fatalf("the source's GCRA transaction, not sent: %+v", d)
+	if d := bd.Decisions[0]; !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("the source's GCRA transaction, checked: %+v, want allowed, 2 left as if written", d)
 	}
 	if d := bd.Decisions[1]; !d.Allowed || d.Remaining != 95 {
 		t.Fatalf("the source's rate counter, sent alone: %+v", d)
@@ -436,18 +437,22 @@ func TestMixedLocalDenialStillCountsRateHits(t *testing.T) {
 		t.Fatalf("hits counted: Rate %d, HereRate %d; want 5 and 7", r, h)
 	}
 	if got := src.n("spend"); got != 1 {
-		t.Fatalf("%d spends reached the source, want 1 (the rate counter alone)", got)
+		t.Fatalf("%d spends reached the source, want 1 (the rate counter and the check)", got)
 	}
 	if d, err := l.Inspect(context.Background(), "Orders", "a"); err != nil || d.Remaining != 3 {
 		t.Fatalf("Orders after the denied batch: %+v, %v", d, err)
 	}
-	// A check counts nothing and sends nothing.
-	spends := src.n("spend")
-	if _, err := l.Check(context.Background(), []ratelimits.Transaction{txn("Rate", 5), txn("Local", 1), txn("HereRate", 7)}); err != nil {
+	// A check counts nothing; the source's part is checked there, for its
+	// figures.
+	bd, err := l.Check(context.Background(), []ratelimits.Transaction{txn("Rate", 5), txn("Local", 1), txn("HereRate", 7)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if r, h := hitsIn10s(t, l, "Rate"), hitsIn10s(t, l, "HereRate"); r != 5 || h != 7 || src.n("spend") != spends {
-		t.Fatalf("after a check: Rate %d, HereRate %d, %d spends sent", r, h, src.n("spend")-spends)
+	if d := bd.Decisions[0]; !d.Allowed || d.Remaining != 90 {
+		t.Fatalf("the source's rate counter in a check: %+v, want allowed, 90 left as if counted", d)
+	}
+	if r, h := hitsIn10s(t, l, "Rate"), hitsIn10s(t, l, "HereRate"); r != 5 || h != 7 {
+		t.Fatalf("after a check: Rate %d, HereRate %d", r, h)
 	}
 }
 

@@ -372,3 +372,74 @@ func TestSyncRateSurvivesRedisFailure(t *testing.T) {
 		})
 	}
 }
+
+// mixedDefaults declares a local-only window (Local, 1 an hour) and two
+// limits on the source: Plain, GCRA 5 a minute, and Locked, GCRA 2 a
+// minute whose denials box the id for 30s.
+const mixedDefaults = `
+Local:
+  enum: 331
+  id: string
+  algorithm: sliding-window
+  count: 1
+  period: 1h
+  sync_rate: -1
+Plain:
+  enum: 332
+  id: string
+  burst: 5
+  count: 5
+  period: 1m
+Locked:
+  enum: 333
+  id: string
+  burst: 2
+  count: 2
+  period: 1m
+  penalty: 30s
+`
+
+// A batch whose local part (sync_rate -1) denies it answers its part on
+// Redis as one source answers a denied batch: each transaction with its
+// own figures, none of its buckets written, and an id that its own denial
+// boxes boxed on Redis, where another process sees it.
+func TestMixedBatchLocalDenialOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
+	for _, b := range syncBackends {
+		t.Run(b.name, func(t *testing.T) {
+			url, _ := b.start(t)
+			procs := startSyncProcs(t, 2, url, mixedDefaults)
+			api := procs[0].api()
+			ctx := context.Background()
+			txn := func(limit string, cost int64) apiclient.Transaction {
+				return apiclient.Transaction{Limit: limit, ID: "7"}.WithCost(cost)
+			}
+			for _, first := range []apiclient.Transaction{txn("Local", 1), txn("Locked", 2)} {
+				if d, err := api.Spend(ctx, first); err != nil || !d.Allowed {
+					t.Fatalf("spend %+v: %+v, %v", first, d, err)
+				}
+			}
+			d, err := api.SpendBatch(ctx, []apiclient.Transaction{txn("Local", 1), txn("Plain", 2), txn("Locked", 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed || len(d.Decisions) != 3 {
+				t.Fatalf("the batch: %+v, want denied", d)
+			}
+			if p := d.Decisions[1]; !p.Allowed || p.Remaining != 3 || p.ResetIn != 24*time.Second {
+				t.Fatalf("Plain in the denied batch: %+v, want allowed, 3 left as if written, full in 24s", p)
+			}
+			if l := d.Decisions[2]; l.Allowed || !l.Penalized || l.RetryIn != 30*time.Second {
+				t.Fatalf("Locked in the denied batch: %+v, want denied and boxed for 30s", l)
+			}
+			if got := bucket(t, procs[0], "Plain", "7"); got.Remaining != 5 {
+				t.Fatalf("Plain after the denied batch: %d left, want 5 (nothing written)", got.Remaining)
+			}
+			for i, p := range procs {
+				if has, in := boxHas(t, p, "Locked", "7"); !has || in != 30*time.Second {
+					t.Fatalf("process %d: Locked/7 in the box %v for %v, want boxed for 30s", i, has, in)
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
+	"github.com/limiter-dev/limiter/source/syncpush"
 )
 
 // Front is the layer in front of a shared source, as the Limiter's
@@ -96,10 +97,9 @@ func (f *Front) innerContext(ctx context.Context) (context.Context, context.Canc
 // bucket.SpendBatch writes them in a denied batch.
 //
 // When this part denies the batch, its denial (whose retry time is never
-// 0) decides it, and the inner part goes to observe. Its GCRA and window
-// ops are not written, since a source writes those whenever their own
-// batch is allowed: the outcomes of those not spend-only stay zero, and an
-// id they would have boxed is not boxed.
+// 0) decides it, and the inner part goes to observe: its ops answer with
+// their own figures and write what a denied batch writes, and nothing
+// else.
 func (f *Front) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
 	here, there := split(ops, outcomes)
 	switch {
@@ -136,37 +136,42 @@ func (f *Front) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes 
 	return nil
 }
 
-// observe sends the writing rate-counter ops of an inner part that a
-// denial here left undecided, in a batch of their own, so that their hits
-// are counted and their ids boxed as in any denied batch. Spend-only GCRA
-// and window ops (shadow limits' among them) go with them as check-only
-// ones, so that their answers are their own decisions while nothing of
-// theirs is written. The batch is denied whatever they say, so a failure
-// of the inner source changes nothing in the answer.
+// observe decides the inner part of a batch that a denial here decided,
+// as that denied batch would decide it on one source: every op answers
+// with its own figures, rate-counter hits are counted and ids boxed, and
+// no bucket, window or lease is written. The inner source writes a
+// batch's buckets whenever that batch is allowed, so the ops go in a
+// batch of their own with every op but the rate counters' made
+// check-only, whose answers are the figures of a spend without its
+// write. A check boxes nobody, so the ids that a check-and-spend op's own
+// denial boxes are then boxed on the inner source, as its sync pushes a
+// box entry: until the later of the stored expiry and the one the check
+// answered, so an id already boxed keeps its own. The batch is denied
+// whatever the inner source says, so its failure only leaves the inner
+// part's answers zero.
 func (f *Front) observe(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
-	var idx []int
-	for i := range ops {
-		if rc := ops[i].Algorithm == bucket.RateCounter; rc && ops[i].Mode != bucket.CheckOnly || !rc && ops[i].Mode == bucket.SpendOnly {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) == 0 {
-		return
-	}
-	sub, subOut := make([]bucket.Op, len(idx)), make([]bucket.Outcome, len(idx))
-	for j, i := range idx {
-		sub[j] = ops[i]
-		if sub[j].Algorithm != bucket.RateCounter {
-			sub[j].Mode = bucket.CheckOnly
+	checks := slices.Clone(ops)
+	for i := range checks {
+		if checks[i].Algorithm != bucket.RateCounter {
+			checks[i].Mode = bucket.CheckOnly
 		}
 	}
 	ctx, cancel := f.innerContext(ctx)
 	defer cancel()
-	if err := f.inner.Spend(ctx, now, sub, subOut); err != nil {
+	if err := f.inner.Spend(ctx, now, checks, outcomes); err != nil {
+		clear(outcomes)
 		return
 	}
-	for j, i := range idx {
-		outcomes[i] = subOut[j]
+	var boxes []syncpush.Rate
+	for i := range ops {
+		op, o := &ops[i], &outcomes[i]
+		if op.Algorithm != bucket.RateCounter && op.Mode == bucket.CheckAndSpend && op.Box != "" && o.Penalized {
+			boxes = append(boxes, syncpush.Rate{Box: op.Box, BoxExpires: now + o.RetryIn})
+		}
+	}
+	if len(boxes) > 0 && f.layer.rates != nil {
+		// A failure leaves the ids unboxed, as a lost write would.
+		_ = f.layer.rates.SyncRates(ctx, now, boxes)
 	}
 }
 
