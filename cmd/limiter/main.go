@@ -9,9 +9,9 @@ import (
 	"io"
 	"os"
 
-	// The zone database of calendar limits is the binary's own, so a
-	// limit's periods do not depend on the host's zoneinfo (nor on its
-	// having one: the container image has none).
+	// The binary carries a zone database for calendar limits, so a host
+	// without one (the container image has none) knows every zone. Go
+	// reads a host's own first, where there is one.
 	_ "time/tzdata"
 )
 

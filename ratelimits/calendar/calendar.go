@@ -26,9 +26,9 @@ type Calendar struct {
 }
 
 // New returns the calendar of unit u in the IANA zone named zone ("" is
-// UTC). The zone comes from the zone database the binary is built with
-// (time/tzdata where it is imported), so the host's does not matter. An
-// unknown zone wraps ErrUnknownZone.
+// UTC), as time.LoadLocation finds it: in the host's zone database when
+// it has one, else in the one built into the binary (time/tzdata, where it
+// is imported). An unknown zone wraps ErrUnknownZone.
 func New(u Unit, zone string) (*Calendar, error) {
 	if u < Day || u > Year {
 		return nil, fmt.Errorf("calendar: unit %d is not day, week, month or year", u)
