@@ -2,6 +2,7 @@ package sourcetest
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -45,6 +46,17 @@ func (l climit) op(key string, cost int64, mode bucket.Mode) bucket.Op {
 // calendarLimit makes ops of a calendar limit (alt changes nothing).
 func calendarLimit(l climit) func(string, int64, bucket.Mode, bool) bucket.Op {
 	return func(key string, cost int64, mode bucket.Mode, _ bool) bucket.Op { return l.op(key, cost, mode) }
+}
+
+// stateKey is where a Model keeps op's state: a calendar op's counter
+// under a key naming its period at now (its calendar's tag and the
+// period's start), since a counter is identified by its period word,
+// zone and start; any other op's under its key.
+func stateKey(now int64, op *bucket.Op) string {
+	if op.Algorithm != bucket.Calendar {
+		return op.Key
+	}
+	return fmt.Sprintf("%s@%d@%d", op.Key, op.Calendar.Tag, op.Periods.At(floorDiv(now, int64(time.Millisecond))).Start)
 }
 
 // at is the unix ns of an RFC 3339 instant, plus ns more.
@@ -137,10 +149,9 @@ func testCalendarRefundAndReset(t *testing.T, newSource Factory) {
 
 // testCalendarIdentity: a counter belongs to its period word, zone and
 // start. A day in UTC and one in London begin and end together in winter,
-// and a UTC week begins with its Monday: none of them reads another's.
-// (Whether a counter is still there when a reload goes back to its zone
-// within its period is each source's own: one key per bucket keeps the
-// last one written, one key per period keeps each.)
+// and a UTC week begins with its Monday: none of them reads another's,
+// and each is still there when a reload goes back to it within its
+// period.
 func testCalendarIdentity(t *testing.T, newSource Factory) {
 	p := newPair(t, newSource)
 	k := key(t, "a")
@@ -154,6 +165,9 @@ func testCalendarIdentity(t *testing.T, newSource Factory) {
 	p.spend(monday, londonDay.op(k, 2, bucket.CheckAndSpend))
 	if got := p.spend(monday, londonDay.op(k, 0, bucket.CheckOnly))[0]; got.Remaining != 3 {
 		t.Fatalf("the London day after its spend: %+v, want 3 left", got)
+	}
+	if got := p.spend(monday, utcDay.op(k, 0, bucket.CheckOnly))[0]; got.Remaining != 0 {
+		t.Fatalf("the UTC day again, after the London one: %+v, want its 5 hits still counted", got)
 	}
 	// A key that was a calendar counter reads as an empty window.
 	p.spend(monday, tenPerMinuteFixed.op(k, 3, bucket.CheckAndSpend))

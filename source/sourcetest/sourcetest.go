@@ -348,7 +348,7 @@ const boxPrefix = "\x00box:"
 // read returns the state op reads: its bucket and, when it has a box, its
 // box entry. A rate counter is a copy, which the caller may change.
 func (m Model) read(now int64, op *bucket.Op) bucket.State {
-	st, ok := m[op.Key]
+	st, ok := m[stateKey(now, op)]
 	if !ok || (op.Algorithm == bucket.GCRA && st.TAT <= now) {
 		st = bucket.Empty
 	}
@@ -429,7 +429,7 @@ func (m Model) Apply(now int64, ops []bucket.Op, isRefund bool) []bucket.Outcome
 			}
 			m[op.Key] = bucket.State{TAT: gcra.Missing, Rate: c}
 		case o.Write:
-			m[op.Key] = bucket.State{TAT: o.New.TAT, Window: o.New.Window, Calendar: o.New.Calendar, Leases: o.New.Leases}
+			m[stateKey(now, op)] = bucket.State{TAT: o.New.TAT, Window: o.New.Window, Calendar: o.New.Calendar, Leases: o.New.Leases}
 		}
 		if o.WriteBox {
 			m[boxPrefix+op.Box] = bucket.State{BoxExpires: o.New.BoxExpires}

@@ -56,7 +56,8 @@ func windowAfter(period int64) int64 {
 func (m Model) Reset(now int64, ops []bucket.Op) int {
 	n := 0
 	for i := range ops {
-		st, ok := m[ops[i].Key]
+		key := stateKey(now, &ops[i])
+		st, ok := m[key]
 		if !ok {
 			st = bucket.Empty
 		}
@@ -67,7 +68,7 @@ func (m Model) Reset(now int64, ops []bucket.Op) int {
 		if bucket.Busy(now, &ops[i], st) {
 			n++
 		}
-		delete(m, ops[i].Key)
+		delete(m, key)
 	}
 	return n
 }
