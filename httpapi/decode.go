@@ -535,6 +535,10 @@ func (f *fault) fieldFault(index int) *apiError {
 		return badRequest(codeUnknownField, fmt.Sprintf("unknown field %q", f.name), index)
 	case f.name == "cost":
 		return badRequest(codeInvalidCost, "cost must be a whole number from 0 to the limit's burst, got "+f.got(), index)
+	case f.name == "lease":
+		// Only release and renew bodies have one; a lease that is no
+		// string is no lease id either, as one of the wrong form is.
+		return badRequest(codeInvalidLease, "lease must be a lease id, 32 lowercase hex characters, got "+f.got(), index)
 	}
 	return badRequest(codeInvalidRequest, fmt.Sprintf("%q must be a string, got %s", f.name, f.got()), index)
 }

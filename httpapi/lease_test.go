@@ -98,9 +98,10 @@ func TestLeaseRefusals(t *testing.T) {
 		{"a refund of a concurrency limit", "/v1/refund", `{"limit":"Exports","id":"7"}`, "invalid_request", ptr(0)},
 		{"a release without its lease", "/v1/renew", `{"limit":"Exports","id":"7"}`, "invalid_request", ptr(0)},
 		{"a release with a cost", "/v1/release", `{"limit":"Exports","id":"7","lease":"` + valid + `","cost":1}`, "unknown_field", ptr(0)},
-		{"a null lease", "/v1/release", `{"limit":"Exports","id":"7","lease":null}`, "invalid_request", ptr(0)},
+		{"a null lease", "/v1/release", `{"limit":"Exports","id":"7","lease":null}`, "invalid_lease", ptr(0)},
 		{"an empty batch", "/v1/renew", `{"transactions":[]}`, "empty_batch", nil},
-		{"a lease that is a number", "/v1/renew", `{"transactions":[{"limit":"Exports","id":"7","lease":5}]}`, "invalid_request", ptr(0)},
+		{"a lease that is a number", "/v1/renew", `{"transactions":[{"limit":"Exports","id":"7","lease":5}]}`, "invalid_lease", ptr(0)},
+		{"a lease that is an object", "/v1/release", `{"limit":"Exports","id":"7","lease":{}}`, "invalid_lease", ptr(0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
