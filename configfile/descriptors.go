@@ -1,7 +1,6 @@
 package configfile
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -50,36 +49,27 @@ const descriptorsShape = `"- {domain: NAME, descriptors: [{keys: [KEY, ...], lim
 // caller whose limit files did not load and who still wants this file's
 // own problems; the rules returned then name limits no one checked.
 func ParseDescriptors(file string, data []byte, cfg *ratelimits.Config) (*descriptors.Rules, error) {
-	rules, _, err := ParseDescriptorsWarnings(file, data, cfg)
-	return rules, err
-}
-
-// ParseDescriptorsWarnings is ParseDescriptors that also returns what a
-// file may say but most likely does not mean, each at its line: today, a
-// limit named by a rule of one key and by a rule of several (see
-// sharedAcrossArity). The rules are loaded all the same.
-func ParseDescriptorsWarnings(file string, data []byte, cfg *ratelimits.Config) (*descriptors.Rules, []Problem, error) {
 	l := newLoader()
 	if cfg != nil {
 		for _, n := range cfg.Names() {
 			l.names[n.Limit] = n // for the "did you mean" of an unknown name
 		}
 	}
-	p := descriptorsParser{l: l, file: file, cfg: cfg, domains: map[string]*domainUse{}, arity: map[string]*[2]int{}}
+	p := descriptorsParser{l: l, file: file, cfg: cfg, domains: map[string]*domainUse{}}
 	root, ok := l.parseDocument(file, data)
 	if ok && root != nil && !isNull(root) {
 		p.parseRoot(root)
 	}
 	if len(l.problems) > 0 {
-		return nil, nil, problemsError(file, l.problems)
+		return nil, problemsError(file, l.problems)
 	}
 	rules, err := descriptors.New(p.parsed)
 	if err != nil {
 		// The parser has refused everything New would, each problem at its
 		// line: this is the parser's mistake, reported rather than lost.
-		return nil, nil, &Error{Problems: []Problem{{File: file, Message: err.Error()}}}
+		return nil, &Error{Problems: []Problem{{File: file, Message: err.Error()}}}
 	}
-	return rules, p.warnings, nil
+	return rules, nil
 }
 
 // descriptorsParser walks one descriptors file.
@@ -89,12 +79,7 @@ type descriptorsParser struct {
 	cfg  *ratelimits.Config // nil: limit names are not checked
 
 	domains map[string]*domainUse // every domain named so far
-	// arity is, for every limit named so far, the line of its first
-	// rule of one key and of its first rule of several (0: none yet).
-	arity map[string]*[2]int
-	// warnings are what the file may say but most likely does not mean.
-	warnings []Problem
-	parsed   []descriptors.Domain // the domains without problems, in file order
+	parsed  []descriptors.Domain  // the domains without problems, in file order
 }
 
 // domainUse is where a domain was first named, and the key lists of its
@@ -202,39 +187,7 @@ func (p *descriptorsParser) rule(n *yaml.Node, use *domainUse) (descriptors.Rule
 	if !okKeys || !okLimit {
 		return descriptors.Rule{}, false
 	}
-	p.sharedAcrossArity(n.Line, keys, limit)
 	return descriptors.Rule{Keys: keys, Limit: limit}, true
-}
-
-// sharedAcrossArity warns of a rule of one key and a rule of several
-// under one limit. The values of a rule of several keys are escaped
-// before they are joined (descriptors.JoinValues), so no two descriptors
-// of such rules share an id; a single value is the id as it is, so it can
-// spell any joined id ("tenant:alice:x" is also (tenant, alice:x) joined),
-// and whoever sets that one value could spend another subscriber's
-// bucket. Such a file is valid, and may mean the sharing (as an HTTP
-// caller and a descriptor may share a bucket), so it loads; the warning
-// says what it allows. Rules of one key among themselves, or of several
-// among themselves, share no ids they do not mean to.
-func (p *descriptorsParser) sharedAcrossArity(line int, keys []string, limit string) {
-	use := p.arity[limit]
-	if use == nil {
-		use = &[2]int{}
-		p.arity[limit] = use
-	}
-	mine, other := 0, 1
-	if len(keys) > 1 {
-		mine, other = 1, 0
-	}
-	if use[other] != 0 && use[mine] == 0 {
-		kinds := [2]string{"one key", "several keys"}
-		p.warnings = append(p.warnings, Problem{File: p.file, Line: line, Limit: limit, Message: fmt.Sprintf(
-			"a rule of %s names this limit, and so does a rule of %s (line %d): a single value can spell a joined id (tenant:alice:x is also tenant and alice:x joined), so whoever sets that value can spend the other rule's buckets; give each its own limit unless they are meant to share",
-			kinds[mine], kinds[other], use[other])})
-	}
-	if use[mine] == 0 {
-		use[mine] = line
-	}
 }
 
 // keys reads a rule's keys, a non-empty list of non-empty strings, and

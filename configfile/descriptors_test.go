@@ -2,7 +2,6 @@ package configfile
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/limiter-dev/limiter/envoyapi/descriptors"
@@ -258,22 +257,11 @@ func TestDescriptorsBundledFile(t *testing.T) {
 	}
 }
 
-// A limit named by a rule of one key and by a rule of several loads, with
-// a warning at the later rule: a single value can spell the other rule's
-// joined id. Rules of one arity sharing a limit get none.
-func TestDescriptorsWarnOfOneLimitAcrossArities(t *testing.T) {
-	cfg := rulesConfig(t)
+// A limit may be named by rules of one key and of several, in any domain:
+// they count in its buckets alike, as HTTP callers and descriptors do.
+func TestDescriptorsShareALimitAcrossArities(t *testing.T) {
 	const mixed = "- domain: edge\n  descriptors:\n    - keys: [tenant]\n      limit: LoginAttemptsPerUser\n- domain: mesh\n  descriptors:\n    - keys: [tenant, user]\n      limit: LoginAttemptsPerUser\n    - keys: [team, user]\n      limit: LoginAttemptsPerUser\n"
-	rules, warnings, err := ParseDescriptorsWarnings(xfile, []byte(mixed), cfg)
-	if err != nil || rules.Count() != 3 {
-		t.Fatalf("ParseDescriptorsWarnings = %d rules, %v; want the 3 rules loaded", rules.Count(), err)
-	}
-	if len(warnings) != 1 || warnings[0].Line != 7 || warnings[0].Limit != "LoginAttemptsPerUser" ||
-		!strings.Contains(warnings[0].Message, "a rule of several keys names this limit, and so does a rule of one key (line 3)") {
-		t.Errorf("warnings %+v; want one, at line 7", warnings)
-	}
-	const oneArity = "- domain: edge\n  descriptors:\n    - keys: [tenant]\n      limit: LoginAttemptsPerUser\n    - keys: [user]\n      limit: LoginAttemptsPerUser\n"
-	if _, warnings, err := ParseDescriptorsWarnings(xfile, []byte(oneArity), cfg); err != nil || len(warnings) != 0 {
-		t.Errorf("rules of one key sharing a limit: %v, warnings %+v; want none", err, warnings)
+	if rules, err := ParseDescriptors(xfile, []byte(mixed), rulesConfig(t)); err != nil || rules.Count() != 3 {
+		t.Fatalf("ParseDescriptors = %v, %v; want the 3 rules loaded", rules, err)
 	}
 }

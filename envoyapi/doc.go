@@ -12,12 +12,10 @@
 // descriptor's entries are exactly its keys, in order, and the first
 // matching rule names the limit. The subscriber id is the value of a
 // descriptor of one entry, as it is; the values of several entries are
-// each escaped ('\' as `\\`, ':' as `\:`) and joined with ':', so that
-// two descriptors of one rule never meet in one bucket however their
-// values split (descriptors.JoinValues). The limit's id kind then validates and
-// canonicalises the id. A descriptor no rule matches, one without
-// entries, and every descriptor of a domain without rules are unlimited:
-// their status is OK, without current_limit.
+// joined with ':' as they are (descriptors.JoinValues). The limit's id
+// kind then validates and canonicalises the id. A descriptor no rule
+// matches, one without entries, and every descriptor of a domain without
+// rules are unlimited: their status is OK, without current_limit.
 //
 // The matched descriptors of one request are one batch, decided atomically
 // (check-and-spend) as an HTTP batch is: either every one of them is spent

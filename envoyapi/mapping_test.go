@@ -21,8 +21,7 @@ type bucketState struct {
 }
 
 // A descriptor maps to a limit when its keys are exactly a rule's keys, in
-// order, in the request's domain; its values joined with ':' (each
-// escaped when there are several) are the id.
+// order, in the request's domain; its values joined with ':' are the id.
 // Anything else is unlimited: OK, without current_limit, and nothing is
 // spent anywhere.
 func TestDescriptorsMapToLimitsByExactKeys(t *testing.T) {
@@ -256,18 +255,18 @@ func TestSetRulesWhileServing(t *testing.T) {
 	<-done
 }
 
-// Two descriptors of a rule of several keys never share a bucket, whatever
-// their values hold: a value that contains ':' cannot make its descriptor
-// spend the bucket of another whose values split at another ':'. Each
-// value is escaped before the join (`\` as `\\`, ':' as `\:`).
-func TestJoinedValuesNeverShareABucket(t *testing.T) {
+// The values of a rule of several keys are joined with ':' as they are, so
+// two descriptors whose values split one id at different ':' are one
+// bucket: across requests they share it, and in one request they are a
+// duplicate bucket, refused with nothing spent.
+func TestJoinedValuesAreJoinedPlainly(t *testing.T) {
 	h := start(t, func(su *setup) {
 		su.defaults = `
 Pairs:
   enum: 101
   id: string
-  burst: 1
-  count: 1
+  burst: 2
+  count: 2
   period: 1h
 `
 		su.opts.Rules = mustRules(t, []descriptors.Domain{{Name: "edge", Rules: []descriptors.Rule{
@@ -279,33 +278,16 @@ Pairs:
 		return h.call(request("edge", desc("a", a, "b", b))).GetOverallCode()
 	}
 	if got := spend("tenant:alice", "x"); got != ok {
-		t.Fatalf("(a=tenant:alice, b=x), first spend: %v, want OK", got)
+		t.Fatalf("(a=tenant:alice, b=x): %v, want OK", got)
 	}
+	if got := h.remaining("Pairs", "tenant:alice:x"); got != 1 {
+		t.Fatalf("Pairs tenant:alice:x: %d remaining, want 1", got)
+	}
+	h.refused(request("edge", desc("a", "tenant:alice", "b", "x"), desc("a", "tenant", "b", "alice:x")), codes.InvalidArgument)
 	if got := spend("tenant", "alice:x"); got != ok {
-		t.Errorf("(a=tenant, b=alice:x) after (a=tenant:alice, b=x) spent the burst of 1: %v, want OK (another bucket)", got)
+		t.Fatalf("(a=tenant, b=alice:x): %v, want OK", got)
 	}
-	// Each is still its own bucket: spent, and denied on a second spend.
 	if got := spend("tenant:alice", "x"); got != overLimit {
-		t.Errorf("(a=tenant:alice, b=x), second spend: %v, want OVER_LIMIT", got)
+		t.Errorf("(a=tenant:alice, b=x) after both spent its burst of 2: %v, want OVER_LIMIT", got)
 	}
-	for _, b := range []bucketState{{"Pairs", `tenant\:alice:x`, 0}, {"Pairs", `tenant:alice\:x`, 0}} {
-		if got := h.remaining(b.limit, b.id); got != b.remaining {
-			t.Errorf("%s %q: %d remaining, want %d", b.limit, b.id, got, b.remaining)
-		}
-	}
-}
-
-// The escaped id is what the limit's id kind checks: values whose plain
-// join would fit in a string id's 256 bytes but whose escaped join does
-// not are refused as any invalid id is, and nothing is spent.
-func TestAnEscapedIDTooLongIsRefused(t *testing.T) {
-	h := start(t)
-	colons := strings.Repeat(":", 127) // joined plainly: 255 bytes; escaped: 509
-	msg := h.refused(request("edge", desc("api_key", colons, "path", colons)), codes.InvalidArgument)
-	if !strings.HasPrefix(msg, "descriptor 0: invalid id") {
-		t.Errorf("message %q does not name descriptor 0 and the invalid id", msg)
-	}
-	// Within 256 bytes escaped, the same kind of values is an id.
-	checkStatuses(t, h.call(request("edge", desc("api_key", strings.Repeat(":", 63), "path", strings.Repeat(":", 64)))),
-		ok, limited(ok, "Keys", 10, hour, 9, 6*time.Minute))
 }

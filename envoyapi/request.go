@@ -138,8 +138,7 @@ func costOf(i int, d *ratelimitv3.RateLimitDescriptor, requestHits uint32) (int6
 }
 
 // subscriberID is the id of a matched descriptor: its values as
-// descriptors.JoinValues joins them, escaped when there are several so
-// that no two descriptors share a bucket.
+// descriptors.JoinValues joins them.
 func subscriberID(entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
 	return descriptors.JoinValues(len(entries), func(j int) string { return entries[j].GetValue() })
 }

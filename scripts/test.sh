@@ -228,7 +228,6 @@ fuzz FuzzDecode 25000 ./httpapi/
 fuzz FuzzEncode 10000 ./httpapi/
 fuzz FuzzParseConfig 15000 ./configfile/
 fuzz FuzzParseDescriptors 10000 ./configfile/
-fuzz FuzzJoinInjective 20000 ./envoyapi/descriptors/
 fuzz FuzzParseForwardAuth 10000 ./configfile/
 fuzz FuzzCanonicalize 40000 ./ratelimits/
 fuzz FuzzStoreAgainstModel 12000 ./source/memory/internal/table/

@@ -117,8 +117,8 @@ func TestEnvoyService(t *testing.T) {
 	t.Run("bad input", func(t *testing.T) { envoyBadInput(t, e) })
 }
 
-// Every rule of the mapping: exact keys in order, ids joined with ':'
-// (several values escaped first) and canonicalised by the limit's id kind,
+// Every rule of the mapping: exact keys in order, ids joined with ':' and
+// canonicalised by the limit's id kind,
 // domains apart, and whatever no rule matches unlimited and unspent. The
 // answer states the limit in Envoy's units and agrees with the bucket as
 // the HTTP API reads it.
@@ -140,13 +140,9 @@ func envoyMapping(t *testing.T, e *envoyProc) {
 		{name: "two keys joined", domain: "edge", desc: desc("api_key", "k1", "path", "login"),
 			limit: "EnvoyByKeyPath", id: "k1:login", perUnit: 3, unit: rlsv3.RateLimitResponse_RateLimit_HOUR,
 			untouched: [][2]string{{"EnvoyByKey", "k1"}}},
-		// Values that hold ':' are escaped before the join, so these two
-		// are two buckets: each is spent once, none twice.
-		{name: "a ':' in a value escaped", domain: "edge", desc: desc("api_key", "k8:a", "path", "b"),
-			limit: "EnvoyByKeyPath", id: `k8\:a:b`, perUnit: 3, unit: rlsv3.RateLimitResponse_RateLimit_HOUR,
-			untouched: [][2]string{{"EnvoyByKeyPath", "k8:a:b"}}},
-		{name: "the same ':' in the other value", domain: "edge", desc: desc("api_key", "k8", "path", "a:b"),
-			limit: "EnvoyByKeyPath", id: `k8:a\:b`, perUnit: 3, unit: rlsv3.RateLimitResponse_RateLimit_HOUR},
+		// Values are joined as they are, ':' and all.
+		{name: "a ':' in a value", domain: "edge", desc: desc("api_key", "k8:a", "path", "b"),
+			limit: "EnvoyByKeyPath", id: "k8:a:b", perUnit: 3, unit: rlsv3.RateLimitResponse_RateLimit_HOUR},
 		{name: "the same keys in another order", domain: "edge", desc: desc("path", "login2", "api_key", "k2"),
 			untouched: [][2]string{{"EnvoyByKeyPath", "k2:login2"}, {"EnvoyByKeyPath", "login2:k2"}, {"EnvoyByKey", "k2"}}},
 		{name: "a prefix of the keys is another rule", domain: "edge", desc: desc("api_key", "k3"),

@@ -57,9 +57,6 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%d problem(s) found\n", len(lines))
 		return 1
 	}
-	for _, w := range loaded.warnings {
-		fmt.Fprintln(stdout, "warning: "+w.String())
-	}
 	counts := loaded.counts()
 	fmt.Fprintf(stdout, "ok: %s (%s limits with defaults), %s (%s overrides), %s, %s\n",
 		c.defaults, counts[defaultsFile], c.overrides, strings.Replace(counts[overridesFile], "none", "0", 1),

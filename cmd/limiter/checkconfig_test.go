@@ -211,26 +211,3 @@ func emptyOverrides(t *testing.T, dir string) string {
 	}
 	return path
 }
-
-// A descriptors file that lets a single value spell another rule's joined
-// id loads: check-config says ok, after a warning at the rule's line.
-func TestCheckConfigWarnsOfOneLimitAcrossArities(t *testing.T) {
-	dir := t.TempDir()
-	defaults := filepath.Join(dir, "defaults.yaml")
-	rules := filepath.Join(dir, "descriptors.yaml")
-	for path, content := range map[string]string{
-		defaults: "APIRequestsPerKey:\n  enum: 102\n  id: string\n  burst: 100\n  count: 100\n  period: 1s\n",
-		rules:    "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: APIRequestsPerKey\n    - keys: [api_key, path]\n      limit: APIRequestsPerKey\n",
-	} {
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"check-config", "--defaults", defaults, "--overrides", emptyOverrides(t, dir), "--descriptors", rules}, &stdout, &stderr)
-	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
-	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "warning: "+rules+":5: APIRequestsPerKey: a rule of several keys names this limit") ||
-		!strings.HasPrefix(lines[1], "ok: ") || !strings.Contains(lines[1], "(2 descriptor rules)") {
-		t.Errorf("exit %d, output:\n%s%s\nwant exit 0, a warning at line 5, then ok with 2 rules", code, stdout.String(), stderr.String())
-	}
-}

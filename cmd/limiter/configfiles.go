@@ -61,9 +61,6 @@ type loadedConfig struct {
 	inUse [fileRoles]configfile.Presence
 	// skipped is the first problem of a loose rules file left out.
 	skipped [fileRoles]string
-	// warnings are what the files may say but most likely do not mean
-	// (configfile.ParseDescriptorsWarnings): they load, and are logged.
-	warnings []configfile.Problem
 }
 
 // missingFile is a file that must exist and does not: the defaults file,
@@ -138,11 +135,7 @@ func (c *configFlags) load(running *ratelimits.Config, last *loadedConfig) (*loa
 		}
 		var err error
 		if role == descriptorsFile {
-			l.rules, err = parseRules(l, c, files[role], role, l.cfg, func(file string, data []byte, cfg *ratelimits.Config) (*descriptors.Rules, error) {
-				rules, warnings, err := configfile.ParseDescriptorsWarnings(file, data, cfg)
-				l.warnings = append(l.warnings, warnings...)
-				return rules, err
-			})
+			l.rules, err = parseRules(l, c, files[role], role, l.cfg, configfile.ParseDescriptors)
 		} else {
 			l.fwd, err = parseRules(l, c, files[role], role, l.cfg, configfile.ParseForwardAuth)
 		}
@@ -230,14 +223,6 @@ func (l *loadedConfig) logFiles(log *slog.Logger) {
 		default:
 			log.Info("config file loaded", attrs...)
 		}
-	}
-}
-
-// logWarnings logs what the files may say but most likely do not mean,
-// one line each; trigger says which load found them.
-func (l *loadedConfig) logWarnings(log *slog.Logger, trigger string) {
-	for _, w := range l.warnings {
-		log.Warn("configuration warning", "trigger", trigger, "warning", w.String())
 	}
 }
 

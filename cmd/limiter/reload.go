@@ -146,7 +146,6 @@ func (r *reloader) Reload(trigger string) error {
 	if r.setForwardAuth != nil {
 		r.setForwardAuth(loaded.fwd)
 	}
-	loaded.logWarnings(r.log, trigger)
 	r.limiter.SetConfig(loaded.cfg)
 	r.last = loaded
 	r.successes.Inc()

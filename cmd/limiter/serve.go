@@ -361,7 +361,6 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 		go reload.watch(ctx, f.reloadInterval)
 	}
 	loaded.logFiles(log)
-	loaded.logWarnings(log, "start")
 	attrs := []any{"addr", servers[0].bound, "source", sourceKind(f.source), "defaults", f.defaults, "overrides", f.overrides,
 		"forward_auth", f.forwardAuth, "forward_auth_rules", fwd.Count(), "fake_clock", fake != nil, "auth", len(apiTokens) > 0 || len(adminTokens) > 0, "version", buildVersion()}
 	if sourceKind(f.source) != "memory" {

@@ -144,42 +144,26 @@ func (r *Rules) Count() int {
 }
 
 // JoinValues returns the subscriber id of a matched descriptor of n
-// entries whose i-th value is value(i). One value is the id as it is.
-// Several are joined with ':' after each is escaped, '\' as `\\` and ':'
-// as `\:`, so that the join is injective: unescaped, (tenant:alice, x)
-// and (tenant, alice:x) would both be tenant:alice:x, and whoever sets
-// one value (a header Envoy copies, say) could spend another subscriber's
-// bucket. A value without ':' or '\' is unchanged, so the ids of ordinary
-// descriptors, and the buckets and overrides keyed by them, are the same
-// as a plain join's. value lets a caller join the values of a request
-// without copying them.
+// entries whose i-th value is value(i): the values joined with ':', as
+// they are (one value is the id itself). A value may hold ':' too, so
+// (tenant:alice, x) and (tenant, alice:x) are one id, and one bucket: in
+// one request, two such descriptors of a limit are a duplicate bucket.
+// value lets a caller join the values of a request without copying them.
 func JoinValues(n int, value func(i int) string) string {
 	if n == 1 {
 		return value(0)
 	}
-	size, escapes := n-1, 0
+	size := n - 1
 	for i := range n {
-		v := value(i)
-		size += len(v)
-		escapes += strings.Count(v, ":") + strings.Count(v, `\`)
+		size += len(value(i))
 	}
 	var b strings.Builder
-	b.Grow(size + escapes)
+	b.Grow(size)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(':')
 		}
-		v := value(i)
-		if escapes == 0 {
-			b.WriteString(v)
-			continue
-		}
-		for j := 0; j < len(v); j++ {
-			if c := v[j]; c == ':' || c == '\\' {
-				b.WriteByte('\\')
-			}
-			b.WriteByte(v[j])
-		}
+		b.WriteString(value(i))
 	}
 	return b.String()
 }

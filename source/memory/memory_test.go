@@ -13,6 +13,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/calendar"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 	"github.com/limiter-dev/limiter/source/memory"
@@ -292,6 +293,27 @@ func BenchmarkSpendWindowSerial(b *testing.B) {
 				_ = src.Spend(context.Background(), now, ops, out)
 			}
 		})
+	}
+}
+
+// BenchmarkSpendCalendarSerial is BenchmarkSpendSerial on calendar
+// counters (a month of Paris).
+func BenchmarkSpendCalendarSerial(b *testing.B) {
+	cal, err := calendar.New(calendar.Month, "Europe/Paris")
+	if err != nil {
+		b.Fatal(err)
+	}
+	monthly := func(key string, cost int64) bucket.Op {
+		return bucket.Op{Key: key, Algorithm: bucket.Calendar, Calendar: calendar.Limit{Count: 1_000_000, Tag: cal.Tag()}, Periods: cal, Cost: cost}
+	}
+	src, keys := filledWith(b, 10_000, monthly)
+	out := make([]bucket.Outcome, 1)
+	ops := make([]bucket.Op, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		ops[0] = monthly(keys[i%len(keys)], 1)
+		_ = src.Spend(context.Background(), now, ops, out)
 	}
 }
 
