@@ -86,8 +86,8 @@ func (s *Source) applyOneWindow(now int64, ops []bucket.Op, outcomes []bucket.Ou
 // applyOneCalendar is applyOne for a calendar op, whose counter lives in
 // the table of window counters.
 func (s *Source) applyOneCalendar(now int64, ops []bucket.Op, outcomes []bucket.Outcome, act action) bool {
-	key := ops[0].Key
-	h := s.hash(key)
+	key := periodKey(now, &ops[0])
+	h := s.hash(ops[0].Key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -156,8 +156,9 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 			entries.Pin(true, pos)
 		case op.Algorithm == bucket.Calendar:
 			entries := &s.shardOf(r.h).entries
+			r.key = periodKey(now, op)
 			var pos int
-			pos, st.Calendar = entries.GetCalendar(op.Key, r.h, now)
+			pos, st.Calendar = entries.GetCalendar(r.key, r.h, now)
 			entries.Pin(true, pos)
 		default:
 			entries := &s.shardOf(r.h).entries
@@ -200,7 +201,7 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 			case op.Algorithm.Windowed():
 				lost = entries.PutWindow(op.Key, r.h, entries.FindWindow(op.Key, r.h), &o.New.Window, now, true)
 			case op.Algorithm == bucket.Calendar:
-				lost = entries.PutCalendar(op.Key, r.h, entries.FindWindow(op.Key, r.h), &o.New.Calendar, now, true)
+				lost = entries.PutCalendar(r.key, r.h, entries.FindWindow(r.key, r.h), &o.New.Calendar, now, true)
 			default:
 				lost = entries.PutTAT(op.Key, r.h, entries.FindTAT(op.Key, r.h), o.New.TAT, now, true)
 			}
@@ -216,13 +217,14 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 			continue
 		}
 		entries := &s.shardOf(h).entries
-		if op.Algorithm == bucket.Concurrency {
+		switch {
+		case op.Algorithm == bucket.Concurrency:
 			entries.PinLeases(op.Key, false)
-			continue
-		}
-		if op.Algorithm.Counted() {
+		case op.Algorithm == bucket.Calendar:
+			entries.Unpin(true, entries.FindWindow(refs[i].key, h))
+		case op.Algorithm.Counted():
 			entries.Unpin(true, entries.FindWindow(op.Key, h))
-		} else {
+		default:
 			entries.Unpin(false, entries.FindTAT(op.Key, h))
 		}
 	}
@@ -238,6 +240,9 @@ func (s *Source) applyBatch(now int64, ops []bucket.Op, outcomes []bucket.Outcom
 type opRef struct {
 	h, boxH         uint64
 	group, boxGroup *group
+	// key is where a calendar op's counter is stored (periodKey), under
+	// the hash h of its bucket key.
+	key string
 }
 
 // heldLocks are the locks a batch holds, and how many of its ops are

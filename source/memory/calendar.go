@@ -1,40 +1,25 @@
 package memory
 
 import (
-	"slices"
 	"strconv"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
-// periodKeys returns ops with each calendar op's key naming the period it
-// counts in at now: the bucket key, then its calendar's tag and the
-// period's start (unix ms). A counter is identified by its period word,
-// zone and start, so a counter of another period, or of a word or zone a
-// reload has since changed, is another entry: never read, and found again
-// where a reload goes back to it within its period, as on Redis. Each
-// entry expires with its period. ops itself is returned, unchanged, when
-// it has no calendar op; otherwise a copy, since ops is the caller's.
-func periodKeys(now int64, ops []bucket.Op) []bucket.Op {
-	var out []bucket.Op
-	for i := range ops {
-		op := &ops[i]
-		if op.Algorithm != bucket.Calendar {
-			continue
-		}
-		if out == nil {
-			out = slices.Clone(ops)
-		}
-		p := op.Periods.At(msFloor(now))
-		key := make([]byte, 0, len(op.Key)+42)
-		key = append(key, op.Key...)
-		key = append(strconv.AppendInt(append(key, '@'), op.Calendar.Tag, 10), '@')
-		out[i].Key = string(strconv.AppendInt(key, p.Start, 10))
-	}
-	if out == nil {
-		return ops
-	}
-	return out
+// periodKey is where a calendar op's counter is stored at now: its
+// bucket key, then its calendar's tag and the start (unix ms) of the
+// period now is in. A counter is identified by its period word, zone and
+// start, so a counter of another period, or of a word or zone a reload
+// has since changed, is another entry: never read, and found again where
+// a reload goes back to it within its period, as on Redis. Each entry
+// expires with its period. The entry is found under the hash of the
+// bucket key, so that an op's shard is its key's whatever its algorithm.
+func periodKey(now int64, op *bucket.Op) string {
+	var buf [128]byte
+	key := append(buf[:0], op.Key...)
+	key = strconv.AppendInt(append(key, '@'), op.Calendar.Tag, 10)
+	key = strconv.AppendInt(append(key, '@'), op.Periods.At(msFloor(now)).Start, 10)
+	return string(key)
 }
 
 // msFloor is unix ns in whole milliseconds, rounded down, as the calendar

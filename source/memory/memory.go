@@ -26,7 +26,7 @@
 // (EvictionsNotFull).
 //
 // A calendar quota's counter is kept in the table of window counters (a
-// slot of the same size), under a key that names its period (periodKeys),
+// slot of the same size), under a key that names its period (periodKey),
 // expiring at the end of its period.
 //
 // Each shard's entries are two hash tables of the internal table package,
@@ -159,7 +159,7 @@ func New(maxBuckets int, opts ...Option) *Source {
 
 // Spend implements ratelimits.Source.
 func (s *Source) Spend(_ context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
-	if s.apply(now, periodKeys(now, ops), outcomes, spend) {
+	if s.apply(now, ops, outcomes, spend) {
 		s.notFullEvicted()
 	}
 	return nil
@@ -167,7 +167,7 @@ func (s *Source) Spend(_ context.Context, now int64, ops []bucket.Op, outcomes [
 
 // Refund implements ratelimits.Source.
 func (s *Source) Refund(_ context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
-	if s.apply(now, periodKeys(now, ops), outcomes, refund) {
+	if s.apply(now, ops, outcomes, refund) {
 		s.notFullEvicted()
 	}
 	return nil
@@ -185,7 +185,6 @@ func (s *Source) notFullEvicted() {
 // counter) and, for an op with a box, its box entry, and counts the ops
 // for which that gave anything back (bucket.Busy).
 func (s *Source) Reset(_ context.Context, now int64, ops []bucket.Op) (int, error) {
-	ops = periodKeys(now, ops)
 	var refsBuf [smallBatch]opRef
 	var shardsBuf [smallBatch]uint32
 	var groupsBuf [2 * smallBatch]*group
@@ -205,6 +204,8 @@ func (s *Source) Reset(_ context.Context, now int64, ops []bucket.Op) (int, erro
 			}
 		} else if op.Algorithm == bucket.Concurrency {
 			st = bucket.WithLeases(s.shardOf(r.h).entries.TakeLeases(op.Key, now))
+		} else if op.Algorithm == bucket.Calendar {
+			st = s.shardOf(r.h).entries.Take(periodKey(now, op), r.h, true, now)
 		} else {
 			st = s.shardOf(r.h).entries.Take(op.Key, r.h, op.Algorithm.Counted(), now)
 		}

@@ -40,7 +40,7 @@ func (s *Source) applyOnce(now int64, rec once.Record, ops []bucket.Op, outcomes
 		act.decide(r.now, ops, states, outcomes)
 		return true, nil
 	}
-	evictedNotFull, words, windowed, leased := s.applyBatch(now, periodKeys(now, ops), outcomes, act, true)
+	evictedNotFull, words, windowed, leased := s.applyBatch(now, ops, outcomes, act, true)
 	st.add(rec.Key, &record{fingerprint: rec.Fingerprint, expires: rec.Expires, now: now, words: words, n: int32(len(ops)), windowed: windowed, leased: leased}, now)
 	if evictedNotFull {
 		// Called with the record lock held; the callback must not make
