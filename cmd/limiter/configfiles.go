@@ -166,15 +166,18 @@ func parseRules[T any](l *loadedConfig, c *configFlags, f configfile.File, role 
 
 // missingOrBlank is the problem of a file whose content is in use and
 // that a reload finds gone or blank: the reload keeps what is in use, and
-// says how to remove every rule on purpose.
+// says how to remove every rule on purpose, where a file can say that.
 func missingOrBlank(role fileRole, f configfile.File) error {
 	found := "is gone"
 	if f.Presence == configfile.Blank {
 		found = "is empty (no YAML document: a write caught half-way, or emptied by mistake?)"
 	}
+	remedy := "to remove all of it, write its empty form " + role.emptyForm()
+	if role == defaultsFile {
+		remedy = "the defaults file declares at least one limit, so it has no empty form"
+	}
 	return &configfile.Error{Problems: []configfile.Problem{{File: f.Path, Message: fmt.Sprintf(
-		"the %s file %s; it was loaded before, so what it gave stays in use; to remove all of it, write its empty form %s",
-		role.flag(), found, role.emptyForm())}}}
+		"the %s file %s; it was loaded before, so what it gave stays in use; %s", role.flag(), found, remedy)}}}
 }
 
 // counts says, per file, how many rules the load took from it: limits

@@ -252,3 +252,22 @@ func parseDefaults(t *testing.T, path string) *ratelimits.Config {
 	}
 	return cfg
 }
+
+// A file in use that a reload finds gone or blank is refused with a way
+// to remove its rules on purpose, where it has one: the defaults file
+// has none, since it declares at least one limit.
+func TestMissingOrBlankSaysWhatToWrite(t *testing.T) {
+	for role, want := range map[fileRole]string{
+		defaultsFile:    "the defaults file declares at least one limit, so it has no empty form",
+		overridesFile:   "write its empty form []",
+		descriptorsFile: "write its empty form []",
+		forwardAuthFile: "write its empty form {} (or [])",
+	} {
+		for _, p := range []configfile.Presence{configfile.Absent, configfile.Blank} {
+			err := missingOrBlank(role, configfile.File{Path: "f.yaml", Presence: p})
+			if !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "f.yaml: the "+role.flag()+" file ") {
+				t.Errorf("%s, %s: %q; want it to say %q", role.flag(), p, err, want)
+			}
+		}
+	}
+}
