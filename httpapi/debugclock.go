@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"math"
 	"net/http"
 	"time"
 
@@ -73,6 +74,10 @@ func (f debugClock) move(w http.ResponseWriter, r *http.Request) {
 			writeError(w, badRequest(codeInvalidRequest, "advance: "+err.Error(), -1))
 			return
 		}
+		if e := unixNanoRange("advance", f.clock.Now(), d); e != nil {
+			writeError(w, e)
+			return
+		}
 		f.clock.Add(d)
 	default:
 		t, err := time.Parse(time.RFC3339Nano, *req.Set)
@@ -80,9 +85,31 @@ func (f debugClock) move(w http.ResponseWriter, r *http.Request) {
 			writeError(w, badRequest(codeInvalidRequest, "set: "+err.Error(), -1))
 			return
 		}
+		if e := unixNanoRange("set", t, 0); e != nil {
+			writeError(w, e)
+			return
+		}
 		f.clock.Set(t)
 	}
 	f.read(w, r)
+}
+
+// Every decision reads the clock as Unix nanoseconds in an int64, so the
+// fake clock moves only within the instants that has: 1677-09-21 to
+// 2262-04-11.
+var (
+	earliestClock = time.Unix(0, math.MinInt64)
+	latestClock   = time.Unix(0, math.MaxInt64)
+)
+
+// unixNanoRange refuses a move of the clock to t + d outside them.
+func unixNanoRange(field string, t time.Time, d time.Duration) *apiError {
+	if t.Before(earliestClock) || t.After(latestClock) ||
+		(d > 0 && latestClock.Sub(t) < d) || (d < 0 && t.Sub(earliestClock) < -d) {
+		return badRequest(codeInvalidRequest, field+": the clock would leave the instants an int64 of Unix nanoseconds holds, "+
+			earliestClock.UTC().Format(time.RFC3339Nano)+" to "+latestClock.UTC().Format(time.RFC3339Nano), -1)
+	}
+	return nil
 }
 
 // read serves GET /debug/clock: the fake clock's time.

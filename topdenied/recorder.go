@@ -77,6 +77,7 @@ func (r *Recorder) Denied(limit, id string) {
 	sh := &r.shards[maphash.String(r.seed, id)%shards]
 	now := r.clk.Now().UnixNano()
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	lr := sh.limits[limit]
 	if lr == nil {
 		lr = &limitRings{}
@@ -89,7 +90,6 @@ func (r *Recorder) Denied(limit, id string) {
 	for _, w := range Windows() {
 		lr.rings[w].add(w, now, id)
 	}
-	sh.mu.Unlock()
 }
 
 // View is what one process counted over one window: per limit, the

@@ -266,3 +266,16 @@ func BenchmarkDeniedUntracked(b *testing.B) {
 		}
 	})
 }
+
+// Denials before 1970 (a fake clock can be there) are counted like any
+// others: a bucket of time before 0 is a slot of the ring too.
+func TestDeniedBefore1970(t *testing.T) {
+	r, clk := newFake()
+	clk.Set(time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC))
+	for range 2 {
+		r.Denied("L", "alice")
+	}
+	if got := top(t, r, "L", Window5m); len(got) != 1 || got[0] != (Entry{"L", "alice", 2, 0}) {
+		t.Fatalf("%v, want alice 2", got)
+	}
+}

@@ -17,10 +17,14 @@ type slot struct {
 
 func newRing(w Window) ring { return ring{slots: make([]slot, w.spec().buckets)} }
 
-// add counts id in the bucket of now (Unix nanoseconds).
+// add counts id in the bucket of now (Unix nanoseconds, before 1970 too).
 func (r *ring) add(w Window, now int64, id string) {
 	epoch := now / int64(w.spec().width)
-	s := &r.slots[epoch%int64(len(r.slots))]
+	i := epoch % int64(len(r.slots))
+	if i < 0 {
+		i += int64(len(r.slots))
+	}
+	s := &r.slots[i]
 	if s.sk == nil {
 		s.sk = spacesaving.New(Counters)
 		s.epoch = epoch
