@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -50,9 +52,25 @@ const (
 	codeInternal              = "internal"
 )
 
+// badRequest is a 400. Its message may quote what the client sent (a
+// name, an id, a number), which can be as long as the body: past
+// maxMessageBytes it is cut, at a character's start, and says so, so
+// that no refusal is larger than what it needs to say.
 func badRequest(code, message string, transaction int) *apiError {
+	if len(message) > maxMessageBytes {
+		cut := maxMessageBytes
+		for cut > 0 && !utf8.RuneStart(message[cut]) {
+			cut--
+		}
+		message = message[:cut] + "… (" + strconv.Itoa(len(message)) + " bytes, cut)"
+	}
 	return &apiError{status: http.StatusBadRequest, code: code, message: message, transaction: transaction}
 }
+
+// maxMessageBytes bounds a 400's message. A message about a name and an
+// id of valid lengths (ratelimits.MaxLimitNameLength, 256 bytes) fits
+// whole.
+const maxMessageBytes = 1024
 
 // limiterError maps an error from the Limiter to what the client sees.
 // Validation errors are the client's (400); anything else means the source

@@ -1,0 +1,29 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/limiter-dev/limiter/httpapi/wire"
+	"github.com/limiter-dev/limiter/source/memory"
+)
+
+// A refusal that quotes what the client sent stays small however much it
+// sent: the message is cut, whole characters kept, and says so.
+func TestRefusalsQuoteBoundedly(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	long := strings.Repeat("é", 300_000)
+	for _, body := range []string{
+		`{"` + long + `":1}`,
+		`{"limit":"` + long + `","id":"1"}`,
+		`{"limit":"NewOrdersPerAccount","id":"1","cost":1` + strings.Repeat("0", 500_000) + `}`,
+	} {
+		rec := s.post("/v1/spend", body)
+		e := decode[wire.ErrorResponse](t, rec)
+		if rec.Code != http.StatusBadRequest || rec.Body.Len() > 2048 || !utf8.ValidString(e.Error.Message) || !strings.HasSuffix(e.Error.Message, " bytes, cut)") {
+			t.Errorf("%.40s…: %d, %d bytes, message %.80q…; want 400 with a cut message", body, rec.Code, rec.Body.Len(), e.Error.Message)
+		}
+	}
+}
