@@ -57,6 +57,11 @@ func (op operation) String() string {
 	return "unknown operation"
 }
 
+// heavy reports whether c is a sync call, whose hundreds of counters
+// (maxSyncKeys, maxRateSyncKeys) take Redis as long as hundreds of
+// decisions: a pipeline carries one at most (nextPipeline).
+func (c *scriptCall) heavy() bool { return c.op == opSync || c.op == opSyncRates }
+
 // scriptCall is one run of the bucket script as the Go side sees it: what
 // to do, at which instant, on which keys, with which values. wire.encode
 // turns it into the script's KEYS and ARGV and decode reads its reply;

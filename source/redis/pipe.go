@@ -35,6 +35,11 @@ import (
 
 // maxPipeline bounds the calls one pipeline carries, so that one flush
 // cannot hold a connection for long, nor its packed script hold Redis.
+// Of them, one at most is a sync call (scriptCall.heavy), which carries
+// hundreds of counters: Redis runs a client's pipeline, or the one script
+// it is packed into, before it turns to anyone else, so a pipeline of
+// sync calls would hold every other decision for as long as all of their
+// counters take (a sync of 100,000 counters, tens of milliseconds).
 const maxPipeline = 128
 
 // maxFlushers is how many round trips to one node may be in flight at once
@@ -205,21 +210,52 @@ func (p *pipe) flush(window <-chan time.Time) {
 	}
 	for {
 		p.mu.Lock()
-		n := min(len(p.queue), maxPipeline)
-		if n == 0 {
+		if len(p.queue) == 0 {
 			p.flushers--
 			p.mu.Unlock()
 			return
 		}
-		batch := p.queue[:n:n]
-		if n == len(p.queue) {
-			p.queue = nil
-		} else {
-			p.queue = p.queue[n:]
-		}
+		var batch []*queued
+		batch, p.queue = nextPipeline(p.queue)
 		p.mu.Unlock()
 		p.send(batch)
 	}
+}
+
+// nextPipeline splits queue into the calls of the next pipeline, in queue
+// order, and those left for later: at most maxPipeline calls, of which
+// at most one sync call. The sync calls left keep their order, and go in
+// the pipelines that follow, one each.
+func nextPipeline(queue []*queued) (batch, rest []*queued) {
+	n := min(len(queue), maxPipeline)
+	heavy := 0
+	for _, q := range queue[:n] {
+		if q.call.heavy() {
+			heavy++
+		}
+	}
+	if heavy <= 1 {
+		if n == len(queue) {
+			return queue, nil
+		}
+		return queue[:n:n], queue[n:]
+	}
+	batch = make([]*queued, 0, n)
+	heavy = 0
+	for i, q := range queue {
+		if len(batch) == maxPipeline {
+			rest = append(rest, queue[i:]...)
+			break
+		}
+		if q.call.heavy() {
+			if heavy++; heavy > 1 {
+				rest = append(rest, q)
+				continue
+			}
+		}
+		batch = append(batch, q)
+	}
+	return batch, rest
 }
 
 // send runs one pipeline and hands every call its reply. Calls whose
