@@ -204,9 +204,14 @@ func parseMode(s string) (ratelimits.Mode, error) {
 	return ratelimits.ParseMode(s)
 }
 
-// checkContentType accepts application/json (with any parameters) and a
-// missing Content-Type; anything else is 415.
+// checkContentType accepts one Content-Type of application/json (with any
+// parameters), and none; anything else is 415.
 func checkContentType(r *http.Request) *apiError {
+	if cts := r.Header.Values("Content-Type"); len(cts) > 1 {
+		// Which one a proxy on the way read is anyone's guess.
+		return &apiError{status: http.StatusUnsupportedMediaType, code: codeUnsupportedType, transaction: -1,
+			message: fmt.Sprintf("%d Content-Type headers: send one, application/json", len(cts))}
+	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
 		return nil

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -24,6 +25,21 @@ func TestRefusalsQuoteBoundedly(t *testing.T) {
 		e := decode[wire.ErrorResponse](t, rec)
 		if rec.Code != http.StatusBadRequest || rec.Body.Len() > 2048 || !utf8.ValidString(e.Error.Message) || !strings.HasSuffix(e.Error.Message, " bytes, cut)") {
 			t.Errorf("%.40s…: %d, %d bytes, message %.80q…; want 400 with a cut message", body, rec.Code, rec.Body.Len(), e.Error.Message)
+		}
+	}
+}
+
+// Two Content-Type headers are refused, whichever comes first: a proxy on
+// the way may have read the other.
+func TestTwoContentTypesAreRefused(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	for _, types := range [][]string{{"application/json", "text/plain"}, {"application/json", "application/json"}} {
+		req := httptest.NewRequest(http.MethodPost, "/v1/spend", strings.NewReader(`{"limit":"Logins","id":"a"}`))
+		req.Header["Content-Type"] = types
+		rec := httptest.NewRecorder()
+		s.h.ServeHTTP(rec, req)
+		if e := decode[wire.ErrorResponse](t, rec); rec.Code != http.StatusUnsupportedMediaType || e.Error.Code != "unsupported_media_type" {
+			t.Errorf("%q: %d %+v, want 415 unsupported_media_type", types, rec.Code, e)
 		}
 	}
 }
