@@ -80,7 +80,9 @@
 // it cannot replay: one with a rate-counter limit, a limit with a penalty,
 // a window limit whose sync_rate is not 0, or a check-only transaction of
 // a shadow limit beside transactions that write. The client then sends
-// the call once more without its key, and such a call is not retried
+// the call once more without its key, unless an attempt before the
+// refusal had an unknown outcome (it may have been applied under the
+// key; the refusal is returned then), and such a call is not retried
 // after an unknown outcome: it is retried only when an answer proves it
 // was not applied. WithoutIdempotencyKey skips the refused request for
 // calls known to be of that kind. A key the caller gave is never dropped:

@@ -23,6 +23,11 @@ type Lease struct {
 // Decision says when one frees (RetryIn).
 var ErrNotAcquired = errors.New("limiter: no slot free")
 
+// ErrNoLease is returned by WithLease for a transaction that cannot hold
+// a lease: a check-only one, one of cost 0, or one whose limit is not a
+// concurrency limit (then its spend has happened; fn does not run).
+var ErrNoLease = errors.New("limiter: the transaction takes no lease")
+
 // ErrLeaseLost is the cause of the context WithLease gives its function
 // once a renewal found the lease ended (it expired, or was reset): the
 // slot may be someone else's by now.
@@ -104,21 +109,27 @@ func OnRenew(f func(*Decision, error)) LeaseOption {
 // many times over; the context fn gets is cancelled, with ErrLeaseLost as
 // its cause, when a renewal finds the lease ended. When no slot is free,
 // fn does not run and the error wraps ErrNotAcquired, with the spend's
-// Decision. Otherwise fn's error is returned, and the Decision is the
-// acquire's.
+// Decision; when the limit does not limit this id, fn runs without a
+// lease; a transaction that takes no lease at all is ErrNoLease.
+// Otherwise fn's error is returned, and the Decision is the acquire's.
 func (c *Client) WithLease(ctx context.Context, t Transaction, fn func(context.Context) error, opts ...LeaseOption) (*Decision, error) {
 	var o leaseOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if t.Mode == ModeCheckOnly || t.Cost() == 0 {
+		return nil, fmt.Errorf("%w: %s %q is check-only or of cost 0", ErrNoLease, t.Limit, t.ID)
 	}
 	l, d, err := c.Acquire(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	if l.Lease == "" {
-		if d.Allowed {
-			// Unlimited for this id: nothing to hold.
-			return d, fn(ctx)
+		switch td := d.Decisions[0]; {
+		case td.Unlimited:
+			return d, fn(ctx) // nothing to hold
+		case td.Algorithm != Concurrency:
+			return d, fmt.Errorf("%w: %s is a %s limit, not a concurrency limit (the spend was made)", ErrNoLease, t.Limit, td.Algorithm)
 		}
 		return d, fmt.Errorf("%w for %s %q: retry in %s", ErrNotAcquired, t.Limit, t.ID, d.RetryIn)
 	}
@@ -133,9 +144,10 @@ func (c *Client) WithLease(ctx context.Context, t Transaction, fn func(context.C
 		c.keep(runCtx, l, o, done, cancel)
 	}()
 	defer func() {
+		// A renewal in flight is cut short: the release goes at once.
 		close(done)
-		<-renewed
 		cancel(nil)
+		<-renewed
 		// Released even when ctx is done: the slot is someone else's to
 		// take as soon as possible. A failed release needs nothing more:
 		// the lease ends at its TTL.

@@ -38,36 +38,45 @@ const maxAnswerBytes = 32 << 20
 // generated that the service refuses for this batch (some limits cannot
 // replay an answer) is dropped, and the call sent once more without it,
 // as a call that must not be applied twice: it is retried only when an
-// answer proves it was not applied. That happens only when the refusal
-// answered the first attempt: after an attempt whose outcome is unknown,
-// the batch may have been applied under the key before a reload made its
-// limits refuse keys, and sending it without one could apply it twice, so
-// the refusal is returned instead.
+// answer proves it was not applied. That happens only when every attempt
+// before the refusal certainly did nothing (no connection, or the
+// service's source_unavailable): after an attempt whose outcome is
+// unknown, the batch may have been applied under the key before a reload
+// made its limits refuse keys, and sending it without one could apply it
+// twice, so the refusal is returned instead.
 func (c *Client) send(ctx context.Context, r request) (*answer, error) {
-	attempts := 0
-	a, err := c.sendWithRetries(ctx, &r, &attempts)
-	if err != nil && r.generated && attempts == 1 && IsCode(err, CodeInvalidIdempotencyKey) {
+	var tries attempts
+	a, err := c.sendWithRetries(ctx, &r, &tries)
+	if err != nil && r.generated && !tries.unknown && IsCode(err, CodeInvalidIdempotencyKey) {
 		r.key, r.generated, r.safety = "", false, sendOnce
-		a, err = c.sendWithRetries(ctx, &r, &attempts)
+		a, err = c.sendWithRetries(ctx, &r, &tries)
 	}
 	return a, err
 }
 
+// attempts counts the requests a call has sent, and says whether any of
+// them failed without a known outcome (it may have been applied).
+type attempts struct {
+	n       int
+	unknown bool
+}
+
 // sendWithRetries tries r until it succeeds, fails in a way no repeat
 // mends or that makes a repeat unsafe, runs out of retries, or ctx ends.
-// attempts counts every request sent, across calls.
-func (c *Client) sendWithRetries(ctx context.Context, r *request, attempts *int) (*answer, error) {
+// tries counts every request sent, across calls.
+func (c *Client) sendWithRetries(ctx context.Context, r *request, tries *attempts) (*answer, error) {
 	for retry := 0; ; retry++ {
-		*attempts++
+		tries.n++
 		a, o, err := c.attempt(ctx, r)
 		if err == nil {
 			return a, nil
 		}
+		tries.unknown = tries.unknown || o == unknown
 		var apiErr *Error
 		if errors.As(err, &apiErr) {
-			apiErr.Attempts = *attempts
+			apiErr.Attempts = tries.n
 		} else {
-			err = fmt.Errorf("%w (attempt %d)", err, *attempts)
+			err = fmt.Errorf("%w (attempt %d)", err, tries.n)
 		}
 		if retry >= c.retry.MaxRetries || !retryable(o, r.safety, r.key != "") {
 			return nil, err

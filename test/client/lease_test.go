@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -129,5 +130,72 @@ func TestWithLeaseNotAcquiredAndLost(t *testing.T) {
 	}, client.RenewEvery(time.Millisecond))
 	if !errors.Is(err, client.ErrLeaseLost) {
 		t.Fatalf("WithLease whose lease was reset = %v, want ErrLeaseLost", err)
+	}
+}
+
+// WithLease runs nothing for a transaction that takes no lease: a
+// check-only one or one of cost 0 is refused before any call, and one of
+// a limit that is not a concurrency limit after its spend.
+func TestWithLeaseOfNoLease(t *testing.T) {
+	s := newServer(t, serverOptions{})
+	c := newClient(t, s, client.Options{})
+	ctx := context.Background()
+	for _, tx := range []client.Transaction{
+		{Limit: "Exports", ID: "fay", Mode: client.ModeCheckOnly},
+		client.Transaction{Limit: "Exports", ID: "fay"}.WithCost(0),
+		{Limit: "Logins", ID: "fay"},
+	} {
+		ran := false
+		if _, err := c.WithLease(ctx, tx, func(context.Context) error { ran = true; return nil }); !errors.Is(err, client.ErrNoLease) || ran {
+			t.Errorf("WithLease(%+v) = %v, ran %v; want ErrNoLease, not run", tx, err, ran)
+		}
+	}
+	if n := held(t, c, "fay"); n != 0 {
+		t.Errorf("fay holds %d slots, want 0", n)
+	}
+}
+
+// WithLease releases as its function returns, without waiting for a
+// renewal in flight: here one the service holds until the release is in.
+func TestWithLeaseReleasesPastARenewalInFlight(t *testing.T) {
+	renewing, released := make(chan struct{}, 1), make(chan struct{})
+	s := newServer(t, serverOptions{wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/renew" {
+				select {
+				case renewing <- struct{}{}:
+				default:
+				}
+				select {
+				case <-released:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+			if r.URL.Path == "/v1/release" {
+				close(released)
+			}
+		})
+	}})
+	c := newClient(t, s, client.Options{AttemptTimeout: -1})
+	returned := make(chan error, 1)
+	go func() {
+		_, err := c.WithLease(context.Background(), client.Transaction{Limit: "Exports", ID: "gus"}, func(context.Context) error {
+			<-renewing
+			return nil
+		}, client.RenewEvery(time.Millisecond))
+		returned <- err
+	}()
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second): // a guard against a hang, not a measure
+		t.Fatal("WithLease waited for the renewal in flight before releasing")
+	}
+	if n := held(t, c, "gus"); n != 0 {
+		t.Errorf("after WithLease returned, gus holds %d slots, want 0", n)
 	}
 }

@@ -74,7 +74,7 @@ func TestRetries(t *testing.T) {
 		wantCode string
 		wantSent int
 		// wantKey: every request carried the same key ("" none; "*" any
-		// one key); keyThenNone: the first carried one, the second none.
+		// one key); keyThenNone: all but the last carried one, the same, and the last none.
 		wantKey     string
 		keyThenNone bool
 		// wantLeft is alice's tokens left afterwards on limit (Logins
@@ -120,6 +120,10 @@ func TestRetries(t *testing.T) {
 		{name: "and that call is not retried after an unknown outcome",
 			faults: []fault{applyThenFail}, retry: fastRetries, call: spend(boxed),
 			wantCode: client.CodeSourceOutcomeUnknown, wantSent: 2, keyThenNone: true, limit: "Lockout", wantLeft: 1},
+		{name: "a generated key refused after attempts that did nothing is dropped: sent again without one",
+			answers: map[int]http.HandlerFunc{0: answerError(503, client.CodeSourceUnavailable)},
+			retry:   fastRetries, call: spend(boxed),
+			wantSent: 3, keyThenNone: true, limit: "Lockout", wantLeft: 1},
 		{name: "a generated key refused after an unknown outcome is not dropped: the first attempt may have been applied under it",
 			answers: map[int]http.HandlerFunc{0: answerError(503, client.CodeSourceOutcomeUnknown), 1: answerError(400, client.CodeInvalidIdempotencyKey)},
 			retry:   fastRetries, call: spend(alice),
@@ -177,8 +181,14 @@ func TestRetries(t *testing.T) {
 			}
 			switch {
 			case tt.keyThenNone:
-				if sent[0].key == "" || sent[1].key != "" {
-					t.Errorf("keys sent %+v, want one, then none", sent)
+				last := len(sent) - 1
+				for _, r := range sent[:last] {
+					if r.key == "" || r.key != sent[0].key {
+						t.Errorf("keys sent %+v, want one, the same on each, then none", sent)
+					}
+				}
+				if sent[last].key != "" {
+					t.Errorf("keys sent %+v, want none on the last", sent)
 				}
 			default:
 				for _, r := range sent {
