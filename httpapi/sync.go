@@ -24,7 +24,8 @@ func (h *handler) syncNow(w http.ResponseWriter, r *http.Request) {
 			h.clientCancelled(w, r, err)
 			return
 		}
-		h.metrics.SourceError()
+		// Not a source error of the metrics, which counts refused
+		// decisions; limiter_sync_failures_total counts this.
 		h.log.Error("sync failed", "route", h.routes.label(r), "err", err)
 		writeError(w, &apiError{status: http.StatusServiceUnavailable, code: codeSyncFailed, transaction: -1,
 			message: "the sync with the source failed: " + err.Error() +

@@ -39,7 +39,8 @@ func (h *handler) topDenied(w http.ResponseWriter, r *http.Request) {
 			h.clientCancelled(w, r, err)
 			return
 		}
-		h.metrics.SourceError()
+		// Not a source error of the metrics: that counts refused
+		// decisions, which the critical alert is about.
 		h.log.Error("top denied ids: the store failed", "route", h.routes.label(r), "err", err)
 		writeError(w, &apiError{status: http.StatusServiceUnavailable, code: codeTopUnavailable, transaction: -1,
 			message: "the other processes' counts could not be read: " + err.Error()})

@@ -79,9 +79,23 @@ func observeSource(src ratelimits.Source, reg prometheus.Registerer) ratelimits.
 
 func (o *observedSource) record(ctx context.Context, op string, start time.Time, err error) {
 	o.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if err != nil && !callerCancelled(ctx, err) {
+	if err != nil && !callerCancelled(ctx, err) && !refusedRequest(err) {
 		o.errors.WithLabelValues(op).Inc()
 	}
+}
+
+// refusedRequest reports whether a source refused a call for what the
+// request asked, not for a failure of its own: a box listing's bad
+// cursor, an idempotency key the batch cannot have, one reused for
+// another request or whose first request is unsettled. The caller gets a
+// 4xx; the source is well, and the error alert must not fire.
+func refusedRequest(err error) bool {
+	for _, e := range []error{ratelimits.ErrInvalidArgument, ratelimits.ErrNoBoxListing, ratelimits.ErrInvalidIdempotencyKey, once.ErrMismatch, once.ErrUnsettled} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // callerCancelled reports whether a call failed only because its caller

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/source/memory"
 )
@@ -65,5 +67,30 @@ func TestSourceErrorsLeaveOutCancelledCalls(t *testing.T) {
 				t.Errorf(`limiter_source_operation_errors_total{op="spend"} = %v, want %v`, got, tt.counted)
 			}
 		})
+	}
+}
+
+// A call the source refuses for what it was asked (a box listing's
+// cursor it never gave) is the caller's mistake, not a source error.
+func TestSourceErrorsLeaveOutRefusedRequests(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	src := observeSource(memory.New(0), reg)
+	lister := src.(ratelimits.BoxLister)
+	if _, err := lister.ListBox(context.Background(), 0, "101", "zzz", 10); !errors.Is(err, ratelimits.ErrInvalidArgument) {
+		t.Fatalf("ListBox with a cursor it never gave: %v, want ErrInvalidArgument", err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "limiter_source_operation_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == "list_box" && m.GetCounter().GetValue() != 0 {
+				t.Errorf(`limiter_source_operation_errors_total{op="list_box"} = %v after a refused listing, want 0`, m.GetCounter().GetValue())
+			}
+		}
 	}
 }
