@@ -229,5 +229,6 @@ fuzz FuzzEncode 10000 ./httpapi/
 fuzz FuzzParseConfig 15000 ./configfile/
 fuzz FuzzParseDescriptors 10000 ./configfile/
 fuzz FuzzParseForwardAuth 10000 ./configfile/
+fuzz FuzzRequestCodec 20000 ./envoyapi/
 fuzz FuzzCanonicalize 40000 ./ratelimits/
 fuzz FuzzStoreAgainstModel 12000 ./source/memory/internal/table/
