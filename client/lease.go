@@ -109,8 +109,10 @@ func OnRenew(f func(*Decision, error)) LeaseOption {
 // many times over; the context fn gets is cancelled, with ErrLeaseLost as
 // its cause, when a renewal finds the lease ended. When no slot is free,
 // fn does not run and the error wraps ErrNotAcquired, with the spend's
-// Decision; when the limit does not limit this id, fn runs without a
-// lease; a transaction that takes no lease at all is ErrNoLease.
+// Decision; when the service allows it without a lease (the limit does
+// not limit this id, is a shadow limit, or the service failed open), fn
+// runs without one; a transaction that takes no lease at all is
+// ErrNoLease.
 // Otherwise fn's error is returned, and the Decision is the acquire's.
 func (c *Client) WithLease(ctx context.Context, t Transaction, fn func(context.Context) error, opts ...LeaseOption) (*Decision, error) {
 	var o leaseOptions
@@ -126,10 +128,12 @@ func (c *Client) WithLease(ctx context.Context, t Transaction, fn func(context.C
 	}
 	if l.Lease == "" {
 		switch td := d.Decisions[0]; {
-		case td.Unlimited:
-			return d, fn(ctx) // nothing to hold
-		case td.Algorithm != Concurrency:
+		case !td.Unlimited && td.Algorithm != Concurrency:
 			return d, fmt.Errorf("%w: %s is a %s limit, not a concurrency limit (the spend was made)", ErrNoLease, t.Limit, td.Algorithm)
+		case d.Allowed:
+			// Allowed without a lease: the limit does not limit this id,
+			// is a shadow limit, or the service failed open (Degraded).
+			return d, fn(ctx)
 		}
 		return d, fmt.Errorf("%w for %s %q: retry in %s", ErrNotAcquired, t.Limit, t.ID, d.RetryIn)
 	}
@@ -172,6 +176,11 @@ func (c *Client) keep(ctx context.Context, l Lease, o leaseOptions, done <-chan 
 		case <-t.C:
 		}
 		d, err := c.Renew(ctx, l)
+		select {
+		case <-done:
+			return // cut short by the release: no renewal to report
+		default:
+		}
 		if o.onRenew != nil {
 			o.onRenew(d, err)
 		}

@@ -199,3 +199,16 @@ func TestWithLeaseReleasesPastARenewalInFlight(t *testing.T) {
 		t.Errorf("after WithLease returned, gus holds %d slots, want 0", n)
 	}
 }
+
+// A spend the service allows without a lease, failing open while its
+// source is down, runs the function without one.
+func TestWithLeaseFailingOpen(t *testing.T) {
+	s := newServer(t, serverOptions{failOpen: true})
+	c := newClient(t, s, client.Options{Retry: client.RetryPolicy{MaxRetries: client.NoRetries}})
+	s.source.failNext(failUnapplied)
+	ran := false
+	d, err := c.WithLease(context.Background(), client.Transaction{Limit: "Exports", ID: "hal"}, func(context.Context) error { ran = true; return nil })
+	if err != nil || !ran || !d.Degraded {
+		t.Fatalf("WithLease failing open = %+v, %v, ran %v; want the function run, the decision degraded", d, err, ran)
+	}
+}
