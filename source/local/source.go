@@ -143,35 +143,44 @@ func (f *Front) Spend(ctx context.Context, now int64, ops []bucket.Op, outcomes 
 // batch's buckets whenever that batch is allowed, so the ops go in a
 // batch of their own with every op but the rate counters' made
 // check-only, whose answers are the figures of a spend without its
-// write. A check boxes nobody, so the ids that a check-and-spend op's own
-// denial boxes are then boxed on the inner source, as its sync pushes a
-// box entry: until the later of the stored expiry and the one the check
-// answered, so an id already boxed keeps its own. The batch is denied
-// whatever the inner source says, so its failure only leaves the inner
-// part's answers zero.
+// write. A spend-only op goes without its box too: it never boxes
+// anyone, and a check would answer its denial as boxed (an id already in
+// that box then answers its bucket's figures, not the box's: only an ERL
+// add puts one there). A check boxes nobody, so the ids that a
+// check-and-spend op's own denial boxes are then boxed on the inner
+// source, as its sync pushes a box entry (the later expiry wins); an id
+// already in the box, whose check answered the box's own expiry, is left
+// as it is. The batch is denied whatever the inner source says, so its
+// failure only leaves the inner part's answers zero.
 func (f *Front) observe(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
 	checks := slices.Clone(ops)
 	for i := range checks {
-		if checks[i].Algorithm != bucket.RateCounter {
-			checks[i].Mode = bucket.CheckOnly
+		if checks[i].Algorithm == bucket.RateCounter {
+			continue
 		}
+		if checks[i].Mode == bucket.SpendOnly {
+			checks[i].Box = ""
+		}
+		checks[i].Mode = bucket.CheckOnly
 	}
-	ctx, cancel := f.innerContext(ctx)
+	cctx, cancel := f.innerContext(ctx)
 	defer cancel()
-	if err := f.inner.Spend(ctx, now, checks, outcomes); err != nil {
+	if err := f.inner.Spend(cctx, now, checks, outcomes); err != nil {
 		clear(outcomes)
 		return
 	}
 	var boxes []syncpush.Rate
 	for i := range ops {
 		op, o := &ops[i], &outcomes[i]
-		if op.Algorithm != bucket.RateCounter && op.Mode == bucket.CheckAndSpend && op.Box != "" && o.Penalized {
-			boxes = append(boxes, syncpush.Rate{Box: op.Box, BoxExpires: now + o.RetryIn})
+		if op.Algorithm != bucket.RateCounter && op.Mode == bucket.CheckAndSpend && op.Box != "" && o.Penalized && now+o.RetryIn == op.BoxUntil {
+			boxes = append(boxes, syncpush.Rate{Box: op.Box, BoxExpires: op.BoxUntil})
 		}
 	}
 	if len(boxes) > 0 && f.layer.rates != nil {
+		bctx, cancel := f.innerContext(ctx)
+		defer cancel()
 		// A failure leaves the ids unboxed, as a lost write would.
-		_ = f.layer.rates.SyncRates(ctx, now, boxes)
+		_ = f.layer.rates.SyncRates(bctx, now, boxes)
 	}
 }
 

@@ -57,10 +57,18 @@ func (op operation) String() string {
 	return "unknown operation"
 }
 
-// heavy reports whether c is a sync call, whose hundreds of counters
-// (maxSyncKeys, maxRateSyncKeys) take Redis as long as hundreds of
-// decisions: a pipeline carries one at most (nextPipeline).
-func (c *scriptCall) heavy() bool { return c.op == opSync || c.op == opSyncRates }
+// heavy reports whether c is a sync call of more than lightSyncKeys
+// counters: up to hundreds (maxSyncKeys, maxRateSyncKeys), which take
+// Redis as long as hundreds of decisions. A pipeline carries one at most
+// (nextPipeline). A small one, such as a batch's box entries pushed
+// alone, weighs no more than a decision.
+func (c *scriptCall) heavy() bool {
+	return (c.op == opSync || c.op == opSyncRates) && len(c.keys) > lightSyncKeys
+}
+
+// lightSyncKeys is the most counters a sync call may carry and still go
+// in a pipeline beside any other sync call: a few, as a decision has.
+const lightSyncKeys = 16
 
 // scriptCall is one run of the bucket script as the Go side sees it: what
 // to do, at which instant, on which keys, with which values. wire.encode

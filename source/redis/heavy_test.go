@@ -12,12 +12,17 @@ import (
 	"github.com/limiter-dev/limiter/source/syncpush"
 )
 
-// A pipeline carries one sync call at most, wherever they stand in the
-// queue: the others keep their order and wait for the next pipelines,
-// and the decisions around them go now, in queue order.
+// A pipeline carries one sync call of more than lightSyncKeys counters at
+// most, wherever they stand in the queue: the others keep their order and
+// wait for the next pipelines, and the decisions and small sync calls
+// around them go now, in queue order.
 func TestNextPipelineCarriesOneSyncCall(t *testing.T) {
 	call := func(op operation, name string) *queued {
-		return &queued{call: &scriptCall{op: op, keys: []string{name}}}
+		keys := []string{name}
+		if op == opSync || op == opSyncRates {
+			keys = append(keys, make([]string, lightSyncKeys)...)
+		}
+		return &queued{call: &scriptCall{op: op, keys: keys}}
 	}
 	names := func(qs []*queued) string {
 		s := ""
@@ -26,8 +31,9 @@ func TestNextPipelineCarriesOneSyncCall(t *testing.T) {
 		}
 		return s
 	}
-	queue := []*queued{call(opSpend, "a"), call(opSync, "s1"), call(opCheck, "b"), call(opSyncRates, "r1"), call(opSync, "s2"), call(opSpend, "c")}
-	for _, want := range []string{"a s1 b c ", "r1 ", "s2 "} {
+	small := &queued{call: &scriptCall{op: opSyncRates, keys: []string{"box"}}}
+	queue := []*queued{call(opSpend, "a"), call(opSync, "s1"), call(opCheck, "b"), call(opSyncRates, "r1"), small, call(opSync, "s2"), call(opSpend, "c")}
+	for _, want := range []string{"a s1 b box c ", "r1 ", "s2 "} {
 		var batch []*queued
 		batch, queue = nextPipeline(queue)
 		if got := names(batch); got != want {

@@ -35,11 +35,12 @@ import (
 
 // maxPipeline bounds the calls one pipeline carries, so that one flush
 // cannot hold a connection for long, nor its packed script hold Redis.
-// Of them, one at most is a sync call (scriptCall.heavy), which carries
-// hundreds of counters: Redis runs a client's pipeline, or the one script
-// it is packed into, before it turns to anyone else, so a pipeline of
-// sync calls would hold every other decision for as long as all of their
-// counters take (a sync of 100,000 counters, tens of milliseconds).
+// Of them, one at most is a sync call of more than a few counters
+// (scriptCall.heavy), which carries up to hundreds: Redis runs a
+// client's pipeline, or the one script it is packed into, before it
+// turns to anyone else, so a pipeline of sync calls would hold every
+// other decision for as long as all of their counters take (a sync of
+// 100,000 counters, tens of milliseconds).
 const maxPipeline = 128
 
 // maxFlushers is how many round trips to one node may be in flight at once
