@@ -102,10 +102,12 @@ var (
 	latestClock   = time.Unix(0, math.MaxInt64)
 )
 
-// unixNanoRange refuses a move of the clock to t + d outside them.
+// unixNanoRange refuses a move of the clock to t + d outside them. An
+// advance of the most negative duration, whose negation overflows, is
+// refused wherever it would land.
 func unixNanoRange(field string, t time.Time, d time.Duration) *apiError {
 	if t.Before(earliestClock) || t.After(latestClock) ||
-		(d > 0 && latestClock.Sub(t) < d) || (d < 0 && t.Sub(earliestClock) < -d) {
+		(d > 0 && latestClock.Sub(t) < d) || (d < 0 && (d == math.MinInt64 || t.Sub(earliestClock) < -d)) {
 		return badRequest(codeInvalidRequest, field+": the clock would leave the instants an int64 of Unix nanoseconds holds, "+
 			earliestClock.UTC().Format(time.RFC3339Nano)+" to "+latestClock.UTC().Format(time.RFC3339Nano), -1)
 	}

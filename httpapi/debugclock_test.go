@@ -30,6 +30,11 @@ func TestDebugClockStaysWithinUnixNanoseconds(t *testing.T) {
 	if rec := s.post("/debug/clock", `{"set":"1960-01-01T00:00:00Z"}`); rec.Code != http.StatusOK {
 		t.Fatalf("a time before 1970: %d %s", rec.Code, rec.Body)
 	}
+	// The most negative duration, whose negation overflows, from 1960:
+	// 1667, before the earliest instant.
+	if rec := s.post("/debug/clock", `{"advance":"-2562047h47m16.854775808s"}`); rec.Code != http.StatusBadRequest {
+		t.Fatalf("an advance to 1667: %d %s, want 400", rec.Code, rec.Body)
+	}
 	for range 2 {
 		if rec := s.post("/v1/spend", `{"limit":"NewOrdersPerAccount","id":"1","cost":1}`); rec.Code != http.StatusOK {
 			t.Fatalf("a spend before 1970: %d %s", rec.Code, rec.Body)

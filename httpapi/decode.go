@@ -223,7 +223,7 @@ func checkContentType(r *http.Request) *apiError {
 	return &apiError{
 		status:      http.StatusUnsupportedMediaType,
 		code:        codeUnsupportedType,
-		message:     fmt.Sprintf("Content-Type %q is not application/json", ct),
+		message:     cutMessage(fmt.Sprintf("Content-Type %q is not application/json", ct)),
 		transaction: -1,
 	}
 }

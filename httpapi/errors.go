@@ -52,22 +52,28 @@ const (
 	codeInternal              = "internal"
 )
 
-// badRequest is a 400. Its message may quote what the client sent (a
-// name, an id, a number), which can be as long as the body: past
-// maxMessageBytes it is cut, at a character's start, and says so, so
-// that no refusal is larger than what it needs to say.
+// badRequest is a 400, its message cut as cutMessage cuts it.
 func badRequest(code, message string, transaction int) *apiError {
-	if len(message) > maxMessageBytes {
-		cut := maxMessageBytes
-		for cut > 0 && !utf8.RuneStart(message[cut]) {
-			cut--
-		}
-		message = message[:cut] + "… (" + strconv.Itoa(len(message)) + " bytes, cut)"
-	}
-	return &apiError{status: http.StatusBadRequest, code: code, message: message, transaction: transaction}
+	return &apiError{status: http.StatusBadRequest, code: code, message: cutMessage(message), transaction: transaction}
 }
 
-// maxMessageBytes bounds a 400's message. A message about a name and an
+// cutMessage bounds the message of a refusal that may quote what the
+// client sent (a name, an id, a number, a header, a path), which can be
+// as long as the body or the headers: past maxMessageBytes it is cut, at
+// a character's start, and says so, so that no refusal is larger than
+// what it needs to say.
+func cutMessage(message string) string {
+	if len(message) <= maxMessageBytes {
+		return message
+	}
+	cut := maxMessageBytes
+	for cut > 0 && !utf8.RuneStart(message[cut]) {
+		cut--
+	}
+	return message[:cut] + "… (" + strconv.Itoa(len(message)) + " bytes, cut)"
+}
+
+// maxMessageBytes bounds a message that quotes the client. A message about a name and an
 // id of valid lengths (ratelimits.MaxLimitNameLength, 256 bytes) fits
 // whole.
 const maxMessageBytes = 1024

@@ -43,3 +43,18 @@ func TestTwoContentTypesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// So do a 415 that quotes a long Content-Type and a 404 that quotes a
+// long path.
+func TestOtherRefusalsQuoteBoundedly(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	for _, rec := range []*httptest.ResponseRecorder{
+		s.do(http.MethodPost, "/v1/spend", "text/"+strings.Repeat("x", 100_000), `{}`),
+		s.do(http.MethodGet, "/v1/"+strings.Repeat("y", 100_000), "", ""),
+	} {
+		e := decode[wire.ErrorResponse](t, rec)
+		if rec.Code < 400 || rec.Body.Len() > 2048 || !strings.HasSuffix(e.Error.Message, " bytes, cut)") {
+			t.Errorf("%d, %d bytes, message %.80q…; want a refusal with a cut message", rec.Code, rec.Body.Len(), e.Error.Message)
+		}
+	}
+}

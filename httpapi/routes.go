@@ -93,7 +93,7 @@ func allowedMethods(routes chi.Routes, path string) []string {
 
 // notFound answers a path no route has.
 func notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, &apiError{status: http.StatusNotFound, code: codeNotFound, message: "no such path: " + r.URL.Path, transaction: -1})
+	writeError(w, &apiError{status: http.StatusNotFound, code: codeNotFound, message: cutMessage("no such path: " + r.URL.Path), transaction: -1})
 }
 
 // methodNotAllowed answers a path served by other methods with 405 and the
