@@ -238,9 +238,10 @@ type Outcome struct {
 // msPerNs converts the window package's milliseconds to nanoseconds.
 const nsPerMs = 1_000_000
 
-// nowMs is now (unix ns) in whole milliseconds, rounded down, the window
-// arithmetic's resolution.
-func nowMs(now int64) int64 {
+// Millis is now (unix ns) in whole milliseconds, rounded down, also
+// before 1970: the resolution of the window, calendar and lease
+// arithmetic, which every source reads the clock at.
+func Millis(now int64) int64 {
 	ms := now / nsPerMs
 	if now%nsPerMs < 0 {
 		ms--
@@ -289,12 +290,12 @@ func boxed(expires, now int64, own Outcome, st State, write bool) Outcome {
 // bucket.
 func spendBucket(now int64, op *Op, cost int64, st State) Outcome {
 	if op.Algorithm == Calendar {
-		ms := nowMs(now)
+		ms := Millis(now)
 		p := op.Periods.At(ms)
 		return calendarOutcome(calendar.Spend(ms, op.Calendar, p, cost, st.Calendar), p)
 	}
 	if op.Algorithm.Windowed() {
-		d := window.Spend(nowMs(now), op.Window, cost, st.Window)
+		d := window.Spend(Millis(now), op.Window, cost, st.Window)
 		return windowOutcome(d)
 	}
 	d := gcra.Spend(now, st.TAT, op.EmissionInterval, op.BurstOffset, cost)
@@ -385,11 +386,11 @@ func refundBucket(now int64, op *Op, cost int64, st State) Outcome {
 		d.Allowed = taken > 0
 		return Outcome{Decision: d, Write: taken > 0}
 	case op.Algorithm.Windowed():
-		o := windowOutcome(window.Refund(nowMs(now), op.Window, cost, st.Window))
+		o := windowOutcome(window.Refund(Millis(now), op.Window, cost, st.Window))
 		o.Write = o.Allowed
 		return o
 	case op.Algorithm == Calendar:
-		ms := nowMs(now)
+		ms := Millis(now)
 		p := op.Periods.At(ms)
 		o := calendarOutcome(calendar.Refund(ms, op.Calendar, p, cost, st.Calendar), p)
 		o.Write = o.Allowed
@@ -482,13 +483,13 @@ func Busy(now int64, op *Op, st State) bool {
 	}
 	switch {
 	case op.Algorithm == Concurrency:
-		return concurrency.Busy(nowMs(now), LeasesOf(st))
+		return concurrency.Busy(Millis(now), LeasesOf(st))
 	case op.Algorithm == RateCounter:
 		return st.Rate != nil && !st.Rate.Empty(ratecounter.Second(now))
 	case op.Algorithm.Windowed():
-		return window.Busy(nowMs(now), op.Window, st.Window)
+		return window.Busy(Millis(now), op.Window, st.Window)
 	case op.Algorithm == Calendar:
-		ms := nowMs(now)
+		ms := Millis(now)
 		return calendar.Busy(op.Calendar, op.Periods.At(ms), st.Calendar)
 	}
 	return st.TAT > now

@@ -30,7 +30,7 @@ const (
 // acquire decides a concurrency op's spend at now. Its lease is reported
 // (Decision.Lease) until SpendBatch knows whether it is written.
 func acquire(now int64, op *Op, st State) Outcome {
-	d := concurrency.Acquire(nowMs(now), op.Lease, op.Cost, op.LeaseID, LeasesOf(st))
+	d := concurrency.Acquire(Millis(now), op.Lease, op.Cost, op.LeaseID, LeasesOf(st))
 	o := leaseOutcome(d)
 	o.Lease = d.Lease.ID
 	return o
@@ -41,9 +41,9 @@ func acquire(now int64, op *Op, st State) Outcome {
 func leaseAction(now int64, op *Op, st State) Outcome {
 	var d concurrency.Decision
 	if op.LeaseAction == Renew {
-		d = concurrency.Renew(nowMs(now), op.Lease, op.LeaseID, LeasesOf(st))
+		d = concurrency.Renew(Millis(now), op.Lease, op.LeaseID, LeasesOf(st))
 	} else {
-		d = concurrency.Release(nowMs(now), op.Lease, op.LeaseID, LeasesOf(st))
+		d = concurrency.Release(Millis(now), op.Lease, op.LeaseID, LeasesOf(st))
 	}
 	o := leaseOutcome(d)
 	o.Write = d.Allowed

@@ -136,7 +136,7 @@ func (l *Layer) decideLocked(now int64, ops []bucket.Op, outcomes []bucket.Outco
 	if len(ops) > smallBatch {
 		states, bops = make([]bucket.State, 0, len(ops)), make([]bucket.Op, 0, len(ops))
 	}
-	nowMs := msOf(now)
+	nowMs := bucket.Millis(now)
 	for i := range ops {
 		op := &ops[i]
 		synced := ops[i].SyncRate > 0
@@ -167,7 +167,7 @@ func (l *Layer) decideLocked(now int64, ops []bucket.Op, outcomes []bucket.Outco
 // commitLocked writes what the outcomes ask for, with the locks held, as adds:
 // another batch may have written since Decide.
 func (l *Layer) commitLocked(now int64, ops []bucket.Op, outcomes []bucket.Outcome, refs []opRef) {
-	nowMs, s := msOf(now), ratecounter.Second(now)
+	nowMs, s := bucket.Millis(now), ratecounter.Second(now)
 	for i := range ops {
 		op := &ops[i]
 		if outcomes[i].Write {
@@ -199,7 +199,7 @@ func (l *Layer) refund(now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
 	var orderBuf [2 * smallBatch]lockRef
 	refs, order := l.lockBatch(ops, refsBuf[:0], orderBuf[:0])
 	defer unlock(order)
-	nowMs, s := msOf(now), ratecounter.Second(now)
+	nowMs, s := bucket.Millis(now), ratecounter.Second(now)
 	for i := range ops {
 		op := ops[i]
 		var st bucket.State
@@ -284,7 +284,7 @@ func unlockGroups(gs []*group) {
 // counted something; above 0, whether this process's own unpushed hits or
 // box entry still counted while what it had read from the source did not.
 func (l *Layer) forget(now int64, op *bucket.Op, ref opRef) bool {
-	nowMs, s := msOf(now), ratecounter.Second(now)
+	nowMs, s := bucket.Millis(now), ratecounter.Second(now)
 	var mine, read bucket.State
 	found := false
 	if op.Algorithm == bucket.RateCounter {

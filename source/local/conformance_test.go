@@ -101,7 +101,7 @@ func (s *store) reset(now int64, ops []bucket.Op) int {
 			st.Rate = &c
 		}
 		if c, ok := s.counters[op.Key]; ok && op.Algorithm.Windowed() {
-			st.Window = at(c, msOf(now), op.Window.Period)
+			st.Window = at(c, bucket.Millis(now), op.Window.Period)
 		}
 		if op.Box != "" {
 			st.BoxExpires = s.boxes[op.Box]

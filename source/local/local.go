@@ -43,6 +43,7 @@ import (
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/ratelimits"
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 	"github.com/limiter-dev/limiter/source/syncpush"
 )
@@ -401,7 +402,7 @@ func (g *group) pending(l *Layer) int {
 		n += t.pending(now)
 	}
 	for i := range g.shards {
-		n += g.shards[i].pending(msOf(now))
+		n += g.shards[i].pending(bucket.Millis(now))
 	}
 	return n
 }

@@ -69,7 +69,7 @@ func (s *store) SyncWindows(_ context.Context, now int64, pushes []syncpush.Wind
 		pushes[i].Applied = false
 	}
 	if s.fail == nil {
-		nowMs := msOf(now)
+		nowMs := bucket.Millis(now)
 		for i := range pushes {
 			p := &pushes[i]
 			if s.only != nil && !s.only(p.Key) {
@@ -108,7 +108,7 @@ func (s *store) total(key string, now time.Time) int64 {
 	if !ok {
 		return 0
 	}
-	return at(c, msOf(now.UnixNano()), c.Period).Cur
+	return at(c, bucket.Millis(now.UnixNano()), c.Period).Cur
 }
 
 func (s *store) calls_() int {
@@ -294,7 +294,7 @@ func TestSyncAccounting(t *testing.T) {
 	// A read of a counter this process never spent on makes it held: the
 	// next cycle reads its total.
 	s.mu.Lock()
-	s.counters["d"] = window.Counter{Period: time.Hour.Milliseconds(), Start: msOf(start.UnixNano()), Cur: 4}
+	s.counters["d"] = window.Counter{Period: time.Hour.Milliseconds(), Start: bucket.Millis(start.UnixNano()), Cur: 4}
 	s.mu.Unlock()
 	if got := p.remaining(t, op("d", 10, 0, time.Second)); got != 10 {
 		t.Fatalf("d before its first sync: remaining %d, want 10", got)
@@ -476,7 +476,7 @@ func TestPushAcrossAWindowBoundary(t *testing.T) {
 	}
 	p.sync(t)
 	last := s.pushes[len(s.pushes)-1][0]
-	if last.Hits != 0 || last.PrevHits != 6 || last.Start != msOf(start.Add(time.Hour).UnixNano()) {
+	if last.Hits != 0 || last.PrevHits != 6 || last.Start != bucket.Millis(start.Add(time.Hour).UnixNano()) {
 		t.Fatalf("push = %+v, want 6 previous-window hits for the window at 01:00", last)
 	}
 	if got := p.remaining(t, o); got != 7 {

@@ -85,16 +85,6 @@ func merge(a, b window.Counter, nowMs, period int64) window.Counter {
 	return a
 }
 
-// msOf is now (unix ns) in whole milliseconds, rounded down, as windows
-// decide.
-func msOf(now int64) int64 {
-	ms := now / 1_000_000
-	if now%1_000_000 < 0 {
-		ms--
-	}
-	return ms
-}
-
 func (g *group) shardIndex(l *Layer, key string) int {
 	return int(maphash.String(l.seed, key) % uint64(len(g.shards)))
 }
@@ -244,7 +234,7 @@ func (sh *shard) pending(nowMs int64) int {
 // cycle; those it applied are done, even when others failed.
 func (l *Layer) windowCycle(ctx context.Context, g *group) (syncResult, error) {
 	now := l.opts.Clock.Now().UnixNano()
-	nowMs := msOf(now)
+	nowMs := bucket.Millis(now)
 	var pushes []syncpush.Window
 	var held []*counter // pushes[i]'s counter; nil for an orphan
 	for i := range g.shards {
@@ -279,7 +269,7 @@ func (l *Layer) windowCycle(ctx context.Context, g *group) (syncResult, error) {
 	}
 	// Settle with the clock's now: hits that waited for a failed push are
 	// read as of when they are put back.
-	nowMs = msOf(l.opts.Clock.Now().UnixNano())
+	nowMs = bucket.Millis(l.opts.Clock.Now().UnixNano())
 	var res syncResult
 	var sh *shard
 	for i := range pushes {

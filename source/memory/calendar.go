@@ -18,16 +18,6 @@ func periodKey(now int64, op *bucket.Op) string {
 	var buf [128]byte
 	key := append(buf[:0], op.Key...)
 	key = strconv.AppendInt(append(key, '@'), op.Calendar.Tag, 10)
-	key = strconv.AppendInt(append(key, '@'), op.Periods.At(msFloor(now)).Start, 10)
+	key = strconv.AppendInt(append(key, '@'), op.Periods.At(bucket.Millis(now)).Start, 10)
 	return string(key)
-}
-
-// msFloor is unix ns in whole milliseconds, rounded down, as the calendar
-// arithmetic reads now.
-func msFloor(ns int64) int64 {
-	ms := ns / 1e6
-	if ns%1e6 < 0 {
-		ms--
-	}
-	return ms
 }

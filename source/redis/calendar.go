@@ -19,7 +19,7 @@ import (
 
 // calendarPeriod is a calendar op's period at now (unix ns).
 func calendarPeriod(op *bucket.Op, now int64) calendar.Period {
-	return op.Periods.At(floorMs(now))
+	return op.Periods.At(bucket.Millis(now))
 }
 
 // calendarName is the name of a calendar op's counter at now: the name
@@ -53,7 +53,7 @@ func calendarStored(c calendar.Counter) window.Counter {
 // at now, none otherwise.
 func calendarRead(op *bucket.Op, now int64, w window.Counter) calendar.Counter {
 	p := calendarPeriod(op, now)
-	if w.Period != 1 || w.Start != p.End-2 || w.Cur <= 0 || p.End <= floorMs(now) {
+	if w.Period != 1 || w.Start != p.End-2 || w.Cur <= 0 || p.End <= bucket.Millis(now) {
 		return calendar.Counter{}
 	}
 	return calendar.Counter{Tag: op.Calendar.Tag, Start: p.Start, End: p.End, Used: w.Cur}

@@ -162,7 +162,7 @@ func (r *scriptReply) setBucket(i int, s string) error {
 			s = ""
 		}
 		c, err := parseCounter(s)
-		if c.Expires() <= floorMs(r.decidedAt) {
+		if c.Expires() <= bucket.Millis(r.decidedAt) {
 			c = window.Counter{} // counts nothing any more
 		}
 		r.states[i] = bucket.State{TAT: gcra.Missing, Window: c}
@@ -225,7 +225,7 @@ func decodeSync(c *scriptCall, items []any) error {
 	if len(items) != len(c.extra.pushes)+1 || items[0] != int64(1) {
 		return fmt.Errorf("%w: %d items for %d counters", ErrBadReply, len(items), len(c.extra.pushes))
 	}
-	nowMs := floorMs(c.now)
+	nowMs := bucket.Millis(c.now)
 	for i, item := range items[1:] {
 		s, ok := item.(string)
 		if !ok {
@@ -296,16 +296,6 @@ func decodeSyncRates(c *scriptCall, items []any) error {
 		}
 	}
 	return nil
-}
-
-// floorMs is unix ns in whole milliseconds, rounded down (also before
-// 1970): the resolution of window arithmetic.
-func floorMs(ns int64) int64 {
-	ms := ns / 1_000_000
-	if ns%1_000_000 < 0 {
-		ms--
-	}
-	return ms
 }
 
 // decodeOnce reads the reply of a call under an idempotency record:

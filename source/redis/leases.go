@@ -110,7 +110,7 @@ func (r *scriptReply) setLeases(i int, s string) error {
 	if r.replayed {
 		r.ops[i].LeaseID = id
 	}
-	r.states[i] = bucket.WithLeases(concurrency.Live(floorMs(r.decidedAt), leases))
+	r.states[i] = bucket.WithLeases(concurrency.Live(bucket.Millis(r.decidedAt), leases))
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
@@ -121,7 +122,7 @@ func TestNotFullEvictionsAreCountedExactly(t *testing.T) {
 			m = held{h: rng.Uint64(), windowed: k%2 == 1}
 		}
 		if m.windowed {
-			expMs := msOf(now) + 1 + rng.Int64N(300)
+			expMs := bucket.Millis(now) + 1 + rng.Int64N(300)
 			s.putWindow(key, m.h, counterExpiring(rng, expMs), now)
 			m.expires = expMs * nsPerMs
 		} else {

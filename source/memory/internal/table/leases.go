@@ -3,6 +3,7 @@ package table
 import (
 	"slices"
 
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/concurrency"
 )
 
@@ -39,7 +40,7 @@ func (s *Store) GetLeases(key string, now int64) []concurrency.Lease {
 	if !ok {
 		return nil
 	}
-	nowMs := msOf(now)
+	nowMs := bucket.Millis(now)
 	if b.exp <= nowMs {
 		delete(s.leases.byKey, key)
 		return nil
@@ -52,7 +53,7 @@ func (s *Store) GetLeases(key string, now int64) []concurrency.Lease {
 // pin is set; a bucket with no live lease is removed instead. It reports
 // whether making room evicted an entry that had not expired.
 func (s *Store) PutLeases(key string, leases []concurrency.Lease, now int64, pin bool) (evictedNotFull bool) {
-	nowMs := msOf(now)
+	nowMs := bucket.Millis(now)
 	exp := concurrency.Expires(leases)
 	if b, ok := s.leases.byKey[key]; ok {
 		if exp <= nowMs {
@@ -147,7 +148,7 @@ func (t *Leases) candidate(nowMs int64) (key string, exp int64, isPinned, expire
 // expired; evict falls back to the other kinds when it did not. A bucket's time left bounds what its holders gain, as for the
 // other kinds: its slots free when its last lease would have ended.
 func (s *Store) evictLeases(now int64, gOK bool, gLeft int64, wOK bool, wLeft int64) (evicted, notFull bool) {
-	nowMs := msOf(now)
+	nowMs := bucket.Millis(now)
 	key, exp, pinned, expired := s.leases.candidate(nowMs)
 	if expired {
 		delete(s.leases.byKey, key)

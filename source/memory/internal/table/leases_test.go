@@ -3,6 +3,7 @@ package table
 import (
 	"testing"
 
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/concurrency"
 )
 
@@ -11,7 +12,7 @@ import (
 // the one with the least time left goes first.
 func TestLeasesShareTheCapacity(t *testing.T) {
 	const nowNs = int64(1_000_000) * nsPerMs
-	nowMs := msOf(nowNs)
+	nowMs := bucket.Millis(nowNs)
 	var s Store
 	s.Init(2)
 	lease := func(id string, exp int64) []concurrency.Lease {

@@ -135,7 +135,7 @@ func (s *Store) PutTAT(key string, h uint64, i int, tat, now int64, pin bool) bo
 // GetWindow is GetTAT for a window counter: its position and the counter,
 // or None and the zero Counter when it has none that counts at now.
 func (s *Store) GetWindow(key string, h uint64, now int64) (int, window.Counter) {
-	i, exp, w := s.windows.get(key, h, msOf(now))
+	i, exp, w := s.windows.get(key, h, bucket.Millis(now))
 	if i == None {
 		return None, window.Counter{}
 	}
@@ -145,14 +145,14 @@ func (s *Store) GetWindow(key string, h uint64, now int64) (int, window.Counter)
 // PutWindow is PutTAT for a window counter: a counter that counts nothing
 // at now (c.Expires() is not after it) is removed instead of stored.
 func (s *Store) PutWindow(key string, h uint64, i int, c *window.Counter, now int64, pin bool) bool {
-	return put(s, &s.windows, key, h, i, c.Expires(), Window{Period: c.Period, Cur: c.Cur, Prev: c.Prev}, msOf(now), now, pin)
+	return put(s, &s.windows, key, h, i, c.Expires(), Window{Period: c.Period, Cur: c.Cur, Prev: c.Prev}, bucket.Millis(now), now, pin)
 }
 
 // GetCalendar is GetWindow for a calendar counter, kept in the table of
 // window counters: its position and the counter, or None and the zero
 // Counter when it has none that counts at now.
 func (s *Store) GetCalendar(key string, h uint64, now int64) (int, calendar.Counter) {
-	i, exp, w := s.windows.get(key, h, msOf(now))
+	i, exp, w := s.windows.get(key, h, bucket.Millis(now))
 	if i == None {
 		return None, calendar.Counter{}
 	}
@@ -166,7 +166,7 @@ func (s *Store) PutCalendar(key string, h uint64, i int, c *calendar.Counter, no
 	if c.Used <= 0 {
 		exp = 0
 	}
-	return put(s, &s.windows, key, h, i, exp, Window{Period: -c.Tag, Cur: c.Used, Prev: c.Start}, msOf(now), now, pin)
+	return put(s, &s.windows, key, h, i, exp, Window{Period: -c.Tag, Cur: c.Used, Prev: c.Start}, bucket.Millis(now), now, pin)
 }
 
 // put stores an entry in table t, whose unit of time makes tnow of now
@@ -232,7 +232,7 @@ func (s *Store) Unpin(windowed bool, i int) {
 // algorithm.
 func (s *Store) Take(key string, h uint64, counted bool, now int64) bucket.State {
 	if counted {
-		i, exp, w := s.windows.get(key, h, msOf(now))
+		i, exp, w := s.windows.get(key, h, bucket.Millis(now))
 		if i == None {
 			return bucket.Empty
 		}
@@ -252,10 +252,10 @@ func (s *Store) forgetExpired(now int64) {
 		s.gcra.forgetExpired(now)
 	}
 	if s.windows.count > 0 {
-		s.windows.forgetExpired(msOf(now))
+		s.windows.forgetExpired(bucket.Millis(now))
 	}
 	if s.leases.len() > 0 {
-		s.leases.forgetExpired(msOf(now))
+		s.leases.forgetExpired(bucket.Millis(now))
 	}
 }
 
@@ -300,7 +300,7 @@ func (s *Store) evict(now int64) (notFull bool) {
 		g, gLeft, gPinned = i, nsLeft(exp, now), p
 	}
 	if s.windows.count > 0 {
-		nowMs := msOf(now)
+		nowMs := bucket.Millis(now)
 		i, exp, p, expired := s.windows.candidate(nowMs)
 		if expired {
 			s.windows.removeAt(i)
@@ -342,14 +342,4 @@ func msLeft(expMs, now, nowMs int64) int64 {
 	}
 	// now − nowMs·1e6 is in [0, 1e6), also where the product wraps.
 	return d*nsPerMs - (now - nowMs*nsPerMs)
-}
-
-// msOf is now (unix ns) in whole ms, rounded down, as the window
-// arithmetic reads it.
-func msOf(now int64) int64 {
-	ms := now / nsPerMs
-	if now%nsPerMs < 0 {
-		ms--
-	}
-	return ms
 }
