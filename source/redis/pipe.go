@@ -11,21 +11,22 @@ import (
 
 // Concurrent script calls to one Redis node share round trips. Without a
 // coalescing window (below), a caller that finds nothing queued and a
-// flusher slot free sends its own call at once, in its own goroutine and under its own context, exactly as without
-// a pipe: one caller, one round trip, no added latency. Calls that arrive
-// while maxFlushers round trips are in flight are queued, and a flusher
-// sends everything queued as one pipeline as soon as a slot frees up,
-// packed into as few script calls as the node allows (pack.go). The
-// reason is CPU, not latency: on a small machine the system calls of one
-// request per round trip, on both sides, and Redis's fixed cost per script
-// call weigh as much as the script's own work, and a pipeline of fifty
-// calls pays them once.
+// flusher slot free sends its own call at once, in its own goroutine and
+// under its own context, exactly as without a pipe: one caller, one round
+// trip, no added latency. Calls that arrive while maxFlushers round trips
+// are in flight are queued, and a flusher sends everything queued as one
+// pipeline as soon as a slot frees up, packed into as few script calls as
+// the node allows (pack.go). The reason is CPU, not latency: on a small
+// machine the system calls of one request per round trip, on both sides,
+// and Redis's fixed cost per script call weigh as much as the script's
+// own work, and a pipeline of fifty calls pays them once.
 //
 // With a coalescing window (Options.CoalesceWindow), a caller that would
 // go alone waits that long first, queued, with a flusher that sends the
 // queue when the window ends: the calls that arrive meanwhile share its
-// round trip, and a call none joined goes alone, as it would have. The window opens only when nothing is in flight: calls
-// queued behind a round trip go as soon as it is back.
+// round trip, and a call none joined goes alone, as it would have. The
+// window opens only when nothing is in flight: calls queued behind a
+// round trip go as soon as it is back.
 //
 // Atomicity is unchanged: every batch is still decided inside one script
 // run, and Redis runs each script to completion before anything else,
@@ -225,8 +226,8 @@ func (p *pipe) flush(window <-chan time.Time) {
 
 // nextPipeline splits queue into the calls of the next pipeline, in queue
 // order, and those left for later: at most maxPipeline calls, of which
-// at most one sync call. The sync calls left keep their order, and go in
-// the pipelines that follow, one each.
+// at most one heavy sync call (scriptCall.heavy). The heavy ones left
+// keep their order, and go in the pipelines that follow, one each.
 func nextPipeline(queue []*queued) (batch, rest []*queued) {
 	n := min(len(queue), maxPipeline)
 	heavy := 0
