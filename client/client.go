@@ -21,8 +21,9 @@ type Options struct {
 	// every call: needed when the service runs with --api-token-file.
 	APIToken string
 	// AdminToken, when set, is sent instead of APIToken on the admin
-	// calls (Reset, ResetBatch, Reload, Sync, PenaltyBoxRemove), which
-	// need an admin token when the service runs with --admin-token-file.
+	// calls (Reset, ResetBatch, Reload, ReloadStatus, Sync, TopDenied,
+	// Boxes, PenaltyBoxRemove), which need an admin token when the
+	// service runs with --admin-token-file.
 	// Unset, those calls send APIToken.
 	AdminToken string
 	// HTTPClient sends the requests. Nil makes one of the client's own

@@ -95,7 +95,8 @@
 // # Tokens
 //
 // Options.APIToken is sent on every call. The admin calls (Reset,
-// ResetBatch, Reload, Sync, PenaltyBoxRemove) send Options.AdminToken
+// ResetBatch, Reload, ReloadStatus, Sync, TopDenied, Boxes,
+// PenaltyBoxRemove) send Options.AdminToken
 // when it is set, else the API token. A missing or wrong token is an
 // *Error with status 401 and CodeUnauthorized.
 package client

@@ -45,6 +45,8 @@ const (
 	// have taken effect.
 	CodeSourceOutcomeUnknown = "source_outcome_unknown"
 	CodeSyncFailed           = "sync_failed"
+	CodeTopUnavailable       = "top_unavailable"
+	CodeNotImplemented       = "not_implemented"
 )
 
 // ErrUnexpectedAnswer is wrapped by the error of a call whose successful

@@ -12,14 +12,18 @@ import (
 	"time"
 
 	"github.com/jmhodges/clock"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiter-dev/limiter/client"
 	"github.com/limiter-dev/limiter/configfile"
+	"github.com/limiter-dev/limiter/decisionmetrics"
 	"github.com/limiter-dev/limiter/httpapi"
+	"github.com/limiter-dev/limiter/httpapi/wire"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/memory"
+	"github.com/limiter-dev/limiter/topdenied"
 )
 
 // testDefaults are the limits the tests' service knows: a GCRA limit of
@@ -102,6 +106,16 @@ const testOverrides = `
       - id: "2001:db8:1::/48"
 `
 
+// testReloadStatus is what the test service answers GET
+// /v1/admin/reload with: a failed attempt after the load in use.
+var testReloadStatus = wire.ReloadStatusResponse{
+	LastAttempt: wire.ReloadAttempt{At: "2026-11-22T00:05:00Z", Trigger: "SIGHUP", Problems: []string{"overrides.yaml:3: no such limit"}},
+	InUse: wire.ReloadAttempt{At: "2026-11-22T00:00:00Z", Trigger: "startup", OK: true, Files: []wire.ReloadFile{
+		{File: "defaults", Path: "defaults.yaml", Entries: "9"},
+		{File: "overrides", Path: "overrides.yaml", Entries: "2"},
+	}},
+}
+
 // start is the fake clock's time when a test server starts.
 var start = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 
@@ -109,7 +123,9 @@ var start = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 type serverOptions struct {
 	apiTokens, adminTokens []string
 	failOpen               bool
-	reload                 func() error
+	// reload, when set, serves POST /v1/admin/reload; GET then answers
+	// testReloadStatus.
+	reload func() error
 	// wrap, when set, stands between the listener and the API handler.
 	wrap func(http.Handler) http.Handler
 }
@@ -142,9 +158,16 @@ func newServer(t *testing.T, o serverOptions) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h http.Handler = httpapi.New(httpapi.Options{
+	top := topdenied.New(clk)
+	reg := prometheus.NewRegistry()
+	apiOpts := httpapi.Options{
 		Limiter: l, APITokens: bytesOf(o.apiTokens), AdminTokens: bytesOf(o.adminTokens), Reload: o.reload,
-	})
+		Registry: reg, Decisions: decisionmetrics.New(reg, decisionmetrics.WithDenials(top)), TopDenied: top,
+	}
+	if o.reload != nil {
+		apiOpts.ReloadStatus = func() wire.ReloadStatusResponse { return testReloadStatus }
+	}
+	var h http.Handler = httpapi.New(apiOpts)
 	if o.wrap != nil {
 		h = o.wrap(h)
 	}

@@ -30,6 +30,9 @@ func TestTokens(t *testing.T) {
 		{"reset", true, func(c *client.Client) error { _, err := c.Reset(ctx, alice); return err }},
 		{"reload", true, func(c *client.Client) error { return c.Reload(ctx) }},
 		{"sync", true, func(c *client.Client) error { _, err := c.Sync(ctx); return err }},
+		{"reload status", true, func(c *client.Client) error { _, err := c.ReloadStatus(ctx); return err }},
+		{"top denied", true, func(c *client.Client) error { _, err := c.TopDenied(ctx, "", 0); return err }},
+		{"boxes", true, func(c *client.Client) error { _, err := c.Boxes(ctx, "Lockout", ""); return err }},
 		{"box remove", true, func(c *client.Client) error { _, err := c.PenaltyBoxRemove(ctx, "Hits", "192.0.2.1"); return err }},
 	}
 	tests := []struct {

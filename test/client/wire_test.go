@@ -8,9 +8,11 @@ import (
 	"go/token"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +41,13 @@ var wirePairs = []struct {
 	{wire.LimitSettings{}, "settingsJSON"},
 	{wire.TransactionRequest{}, "transactionJSON"},
 	{wire.LeaseRequest{}, "leaseJSON"},
+	{wire.TopResponse{}, "topJSON"},
+	{wire.TopEntry{}, "topEntryJSON"},
+	{wire.BoxesResponse{}, "boxesJSON"},
+	{wire.BoxEntry{}, "boxEntryJSON"},
+	{wire.ReloadStatusResponse{}, "reloadStatusJSON"},
+	{wire.ReloadAttempt{}, "reloadAttemptJSON"},
+	{wire.ReloadFile{}, "reloadFileJSON"},
 }
 
 // jsonName is the name a field goes by in JSON: its tag's, else its own.
@@ -60,23 +69,22 @@ func serverFields(t reflect.Type) []string {
 	return names
 }
 
-// clientStructs reads the client's source (the module the tests build
-// against, client/ in this tree) and lists the JSON names of the fields
-// of each struct type it declares, by type name.
-func clientStructs(t *testing.T) map[string][]string {
+// clientFiles parses the client's source: the module the tests build
+// against, client/ in this tree, without its tests.
+func clientFiles(t *testing.T) (*token.FileSet, []*ast.File) {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/limiter-dev/limiter/client").Output()
 	if err != nil {
 		t.Fatalf("go list -m github.com/limiter-dev/limiter/client: %v", err)
 	}
 	dir := strings.TrimSpace(string(out))
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil || len(files) == 0 {
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(names) == 0 {
 		t.Fatalf("no Go files in %s: %v", dir, err)
 	}
-	structs := map[string][]string{}
 	fset := token.NewFileSet()
-	for _, name := range files {
+	var files []*ast.File
+	for _, name := range names {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
 		}
@@ -84,6 +92,18 @@ func clientStructs(t *testing.T) map[string][]string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		files = append(files, f)
+	}
+	return fset, files
+}
+
+// clientStructs lists the JSON names of the fields of each struct type
+// the client declares, by type name.
+func clientStructs(t *testing.T) map[string][]string {
+	t.Helper()
+	fset, files := clientFiles(t)
+	structs := map[string][]string{}
+	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			spec, ok := n.(*ast.TypeSpec)
 			if !ok {
@@ -97,6 +117,7 @@ func clientStructs(t *testing.T) map[string][]string {
 			for _, field := range st.Fields.List {
 				tag := ""
 				if field.Tag != nil {
+					var err error
 					if tag, err = strconv.Unquote(field.Tag.Value); err != nil {
 						t.Fatalf("%s: %v", fset.Position(field.Pos()), err)
 					}
@@ -131,6 +152,63 @@ func TestClientWireTypesMatchTheService(t *testing.T) {
 		if want := serverFields(s); !slices.Equal(got, want) {
 			t.Errorf("the client's %s has %v; %v has %v", p.client, got, s, want)
 		}
+	}
+}
+
+// clientCodes lists the values of the client's Code constants.
+func clientCodes(t *testing.T) map[string]bool {
+	t.Helper()
+	_, files := clientFiles(t)
+	codes := map[string]bool{}
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			spec, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for i, name := range spec.Names {
+				if !strings.HasPrefix(name.Name, "Code") || i >= len(spec.Values) {
+					continue
+				}
+				if lit, ok := spec.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					v, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					codes[v] = true
+				}
+			}
+			return true
+		})
+	}
+	return codes
+}
+
+// errorRow is a row of the error table in docs/api.md: | status | `code` |.
+var errorRow = regexp.MustCompile("^\\| [^|]+ \\| `([a-z_]+)` \\|")
+
+// Every error code the API documents has a constant in the client, so a
+// caller can switch on it, except forward-auth's missing_id: the client
+// makes no forward-auth call.
+func TestClientKnowsEveryErrorCode(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := clientCodes(t)
+	documented := 0
+	for line := range strings.Lines(string(doc)) {
+		m := errorRow.FindStringSubmatch(line)
+		if m == nil || m[1] == "missing_id" {
+			continue
+		}
+		documented++
+		if !codes[m[1]] {
+			t.Errorf("docs/api.md documents the error code %q; the client has no constant for it", m[1])
+		}
+	}
+	if documented < 20 {
+		t.Fatalf("found %d error codes in docs/api.md's table; has its form changed?", documented)
 	}
 }
 
