@@ -54,3 +54,26 @@ func ExampleClient_SpendBatch() {
 		fmt.Println(t.Limit, t.ID, t.Allowed, t.Remaining)
 	}
 }
+
+// An operator lists everyone in a penalty box, one page at a time: a
+// page may be empty and still have a next one, so the loop ends on the
+// cursor, not on an empty page.
+func ExampleClient_Boxes() {
+	c, err := client.New(client.Options{BaseURL: "http://limiter.internal:8080", AdminToken: "admin-token"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	for cursor := ""; ; {
+		page, err := c.Boxes(context.Background(), "LoginLockout", cursor)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, e := range page.Entries {
+			fmt.Printf("%s leaves in %v\n", e.ID, e.ExpiresIn)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+}
