@@ -24,7 +24,9 @@ const (
 	Absent Presence = iota
 	// Blank: a file without a YAML document: no bytes, or white space
 	// and comments alone, as a file being rewritten in place is for a
-	// moment.
+	// moment; or one whose document is null ("~", "null", a bare
+	// "---"), which states no form either: a template's rendering of an
+	// unset value, more likely than a wish to remove every rule.
 	Blank
 	// Written: a file with a document, an explicit empty form included.
 	Written
@@ -50,15 +52,30 @@ type File struct {
 	Presence Presence
 }
 
+// errNotRegular refuses a path that holds something other than a file.
+var errNotRegular = errors.New("not a regular file")
+
 // ReadFile reads the file at path. A missing file (or an empty path) is
-// Absent, not an error; any other failure to read it is an error naming
-// the path.
+// Absent, not an error; any other failure to read it, or a path that
+// holds a directory, a device or a FIFO, is an error naming the path.
 func ReadFile(path string) (File, error) {
 	f := File{Path: path}
 	if path == "" {
 		return f, nil
 	}
-	data, err := os.ReadFile(path)
+	// Only a regular file is read: a FIFO left at the path would block
+	// the read, and every reload after it, until something wrote to it.
+	info, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return f, nil
+	}
+	if err == nil && !info.Mode().IsRegular() {
+		err = fmt.Errorf("%w (%s)", errNotRegular, info.Mode().Type())
+	}
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(path)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return f, nil
 	}
@@ -74,9 +91,22 @@ func ReadFile(path string) (File, error) {
 }
 
 // hasDocument reports whether data holds a YAML document, parsable or
-// not: anything but white space and comments. A syntax error counts as a
-// document, for the parser to report at its line.
+// not, other than null: anything but white space, comments and a null
+// alone. A syntax error counts as a document, for the parser to report
+// at its line.
 func hasDocument(data []byte) bool {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	return yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc) != io.EOF
+	switch err := dec.Decode(&doc); {
+	case err == io.EOF:
+		return false
+	case err != nil:
+		return true
+	}
+	if len(doc.Content) != 1 || !isNull(doc.Content[0]) {
+		return true
+	}
+	// A null first document followed by another is a file of several
+	// documents, for the parser to refuse.
+	return dec.Decode(&doc) != io.EOF
 }

@@ -1,8 +1,10 @@
 package configfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -19,7 +21,11 @@ func TestReadFilePresence(t *testing.T) {
 		{"comments alone", ptr("# rules come later\n  # indented\n"), Blank},
 		{"empty list", ptr("[]\n"), Written},
 		{"empty mapping", ptr("{}"), Written},
-		{"null", ptr("null\n"), Written},
+		{"null", ptr("null\n"), Blank},
+		{"tilde", ptr("~\n"), Blank},
+		{"a bare document start", ptr("---\n"), Blank},
+		{"null after a comment", ptr("# c\nnull\n"), Blank},
+		{"null, then another document", ptr("~\n---\n[]\n"), Written},
 		{"rules", ptr("- domain: edge\n"), Written},
 		{"a syntax error", ptr("[unclosed\n"), Written},
 	}
@@ -52,6 +58,14 @@ func TestReadFilePresence(t *testing.T) {
 	if _, err := ReadFile(dir); err == nil {
 		t.Error("a directory read as a file without error")
 	}
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Reading a FIFO would block until a writer came: the test would hang.
+	if _, err := ReadFile(fifo); !errors.Is(err, errNotRegular) {
+		t.Errorf("a FIFO: %v, want errNotRegular", err)
+	}
 }
 
 func ptr(s string) *string { return &s }
@@ -64,7 +78,11 @@ func TestForwardAuthEmptyForms(t *testing.T) {
 			t.Errorf("%q: %v, %d rules; want no rules", form, err, rules.Count())
 		}
 	}
-	if _, err := ParseForwardAuth("forward-auth.yaml", []byte("[{rules: {}}]"), nil); err == nil {
-		t.Error("a non-empty list loaded")
+	// None of the empty forms: a file cut short after its proxies, or
+	// rules left null.
+	for _, form := range []string{"[{rules: {}}]", "trusted_proxies: [10.0.0.0/8]\n", "rules:\n", "rules: ~\ntrusted_proxies: []\n"} {
+		if _, err := ParseForwardAuth("forward-auth.yaml", []byte(form), nil); err == nil {
+			t.Errorf("%q loaded", form)
+		}
 	}
 }

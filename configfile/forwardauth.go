@@ -55,7 +55,9 @@ const forwardAuthShape = "{trusted_proxies: [CIDR, ...], rules: {NAME: {limits: 
 // An empty file (or comments only, or null) means no rules, as does no file
 // (a deployment without a proxy in front needs none), and so do the
 // explicit empty forms {}, "rules: {}" and [], which a reload accepts
-// where it refuses a file that went blank (see Presence). Every limit
+// where it refuses a file that went blank (see Presence). A mapping with
+// other fields and no rules, or "rules:" left null, is a problem: it is
+// none of those forms. Every limit
 // must be a name cfg knows, and its id source one that can give ids of
 // the name's kind: client_ip only for names whose ids can be addresses,
 // and a constant must be a valid id. A nil cfg checks everything else, for
@@ -118,8 +120,18 @@ func (p *forwardAuthParser) parseRoot(root *yaml.Node) {
 	if f, has := fs["trusted_proxies"]; has {
 		p.trustedProxies(f.val)
 	}
-	if f, has := fs["rules"]; has {
+	// A mapping with fields but no rules ("rules:" left null, or no
+	// rules key: a file cut short after trusted_proxies) is not one of
+	// the explicit empty forms, which alone may remove every rule.
+	switch f, has := fs["rules"]; {
+	case has && !isNull(f.val):
 		p.parseRules(f.val)
+	case len(root.Content) > 0:
+		line := root.Line
+		if has {
+			line = f.key.Line
+		}
+		s.add(line, "the forward-auth file has no rules (rules is missing or null); write rules: {} for none")
 	}
 }
 
@@ -374,8 +386,22 @@ func (p *forwardAuthParser) fits(key *yaml.Node, rule forwardauth.Rule) bool {
 			p.scope(e.Limit).add(key.Line, "rule %s has missing: client_ip, and the ids of this limit are of kind %s, not addresses", quoteShort(key.Value), info.Kind)
 			ok = false
 		}
-		if most, bounded := costBound(p.cfg, info); bounded && rule.Cost > most {
-			p.scope(e.Limit).add(key.Line, "rule %s has cost %d, above the %d this limit allows in one request: every request would be refused", quoteShort(key.Value), rule.Cost, most)
+		if def, has := p.cfg.Default(info.Name); has && rule.Cost > mostPerRequest(def) {
+			p.scope(e.Limit).add(key.Line, "rule %s has cost %d, above the %d this limit allows in one request: every request would be refused", quoteShort(key.Value), rule.Cost, mostPerRequest(def))
+			ok = false
+			continue
+		}
+		// An override that allows less in one request than the cost would
+		// answer its id's every request with an error, not a decision.
+		var tightest string
+		for id, l := range p.cfg.Overrides(info.Name) {
+			if rule.Cost > mostPerRequest(l) && (tightest == "" || id < tightest) {
+				tightest = id
+			}
+		}
+		if tightest != "" {
+			l, _ := p.cfg.Limit(info.Name, tightest)
+			p.scope(e.Limit).add(key.Line, "rule %s has cost %d, above the %d the override of id %q allows in one request: every request of that id would be refused", quoteShort(key.Value), rule.Cost, mostPerRequest(l), tightest)
 			ok = false
 		}
 	}
@@ -391,18 +417,12 @@ func canBeMissing(src forwardauth.Source) bool {
 	return false
 }
 
-// costBound is the most one transaction of the name's default limit may
-// cost, and false when the name has no default (only overrides, which a
-// request may or may not meet).
-func costBound(cfg *ratelimits.Config, info ratelimits.NameInfo) (int64, bool) {
-	def, ok := cfg.Default(info.Name)
-	switch {
-	case !ok:
-		return 0, false
-	case def.Algorithm == ratelimits.RateCounter:
-		return ratelimits.MaxRateCost, true
-	case def.Algorithm.Windowed():
-		return def.Count, true
+// mostPerRequest is the most one transaction of l may cost: its burst (a
+// window or calendar limit's count), or MaxRateCost for a rate counter,
+// whose cost is hits observed.
+func mostPerRequest(l ratelimits.Limit) int64 {
+	if l.Algorithm == ratelimits.RateCounter {
+		return ratelimits.MaxRateCost
 	}
-	return def.Burst, true
+	return l.Burst
 }

@@ -179,7 +179,7 @@ rules:
 // without rules.
 func TestForwardAuthEmptyFile(t *testing.T) {
 	for _, data := range []string{"", "\n", "# no proxy in front yet\n", "~\n", "null\n", "---\n", "{}\n",
-		"rules:\n", "rules: {}\n", "trusted_proxies: []\nrules: ~\n", "trusted_proxies:\n"} {
+		"rules: {}\n", "trusted_proxies:\nrules: {}\n", "[]\n"} {
 		rs, err := configfile.ParseForwardAuth(faFile, []byte(data), faConfig(t))
 		if err != nil || rs == nil || rs.Count() != 0 {
 			t.Errorf("%q: %v, %v; want rules without any", data, rs, err)
@@ -247,8 +247,10 @@ func TestForwardAuthProblems(t *testing.T) {
 		{"not a mapping", "- api\n", []faProblem{{1, "", "the forward-auth file must be a mapping"}}},
 		{"a YAML syntax error", "rules:\n  api: [\n", []faProblem{{2, "", "YAML syntax error"}}},
 		{"two documents", "rules: {}\n---\nrules: {}\n", []faProblem{{2, "", "more than one YAML document"}}},
-		{"an unknown top-level field", "trusted_proxies: []\nrule:\n  api: {}\n", []faProblem{{2, "", `unknown field "rule" (allowed: trusted_proxies, rules)`}}},
-		{"a rule at the top level", "api:\n" + key, []faProblem{{1, "", `unknown field "api"`}}},
+		{"an unknown top-level field", "trusted_proxies: []\nrule:\n  api: {}\nrules: {}\n", []faProblem{{2, "", `unknown field "rule" (allowed: trusted_proxies, rules)`}}},
+		{"a rule at the top level", "api:\n" + key, []faProblem{{1, "", `unknown field "api"`}, {1, "", "has no rules (rules is missing or null); write rules: {} for none"}}},
+		{"no rules after the proxies", "trusted_proxies: [10.0.0.0/8]\n", []faProblem{{1, "", "has no rules"}}},
+		{"rules left null", "trusted_proxies: []\nrules:\n", []faProblem{{2, "", "has no rules"}}},
 		{"a top-level field twice", "rules: {}\nrules: {}\n", []faProblem{{2, "", `duplicate field "rules" (first at line 1)`}}},
 		{"rules not a mapping", "rules:\n  - api\n", []faProblem{{2, "", "rules must be a mapping of rule names to rules, got a list"}}},
 		{"a rule not a mapping", "rules:\n  api: [x]\n", []faProblem{{2, "", `rule "api" must be a mapping`}}},
@@ -281,13 +283,13 @@ func TestForwardAuthProblems(t *testing.T) {
 		{"a limit that is not a mapping", rule("    limits:\n      - APIRequestsPerKey\n"), []faProblem{{4, "", "each limit of a rule must be a mapping"}}},
 
 		// Trusted proxies.
-		{"trusted_proxies not a list", "trusted_proxies: 10.0.0.0/8\n", []faProblem{{1, "", "trusted_proxies must be a list of CIDR prefixes"}}},
-		{"a bad CIDR", "trusted_proxies:\n  - 10.0.0.0/8\n  - 10.0.0.0/33\n", []faProblem{{3, "", `trusted proxy "10.0.0.0/33": not a CIDR prefix`}}},
-		{"not an address", "trusted_proxies: [proxy.internal]\n", []faProblem{{1, "", `trusted proxy "proxy.internal": not a CIDR prefix`}}},
-		{"host bits set", "trusted_proxies:\n  - 10.1.2.3/8\n", []faProblem{{2, "", "has bits set after its first 8: did you mean 10.0.0.0/8, or 10.1.2.3 alone?"}}},
-		{"IPv6 host bits set", "trusted_proxies:\n  - 2001:db8::1/64\n", []faProblem{{2, "", "did you mean 2001:db8::/64, or 2001:db8::1 alone?"}}},
-		{"a zone", "trusted_proxies:\n  - fe80::1%eth0\n", []faProblem{{2, "", "an address with a zone cannot be trusted"}}},
-		{"a trusted proxy that is not a string", "trusted_proxies:\n  - {cidr: 10.0.0.0/8}\n  - 10\n", []faProblem{
+		{"trusted_proxies not a list", "trusted_proxies: 10.0.0.0/8\nrules: {}\n", []faProblem{{1, "", "trusted_proxies must be a list of CIDR prefixes"}}},
+		{"a bad CIDR", "trusted_proxies:\n  - 10.0.0.0/8\n  - 10.0.0.0/33\nrules: {}\n", []faProblem{{3, "", `trusted proxy "10.0.0.0/33": not a CIDR prefix`}}},
+		{"not an address", "trusted_proxies: [proxy.internal]\nrules: {}\n", []faProblem{{1, "", `trusted proxy "proxy.internal": not a CIDR prefix`}}},
+		{"host bits set", "trusted_proxies:\n  - 10.1.2.3/8\nrules: {}\n", []faProblem{{2, "", "has bits set after its first 8: did you mean 10.0.0.0/8, or 10.1.2.3 alone?"}}},
+		{"IPv6 host bits set", "trusted_proxies:\n  - 2001:db8::1/64\nrules: {}\n", []faProblem{{2, "", "did you mean 2001:db8::/64, or 2001:db8::1 alone?"}}},
+		{"a zone", "trusted_proxies:\n  - fe80::1%eth0\nrules: {}\n", []faProblem{{2, "", "an address with a zone cannot be trusted"}}},
+		{"a trusted proxy that is not a string", "trusted_proxies:\n  - {cidr: 10.0.0.0/8}\n  - 10\nrules: {}\n", []faProblem{
 			{2, "", "each trusted proxy must be a CIDR prefix such as 10.0.0.0/8, an address, or unix, got a mapping"},
 			{3, "", "got the integer 10"},
 		}},
@@ -535,5 +537,38 @@ func TestForwardAuthBundledFile(t *testing.T) {
 	}
 	if !rs.Trusts(netip.MustParseAddr("127.0.0.1")) || !rs.Trusts(netip.MustParseAddr("::1")) || rs.Trusts(netip.MustParseAddr("192.0.2.1")) {
 		t.Errorf("the bundled file trusts %v; want loopback only", rs.TrustedProxies())
+	}
+}
+
+// A rule's cost must fit every override of its limits too: an id whose
+// override allows less in one request would have every request refused
+// with an error, not a decision.
+func TestForwardAuthCostAboveAnOverride(t *testing.T) {
+	const overrides = `
+- APIRequestsPerKey:
+    burst: 4
+    count: 4
+    period: 1s
+    ids: [{id: small}, {id: tiny-key}]
+- APIRequestsPerConsumer:
+    count: 8
+    period: 1m
+    ids: [{id: partner}]
+`
+	cfg, err := configfile.Parse("defaults.yaml", []byte(faDefaults), "overrides.yaml", []byte(overrides))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := func(limit, src string, cost int) string {
+		return fmt.Sprintf("rules:\n  api:\n    limits:\n      - {limit: %s, id: %s}\n    cost: %d\n", limit, src, cost)
+	}
+	checkProblems(t, faProblems(t, rule("APIRequestsPerKey", "header:X-Api-Key", 5), cfg), []faProblem{
+		{2, "APIRequestsPerKey", `rule "api" has cost 5, above the 4 the override of id "small" allows in one request`}})
+	checkProblems(t, faProblems(t, rule("APIRequestsPerConsumer", "header:X-Consumer", 9), cfg), []faProblem{
+		{2, "APIRequestsPerConsumer", `above the 8 the override of id "partner" allows`}})
+	for _, ok := range []string{rule("APIRequestsPerKey", "header:X-Api-Key", 4), rule("APIRequestsPerConsumer", "header:X-Consumer", 8)} {
+		if _, err := configfile.ParseForwardAuth(faFile, []byte(ok), cfg); err != nil {
+			t.Errorf("%q: %v; a cost every override allows loads", ok, err)
+		}
 	}
 }

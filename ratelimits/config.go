@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"time"
@@ -282,4 +283,10 @@ func (c *Config) Default(name Name) (Limit, bool) {
 // OverrideCount returns how many ids have an override for name.
 func (c *Config) OverrideCount(name Name) int {
 	return len(c.limits[name].overrides)
+}
+
+// Overrides yields each override of name, by its canonical id, in no
+// particular order.
+func (c *Config) Overrides(name Name) iter.Seq2[string, Limit] {
+	return maps.All(c.limits[name].overrides)
 }

@@ -133,11 +133,14 @@ func (c *configFlags) load(running *ratelimits.Config, last *loadedConfig) (*loa
 		if bad[role] {
 			continue
 		}
+		// A loose file whose rules are in use must load like a named one:
+		// leaving it out now would drop rules that serve.
+		loose := c.loose[role] && (last == nil || last.inUse[role] == configfile.Absent)
 		var err error
 		if role == descriptorsFile {
-			l.rules, err = parseRules(l, c, files[role], role, l.cfg, configfile.ParseDescriptors)
+			l.rules, err = parseRules(l, loose, files[role], role, l.cfg, configfile.ParseDescriptors)
 		} else {
-			l.fwd, err = parseRules(l, c, files[role], role, l.cfg, configfile.ParseForwardAuth)
+			l.fwd, err = parseRules(l, loose, files[role], role, l.cfg, configfile.ParseForwardAuth)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -150,12 +153,11 @@ func (c *configFlags) load(running *ratelimits.Config, last *loadedConfig) (*loa
 }
 
 // parseRules parses a rules file with parse, against cfg. A loose file
-// (see configFlags.pairRuleFiles) that does not parse is left out: its
-// rules are then the zero value, and its first problem is kept for a
-// warning.
-func parseRules[T any](l *loadedConfig, c *configFlags, f configfile.File, role fileRole, cfg *ratelimits.Config, parse func(string, []byte, *ratelimits.Config) (T, error)) (T, error) {
+// (see configFlags.resolve) that does not parse is left out: its rules
+// are then the zero value, and its first problem is kept for a warning.
+func parseRules[T any](l *loadedConfig, loose bool, f configfile.File, role fileRole, cfg *ratelimits.Config, parse func(string, []byte, *ratelimits.Config) (T, error)) (T, error) {
 	rules, err := parse(f.Path, f.Data, cfg)
-	if err != nil && c.loose[role] {
+	if err != nil && loose {
 		var none T
 		l.skipped[role], _, _ = strings.Cut(err.Error(), "\n")
 		return none, nil
@@ -170,7 +172,7 @@ func parseRules[T any](l *loadedConfig, c *configFlags, f configfile.File, role 
 func missingOrBlank(role fileRole, f configfile.File) error {
 	found := "is gone"
 	if f.Presence == configfile.Blank {
-		found = "is empty (no YAML document: a write caught half-way, or emptied by mistake?)"
+		found = "is empty or null (no YAML document, or only null: a write caught half-way, an unset template value, or emptied by mistake?)"
 	}
 	remedy := "to remove all of it, write its empty form " + role.emptyForm()
 	if role == defaultsFile {

@@ -449,7 +449,8 @@ func TestReloadForwardAuthKeepsTokens(t *testing.T) {
 
 // A loose forward-auth file (the built-in path beside limit files given by
 // flag) that does not fit the limits is left out: the reload succeeds
-// with no rules in use. Once it fits, its rules are used.
+// with no rules in use. Once it fits, its rules are used, and from then
+// on it must load as a named file must.
 func TestReloadLooseForwardAuth(t *testing.T) {
 	dir := t.TempDir()
 	write := writer(t, dir)
@@ -474,5 +475,16 @@ func TestReloadLooseForwardAuth(t *testing.T) {
 	write("forward-auth.yaml", "rules:\n  orders:\n    limits: [{limit: NewOrdersPerAccount, id: header:X-Account}]\n")
 	if err := r.Reload("test"); err != nil || inUse.Count() != 1 {
 		t.Fatalf("a loose file that fits: %v, %d rules; want it used", err, inUse.Count())
+	}
+	// Its rules now serve: a problem in it refuses the reload, as it
+	// would in a named file, rather than dropping them.
+	for _, broken := range []string{
+		"rules:\n  orders:\n    limits: [{limit: NewOrdersPerAccount, id: header:X-Account}]\n    cost: two\n",
+		"rules:\n  orders:\n    limits: [{limit: NoSuchLimit, id: header:X-Account}]\n",
+	} {
+		write("forward-auth.yaml", broken)
+		if err := r.Reload("test"); err == nil || !strings.Contains(err.Error(), rulesFile) || swaps != 2 || inUse.Count() != 1 {
+			t.Errorf("a loose file in use that breaks: %v, %d swaps, %d rules; want the reload refused naming the file, the rule kept", err, swaps, inUse.Count())
+		}
 	}
 }
