@@ -236,6 +236,12 @@ func (l Limit) op(key string, cost int64, mode Mode, now int64) bucket.Op {
 	if l.Penalty > 0 {
 		op.Box, op.BoxUntil = key, l.boxUntil(now)
 		op.Capacity = l.capacity()
+		if l.Shadow && l.Algorithm != RateCounter {
+			// A shadow limit's transactions take part as spend-only ones
+			// do, which box nobody; a check of one answers as if spent, so
+			// it boxes nobody either.
+			op.BoxUntil = 0
+		}
 	}
 	return op
 }

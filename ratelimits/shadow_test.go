@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/ratelimits"
@@ -158,6 +159,58 @@ func TestShadowBelongsToTheName(t *testing.T) {
 		_, err := configfile.Parse("defaults.yaml", []byte(tc.defaults), "overrides.yaml", []byte(tc.overrides))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// A shadow limit with a penalty boxes nobody: its spends take part as
+// spend-only ones, and a check, or a check-only transaction, answers as
+// the spend would, its bucket's denial rather than a box's.
+func TestShadowPenaltyBoxesNobody(t *testing.T) {
+	const defaults = `
+WatchedLockout:
+  enum: 104
+  id: string
+  burst: 2
+  count: 2
+  period: 1m
+  penalty: 5m
+  shadow: true
+WatchedWindowLockout:
+  enum: 105
+  id: string
+  algorithm: fixed-window
+  count: 2
+  period: 1m
+  penalty: 5m
+  shadow: true
+`
+	ctx := context.Background()
+	l, _ := newTestLimiter(t, defaults, "")
+	for _, limit := range []string{"WatchedLockout", "WatchedWindowLockout"} {
+		if _, err := l.Spend(ctx, []ratelimits.Transaction{{Limit: limit, ID: "q", Cost: 2}}); err != nil {
+			t.Fatal(err)
+		}
+		spend, err := l.Spend(ctx, []ratelimits.Transaction{{Limit: limit, ID: "q", Cost: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check, err := l.Check(ctx, []ratelimits.Transaction{{Limit: limit, ID: "q", Cost: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOnly, err := l.Spend(ctx, []ratelimits.Transaction{{Limit: limit, ID: "q", Cost: 1, Mode: ratelimits.CheckOnly}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd := spend.Decisions[0]
+		if sd.Allowed || sd.Penalized || sd.RetryIn > time.Minute {
+			t.Fatalf("%s: a spend over the limit: %+v, want denied by the bucket, not boxed", limit, sd)
+		}
+		for name, d := range map[string]ratelimits.Decision{"check": check.Decisions[0], "check-only": checkOnly.Decisions[0]} {
+			if d.Penalized || d.RetryIn != sd.RetryIn || d.ResetIn != sd.ResetIn {
+				t.Errorf("%s: a %s answers %+v; want what the spend answered, %+v", limit, name, d, sd)
+			}
 		}
 	}
 }

@@ -151,7 +151,9 @@ type Op struct {
 	// so Box may equal Key. Every rate-counter limit has a box.
 	Box string
 	// BoxUntil is the expiry (unix ns) an entry boxed by this op gets, at
-	// the least: boxing never shortens an expiry already stored.
+	// the least: boxing never shortens an expiry already stored. A GCRA,
+	// window or calendar op whose BoxUntil is not after now boxes nobody
+	// (a shadow limit's): its box is read, and its denial is its bucket's.
 	BoxUntil int64
 	// Capacity bounds the entries of the op's limit (the enum part of a
 	// key "<enum>:<id>") in a rate counter, and in its box, where a source
@@ -267,7 +269,7 @@ func spend(now int64, op *Op, st State) Outcome {
 	}
 	o := spendBucket(now, op, op.Cost, st)
 	o.New.BoxExpires = st.BoxExpires
-	if !o.Allowed && op.Box != "" && op.Mode != SpendOnly {
+	if !o.Allowed && op.Box != "" && op.Mode != SpendOnly && op.BoxUntil > now {
 		return boxed(max(st.BoxExpires, op.BoxUntil), now, o, st, op.Mode == CheckAndSpend)
 	}
 	return o
