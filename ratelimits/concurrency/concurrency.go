@@ -141,8 +141,11 @@ func Busy(nowMs int64, b []Lease) bool {
 // Expires returns the unix ms from which b holds no live lease, so that a
 // store may forget it: its latest expiry, or 0 for an empty bucket.
 func Expires(b []Lease) int64 {
-	var latest int64
-	for _, l := range b {
+	if len(b) == 0 {
+		return 0
+	}
+	latest := b[0].Exp
+	for _, l := range b[1:] {
 		latest = max(latest, l.Exp)
 	}
 	return latest

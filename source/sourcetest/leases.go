@@ -25,6 +25,7 @@ func RunLeases(t *testing.T, newSource Factory) {
 	t.Run("LeasesOnceReplaysTheLeases", func(t *testing.T) { testLeasesOnce(t, newSource) })
 	t.Run("LeasesMatchModel", func(t *testing.T) { testLeasesMatchModel(t, newSource) })
 	t.Run("LeasesNoOvershoot", func(t *testing.T) { testLeasesNoOvershoot(t, newSource) })
+	t.Run("LeasesBefore1970", func(t *testing.T) { testLeasesBefore1970(t, newSource) })
 }
 
 // msNs is a millisecond in the nanoseconds of now and of a decision.
@@ -216,5 +217,37 @@ func testLeasesNoOvershoot(t *testing.T, newSource Factory) {
 	}
 	if got := allowed.Load(); got != count {
 		t.Fatalf("%d concurrent acquires allowed, want exactly %d", got, count)
+	}
+}
+
+// A lease taken before 1970 (a fake clock set there) expires, renews and
+// releases as any other: its expiry is negative unix ms.
+func testLeasesBefore1970(t *testing.T, newSource Factory) {
+	src := open(t, newSource)
+	k := key(t, "a")
+	const count, ttl = 3, 10_000
+	at := -3600 * 1000 * msNs // 1969-12-31T23:00:00Z
+	o := spend(t, src, at, acquireOp(k, count, ttl, 1, bucket.CheckAndSpend))[0]
+	if !o.Allowed || o.Remaining != count-1 || o.ResetIn != ttl*msNs || o.Lease == "" {
+		t.Fatalf("acquire: %+v, want allowed, %d left, reset in %d ms, a lease", o.Decision, count-1, ttl)
+	}
+	lease := o.Lease
+	at += 5_000 * msNs
+	if o := spend(t, src, at, acquireOp(k, count, ttl, 0, bucket.CheckAndSpend))[0]; !o.Allowed || o.Remaining != count-1 || o.ResetIn != 5_000*msNs {
+		t.Fatalf("a read 5 s later: %+v, want %d left, reset in 5000 ms", o.Decision, count-1)
+	}
+	if o := refund(t, src, at, leaseOp(k, count, ttl, lease, bucket.Renew))[0]; !o.Allowed || o.ResetIn != ttl*msNs {
+		t.Fatalf("renew: %+v, want allowed, reset in %d ms", o.Decision, ttl)
+	}
+	if o := refund(t, src, at, leaseOp(k, count, ttl, lease, bucket.Release))[0]; !o.Allowed || o.Remaining != count {
+		t.Fatalf("release: %+v, want allowed, %d left", o.Decision, count)
+	}
+	o = spend(t, src, at, acquireOp(k, count, ttl, 2, bucket.CheckAndSpend))[0]
+	if !o.Allowed || o.Remaining != count-2 {
+		t.Fatalf("acquire after the release: %+v, want allowed, %d left", o.Decision, count-2)
+	}
+	at += (ttl + 1) * msNs
+	if o := spend(t, src, at, acquireOp(k, count, ttl, 0, bucket.CheckAndSpend))[0]; o.Remaining != count || o.ResetIn != 0 {
+		t.Fatalf("a read after every lease expired: %+v, want %d left, no reset", o.Decision, count)
 	}
 }

@@ -24,6 +24,11 @@
       return lx
     end
 
+    -- NO_LEASE is the latest expiry of no lease: below every expiry,
+    -- those before 1970 (negative unix ms) included, and exact in a
+    -- double.
+    local NO_LEASE = -9007199254740992
+
     -- lwrite stores the lease set s ('' for none), whose latest expiry
     -- is top, expiring margin milliseconds after it; no lease deletes
     -- the key.
@@ -44,8 +49,8 @@
     -- their latest expiry, and whether any lease of s has expired. It
     -- reads costs and expiries only: a decision walks every lease.
     local function lscan(s, nm)
-      local used, top, gone = 0, 0, false
-      for c, e in string.gmatch(s, ':(%d+):(%d+)') do
+      local used, top, gone = 0, NO_LEASE, false
+      for c, e in string.gmatch(s, ':(%d+):(%-?%d+)') do
         e = tonumber(e)
         if nm < e then
           used = used + tonumber(c)
@@ -69,11 +74,11 @@
     local function lread(key)
       local v = get(key) or ''
       if v == '' then
-        return v, '', 0, 0
+        return v, '', 0, NO_LEASE
       end
-      if string.byte(v, 1) ~= 76 or not string.find(v, '^L%x+:%d+:%d+') then
+      if string.byte(v, 1) ~= 76 or not string.find(v, '^L%x+:%d+:%-?%d+') then
         if counter(v) or israte(v) or istat(v) or (#v <= 20 and string.find(v, '^%-?%d+$')) then
-          return v, '', 0, 0
+          return v, '', 0, NO_LEASE
         end
         error('limiter: ' .. key .. ' does not hold a lease set')
       end
@@ -83,7 +88,7 @@
         return v, v, used, top
       end
       local live, n = {}, 0
-      for l, e in string.gmatch(v, '(%x+:%d+:(%d+))') do
+      for l, e in string.gmatch(v, '(%x+:%d+:(%-?%d+))') do
         if nm < tonumber(e) then
           n = n + 1
           live[n] = l
@@ -169,11 +174,11 @@
     -- A value that is not a lease set (written by someone else) is not
     -- stale: a sweep leaves it alone.
     local function lstale(v)
-      if not string.find(v, '^L%x+:%d+:%d+') then
+      if not string.find(v, '^L%x+:%d+:%-?%d+') then
         return false
       end
       local nm = nowms()
-      for e in string.gmatch(v, ':%d+:(%d+)') do
+      for e in string.gmatch(v, ':%d+:(%-?%d+)') do
         if nm < tonumber(e) then
           return false
         end
