@@ -43,6 +43,57 @@ func (f *field[T]) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	return json.UnmarshalDecode(d, &f.v)
 }
 
+// list is a field holding a JSON array of objects, decoded one element at
+// a time: the first max of them (listDecoded when max is 0) into v, the
+// rest only checked as JSON and counted in n. A body of a million empty
+// objects then costs a scan, not a million values, before its length is
+// refused.
+type list[T any] struct {
+	v   []field[T]
+	n   int
+	set bool
+	max int
+}
+
+// listDecoded is how many elements a list whose max is not set decodes:
+// more than any list with a fixed length (check_rates' two checks) holds.
+const listDecoded = 16
+
+func (l *list[T]) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	l.set = true
+	switch d.PeekKind() {
+	case 'n':
+		return errNull
+	case '[':
+	default:
+		// Not an array: decoded as one, for the decoder's own refusal.
+		return json.UnmarshalDecode(d, &l.v)
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return err
+	}
+	most := l.max
+	if most <= 0 {
+		most = listDecoded
+	}
+	for d.PeekKind() != ']' {
+		if len(l.v) == most {
+			if err := d.SkipValue(); err != nil {
+				return err
+			}
+		} else {
+			var e field[T]
+			if err := json.UnmarshalDecode(d, &e); err != nil {
+				return err
+			}
+			l.v = append(l.v, e)
+		}
+		l.n++
+	}
+	_, err := d.ReadToken()
+	return err
+}
+
 // anyValue is a field read for its name only: any value but null.
 type anyValue struct{}
 
@@ -93,7 +144,7 @@ type txnJSON struct {
 // requestJSON is either one transaction or {"transactions": [...]}.
 type requestJSON struct {
 	txnJSON
-	Transactions field[[]field[txnJSON]] `json:"transactions"`
+	Transactions list[txnJSON] `json:"transactions"`
 }
 
 // bodyForm is what a body's transactions are for, which decides whether
@@ -133,6 +184,7 @@ func (h *handler) decodeTransactions(r *http.Request, form bodyForm) ([]ratelimi
 // decodeBody decodes a request body already read whole.
 func decodeBody(body []byte, maxBatch int, form bodyForm) ([]ratelimits.Transaction, *apiError) {
 	var req requestJSON
+	req.Transactions.max = maxBatch
 	if e := decodeObject(body, &req); e != nil {
 		return nil, e.transactionFault(body, maxBatch)
 	}
@@ -162,7 +214,7 @@ func checkBatch(req *requestJSON, maxBatch int) *apiError {
 	if req.Limit.set || req.ID.set || req.Cost.set || req.Mode.set {
 		return badRequest(codeInvalidRequest, `send either one transaction or {"transactions": [...]}, not both`, -1)
 	}
-	n := len(req.Transactions.v)
+	n := req.Transactions.n
 	if n == 0 {
 		return badRequest(codeEmptyBatch, "transactions is empty: send at least one", -1)
 	}
@@ -578,7 +630,7 @@ func hasTransactions(body []byte) bool {
 func batchFirst(body []byte, maxBatch int) *apiError {
 	var top struct {
 		txnJSON
-		Transactions field[[]jsontext.Value] `json:"transactions"`
+		Transactions list[jsontext.Value] `json:"transactions"`
 	}
 	if err := json.Unmarshal(body, &top, strict); err != nil {
 		if f := newFault(body, err); f.depth() <= 1 {
@@ -587,6 +639,6 @@ func batchFirst(body []byte, maxBatch int) *apiError {
 		return nil
 	}
 	req := requestJSON{txnJSON: top.txnJSON}
-	req.Transactions.v = make([]field[txnJSON], len(top.Transactions.v))
+	req.Transactions.n = top.Transactions.n
 	return checkBatch(&req, maxBatch)
 }

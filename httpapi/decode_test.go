@@ -49,3 +49,53 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// A list far longer than its bound is refused for its length after a
+// scan: the elements past the bound are counted, not decoded, so the
+// refusal of a 1 MiB body of empty objects costs what a few of them do.
+func TestLongListsAreCountedNotDecoded(t *testing.T) {
+	const elements = 300_000
+	many := func(prefix, elem, suffix string) []byte {
+		return []byte(prefix + strings.Repeat(elem+",", elements-1) + elem + suffix)
+	}
+	tests := []struct {
+		name   string
+		decode func() *apiError
+		code   string
+		msg    string
+	}{
+		{"a spend", func() *apiError {
+			_, e := decodeBody(many(`{"transactions":[`, `{}`, `]}`), 100, decisionBody)
+			return e
+		}, codeBatchTooLarge, "300000 transactions in one batch; at most 100"},
+		{"a spend with a bad element past the bound", func() *apiError {
+			_, e := decodeBody(many(`{"transactions":[`, `{"limit":1}`, `]}`), 100, decisionBody)
+			return e
+		}, codeBatchTooLarge, "300000 transactions"},
+		{"a release", func() *apiError {
+			_, e := decodeLeaseBody(many(`{"transactions":[`, `{}`, `]}`), 100)
+			return e
+		}, codeBatchTooLarge, "300000 transactions"},
+		{"check_rates", func() *apiError {
+			a, e := decodeERLBody(many(`{"entry":"e","penaltybox":"b","ttl":"1m","checks":[`, `{"ratecounter":"r","delta":1,"window":1,"limit":1}`, `]}`),
+				checkRatesFields, rateCheckFields)
+			if e == nil && a.nChecks != elements {
+				t.Errorf("check_rates: %d checks counted, want %d", a.nChecks, elements)
+			}
+			return e
+		}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e *apiError
+			allocs := testing.AllocsPerRun(1, func() { e = tt.decode() })
+			if tt.code != "" && (e == nil || e.code != tt.code || !strings.Contains(e.message, tt.msg)) {
+				t.Fatalf("%+v, want %s saying %q", e, tt.code, tt.msg)
+			}
+			// Decoding each element would take several allocations apiece.
+			if allocs > 5_000 {
+				t.Errorf("%.0f allocations for %d elements: the elements past the bound were decoded", allocs, elements)
+			}
+		})
+	}
+}

@@ -47,20 +47,23 @@ type erlArgs struct {
 	entry, rateCounter, penaltyBox, ttl string
 	delta, window, limit                int64
 	checks                              []ratelimits.RateCheck
+	// nChecks is how many checks the body's list holds; checks has the
+	// first listDecoded of them.
+	nChecks int
 }
 
 // erlBody is any ERL body as decoded: it has the fields of every call.
 // Each call's body is decoded into a struct of its own fields
 // (erlBodyType), then copied here.
 type erlBody struct {
-	Entry       field[string]                 `json:"entry"`
-	RateCounter field[string]                 `json:"ratecounter"`
-	Delta       field[int64]                  `json:"delta"`
-	Window      field[int64]                  `json:"window"`
-	Limit       field[int64]                  `json:"limit"`
-	PenaltyBox  field[string]                 `json:"penaltybox"`
-	TTL         field[string]                 `json:"ttl"`
-	Checks      field[[]field[rateCheckBody]] `json:"checks"`
+	Entry       field[string]       `json:"entry"`
+	RateCounter field[string]       `json:"ratecounter"`
+	Delta       field[int64]        `json:"delta"`
+	Window      field[int64]        `json:"window"`
+	Limit       field[int64]        `json:"limit"`
+	PenaltyBox  field[string]       `json:"penaltybox"`
+	TTL         field[string]       `json:"ttl"`
+	Checks      list[rateCheckBody] `json:"checks"`
 }
 
 // rateCheckBody is an element of "checks".
@@ -114,6 +117,7 @@ func decodeERLBody(body []byte, fields, checkFields []string) (erlArgs, *apiErro
 		delta: b.Delta.v, window: b.Window.v, limit: b.Limit.v,
 	}
 	if b.Checks.set {
+		a.nChecks = b.Checks.n
 		a.checks = make([]ratelimits.RateCheck, len(b.Checks.v))
 		for i, elem := range b.Checks.v {
 			c := elem.v
@@ -188,7 +192,7 @@ func erlNamesType(typ reflect.Type) reflect.Type {
 		f := typ.Field(i)
 		f.Type = reflect.TypeFor[anyValue]()
 		if f.Tag.Get("json") == "checks" {
-			f.Type = reflect.TypeFor[field[[]field[rateCheckNames]]]()
+			f.Type = reflect.TypeFor[list[rateCheckNames]]()
 		}
 		sf = append(sf, f)
 	}

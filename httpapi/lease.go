@@ -63,7 +63,7 @@ type leaseJSON struct {
 // leaseRequestJSON is either one lease or {"transactions": [...]}.
 type leaseRequestJSON struct {
 	leaseJSON
-	Transactions field[[]field[leaseJSON]] `json:"transactions"`
+	Transactions list[leaseJSON] `json:"transactions"`
 }
 
 // leaseNames is the top level of leaseRequestJSON, read for its names.
@@ -93,6 +93,7 @@ func (h *handler) decodeLeases(r *http.Request) ([]ratelimits.LeaseTransaction, 
 // decodeLeaseBody decodes a release or renew body already read whole.
 func decodeLeaseBody(body []byte, maxBatch int) ([]ratelimits.LeaseTransaction, *apiError) {
 	var req leaseRequestJSON
+	req.Transactions.max = maxBatch
 	if f := decodeObject(body, &req); f != nil {
 		return nil, f.leaseFault(body, maxBatch)
 	}
@@ -122,7 +123,7 @@ func checkLeaseBatch(req *leaseRequestJSON, maxBatch int) *apiError {
 	if req.Limit.set || req.ID.set || req.Lease.set {
 		return badRequest(codeInvalidRequest, `send either one lease or {"transactions": [...]}, not both`, -1)
 	}
-	n := len(req.Transactions.v)
+	n := req.Transactions.n
 	if n == 0 {
 		return badRequest(codeEmptyBatch, "transactions is empty: send at least one", -1)
 	}
@@ -155,11 +156,11 @@ func (f *fault) leaseFault(body []byte, maxBatch int) *apiError {
 	}
 	var top struct {
 		leaseJSON
-		Transactions field[[]jsontext.Value] `json:"transactions"`
+		Transactions list[jsontext.Value] `json:"transactions"`
 	}
 	if err := json.Unmarshal(body, &top, strict); err == nil {
 		req := leaseRequestJSON{leaseJSON: top.leaseJSON}
-		req.Transactions.v = make([]field[leaseJSON], len(top.Transactions.v))
+		req.Transactions.n = top.Transactions.n
 		if e := checkLeaseBatch(&req, maxBatch); e != nil {
 			return e
 		}
