@@ -1,6 +1,7 @@
 package envoyapi
 
 import (
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
@@ -19,18 +20,47 @@ import (
 // a header that only an uncounted descriptor carries. Read, the value
 // counts where a rule counts it (an id kind refuses it, as any invalid
 // id: INVALID_ARGUMENT) and nowhere else.
-type requestCodec struct{ encoding.CodecV2 }
-
-func newRequestCodec() requestCodec {
-	return requestCodec{encoding.GetCodecV2("proto")}
+//
+// It also bounds what decoding a RateLimitRequest costs. A message of up to
+// --max-body-bytes can hold half a million empty descriptors or entries,
+// each a value to allocate: 100 MB and most of a second of CPU for one
+// call, before any limit is checked. A request larger than scanFrom is
+// first walked as wire data (no allocation), and when it has more
+// descriptors than maxDescriptors, or a descriptor more entries than
+// maxEntries, only one past each bound is kept for decoding: enough for
+// buildPlan to refuse it as it would the whole.
+type requestCodec struct {
+	encoding.CodecV2
+	maxDescriptors int
 }
+
+func newRequestCodec(maxDescriptors int) requestCodec {
+	return requestCodec{CodecV2: encoding.GetCodecV2("proto"), maxDescriptors: maxDescriptors}
+}
+
+// scanFrom is the size above which a request is walked before it is
+// decoded: a smaller one holds too few values to cost much.
+const scanFrom = 4 << 10
+
+// The wire numbers of the fields the walk counts.
+var (
+	descriptorsField = (*rlsv3.RateLimitRequest)(nil).ProtoReflect().Descriptor().Fields().ByName("descriptors").Number()
+	entriesField     = (*ratelimitv3.RateLimitDescriptor)(nil).ProtoReflect().Descriptor().Fields().ByName("entries").Number()
+)
 
 // Unmarshal decodes as the proto codec does, and a RateLimitRequest that
 // it refuses again with strings taken as the bytes they are; when that
 // fails too, the codec's own error stands.
 func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	err := c.CodecV2.Unmarshal(data, v)
 	req, ok := v.(*rlsv3.RateLimitRequest)
+	if ok && data.Len() > scanFrom {
+		b, err := boundRequest(data.Materialize(), c.maxDescriptors)
+		if err != nil {
+			return err
+		}
+		data = mem.BufferSlice{mem.SliceBuffer(b)}
+	}
+	err := c.CodecV2.Unmarshal(data, v)
 	if err == nil || !ok {
 		return err
 	}
@@ -40,6 +70,84 @@ func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return err
 	}
 	return nil
+}
+
+// boundRequest returns the wire data of a RateLimitRequest b with the
+// descriptors past the first maxDescriptors+1 left out, and in each kept
+// descriptor the entries past the first maxEntries+1: b itself when it is
+// within both bounds. Every other field is kept as it is. Data that is
+// not wire format is an error, as the decoder would find it.
+func boundRequest(b []byte, maxDescriptors int) ([]byte, error) {
+	var out []byte // nil until a field is left out
+	descriptors := 0
+	for at := 0; at < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[at:])
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		size := protowire.ConsumeFieldValue(num, typ, b[at+n:])
+		if size < 0 {
+			return nil, protowire.ParseError(size)
+		}
+		field := b[at : at+n+size]
+		keep := field
+		if num == descriptorsField && typ == protowire.BytesType {
+			descriptors++
+			value, _ := protowire.ConsumeBytes(b[at+n:])
+			bounded, err := boundDescriptor(value)
+			switch {
+			case err != nil:
+				return nil, err
+			case descriptors > maxDescriptors+1:
+				keep = nil
+			case len(bounded) != len(value):
+				keep = protowire.AppendBytes(protowire.AppendTag(nil, num, typ), bounded)
+			}
+		}
+		if out == nil && len(keep) != len(field) {
+			out = append(make([]byte, 0, len(b)), b[:at]...)
+		}
+		if out != nil {
+			out = append(out, keep...)
+		}
+		at += n + size
+	}
+	if out == nil {
+		return b, nil
+	}
+	return out, nil
+}
+
+// boundDescriptor is boundRequest for one descriptor's entries.
+func boundDescriptor(b []byte) ([]byte, error) {
+	var out []byte
+	entries := 0
+	for at := 0; at < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[at:])
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		size := protowire.ConsumeFieldValue(num, typ, b[at+n:])
+		if size < 0 {
+			return nil, protowire.ParseError(size)
+		}
+		keep := true
+		if num == entriesField && typ == protowire.BytesType {
+			entries++
+			keep = entries <= maxEntries+1
+		}
+		if out == nil && !keep {
+			out = append(make([]byte, 0, at), b[:at]...)
+		}
+		if out != nil && keep {
+			out = append(out, b[at:at+n+size]...)
+		}
+		at += n + size
+	}
+	if out == nil {
+		return b, nil
+	}
+	return out, nil
 }
 
 // unmarshalAnyStrings decodes b into m as proto.Unmarshal does, but sets

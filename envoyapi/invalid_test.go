@@ -28,8 +28,10 @@ func TestInvalidRequestsSpendNothing(t *testing.T) {
 		{"an empty domain", request("", valid()), "the domain is empty"},
 		{"no descriptors", request("edge"), "the request has no descriptors"},
 		{"more descriptors than allowed", request("edge", valid(), desc("user", "a"), desc("user", "b"), desc("user", "c"), desc("user", "d")),
-			"the request has 5 descriptors; at most 4 are allowed"},
+			"the request has more than 4 descriptors, the most allowed"},
 		{"an empty key", request("edge", valid(), desc("user", "a", "", "b")), "descriptor 1, entry 1: the key is empty"},
+		{"more entries than allowed", request("edge", valid(), desc(strings.Split(strings.Repeat("k,v,", 65), ",")[:130]...)),
+			"descriptor 1 has more than 64 entries, the most allowed"},
 		{"an empty key in a descriptor no rule matches", request("edge", valid(), desc("", "b")), "descriptor 1, entry 0: the key is empty"},
 		{"a value over 1024 bytes", request("edge", valid(), desc("user", long)), "descriptor 1, entry 0: the value is 1025 bytes; at most 1024"},
 		{"an id its kind refuses", request("edge", valid(), desc("remote_address", "300.0.0.1")), "descriptor 1: invalid id"},
@@ -92,7 +94,7 @@ func TestRequestSizeBounds(t *testing.T) {
 		many[i] = desc("unknown", "x")
 	}
 	h.call(request("edge", many[1:]...))
-	if msg := h.refused(request("edge", many...), codes.InvalidArgument); msg != "the request has 101 descriptors; at most 100 are allowed" {
+	if msg := h.refused(request("edge", many...), codes.InvalidArgument); msg != "the request has more than 100 descriptors, the most allowed" {
 		t.Errorf("message %q", msg)
 	}
 

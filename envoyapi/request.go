@@ -18,6 +18,12 @@ import (
 // refused there.
 const maxEntryBytes = 1024
 
+// maxEntries is the most entries a descriptor may have. Envoy's have a
+// handful, one per action of a rate_limits entry; the bound keeps a
+// request from making the decoder allocate an entry for every few bytes
+// of its message (see requestCodec).
+const maxEntries = 64
+
 // plan is one request in the Limiter's terms: the batch of its matched
 // descriptors, and which descriptor each transaction came from.
 type plan struct {
@@ -50,7 +56,8 @@ func buildPlan(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxDescrip
 	case len(ds) == 0:
 		return plan{}, invalid("the request has no descriptors")
 	case len(ds) > maxDescriptors:
-		return plan{}, invalid("the request has %d descriptors; at most %d are allowed", len(ds), maxDescriptors)
+		// The codec may have kept only one past the bound.
+		return plan{}, invalid("the request has more than %d descriptors, the most allowed", maxDescriptors)
 	}
 	var p plan
 	if len(ds) == 1 {
@@ -63,6 +70,9 @@ func buildPlan(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxDescrip
 	for i, d := range ds {
 		p.txnOf[i] = -1
 		entries := d.GetEntries()
+		if len(entries) > maxEntries {
+			return plan{}, invalid("descriptor %d has more than %d entries, the most allowed", i, maxEntries)
+		}
 		if err := checkKeys(i, entries); err != nil {
 			return plan{}, err
 		}

@@ -157,7 +157,7 @@ func (s *Server) serverOptions(maxMessageBytes int, bounds Bounds) []grpc.Server
 		grpc.StreamInterceptor(s.stream),
 		grpc.UnknownServiceHandler(unknownMethod),
 		grpc.MaxRecvMsgSize(maxMessageBytes),
-		grpc.ForceServerCodecV2(newRequestCodec()),
+		grpc.ForceServerCodecV2(newRequestCodec(s.maxDescriptors)),
 		// Without workers gRPC starts a goroutine per call, whose stack
 		// then grows through the call's depth every time: about a tenth
 		// of the process's CPU under load. Workers keep their grown
