@@ -137,6 +137,19 @@ func NewCluster(t testing.TB) *Cluster {
 	return c
 }
 
+// NewClusterWithReplicas creates a cluster of three masters, each with a
+// replica, of the test's own: for tests of a failover. Servers holds the
+// masters first; ReplicaOf finds a master's replica.
+func NewClusterWithReplicas(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := startClusterOf(3, 1, nil)
+	if err != nil {
+		t.Fatalf("redistest: starting a Redis Cluster with replicas: %v", err)
+	}
+	t.Cleanup(c.destroy)
+	return c
+}
+
 // NewClusterTLS creates a three-master cluster of the test's own that
 // speaks TLS only, clients and bus alike, stopped when the test ends, for
 // tests of rediss-cluster:// sources. Its nodes' certificates are signed

@@ -239,3 +239,37 @@ func TestOutOfMemory(t *testing.T) {
 		})
 	}
 }
+
+// A master that dies and whose replica takes over: no redirect says so,
+// since the dead master answers nothing. The calls its slots fail make
+// the source read the slot map again at once, so they work on the new
+// master within moments, not at the map's next periodic reload (five
+// seconds; go-redis's own default is a minute), and without a Ping.
+func TestFaultClusterFailover(t *testing.T) {
+	cl := redistest.NewClusterWithReplicas(t)
+	opts := redis.Options{Addrs: cl.Addrs()[:3], Cluster: true}
+	src := newSource(t, opts)
+	victim := cl.Servers[0]
+	replica := cl.ReplicaOf(t, victim)
+	var buckets []string
+	for i := range 40 {
+		buckets = append(buckets, fmt.Sprintf("f:%d", i))
+	}
+	for _, b := range buckets {
+		spend(t, src, now, hourly(b, 1)) // connections to every master
+	}
+	victim.Stop(t)
+	cl.TakeOver(t, replica)
+	tookOver := time.Now()
+	for _, b := range buckets {
+		for {
+			err, _ := spendWithin(src, now, hourly(b, 1))
+			if err == nil {
+				break
+			}
+			if time.Since(tookOver) > 2*time.Second {
+				t.Fatalf("%s still fails %v after the replica took over: %v", b, time.Since(tookOver).Round(time.Millisecond), err)
+			}
+		}
+	}
+}

@@ -235,7 +235,18 @@ const (
 
 func (o *Options) clientOptions() *goredis.Options { return o.universal().Simple() }
 
-func (o *Options) clusterOptions() *goredis.ClusterOptions { return o.universal().Cluster() }
+// clusterStateReload is how old the cluster client lets its slot map get
+// before it reads it again. Errors other than a redirect (a master gone
+// dead, a failover) make the source ask for a reload at once (eval), so
+// this only bounds how long a map stays stale while nothing fails; at one
+// CLUSTER SLOTS per process every few seconds, it costs nothing.
+const clusterStateReload = 5 * time.Second
+
+func (o *Options) clusterOptions() *goredis.ClusterOptions {
+	c := o.universal().Cluster()
+	c.ClusterStateReloadInterval = clusterStateReload
+	return c
+}
 
 // universal holds the settings both kinds of client share; go-redis turns
 // them into a standalone client's options (Addrs[0], DB) or a cluster's.

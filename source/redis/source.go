@@ -156,7 +156,18 @@ func (s *Source) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, er
 func (s *Source) Ping(ctx context.Context) error {
 	var err error
 	if cc, ok := s.client.(*goredis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error {
+		// ForEachMaster first reads the slot map again, trying the nodes in
+		// random order: a hung node (a master a failover left behind) can
+		// take the whole deadline, and the masters would then be pinged
+		// with none left. The read gets half the time; the pings, which
+		// use the cached map when the read fails, keep ctx.
+		mapCtx := ctx
+		if deadline, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			mapCtx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)/2))
+			defer cancel()
+		}
+		err = cc.ForEachMaster(mapCtx, func(_ context.Context, c *goredis.Client) error {
 			return c.Ping(ctx).Err()
 		})
 	} else {
@@ -301,12 +312,25 @@ func (s *Source) eval(ctx context.Context, c *scriptCall) (any, error) {
 		reply, err := s.single.do(ctx, c)
 		return reply, classify(err)
 	}
-	node, err := s.client.(*goredis.ClusterClient).MasterForKey(ctx, c.keys[0])
-	if err != nil {
-		return nil, classify(err)
+	cc := s.client.(*goredis.ClusterClient)
+	node, err := cc.MasterForKey(ctx, c.keys[0])
+	if err == nil {
+		var reply any
+		if reply, err = s.evalOn(ctx, node, c); err == nil {
+			return reply, nil
+		}
 	}
-	reply, err := s.evalOn(ctx, node, c)
-	return reply, classify(err)
+	var replyErr goredis.Error
+	if !errors.As(err, &replyErr) && !errors.Is(err, context.Canceled) {
+		// The master did not answer: dead, hung, or replaced by its
+		// replica in a failover, which no redirect will say. The slot map
+		// is read again in the background (at most every 200ms however
+		// many calls fail), so that calls stop going to a master that left
+		// within moments of the cluster electing another, not at the
+		// map's next periodic reload.
+		cc.ReloadState(ctx)
+	}
+	return nil, classify(err)
 }
 
 // evalOn runs c through the pipe of node, the master the cluster client
