@@ -3,10 +3,12 @@ package envoyapi
 import (
 	"context"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -53,7 +55,90 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 		}
 		s.requests.observe(info.FullMethod, status.Code(err), time.Since(start))
 	}()
-	return handler(srv, ss)
+	if s.streamsCtx.Err() != nil {
+		return status.Error(codes.Unavailable, msgShuttingDown)
+	}
+	// The handler runs apart, so that a shutdown can end the call even
+	// while the handler waits in RecvMsg, which only the client or the
+	// connection's end would wake (reflection); a health watch also sees
+	// its context end, and returns by itself.
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	stream := &cutStream{ServerStream: ss, ctx: ctx, sent: make(chan struct{}, 1)}
+	stop := context.AfterFunc(s.streamsCtx, func() { stream.cutWhenTold(cancel) })
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				s.panicked(info.FullMethod, v)
+				done <- status.Error(codes.Internal, msgInternal)
+			}
+		}()
+		done <- handler(srv, stream)
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		if s.streamsCtx.Err() == nil {
+			return <-done // the client's end: the handler sees it too
+		}
+	}
+	if s.streamsCtx.Err() != nil {
+		return status.Error(codes.Unavailable, msgShuttingDown)
+	}
+	return err
+}
+
+// msgShuttingDown ends the streaming calls a shutdown cuts.
+const msgShuttingDown = "the server is shutting down"
+
+// watchGrace is how long a shutdown waits for a health watch to tell its
+// client NOT_SERVING before it ends the watch anyway (a client that does
+// not read).
+const watchGrace = time.Second
+
+// cutStream is a streaming call's stream whose context a shutdown ends.
+// It notes the statuses a health watch sends, so that the shutdown ends
+// a watch only once its client was told it is no longer served.
+type cutStream struct {
+	grpc.ServerStream
+	ctx     context.Context
+	serving atomic.Bool   // the last status sent was SERVING
+	sent    chan struct{} // a status was sent
+}
+
+func (c *cutStream) Context() context.Context { return c.ctx }
+
+func (c *cutStream) SendMsg(m any) error {
+	err := c.ServerStream.SendMsg(m)
+	if r, ok := m.(*healthpb.HealthCheckResponse); ok && err == nil {
+		c.serving.Store(r.GetStatus() == healthpb.HealthCheckResponse_SERVING)
+		select {
+		case c.sent <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+// cutWhenTold calls cut once the stream's client was last told anything
+// but SERVING (at once for a stream that is not a health watch), or after
+// watchGrace.
+func (c *cutStream) cutWhenTold(cut context.CancelFunc) {
+	grace := time.NewTimer(watchGrace)
+	defer grace.Stop()
+	for c.serving.Load() {
+		select {
+		case <-c.sent:
+		case <-grace.C:
+			cut()
+			return
+		case <-c.ctx.Done():
+			return
+		}
+	}
+	cut()
 }
 
 // panicked logs a recovered panic with its stack, without which nothing

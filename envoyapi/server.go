@@ -98,6 +98,12 @@ type Server struct {
 	// probeCtx ends when Shutdown begins, and with it the health probe.
 	probeCtx  context.Context
 	stopProbe context.CancelFunc
+	// streamsCtx ends once Shutdown has begun its graceful stop, and with
+	// it every streaming call under way (stream): a health watch or a
+	// reflection stream lasts as long as its client wants, and the
+	// graceful stop would wait for it until the shutdown timeout.
+	streamsCtx context.Context
+	endStreams context.CancelFunc
 
 	mu        sync.Mutex
 	closing   bool          // Shutdown has begun
@@ -137,6 +143,7 @@ func New(opts Options) *Server {
 	}
 	s.rules.Store(opts.Rules)
 	s.probeCtx, s.stopProbe = context.WithCancel(context.Background())
+	s.streamsCtx, s.endStreams = context.WithCancel(context.Background())
 	s.grpc = grpc.NewServer(s.serverOptions(opts.MaxMessageBytes, bounds)...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, rateLimitService{s: s})
 	healthgrpc.RegisterHealthServer(s.grpc, s.health)
@@ -209,6 +216,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.grpc.GracefulStop()
 		close(stopped)
 	}()
+	// The watchers have been told NOT_SERVING; their streams, and any
+	// reflection stream, now end so that the graceful stop does not wait
+	// on them.
+	s.endStreams()
 	select {
 	case <-stopped:
 		return nil
