@@ -203,24 +203,47 @@ func checkPart(now int64, p part, verdict bool, spent *[]part, readOnly bool) er
 	return nil
 }
 
-// giveBack refunds what denied parts spent, by cost. It runs even when
-// ctx is done (the tokens must come back), bounded by its own timeout.
+// giveBack refunds what denied parts spent, by cost. It runs to its end
+// even when ctx is done (the tokens must come back), bounded by its own
+// timeout (finishApart); when ctx ends first, the caller is told
+// ErrRollback: the tokens may or may not be back yet.
 func (s *Source) giveBack(ctx context.Context, now int64, spent []part) error {
 	if len(spent) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.rollbackTimeout)
-	defer cancel()
-	var errs []error
-	for _, p := range spent {
-		if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, ops: p.ops, amounts: p.amounts}, p.states); err != nil {
-			errs = append(errs, err)
+	err := s.finishApart(ctx, func(ctx context.Context) error {
+		var errs []error
+		for _, p := range spent {
+			if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, ops: p.ops, amounts: p.amounts}, p.states); err != nil {
+				errs = append(errs, err)
+			}
 		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrRollback, errors.Join(errs...))
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRollback, err)
 	}
 	return nil
+}
+
+// finishApart runs fn to its end, bounded by the rollback timeout and not
+// by ctx: work that must be done once begun (a give-back, an idempotency
+// record's write). The caller waits for it only as long as ctx lets it,
+// so that its answer still comes within its deadline, and is then told
+// ctx's error while fn goes on.
+func (s *Source) finishApart(ctx context.Context, fn func(context.Context) error) error {
+	done := make(chan error, 1)
+	go func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.rollbackTimeout)
+		defer cancel()
+		done <- fn(fctx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("still under way when the call's deadline came: %w", ctx.Err())
+	}
 }
 
 // refundSlots refunds a batch spanning slots part by part. Each bucket's

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -212,4 +213,35 @@ func commandCalls(stats, name string) int {
 		}
 	}
 	return 0
+}
+
+// Work that must finish once begun (a give-back, a record's write) goes on
+// past the caller's deadline, bounded by its own timeout, while the caller
+// is answered at its deadline: a slow or hung master cannot hold the
+// answer of a multi-slot batch past --source-timeout.
+func TestFinishApartAnswersAtTheDeadline(t *testing.T) {
+	s := &Source{rollbackTimeout: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	release, finished := make(chan struct{}), make(chan error, 1)
+	answered := make(chan error, 1)
+	go func() {
+		answered <- s.finishApart(ctx, func(ctx context.Context) error {
+			<-release
+			finished <- ctx.Err()
+			return nil
+		})
+	}()
+	cancel() // the caller's deadline comes while the work is under way
+	if err := <-answered; !errors.Is(err, context.Canceled) {
+		t.Fatalf("finishApart = %v, want the caller's context error", err)
+	}
+	close(release)
+	if err := <-finished; err != nil {
+		t.Errorf("the work's context ended with the caller's: %v", err)
+	}
+	// Work that ends in time gives its own answer.
+	want := errors.New("refused")
+	if err := s.finishApart(context.Background(), func(context.Context) error { return want }); err != want {
+		t.Errorf("finishApart = %v, want the work's error", err)
+	}
 }

@@ -172,13 +172,16 @@ func (s *Source) onceAcrossSlots(ctx context.Context, now int64, rec once.Record
 	ckey := s.claimKey(id)
 	if err != nil {
 		if errors.Is(err, once.ErrNotApplied) {
-			s.client.Del(context.WithoutCancel(ctx), ckey)
+			_ = s.finishApart(ctx, func(ctx context.Context) error { return s.client.Del(ctx, ckey).Err() })
 		}
 		return false, err
 	}
-	// The batch is done whatever becomes of this write: if it is lost, the
-	// claim stays pending and a retry is told the outcome is unknown.
-	s.client.SetArgs(context.WithoutCancel(ctx), ckey, recordText(rec.Fingerprint, rec.Expires, now, verdict, ops, states),
-		goredis.SetArgs{Mode: "XX", KeepTTL: true})
+	// The batch is done whatever becomes of this write, which goes on past
+	// ctx's end (finishApart): if it is lost, the claim stays pending and
+	// a retry is told the outcome is unknown.
+	record := recordText(rec.Fingerprint, rec.Expires, now, verdict, ops, states)
+	_ = s.finishApart(ctx, func(ctx context.Context) error {
+		return s.client.SetArgs(ctx, ckey, record, goredis.SetArgs{Mode: "XX", KeepTTL: true}).Err()
+	})
 	return false, nil
 }
