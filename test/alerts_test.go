@@ -321,17 +321,21 @@ var alertCases = []alertCase{
 		{name: "process_start_time_seconds", fire: "1000+300x40", quiet: "1000x40"},
 		{name: "limiter_config_last_success_timestamp_seconds", fire: "1000x40", quiet: "1000x40"},
 	}},
+	// A critical alert does not page for one error: quiet is a single one,
+	// three minutes before the evaluation.
 	{alert: "LimiterSourceUnavailable", labels: []string{"job", "instance"}, series: []seriesSpec{
-		counter("limiter_source_errors_total", nil),
+		{name: "limiter_source_errors_total", fire: "0+1x40", quiet: "0x37 1x3"},
 	}},
 	{alert: "LimiterSourceErrors", labels: []string{"job", "instance", "op"}, series: []seriesSpec{
 		counter("limiter_source_operation_errors_total", map[string]string{"op": "spend"}),
 	}},
 	{alert: "LimiterFailingOpen", labels: []string{"job", "instance"}, series: []seriesSpec{
-		counter("limiter_degraded_answers_total", nil),
+		{name: "limiter_degraded_answers_total", fire: "0+1x40", quiet: "0x37 1x3"},
 	}},
+	// Fires for as long as the files in place fail, long after the one
+	// failed attempt; quiet: a failure put right since.
 	{alert: "LimiterConfigReloadFailed", labels: []string{"job", "instance"}, series: []seriesSpec{
-		{name: "limiter_config_reload_failures_total", fire: "0x30 1x10", quiet: "1x40"},
+		{name: "limiter_config_last_reload_successful", fire: "1x10 0x30", quiet: "1x10 0x10 1x20"},
 	}},
 	{alert: "LimiterMemoryEvictingActiveBuckets", labels: []string{"job", "instance"}, series: []seriesSpec{
 		counter("limiter_memory_evictions_not_full_total", nil),

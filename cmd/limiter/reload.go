@@ -56,6 +56,10 @@ type reloader struct {
 	successes prometheus.Counter
 	failures  prometheus.Counter
 	lastGood  prometheus.Gauge
+	// lastOK is 1 while the last load attempt succeeded, 0 after one that
+	// failed: the alert on a refused change holds while the files in
+	// place still fail, where the failures counter moves once per attempt.
+	lastOK prometheus.Gauge
 
 	overridesByLimit *prometheus.GaugeVec
 	// history is the last attempt and the load in use, for GET
@@ -84,12 +88,16 @@ func newReloader(f *serveFlags, loaded *loadedConfig, limiter *ratelimits.Limite
 			Name: "limiter_config_last_success_timestamp_seconds",
 			Help: "Unix time of the last successful configuration load (startup included).",
 		}),
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "limiter_config_last_reload_successful",
+			Help: "1 when the last attempt to load the configuration files succeeded, 0 while the files in place fail to load.",
+		}),
 		overridesByLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "limiter_overrides_loaded",
 			Help: "Overrides in the running configuration, per limit name.",
 		}, []string{"limit"}),
 	}
-	reg.MustRegister(r.successes, r.failures, r.lastGood, r.overridesByLimit)
+	reg.MustRegister(r.successes, r.failures, r.lastGood, r.lastOK, r.overridesByLimit)
 	r.seen = r.signature()
 	r.loaded(limiter.Config())
 	if loaded != nil {
@@ -101,6 +109,7 @@ func newReloader(f *serveFlags, loaded *loadedConfig, limiter *ratelimits.Limite
 // loaded records a configuration that just went into use.
 func (r *reloader) loaded(cfg *ratelimits.Config) {
 	r.lastGood.SetToCurrentTime()
+	r.lastOK.Set(1)
 	r.overridesByLimit.Reset()
 	for _, n := range cfg.Names() {
 		r.overridesByLimit.WithLabelValues(n.Limit).Set(float64(cfg.OverrideCount(n.Name)))
@@ -124,6 +133,7 @@ func (r *reloader) Reload(trigger string) error {
 	}
 	if err := errors.Join(err, apiErr, adminErr); err != nil {
 		r.failures.Inc()
+		r.lastOK.Set(0)
 		r.history.failed(time.Now(), trigger, err)
 		for _, line := range problemLines(err) {
 			r.log.Error("reload failed; keeping the running configuration and tokens", "trigger", trigger, "problem", line)
