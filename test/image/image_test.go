@@ -357,7 +357,7 @@ func TestImageLayout(t *testing.T) {
 		"LIMITER_DESCRIPTORS=/etc/limiter/descriptors.yaml",
 		"LIMITER_FORWARD_AUTH=/etc/limiter/forward-auth.yaml",
 		"LIMITER_ADMIN_TOKEN_FILE=" + tokenMountDir + "/" + tokenFileName,
-		"LIMITER_SHUTDOWN_TIMEOUT=8s",
+		"LIMITER_SHUTDOWN_TIMEOUT=4s",
 	} {
 		if !slices.Contains(cfg.Env, want) {
 			t.Errorf("no %s in the image's environment: %q", want, cfg.Env)
