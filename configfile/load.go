@@ -386,6 +386,12 @@ func (s scope) int64Value(n *yaml.Node, name string) (int64, bool) {
 		}
 		return 0, false
 	}
+	if octalLooking.MatchString(n.Value) {
+		// yaml.v3 reads 010 as YAML 1.1 did, in octal (8); a reader, and
+		// YAML 1.2, see ten. Neither reading is taken.
+		s.add(n.Line, "%s %s starts with a 0, which YAML reads as octal: write it without the leading zeros (or as 0o%s for octal)", name, n.Value, strings.TrimLeft(strings.TrimLeft(n.Value, "+-"), "0"))
+		return 0, false
+	}
 	var v int64
 	if err := n.Decode(&v); err != nil {
 		s.add(n.Line, "%s %s is out of range: it must fit in a 64-bit signed integer", name, n.Value)
@@ -393,6 +399,9 @@ func (s scope) int64Value(n *yaml.Node, name string) (int64, bool) {
 	}
 	return v, true
 }
+
+// octalLooking matches an integer written with a leading zero.
+var octalLooking = regexp.MustCompile(`^[-+]?0[0-9_]+$`)
 
 // period reads the required period: a Go duration string greater than 0.
 func (s scope) period(key *yaml.Node, fs map[string]field) (time.Duration, bool) {
