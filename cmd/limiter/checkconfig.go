@@ -37,7 +37,12 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "limiter check-config: unexpected arguments:", fs.Args())
 		return 2
 	}
-	c.resolve(newSettings(fs, table))
+	set := newSettings(fs, table)
+	if err := set.check(""); err != nil {
+		fmt.Fprintln(stderr, "limiter check-config:", err)
+		return 2
+	}
+	c.resolve(set)
 	loaded, err := c.load(nil, nil)
 	if err != nil {
 		lines := problemLines(err)

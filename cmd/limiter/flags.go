@@ -123,6 +123,21 @@ func notNegative[T int | int64 | time.Duration](p *T) check {
 	return check{func() bool { return *p >= 0 }, wantNotNegative}
 }
 
+// nonEmpty refuses an empty path: an unset variable's "" would otherwise
+// read as a missing file at no path.
+func nonEmpty(p *string) check {
+	return check{func() bool { return *p != "" }, "must name a file"}
+}
+
+// minReloadInterval is the shortest file watch: each check reads every
+// configuration file's metadata, and a mistyped unit ("1ns") would make
+// the process poll the files flat out.
+const minReloadInterval = 100 * time.Millisecond
+
+func offOrAtLeast(p *time.Duration, least time.Duration) check {
+	return check{func() bool { return *p == 0 || *p >= least }, "must be 0 (off) or at least " + least.String()}
+}
+
 // configFlags are the file flags serve and check-config share.
 type configFlags struct {
 	defaults    string
@@ -164,7 +179,7 @@ func (c *configFlags) resolve(set settings) {
 
 func (c *configFlags) settings() []setting {
 	return []setting{
-		{name: "defaults", bind: stringVar(&c.defaults, "config/defaults.yaml"), usage: "defaults file"},
+		{name: "defaults", bind: stringVar(&c.defaults, "config/defaults.yaml"), check: nonEmpty(&c.defaults), usage: "defaults file"},
 		{name: "overrides", bind: stringVar(&c.overrides, "config/overrides.yaml"), usage: "overrides file; a missing file at the default path means no overrides, a named one must exist"},
 		{name: "descriptors", bind: stringVar(&c.descriptors, "config/descriptors.yaml"),
 			usage: "descriptors file: the rules that map the descriptors of Envoy's rate-limit requests (--grpc-listen) to limits; a missing file at the default path means no rules, a named one must exist"},
@@ -221,8 +236,8 @@ func (f *serveFlags) settings() []setting {
 		{name: "insecure-no-admin-token", bind: boolVar(&f.insecureNoAdminToken, false),
 			usage: "serve --listen on an address beyond loopback without --admin-token-file, so that anyone who reaches it may reset any limit, reload and sync (only for a network that trusted callers alone reach)"},
 		{name: "metrics-listen", bind: stringVar(&f.metricsListen, ""), usage: "serve /metrics on this address instead of --listen"},
-		{name: "reload-interval", bind: durationVar(&f.reloadInterval, time.Second), check: notNegative(&f.reloadInterval),
-			usage: "how often the config files are checked for changes; 0 turns watching off (SIGHUP and the admin endpoint still reload)"},
+		{name: "reload-interval", bind: durationVar(&f.reloadInterval, time.Second), check: offOrAtLeast(&f.reloadInterval, minReloadInterval),
+			usage: "how often the config files are checked for changes, at least 100ms; 0 turns watching off (SIGHUP and the admin endpoint still reload)"},
 		{name: "pprof-listen", bind: stringVar(&f.pprofListen, ""),
 			usage: "serve Go's /debug/pprof/ profiles on this address (keep it private; off when empty)"},
 		{name: "gc-heap-floor-mib", bind: intVar(&f.gcHeapFloorMiB, defaultGCHeapFloorMiB), check: notNegative(&f.gcHeapFloorMiB),

@@ -22,6 +22,9 @@ func readTokenFile(path string) ([][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
+	// A byte-order mark, which some editors put first, is not the first
+	// token's.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	var tokens [][]byte
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for line := 1; sc.Scan(); line++ {
@@ -31,6 +34,12 @@ func readTokenFile(path string) ([][]byte, error) {
 		}
 		if bytes.ContainsAny(tok, " \t") {
 			return nil, fmt.Errorf("token file %s:%d: a token may not contain spaces", path, line)
+		}
+		if bytes.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			// A client sends its token in an Authorization header, as
+			// visible ASCII: any other byte (a stray mark, a control
+			// character) makes a token no client can present.
+			return nil, fmt.Errorf("token file %s:%d: a token must be visible ASCII characters", path, line)
 		}
 		tokens = append(tokens, bytes.Clone(tok))
 	}

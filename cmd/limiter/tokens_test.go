@@ -2,6 +2,9 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -46,5 +49,45 @@ func TestAdminExposedRefusesAnOpenListener(t *testing.T) {
 	var stderr strings.Builder
 	if code := run([]string{"serve", "--listen", "0.0.0.0:0"}, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), "--insecure-no-admin-token") {
 		t.Errorf("serve on 0.0.0.0 without a token: exit %d, %q; want 2 and the way out", code, stderr.String())
+	}
+}
+
+// A token file is one token per line, comments and blank lines skipped; a
+// byte-order mark before the first is not part of it, and a token no
+// client could send in a header is refused at its line, never quoted.
+func TestReadTokenFile(t *testing.T) {
+	tests := []struct {
+		name, content string
+		want          []string
+		problem       string
+	}{
+		{"tokens and comments", "# rotated monthly\nalpha\n\n  beta  \r\n", []string{"alpha", "beta"}, ""},
+		{"a byte-order mark first", "\xef\xbb\xbfalpha\nbeta\n", []string{"alpha", "beta"}, ""},
+		{"a byte-order mark later", "alpha\n\xef\xbb\xbfbeta\n", nil, ":2: a token must be visible ASCII characters"},
+		{"a control character", "al\x01pha\n", nil, ":1: a token must be visible ASCII characters"},
+		{"a space", "al pha\n", nil, ":1: a token may not contain spaces"},
+		{"no token", "# none yet\n", nil, "holds no token"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tokens")
+			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readTokenFile(path)
+			if tt.problem != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.problem) {
+					t.Fatalf("readTokenFile = %q, %v; want a problem %q", got, err, tt.problem)
+				}
+				return
+			}
+			var strs []string
+			for _, tok := range got {
+				strs = append(strs, string(tok))
+			}
+			if err != nil || !slices.Equal(strs, tt.want) {
+				t.Errorf("readTokenFile = %q, %v; want %q", strs, err, tt.want)
+			}
+		})
 	}
 }
