@@ -1,10 +1,17 @@
 package calendar
 
 import (
+	"archive/zip"
 	"errors"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	_ "time/tzdata" // the zones of a host without a zone database
 )
 
 func TestNew(t *testing.T) {
@@ -15,7 +22,11 @@ func TestNew(t *testing.T) {
 	if c.Zone() != "UTC" || c.Unit() != Month || c.Location().String() != "UTC" {
 		t.Errorf("New(Month, \"\") = %s %s %s", c.Unit(), c.Zone(), c.Location())
 	}
-	for _, zone := range []string{"Europe/Pariss", "Local", "../etc/passwd", "Mars/Olympus"} {
+	// Besides names no database has: files of a host's zone directory that
+	// are not zones of Go's database, which would name another zone, or
+	// none, on another host.
+	for _, zone := range []string{"Europe/Pariss", "Local", "../etc/passwd", "Mars/Olympus",
+		"localtime", "posixrules", "right/UTC", "posix/Europe/Paris", "Europe/Paris\nUTC", "UTC\n", "europe/paris"} {
 		if _, err := New(Day, zone); !errors.Is(err, ErrUnknownZone) {
 			t.Errorf("New(Day, %q) = %v, want ErrUnknownZone", zone, err)
 		}
@@ -97,5 +108,36 @@ func BenchmarkAt(b *testing.B) {
 	now := time.Date(2026, 3, 15, 0, 0, 0, 0, time.UTC).UnixMilli()
 	for i := 0; b.Loop(); i++ {
 		c.At(now + int64(i&1023))
+	}
+}
+
+// zones.txt lists exactly the zones of the Go release the tests run on
+// (its lib/time/zoneinfo.zip, from which time/tzdata is made), and each of
+// them loads.
+func TestZoneNamesAreGos(t *testing.T) {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	z, err := zip.OpenReader(filepath.Join(strings.TrimSpace(string(out)), "lib", "time", "zoneinfo.zip"))
+	if err != nil {
+		t.Fatalf("Go's zone database: %v", err)
+	}
+	defer z.Close()
+	var gos []string
+	for _, f := range z.File {
+		if !strings.HasSuffix(f.Name, "/") {
+			gos = append(gos, f.Name)
+		}
+	}
+	slices.Sort(gos)
+	ours := strings.Split(strings.TrimSuffix(zoneNames, "\n"), "\n")
+	if !slices.Equal(ours, gos) {
+		t.Fatalf("zones.txt has %d names, Go's database %d: make it again (see zoneNames)", len(ours), len(gos))
+	}
+	for _, zone := range ours {
+		if _, err := New(Day, zone); err != nil {
+			t.Errorf("New(Day, %q): %v", zone, err)
+		}
 	}
 }
