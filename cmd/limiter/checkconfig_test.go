@@ -34,6 +34,23 @@ func TestCheckConfigDefaultsSyntaxError(t *testing.T) {
 	}
 }
 
+// A named overrides file that is missing does not hide the defaults
+// file's own problems: one run lists them all.
+func TestCheckConfigMissingOverridesAndBadDefaults(t *testing.T) {
+	dir := t.TempDir()
+	defaults := filepath.Join(dir, "defaults.yaml")
+	if err := os.WriteFile(defaults, []byte("Logins:\n  enum: 101\n  id: string\n  burst: 0\n  count: 5\n  period: 1m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"check-config", "--defaults", defaults, "--overrides", filepath.Join(dir, "nope.yaml")}, &stdout, &stderr)
+	out := stdout.String()
+	if code != 1 || !strings.Contains(out, "nope.yaml: no such file") || !strings.Contains(out, defaults+":4: Logins: burst must be greater than 0") ||
+		!strings.HasSuffix(out, "2 problem(s) found\n") {
+		t.Fatalf("exit %d, output:\n%s%s", code, out, stderr.String())
+	}
+}
+
 // check-config reports the rules of window and rate-counter limits at
 // their lines, and exits 1; the same files fixed pass.
 func TestCheckConfigWindows(t *testing.T) {

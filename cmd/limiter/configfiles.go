@@ -119,13 +119,20 @@ func (c *configFlags) load(running *ratelimits.Config, last *loadedConfig) (*loa
 	// Every file that could be read is parsed, so that one run reports
 	// the problems of all of them.
 	d, o := files[defaultsFile], files[overridesFile]
-	if !bad[defaultsFile] && !bad[overridesFile] {
+	switch {
+	case !bad[defaultsFile] && !bad[overridesFile]:
 		cfg, err := configfile.ParseReload(running, d.Path, d.Data, o.Path, o.Data)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		l.cfg = cfg
 		l.inUse[defaultsFile], l.inUse[overridesFile] = d.Presence, o.Presence
+	case !bad[defaultsFile]:
+		// The overrides file has a problem of its own; the defaults file
+		// is still checked, with no overrides, for its problems only.
+		if _, err := configfile.ParseReload(running, d.Path, d.Data, "", nil); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	// The rules must name limits of the new files; if those did not load,
 	// the rules are still checked for the rest (cfg is nil).
