@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -271,5 +272,20 @@ func TestFaultClusterFailover(t *testing.T) {
 				t.Fatalf("%s still fails %v after the replica took over: %v", b, time.Since(tookOver).Round(time.Millisecond), err)
 			}
 		}
+	}
+}
+
+// A redis:// source pointed at one node of a Redis Cluster would answer
+// PING and then MOVED for the keys of every slot the node does not serve:
+// its ping fails, so /readyz says so, where a standalone server's passes.
+func TestPingRefusesAClusterNodeAsStandalone(t *testing.T) {
+	node := redistest.SharedCluster(t).Servers[0]
+	src := newSource(t, redis.Options{Addrs: []string{node.Addr()}})
+	if err := src.Ping(context.Background()); !errors.Is(err, redis.ErrClusterNode) {
+		t.Errorf("Ping of a cluster node as a standalone server: %v, want ErrClusterNode", err)
+	}
+	standalone := newSource(t, redis.Options{Addrs: []string{redistest.Standalone(t).Addr()}})
+	if err := standalone.Ping(context.Background()); err != nil {
+		t.Errorf("Ping of a standalone server: %v", err)
 	}
 }

@@ -171,10 +171,36 @@ func (s *Source) Ping(ctx context.Context) error {
 			return c.Ping(ctx).Err()
 		})
 	} else {
-		err = s.client.Ping(ctx).Err()
+		err = s.pingStandalone(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("redis source: ping: %w", err)
+	}
+	return nil
+}
+
+// ErrClusterNode is the ping of a redis:// source whose server is a
+// Redis Cluster node: it would answer MOVED for every key of the slots
+// other nodes serve, so most calls would fail while PING succeeded.
+var ErrClusterNode = errors.New("the server is a Redis Cluster node: name the cluster with redis-cluster://")
+
+// pingStandalone pings a standalone source's server, and asks it in the
+// same round trip whether it is a cluster node. A server that refuses
+// CLUSTER INFO (cluster support off, or an ACL that does not grant it)
+// is not taken for one.
+func (s *Source) pingStandalone(ctx context.Context) error {
+	var ping *goredis.StatusCmd
+	var info *goredis.StringCmd
+	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		ping = p.Ping(ctx)
+		info = p.ClusterInfo(ctx)
+		return nil
+	})
+	if err := ping.Err(); err != nil {
+		return err
+	}
+	if info.Err() == nil {
+		return ErrClusterNode
 	}
 	return nil
 }
