@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -252,6 +253,11 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // problems can name lines. root is nil for a file without a document (empty
 // or comments only); ok is false after a syntax error, reported as a problem.
 func (l *loader) parseDocument(file string, data []byte) (root *yaml.Node, ok bool) {
+	if at := invalidUTF8(data); at >= 0 {
+		// yaml.v3 says so without a line.
+		l.add(file, 1+bytes.Count(data[:at], []byte("\n")), "", "not valid UTF-8 (the byte 0x%02x): save the file as UTF-8", data[at])
+		return nil, false
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err == io.EOF {
@@ -270,6 +276,23 @@ func (l *loader) parseDocument(file string, data []byte) (root *yaml.Node, ok bo
 		return nil, false
 	}
 	return doc.Content[0], true
+}
+
+// invalidUTF8 is the offset of data's first byte that is not UTF-8, or -1;
+// a file that starts with a UTF-16 byte-order mark, which yaml.v3 reads,
+// is not UTF-8 and is left to it.
+func invalidUTF8(data []byte) int {
+	if bytes.HasPrefix(data, []byte{0xfe, 0xff}) || bytes.HasPrefix(data, []byte{0xff, 0xfe}) {
+		return -1
+	}
+	for at := 0; at < len(data); {
+		r, n := utf8.DecodeRune(data[at:])
+		if r == utf8.RuneError && n == 1 {
+			return at
+		}
+		at += n
+	}
+	return -1
 }
 
 func (l *loader) syntaxProblem(file string, err error) {

@@ -364,6 +364,8 @@ func TestConfigBadDefaults(t *testing.T) {
 			[]wantProblem{{dfile, 3, orders, "count must be greater than 0, got -5"}}},
 		{"fractional burst", "NewOrdersPerAccount:\n  burst: 1.5\n  count: 20\n  period: 1s\n",
 			[]wantProblem{{dfile, 2, orders, "burst must be an integer, got the number 1.5"}}},
+		{"a byte that is not UTF-8", "NewOrdersPerAccount:\n  burst: 5\n  count: 5 # caf\xe9\n  period: 1s\n",
+			[]wantProblem{{dfile, 3, "", "not valid UTF-8 (the byte 0xe9): save the file as UTF-8"}}},
 		{"a burst with a leading zero", "NewOrdersPerAccount:\n  burst: 010\n  count: 20\n  period: 1s\n",
 			[]wantProblem{{dfile, 2, orders, "burst 010 starts with a 0, which YAML reads as octal: write it without the leading zeros (or as 0o10 for octal)"}}},
 		{"quoted burst", "NewOrdersPerAccount:\n  burst: \"5\"\n  count: 20\n  period: 1s\n",
