@@ -88,8 +88,11 @@ func TestHalfOpenCallsAreBounded(t *testing.T) {
 	if grew, limit := int64(heldBytes)-int64(baseBytes), int64(maxStreams*perCall+memorySlack); grew > limit {
 		t.Errorf("heap and stacks grew by %d KiB with the calls under way; want at most %d KiB", grew>>10, limit>>10)
 	}
-	if refused < attack-maxStreams {
-		t.Errorf("%d calls refused (REFUSED_STREAM); want at least %d: all beyond the cap of %d", refused, attack-maxStreams, maxStreams)
+	// The cap holds at every moment: when the calls took longer than the
+	// call timeout to arrive (a loaded machine), the calls held first
+	// ended, and as many more were taken.
+	if mostHeld := maxStreams * (1 + int(arrived/callTimeout)); refused < attack-mostHeld || refused > attack-maxStreams {
+		t.Errorf("%d calls refused (REFUSED_STREAM); want %d to %d: all beyond the cap of %d held at once", refused, attack-mostHeld, attack-maxStreams, maxStreams)
 	}
 
 	// Another client is served while the calls are held.

@@ -72,15 +72,19 @@ func TestEnvoyHalfOpenCallsAreBounded(t *testing.T) {
 	if err := c.Ping(ctx); err != nil { // the server has read every call's headers
 		t.Fatal(err)
 	}
+	arrived := time.Since(began)
 	after := rssBytes(t, e.cmd.Process.Pid)
 	refused := c.Counts().Refused
 	t.Logf("%d calls without a request arrived in %v: resident memory %d KiB then %d KiB, %d refused",
-		attack, time.Since(began), before>>10, after>>10, refused)
+		attack, arrived, before>>10, after>>10, refused)
 	if after-before > maxGrowth {
 		t.Errorf("resident memory grew by %d KiB with the calls under way; want at most %d KiB", (after-before)>>10, maxGrowth>>10)
 	}
-	if refused != attack-maxStreams {
-		t.Errorf("%d calls refused; want %d: all beyond LIMITER_GRPC_MAX_CONCURRENT_STREAMS=%d", refused, attack-maxStreams, maxStreams)
+	// The cap holds at every moment: calls that took longer than the call
+	// timeout to arrive (a loaded machine) let the first held ones end,
+	// and as many more be taken.
+	if mostHeld := maxStreams * (1 + int(arrived/callTimeout)); refused < attack-mostHeld || refused > attack-maxStreams {
+		t.Errorf("%d calls refused; want %d to %d: all beyond LIMITER_GRPC_MAX_CONCURRENT_STREAMS=%d held at once", refused, attack-mostHeld, attack-maxStreams, maxStreams)
 	}
 
 	if resp, err := e.should("", rlRequest("edge", desc("remote_address", "192.0.2.51"))); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
