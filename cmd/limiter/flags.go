@@ -132,7 +132,7 @@ func nonEmpty(p *string) check {
 // minReloadInterval is the shortest file watch: each check reads every
 // configuration file's metadata, and a mistyped unit ("1ns") would make
 // the process poll the files flat out.
-const minReloadInterval = 100 * time.Millisecond
+const minReloadInterval = 10 * time.Millisecond
 
 func offOrAtLeast(p *time.Duration, least time.Duration) check {
 	return check{func() bool { return *p == 0 || *p >= least }, "must be 0 (off) or at least " + least.String()}
@@ -237,7 +237,7 @@ func (f *serveFlags) settings() []setting {
 			usage: "serve --listen on an address beyond loopback without --admin-token-file, so that anyone who reaches it may reset any limit, reload and sync (only for a network that trusted callers alone reach)"},
 		{name: "metrics-listen", bind: stringVar(&f.metricsListen, ""), usage: "serve /metrics on this address instead of --listen"},
 		{name: "reload-interval", bind: durationVar(&f.reloadInterval, time.Second), check: offOrAtLeast(&f.reloadInterval, minReloadInterval),
-			usage: "how often the config files are checked for changes, at least 100ms; 0 turns watching off (SIGHUP and the admin endpoint still reload)"},
+			usage: "how often the config files are checked for changes, at least 10ms; 0 turns watching off (SIGHUP and the admin endpoint still reload)"},
 		{name: "pprof-listen", bind: stringVar(&f.pprofListen, ""),
 			usage: "serve Go's /debug/pprof/ profiles on this address (keep it private; off when empty)"},
 		{name: "gc-heap-floor-mib", bind: intVar(&f.gcHeapFloorMiB, defaultGCHeapFloorMiB), check: notNegative(&f.gcHeapFloorMiB),
