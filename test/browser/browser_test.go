@@ -299,11 +299,11 @@ func TestOperatorPage(t *testing.T) {
 	}
 	state := func(key string) string { return textOf(t, ctx, `#lookup-state dd[data-key="`+key+`"]`) }
 	lookup("12345")
-	if v, r, retry, boxed := textOf(t, ctx, "#lookup-verdict"), state("remaining"), state("retry in"), state("in the penalty box"); v != "Cost-0 check: denied" || r != "0 of 5" || retry != "15m" || boxed != "yes" {
+	if v, r, retry, boxed := textOf(t, ctx, "#lookup-verdict"), state("remaining"), state("retry in"), state("in the penalty box"); v != "A request now: denied" || r != "0 of 5" || retry != "15m" || boxed != "yes" {
 		t.Errorf("lookup of 12345: %q, remaining %q, retry in %q, boxed %q", v, r, retry, boxed)
 	}
 	lookup("55555")
-	if v, r, reset, boxed := textOf(t, ctx, "#lookup-verdict"), state("remaining"), state("reset in"), state("in the penalty box"); v != "Cost-0 check: allowed" || r != "5 of 5" || reset != "0s" || boxed != "no" {
+	if v, r, reset, boxed := textOf(t, ctx, "#lookup-verdict"), state("remaining"), state("reset in"), state("in the penalty box"); v != "A request now: allowed" || r != "5 of 5" || reset != "0s" || boxed != "no" {
 		t.Errorf("lookup of 55555: %q, remaining %q, reset in %q, boxed %q", v, r, reset, boxed)
 	}
 
