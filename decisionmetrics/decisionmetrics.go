@@ -105,7 +105,9 @@ func (m *Metrics) CountDecisions(op string, bd *ratelimits.BatchDecision) {
 		switch {
 		case o == "shadow_denied":
 			m.shadowDenials.WithLabelValues(op, d.Limit).Inc()
-		case o == "denied" && spends && m.denials != nil:
+		case o == "denied" && spends && d.Mode == ratelimits.CheckAndSpend && m.denials != nil:
+			// A check-only or spend-only transaction's denial refused
+			// nothing: only one that decides the request counts.
 			m.denials.Denied(d.Limit, d.ID)
 		}
 	}

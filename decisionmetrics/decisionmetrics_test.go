@@ -82,10 +82,13 @@ type denialLog []string
 func (l *denialLog) Denied(limit, id string) { *l = append(*l, limit+"/"+id) }
 
 // The denials of spends and forward-auth calls reach the Denials; checks,
-// refunds, shadow limits, allowed, unlimited and degraded decisions do not.
+// refunds, check-only and spend-only transactions (which refuse nothing),
+// shadow limits, allowed, unlimited and degraded decisions do not.
 func TestDenials(t *testing.T) {
 	bd := &ratelimits.BatchDecision{Decisions: []ratelimits.Decision{
 		{Limit: "L", ID: "denied", Allowed: false},
+		{Limit: "L", ID: "check-only", Allowed: false, Mode: ratelimits.CheckOnly},
+		{Limit: "L", ID: "spend-only", Allowed: false, Mode: ratelimits.SpendOnly},
 		{Limit: "L", ID: "allowed", Allowed: true},
 		{Limit: "S", ID: "shadow", Allowed: false, Shadow: true},
 		{Limit: "U", ID: "unlimited", Unlimited: true, Allowed: true},

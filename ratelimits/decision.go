@@ -44,6 +44,10 @@ type Decision struct {
 	// what it would have decided, but it never denies nor decides the
 	// batch.
 	Shadow bool
+	// Mode is the mode the transaction was decided in: its own, except
+	// that a shadow limit's check-and-spend transactions take part as
+	// spend-only ones. Only a CheckAndSpend decision can deny a request.
+	Mode Mode
 	// Period is the calendar period a calendar limit decided in (unix ms,
 	// [Start, End)); zero for other limits.
 	Period calendar.Period
@@ -101,7 +105,7 @@ func degradedDecision(prepared []preparedTxn, cause error) *BatchDecision {
 			bd.Decisions[i] = unlimitedDecision(p)
 			continue
 		}
-		bd.Decisions[i] = Decision{Limit: p.info.Limit, ID: p.bucketID, Allowed: true, Effective: p.limit, Algorithm: p.limit.Algorithm, Shadow: p.limit.Shadow}
+		bd.Decisions[i] = Decision{Limit: p.info.Limit, ID: p.bucketID, Allowed: true, Effective: p.limit, Algorithm: p.limit.Algorithm, Shadow: p.limit.Shadow, Mode: p.mode}
 	}
 	return bd
 }
@@ -115,6 +119,7 @@ func unlimitedDecision(p preparedTxn) Decision {
 		Remaining: math.MaxInt64,
 		Unlimited: true,
 		Algorithm: p.algorithm,
+		Mode:      p.mode,
 	}
 }
 
@@ -132,6 +137,7 @@ func limitedDecision(p preparedTxn, d bucket.Decision) Decision {
 		Penalized: d.Penalized,
 		Shadow:    p.limit.Shadow,
 		Period:    d.Period,
+		Mode:      p.mode,
 	}
 	if d.Lease != "" {
 		dec.Lease, dec.LeaseExpiresIn = d.Lease, p.limit.Period
