@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -37,8 +38,11 @@ func (s *reloadStatus) succeeded(at time.Time, trigger string, loaded *loadedCon
 // failed records a load that did not go into use, with its problems.
 func (s *reloadStatus) failed(at time.Time, trigger string, err error) {
 	problems := problemLines(err)
-	if len(problems) > maxReloadProblems {
-		problems = append(problems[:maxReloadProblems:maxReloadProblems], "... and more (the log has every problem)")
+	if n := len(problems); n > maxReloadProblems {
+		// The last place says how many are left out: at most
+		// maxReloadProblems lines in all.
+		kept := maxReloadProblems - 1
+		problems = append(problems[:kept:kept], fmt.Sprintf("... and %d more (the log has every problem)", n-kept))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

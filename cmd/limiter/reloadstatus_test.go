@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jmhodges/clock"
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,5 +66,20 @@ func TestReloadStatus(t *testing.T) {
 	st = r.history.status()
 	if !st.LastAttempt.OK || st.InUse.Trigger != "admin endpoint" || st.InUse.Files[0].Entries != "2" || st.LastAttempt.At != st.InUse.At {
 		t.Fatalf("after a good reload: %+v", st)
+	}
+}
+
+// A failed attempt keeps at most maxReloadProblems lines, the last of
+// which says how many more the log has.
+func TestReloadStatusBoundsProblems(t *testing.T) {
+	var problems []error
+	for i := range 62 {
+		problems = append(problems, fmt.Errorf("defaults.yaml:%d: a problem", i+1))
+	}
+	var s reloadStatus
+	s.failed(time.Now(), "SIGHUP", errors.Join(problems...))
+	got := s.status().LastAttempt.Problems
+	if len(got) != maxReloadProblems || got[0] != "defaults.yaml:1: a problem" || got[len(got)-1] != "... and 13 more (the log has every problem)" {
+		t.Errorf("%d problems kept, the last %q; want %d, the last saying 13 more", len(got), got[len(got)-1], maxReloadProblems)
 	}
 }
