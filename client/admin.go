@@ -133,7 +133,8 @@ type ReloadAttempt struct {
 	Trigger string
 	OK      bool
 	// Problems are a failed load's problems, FILE:LINE first; the
-	// service lists at most 50 (its log has all).
+	// service keeps at most 50 lines, the last saying how many more the
+	// log has when there were more.
 	Problems []string
 	// Files are the files a successful load read.
 	Files []ReloadFile
