@@ -245,3 +245,21 @@ func TestFinishApartAnswersAtTheDeadline(t *testing.T) {
 		t.Errorf("finishApart = %v, want the work's error", err)
 	}
 }
+
+// A cluster of one master (a managed Redis in cluster mode with one shard)
+// serves every slot: only a cluster of several makes a redis:// source
+// fail its ping.
+func TestClusterSize(t *testing.T) {
+	for _, tt := range []struct {
+		info string
+		want int
+	}{
+		{"cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_known_nodes:3\r\ncluster_size:3\r\n", 3},
+		{"cluster_state:ok\r\ncluster_size:1\r\n", 1},
+		{"cluster_state:fail\r\n", 0},
+	} {
+		if got := clusterSize(tt.info); got != tt.want {
+			t.Errorf("clusterSize(%q) = %d, want %d", tt.info, got, tt.want)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmhodges/clock"
@@ -179,15 +181,18 @@ func (s *Source) Ping(ctx context.Context) error {
 	return nil
 }
 
-// ErrClusterNode is the ping of a redis:// source whose server is a
-// Redis Cluster node: it would answer MOVED for every key of the slots
-// other nodes serve, so most calls would fail while PING succeeded.
-var ErrClusterNode = errors.New("the server is a Redis Cluster node: name the cluster with redis-cluster://")
+// ErrClusterNode is the ping of a redis:// source whose server is a node
+// of a Redis Cluster of several masters: it would answer MOVED for every
+// key of the slots the others serve, so most calls would fail while PING
+// succeeded.
+var ErrClusterNode = errors.New("the server is a node of a Redis Cluster of several masters: name the cluster with redis-cluster://")
 
 // pingStandalone pings a standalone source's server, and asks it in the
-// same round trip whether it is a cluster node. A server that refuses
-// CLUSTER INFO (cluster support off, or an ACL that does not grant it)
-// is not taken for one.
+// same round trip whether it is a node of a cluster of several masters.
+// A server that refuses CLUSTER INFO (cluster support off, or an ACL that
+// does not grant it) is not taken for one, nor is a cluster of one master
+// (a managed Redis in cluster mode with one shard), which serves every
+// slot and never redirects.
 func (s *Source) pingStandalone(ctx context.Context) error {
 	var ping *goredis.StatusCmd
 	var info *goredis.StringCmd
@@ -199,10 +204,22 @@ func (s *Source) pingStandalone(ctx context.Context) error {
 	if err := ping.Err(); err != nil {
 		return err
 	}
-	if info.Err() == nil {
+	if info.Err() == nil && clusterSize(info.Val()) > 1 {
 		return ErrClusterNode
 	}
 	return nil
+}
+
+// clusterSize is the cluster_size of a CLUSTER INFO reply: how many
+// masters serve slots (0 when the reply has none).
+func clusterSize(info string) int {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_size:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }
 
 // Close implements ratelimits.Source: it closes the connections.
