@@ -233,7 +233,9 @@ func (s *Source) giveBack(ctx context.Context, now int64, spent []part) error {
 // ctx's error while fn goes on.
 func (s *Source) finishApart(ctx context.Context, fn func(context.Context) error) error {
 	done := make(chan error, 1)
+	s.apart.Add(1)
 	go func() {
+		defer s.apart.Done()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.rollbackTimeout)
 		defer cancel()
 		done <- fn(fctx)
@@ -242,6 +244,12 @@ func (s *Source) finishApart(ctx context.Context, fn func(context.Context) error
 	case err := <-done:
 		return err
 	case <-ctx.Done():
+		// Work that ended with the deadline still answers for itself.
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
 		return fmt.Errorf("still under way when the call's deadline came: %w", ctx.Err())
 	}
 }

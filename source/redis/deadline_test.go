@@ -235,7 +235,16 @@ func TestFinishApartAnswersAtTheDeadline(t *testing.T) {
 	if err := <-answered; !errors.Is(err, context.Canceled) {
 		t.Fatalf("finishApart = %v, want the caller's context error", err)
 	}
+	// Close waits for the work (here, what it waits on).
+	waited := make(chan struct{})
+	go func() { s.apart.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("the work in flight was not waited for")
+	case <-time.After(10 * time.Millisecond):
+	}
 	close(release)
+	<-waited
 	if err := <-finished; err != nil {
 		t.Errorf("the work's context ended with the caller's: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmhodges/clock"
@@ -33,6 +34,9 @@ type Source struct {
 	// tokens, which must be tried even when the caller's deadline has
 	// passed.
 	rollbackTimeout time.Duration
+	// apart counts the work finishApart runs past its callers, which
+	// Close waits for.
+	apart sync.WaitGroup
 }
 
 // New connects a source as opts describe. It does not wait for Redis to
@@ -224,6 +228,9 @@ func clusterSize(info string) int {
 
 // Close implements ratelimits.Source: it closes the connections.
 func (s *Source) Close() error {
+	// A give-back or record write under way runs to its end (at most the
+	// rollback timeout) before the connections close under it.
+	s.apart.Wait()
 	if err := s.client.Close(); err != nil && !errors.Is(err, goredis.ErrClosed) {
 		return fmt.Errorf("redis source: close: %w", err)
 	}
