@@ -52,30 +52,19 @@ type File struct {
 	Presence Presence
 }
 
-// errNotRegular refuses a path that holds something other than a file.
-var errNotRegular = errors.New("not a regular file")
+// ErrNotRegular refuses a path that holds something other than a file,
+// for ReadRegularFile.
+var ErrNotRegular = errors.New("not a regular file")
 
 // ReadFile reads the file at path. A missing file (or an empty path) is
-// Absent, not an error; any other failure to read it, or a path that
-// holds a directory, a device or a FIFO, is an error naming the path.
+// Absent, not an error; any other failure to read it is an error naming
+// the path. A pipe is read as a file (check-config --defaults <(...)).
 func ReadFile(path string) (File, error) {
 	f := File{Path: path}
 	if path == "" {
 		return f, nil
 	}
-	// Only a regular file is read: a FIFO left at the path would block
-	// the read, and every reload after it, until something wrote to it.
-	info, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return f, nil
-	}
-	if err == nil && !info.Mode().IsRegular() {
-		err = fmt.Errorf("%w (%s)", errNotRegular, info.Mode().Type())
-	}
-	var data []byte
-	if err == nil {
-		data, err = os.ReadFile(path)
-	}
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return f, nil
 	}
@@ -109,4 +98,18 @@ func hasDocument(data []byte) bool {
 	// A null first document followed by another is a file of several
 	// documents, for the parser to refuse.
 	return dec.Decode(&doc) != io.EOF
+}
+
+// ReadRegularFile is ReadFile refusing, with ErrNotRegular, a path that
+// holds anything but a regular file: a reload reads with it, since a FIFO
+// left at a path would block the read, and every reload after it, until
+// something wrote to it.
+func ReadRegularFile(path string) (File, error) {
+	if path != "" {
+		info, err := os.Stat(path)
+		if err == nil && !info.Mode().IsRegular() {
+			return File{Path: path}, fmt.Errorf("reading %s: %w (%s)", path, ErrNotRegular, info.Mode().Type())
+		}
+	}
+	return ReadFile(path)
 }

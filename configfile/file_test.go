@@ -63,8 +63,11 @@ func TestReadFilePresence(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Reading a FIFO would block until a writer came: the test would hang.
-	if _, err := ReadFile(fifo); !errors.Is(err, errNotRegular) {
-		t.Errorf("a FIFO: %v, want errNotRegular", err)
+	if _, err := ReadRegularFile(fifo); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("ReadRegularFile of a FIFO: %v, want ErrNotRegular", err)
+	}
+	if f, err := ReadRegularFile(filepath.Join(dir, "empty list.yaml")); err != nil || f.Presence != Written {
+		t.Errorf("ReadRegularFile of a file: %+v, %v", f, err)
 	}
 }
 

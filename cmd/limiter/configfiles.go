@@ -101,8 +101,14 @@ func (c *configFlags) load(running *ratelimits.Config, last *loadedConfig) (*loa
 		bad   [fileRoles]bool // not to be parsed: the file's problem is reported
 		errs  []error
 	)
+	read := configfile.ReadFile
+	if running != nil {
+		// A reload holds the reloader's lock, and a FIFO at a path would
+		// hold the read, and every reload after it, for good.
+		read = configfile.ReadRegularFile
+	}
 	for role := range fileRoles {
-		f, err := configfile.ReadFile(l.paths[role])
+		f, err := read(l.paths[role])
 		files[role] = f
 		switch {
 		case err != nil:

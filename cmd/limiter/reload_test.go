@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jmhodges/clock"
@@ -269,5 +271,30 @@ func TestMissingOrBlankSaysWhatToWrite(t *testing.T) {
 				t.Errorf("%s, %s: %q; want it to say %q", role.flag(), p, err, want)
 			}
 		}
+	}
+}
+
+// A reload that finds a FIFO at a file's path refuses it rather than
+// waiting, for good, for something to write to it; at the start (and in
+// check-config) a pipe is read, as <(...) gives one.
+func TestReloadRefusesAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	defaults := filepath.Join(dir, "defaults.yaml")
+	if err := os.WriteFile(defaults, []byte("API:\n  enum: 120\n  id: string\n  burst: 5\n  count: 5\n  period: 1m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := parseDefaults(t, defaults)
+	limiter, err := ratelimits.NewLimiter(cfg, memory.New(0), clock.NewFake())
+	if err != nil {
+		t.Fatal(err)
+	}
+	overrides := filepath.Join(dir, "overrides.yaml")
+	if err := syscall.Mkfifo(overrides, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &serveFlags{configFlags: configFlags{defaults: defaults, overrides: overrides}}
+	r := newReloader(f, nil, limiter, bearer.NewTokens(nil, nil), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err := r.Reload("test"); !errors.Is(err, configfile.ErrNotRegular) || limiter.Config() != cfg {
+		t.Fatalf("a reload with a FIFO for overrides: %v; want ErrNotRegular, the configuration kept", err)
 	}
 }
