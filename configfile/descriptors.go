@@ -212,6 +212,10 @@ func (p *descriptorsParser) keys(n *yaml.Node, fs map[string]field, use *domainU
 	if !ok {
 		return nil, false
 	}
+	if len(keys) > descriptors.MaxKeys {
+		s.add(f.key.Line, "a rule has at most %d keys, got %d: a descriptor of more entries is not read that far", descriptors.MaxKeys, len(keys))
+		return nil, false
+	}
 	id := keyListID(keys)
 	if first, dup := use.keys[id]; dup {
 		s.add(f.key.Line, "the keys %s are given twice in this domain (first at line %d): only the first rule would ever match", formatKeys(keys), first)

@@ -2,6 +2,7 @@ package configfile
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/limiter-dev/limiter/envoyapi/descriptors"
@@ -152,6 +153,8 @@ func TestDescriptorsBadFiles(t *testing.T) {
 			[]wantProblem{{xfile, 3, "", "keys is empty"}}},
 		{"an empty key", "- domain: edge\n  descriptors:\n    - keys:\n        - api_key\n        - \"\"\n      limit: APIRequestsPerKey\n",
 			[]wantProblem{{xfile, 5, "", `each key must be a non-empty string, got the string ""`}}},
+		{"more keys than a descriptor is read for", "- domain: edge\n  descriptors:\n    - keys: [" + strings.Repeat("k, ", 64) + "k]\n      limit: APIRequestsPerKey\n",
+			[]wantProblem{{xfile, 3, "", "a rule has at most 64 keys, got 65"}}},
 		{"a key that is a number", "- domain: edge\n  descriptors:\n    - keys: [api_key, 42]\n      limit: APIRequestsPerKey\n",
 			[]wantProblem{{xfile, 3, "", "each key must be a non-empty string, got the integer 42 (quote it)"}}},
 		{"a key that is a list", "- domain: edge\n  descriptors:\n    - keys: [[api_key]]\n      limit: APIRequestsPerKey\n",

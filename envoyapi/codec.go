@@ -27,8 +27,10 @@ import (
 // call, before any limit is checked. A request larger than scanFrom is
 // first walked as wire data (no allocation), and when it has more
 // descriptors than maxDescriptors, or a descriptor more entries than
-// maxEntries, only one past each bound is kept for decoding: enough for
-// buildPlan to refuse it as it would the whole.
+// maxEntries, only one past each bound is kept for decoding (and an entry
+// with an empty key, wherever it was): enough for buildPlan to answer as
+// it would the whole (too many descriptors; a descriptor no rule can
+// match; an empty key).
 type requestCodec struct {
 	encoding.CodecV2
 	maxDescriptors int
@@ -46,6 +48,7 @@ const scanFrom = 4 << 10
 var (
 	descriptorsField = (*rlsv3.RateLimitRequest)(nil).ProtoReflect().Descriptor().Fields().ByName("descriptors").Number()
 	entriesField     = (*ratelimitv3.RateLimitDescriptor)(nil).ProtoReflect().Descriptor().Fields().ByName("entries").Number()
+	entryKeyField    = (*ratelimitv3.RateLimitDescriptor_Entry)(nil).ProtoReflect().Descriptor().Fields().ByName("key").Number()
 )
 
 // Unmarshal decodes as the proto codec does, and a RateLimitRequest that
@@ -74,11 +77,13 @@ func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // boundRequest returns the wire data of a RateLimitRequest b with the
 // descriptors past the first maxDescriptors+1 left out, and in each kept
-// descriptor the entries past the first maxEntries+1: b itself when it is
-// within both bounds. Every other field is kept as it is. Data that is
+// descriptor the entries past the first maxEntries+1, but for the first
+// entry with an empty key among them (which fails the request, wherever
+// it is): b itself when it is within both bounds. Every other field is
+// kept as it is. The descriptors left out are still walked: data that is
 // not wire format is an error, as the decoder would find it.
 func boundRequest(b []byte, maxDescriptors int) ([]byte, error) {
-	var out []byte // nil until a field is left out
+	var out []byte // nil until a field is left out or cut
 	descriptors := 0
 	for at := 0; at < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[at:])
@@ -94,11 +99,12 @@ func boundRequest(b []byte, maxDescriptors int) ([]byte, error) {
 		if num == descriptorsField && typ == protowire.BytesType {
 			descriptors++
 			value, _ := protowire.ConsumeBytes(b[at+n:])
-			bounded, err := boundDescriptor(value)
+			dropped := descriptors > maxDescriptors+1
+			bounded, err := boundDescriptor(value, !dropped)
 			switch {
 			case err != nil:
 				return nil, err
-			case descriptors > maxDescriptors+1:
+			case dropped:
 				keep = nil
 			case len(bounded) != len(value):
 				keep = protowire.AppendBytes(protowire.AppendTag(nil, num, typ), bounded)
@@ -118,10 +124,11 @@ func boundRequest(b []byte, maxDescriptors int) ([]byte, error) {
 	return out, nil
 }
 
-// boundDescriptor is boundRequest for one descriptor's entries.
-func boundDescriptor(b []byte) ([]byte, error) {
+// boundDescriptor is boundRequest for one descriptor's entries; with cut
+// false it only walks them, and returns b.
+func boundDescriptor(b []byte, cut bool) ([]byte, error) {
 	var out []byte
-	entries := 0
+	entries, emptyKept := 0, false
 	for at := 0; at < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[at:])
 		if n < 0 {
@@ -132,9 +139,13 @@ func boundDescriptor(b []byte) ([]byte, error) {
 			return nil, protowire.ParseError(size)
 		}
 		keep := true
-		if num == entriesField && typ == protowire.BytesType {
+		if cut && num == entriesField && typ == protowire.BytesType {
 			entries++
-			keep = entries <= maxEntries+1
+			if entries > maxEntries+1 {
+				entry, _ := protowire.ConsumeBytes(b[at+n:])
+				keep = !emptyKept && emptyKey(entry)
+				emptyKept = emptyKept || keep
+			}
 		}
 		if out == nil && !keep {
 			out = append(make([]byte, 0, at), b[:at]...)
@@ -148,6 +159,29 @@ func boundDescriptor(b []byte) ([]byte, error) {
 		return b, nil
 	}
 	return out, nil
+}
+
+// emptyKey reports whether a descriptor entry's wire data has an empty
+// key: none, or one of no bytes (the last one given counts). Data that is
+// not wire format reads as a key, for the decoder to refuse.
+func emptyKey(b []byte) bool {
+	empty := true
+	for at := 0; at < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[at:])
+		if n < 0 {
+			return false
+		}
+		size := protowire.ConsumeFieldValue(num, typ, b[at+n:])
+		if size < 0 {
+			return false
+		}
+		if num == entryKeyField && typ == protowire.BytesType {
+			key, _ := protowire.ConsumeBytes(b[at+n:])
+			empty = len(key) == 0
+		}
+		at += n + size
+	}
+	return empty
 }
 
 // unmarshalAnyStrings decodes b into m as proto.Unmarshal does, but sets

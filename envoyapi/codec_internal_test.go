@@ -88,9 +88,23 @@ func TestBoundRequest(t *testing.T) {
 	if err := proto.Unmarshal(bounded, &got); err != nil {
 		t.Fatal(err)
 	}
+	// The entries of the second descriptor past its bound are cut, but
+	// for its first with an empty key (entries(500) gives keys "k"; one is
+	// emptied here, and one after it).
+	full.Descriptors[1].Entries[300].Key = ""
+	full.Descriptors[1].Entries[400].Key = ""
+	if b, err = proto.Marshal(full); err != nil {
+		t.Fatal(err)
+	}
+	if bounded, err = boundRequest(b, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(bounded, &got); err != nil {
+		t.Fatal(err)
+	}
 	want := proto.Clone(full).(*rlsv3.RateLimitRequest)
 	want.Descriptors = want.Descriptors[:101]
-	want.Descriptors[1].Entries = want.Descriptors[1].Entries[:maxEntries+1]
+	want.Descriptors[1].Entries = append(want.Descriptors[1].Entries[:maxEntries+1:maxEntries+1], want.Descriptors[1].Entries[300])
 	if !proto.Equal(&got, want) {
 		t.Fatalf("the bounded request is not the whole one cut at the bounds: %d descriptors, %d entries in the second",
 			len(got.Descriptors), len(got.Descriptors[1].GetEntries()))
@@ -119,7 +133,9 @@ func TestCodecBoundsTheDecoding(t *testing.T) {
 	var entries []byte
 	for range 500_000 {
 		manyDescriptors = append(manyDescriptors, 0x12, 0x00) // descriptors: an empty one
-		entries = append(entries, 0x0a, 0x00)                 // entries: an empty one
+	}
+	for range 200_000 {
+		entries = append(entries, 0x0a, 0x03, 0x0a, 0x01, 'k') // entries: one of key "k"
 	}
 	manyEntries = protowire.AppendTag(manyEntries, 1, protowire.BytesType)
 	manyEntries = protowire.AppendString(manyEntries, "edge")

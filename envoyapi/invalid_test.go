@@ -30,8 +30,6 @@ func TestInvalidRequestsSpendNothing(t *testing.T) {
 		{"more descriptors than allowed", request("edge", valid(), desc("user", "a"), desc("user", "b"), desc("user", "c"), desc("user", "d")),
 			"the request has more than 4 descriptors, the most allowed"},
 		{"an empty key", request("edge", valid(), desc("user", "a", "", "b")), "descriptor 1, entry 1: the key is empty"},
-		{"more entries than allowed", request("edge", valid(), desc(strings.Split(strings.Repeat("k,v,", 65), ",")[:130]...)),
-			"descriptor 1 has more than 64 entries, the most allowed"},
 		{"an empty key in a descriptor no rule matches", request("edge", valid(), desc("", "b")), "descriptor 1, entry 0: the key is empty"},
 		{"a value over 1024 bytes", request("edge", valid(), desc("user", long)), "descriptor 1, entry 0: the value is 1025 bytes; at most 1024"},
 		{"an id its kind refuses", request("edge", valid(), desc("remote_address", "300.0.0.1")), "descriptor 1: invalid id"},
@@ -101,4 +99,25 @@ func TestRequestSizeBounds(t *testing.T) {
 	small := start(t, func(s *setup) { s.opts.MaxMessageBytes = 512 })
 	small.call(request("edge", desc("unknown", strings.Repeat("x", 400))))
 	small.refused(request("edge", desc("unknown", strings.Repeat("x", 600))), codes.ResourceExhausted)
+}
+
+// A descriptor of more entries than a rule can have keys matches no rule:
+// it is unlimited, however many entries it has, past the size the codec
+// walks before decoding too, unless one of its entries has an empty key.
+func TestManyEntriesAreUnlimited(t *testing.T) {
+	h := start(t)
+	many := func(n int) *ratelimitv3.RateLimitDescriptor {
+		return desc(strings.Split(strings.Repeat("user,a,", n), ",")[:2*n]...)
+	}
+	for _, n := range []int{65, 5000} {
+		resp := h.call(request("edge", many(n)))
+		if resp.GetOverallCode() != ok || len(resp.GetStatuses()) != 1 || resp.GetStatuses()[0].GetCurrentLimit() != nil {
+			t.Errorf("a descriptor of %d entries: %v; want OK and unlimited", n, resp)
+		}
+	}
+	d := many(5000)
+	d.Entries[3000].Key = ""
+	if msg := h.refused(request("edge", d), codes.InvalidArgument); !strings.Contains(msg, "the key is empty") {
+		t.Errorf("an empty key at entry 3000 of 5000: %q", msg)
+	}
 }

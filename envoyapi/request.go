@@ -18,11 +18,10 @@ import (
 // refused there.
 const maxEntryBytes = 1024
 
-// maxEntries is the most entries a descriptor may have. Envoy's have a
-// handful, one per action of a rate_limits entry; the bound keeps a
-// request from making the decoder allocate an entry for every few bytes
-// of its message (see requestCodec).
-const maxEntries = 64
+// maxEntries is the most entries of a descriptor that a rule can match
+// (descriptors.MaxKeys): one with more is unlimited, and its decoding may
+// stop reading its entries one past the bound (see requestCodec).
+const maxEntries = descriptors.MaxKeys
 
 // plan is one request in the Limiter's terms: the batch of its matched
 // descriptors, and which descriptor each transaction came from.
@@ -70,14 +69,11 @@ func buildPlan(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxDescrip
 	for i, d := range ds {
 		p.txnOf[i] = -1
 		entries := d.GetEntries()
-		if len(entries) > maxEntries {
-			return plan{}, invalid("descriptor %d has more than %d entries, the most allowed", i, maxEntries)
-		}
 		if err := checkKeys(i, entries); err != nil {
 			return plan{}, err
 		}
-		if !hasRules || len(entries) == 0 {
-			continue
+		if !hasRules || len(entries) == 0 || len(entries) > maxEntries {
+			continue // no rule has that many keys: unlimited
 		}
 		limit, ok := rules.Match(domain, len(entries), func(j int) string { return entries[j].GetKey() })
 		if !ok {

@@ -20,6 +20,12 @@ type Rule struct {
 	Limit string
 }
 
+// MaxKeys is the most keys a rule has. Envoy's descriptors have a
+// handful of entries, one per action of a rate_limits entry; the bound
+// lets a request's decoding stop reading a descriptor's entries past it,
+// since no rule could match it (see envoyapi's request codec).
+const MaxKeys = 64
+
 // Domain is the rules of one domain, the first matching one winning.
 type Domain struct {
 	Name  string
@@ -36,7 +42,7 @@ type Rules struct {
 var ErrInvalidRules = errors.New("invalid descriptor rules")
 
 // New checks domains and returns their rules: every domain named once,
-// every rule with at least one key, no empty key, a limit name,
+// every rule with one to MaxKeys keys, no empty key, a limit name,
 // and no key list twice in one domain (the second could never match).
 // Whether each limit exists is the loader's to check against the limits
 // in use.
@@ -54,6 +60,8 @@ func New(domains []Domain) (*Rules, error) {
 			switch {
 			case len(rule.Keys) == 0:
 				return nil, fmt.Errorf("%w: domain %q, rule %d: no keys", ErrInvalidRules, d.Name, i+1)
+			case len(rule.Keys) > MaxKeys:
+				return nil, fmt.Errorf("%w: domain %q, rule %d: %d keys, more than %d", ErrInvalidRules, d.Name, i+1, len(rule.Keys), MaxKeys)
 			case slices.Contains(rule.Keys, ""):
 				return nil, fmt.Errorf("%w: domain %q, rule %d: an empty key", ErrInvalidRules, d.Name, i+1)
 			case rule.Limit == "":
