@@ -76,17 +76,20 @@ func (l *list[T]) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	if most <= 0 {
 		most = listDecoded
 	}
+	// A batch is short: one allocation holds most, where growing by
+	// append would take several.
+	l.v = make([]field[T], 0, min(most, 4))
 	for d.PeekKind() != ']' {
 		if len(l.v) == most {
 			if err := d.SkipValue(); err != nil {
 				return err
 			}
 		} else {
-			var e field[T]
-			if err := json.UnmarshalDecode(d, &e); err != nil {
+			// Decoded in place: a value of its own would escape.
+			l.v = append(l.v, field[T]{})
+			if err := json.UnmarshalDecode(d, &l.v[len(l.v)-1]); err != nil {
 				return err
 			}
-			l.v = append(l.v, e)
 		}
 		l.n++
 	}
