@@ -401,18 +401,19 @@ var looksInteger = regexp.MustCompile(`^[-+]?[0-9]+$`)
 // int64Value reads a YAML integer (not a float, a quoted string or a bool)
 // that fits in an int64.
 func (s scope) int64Value(n *yaml.Node, name string) (int64, bool) {
+	if n.Kind == yaml.ScalarNode && octalLooking.MatchString(n.Value) {
+		// yaml.v3 reads 010 as YAML 1.1 did, in octal (8), and 08 as a
+		// float; a reader, and YAML 1.2, see ten and eight. Neither
+		// reading is taken.
+		s.add(n.Line, "%s %s starts with a 0, which YAML reads as octal: write it without the leading zeros (or as 0o%s for octal)", name, n.Value, strings.TrimLeft(strings.TrimLeft(n.Value, "+-"), "0"))
+		return 0, false
+	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && looksInteger.MatchString(n.Value) {
 			s.add(n.Line, "%s %s is out of range: it must fit in a 64-bit signed integer", name, n.Value)
 		} else {
 			s.add(n.Line, "%s must be an integer, got %s", name, describe(n))
 		}
-		return 0, false
-	}
-	if octalLooking.MatchString(n.Value) {
-		// yaml.v3 reads 010 as YAML 1.1 did, in octal (8); a reader, and
-		// YAML 1.2, see ten. Neither reading is taken.
-		s.add(n.Line, "%s %s starts with a 0, which YAML reads as octal: write it without the leading zeros (or as 0o%s for octal)", name, n.Value, strings.TrimLeft(strings.TrimLeft(n.Value, "+-"), "0"))
 		return 0, false
 	}
 	var v int64

@@ -368,6 +368,8 @@ func TestConfigBadDefaults(t *testing.T) {
 			[]wantProblem{{dfile, 3, "", "not valid UTF-8 (the byte 0xe9): save the file as UTF-8"}}},
 		{"a burst with a leading zero", "NewOrdersPerAccount:\n  burst: 010\n  count: 20\n  period: 1s\n",
 			[]wantProblem{{dfile, 2, orders, "burst 010 starts with a 0, which YAML reads as octal: write it without the leading zeros (or as 0o10 for octal)"}}},
+		{"a count with a leading zero that is no octal", "NewOrdersPerAccount:\n  burst: 20\n  count: 09\n  period: 1s\n",
+			[]wantProblem{{dfile, 3, orders, "count 09 starts with a 0, which YAML reads as octal"}}},
 		{"quoted burst", "NewOrdersPerAccount:\n  burst: \"5\"\n  count: 20\n  period: 1s\n",
 			[]wantProblem{{dfile, 2, orders, `burst must be an integer, got the string "5"`}}},
 		{"boolean count", "NewOrdersPerAccount:\n  burst: 5\n  count: true\n  period: 1s\n",

@@ -79,15 +79,17 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	}()
 	select {
 	case err = <-done:
+		if status.Code(err) == codes.Canceled && s.streamsCtx.Err() != nil {
+			// The handler saw the context the shutdown cut.
+			return status.Error(codes.Unavailable, msgShuttingDown)
+		}
+		return err
 	case <-ctx.Done():
 		if s.streamsCtx.Err() == nil {
 			return <-done // the client's end: the handler sees it too
 		}
-	}
-	if s.streamsCtx.Err() != nil {
 		return status.Error(codes.Unavailable, msgShuttingDown)
 	}
-	return err
 }
 
 // msgShuttingDown ends the streaming calls a shutdown cuts.

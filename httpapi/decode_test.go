@@ -68,10 +68,11 @@ func TestLongListsAreCountedNotDecoded(t *testing.T) {
 			_, e := decodeBody(many(`{"transactions":[`, `{}`, `]}`), 100, decisionBody)
 			return e
 		}, codeBatchTooLarge, "300000 transactions in one batch; at most 100"},
-		{"a spend with a bad element past the bound", func() *apiError {
-			_, e := decodeBody(many(`{"transactions":[`, `{"limit":1}`, `]}`), 100, decisionBody)
+		{"a spend with bad elements past the bound", func() *apiError {
+			good := strings.Repeat(`{"limit":"L","id":"x"},`, 100)
+			_, e := decodeBody(many(`{"transactions":[`+good, `{"limit":1}`, `]}`), 100, decisionBody)
 			return e
-		}, codeBatchTooLarge, "300000 transactions"},
+		}, codeBatchTooLarge, "300100 transactions"},
 		{"a release", func() *apiError {
 			_, e := decodeLeaseBody(many(`{"transactions":[`, `{}`, `]}`), 100)
 			return e

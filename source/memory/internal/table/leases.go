@@ -55,6 +55,11 @@ func (s *Store) GetLeases(key string, now int64) []concurrency.Lease {
 func (s *Store) PutLeases(key string, leases []concurrency.Lease, now int64, pin bool) (evictedNotFull bool) {
 	nowMs := bucket.Millis(now)
 	exp := concurrency.Expires(leases)
+	if len(leases) == 0 {
+		// No lease: nothing to keep, whatever the clock (Expires says 0,
+		// which is after a time before 1970).
+		exp = nowMs
+	}
 	if b, ok := s.leases.byKey[key]; ok {
 		if exp <= nowMs {
 			delete(s.leases.byKey, key)
