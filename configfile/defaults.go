@@ -147,11 +147,17 @@ func (l *loader) declare(s scope, key *yaml.Node, fs map[string]field) (ratelimi
 	}
 	enum, okEnum := s.enum(enumField.val)
 	kind, okKind := s.declaredKind(key, fs)
-	if !okEnum || !okKind {
+	// An enum given twice is a problem of its own, whatever else is wrong
+	// with the entry.
+	if prev, used := l.enums[enum]; okEnum && used {
+		s.add(enumField.val.Line, "enum %d is already used by %s (line %d)", enum, prev.name, prev.line)
 		return ratelimits.NameInfo{}, false
 	}
-	if prev, used := l.enums[enum]; used {
-		s.add(enumField.val.Line, "enum %d is already used by %s (line %d)", enum, prev.name, prev.line)
+	if !okEnum || !okKind {
+		if okEnum {
+			// Taken, so that a third entry with the same enum is told.
+			l.enums[enum] = declaration{name: s.limit, line: enumField.val.Line}
+		}
 		return ratelimits.NameInfo{}, false
 	}
 	info := ratelimits.NameInfo{Name: enum, Limit: s.limit, Kind: kind, Declared: true}

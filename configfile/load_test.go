@@ -414,6 +414,8 @@ func TestConfigBadDefaults(t *testing.T) {
 			[]wantProblem{{dfile, 2, "Custom", "enum must be an integer"}}},
 		{"duplicate enum", testDefaults + "Other:\n  enum: 101\n  id: account\n  burst: 1\n  count: 1\n  period: 1s\n",
 			[]wantProblem{{dfile, 12, "Other", "enum 101 is already used by LoginAttemptsPerUser (line 6)"}}},
+		{"duplicate enum beside a bad id kind", testDefaults + "Other:\n  enum: 101\n  id: email\n  burst: 1\n  count: 1\n  period: 1s\n",
+			[]wantProblem{{dfile, 12, "Other", "enum 101 is already used by LoginAttemptsPerUser (line 6)"}, {dfile, 13, "Other", `unknown id kind "email"`}}},
 		{"built-in enum changed", "NewOrdersPerAccount:\n  enum: 103\n  burst: 20\n  count: 20\n  period: 1s\n",
 			[]wantProblem{{dfile, 2, orders, "a built-in limit's enum cannot be changed: it is 3, got 103"}}},
 		{"built-in id kind changed", "NewOrdersPerAccount:\n  id: string\n  burst: 20\n  count: 20\n  period: 1s\n",
