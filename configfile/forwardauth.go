@@ -210,6 +210,7 @@ func (p *forwardAuthParser) parseRules(n *yaml.Node) {
 		}
 		if first, dup := seen[k.Value]; dup {
 			s.add(k.Line, "rule %s is given twice (first at line %d)", quoteShort(k.Value), first)
+			p.rule(k, v) // for the problems of its body, reported at once
 			continue
 		}
 		seen[k.Value] = k.Line

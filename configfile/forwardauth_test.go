@@ -301,6 +301,8 @@ func TestForwardAuthProblems(t *testing.T) {
 		{"a rule name too long", "rules:\n  " + strings.Repeat("r", 65) + ":\n" + key, []faProblem{{2, "", "want 1 to 64"}}},
 		{"a rule name that is a number", "rules:\n  7:\n" + key, []faProblem{{2, "", "rule name the integer 7 (quote it)"}}},
 		{"a rule given twice", "rules:\n  api:\n" + key + "  api:\n" + key, []faProblem{{6, "", `rule "api" is given twice (first at line 2)`}}},
+		{"a rule given twice, the second with a problem of its own", "rules:\n  api:\n" + key + "  api:\n" + key + "    colour: red\n",
+			[]faProblem{{6, "", `rule "api" is given twice (first at line 2)`}, {10, "", `unknown field "colour"`}}},
 
 		// Limits.
 		{"no limits", rule("    cost: 1\n"), []faProblem{{3, "", `rule "api": missing limits`}}},
