@@ -78,13 +78,10 @@ func TestLongListsAreCountedNotDecoded(t *testing.T) {
 			return e
 		}, codeBatchTooLarge, "300000 transactions"},
 		{"check_rates", func() *apiError {
-			a, e := decodeERLBody(many(`{"entry":"e","penaltybox":"b","ttl":"1m","checks":[`, `{"ratecounter":"r","delta":1,"window":1,"limit":1}`, `]}`),
+			_, e := decodeERLBody(many(`{"entry":"e","penaltybox":"b","ttl":"1m","checks":[`, `{"ratecounter":"r","delta":1,"window":1,"limit":1}`, `]}`),
 				checkRatesFields, rateCheckFields)
-			if e == nil && a.nChecks != elements {
-				t.Errorf("check_rates: %d checks counted, want %d", a.nChecks, elements)
-			}
 			return e
-		}, "", ""},
+		}, codeInvalidArgument, "checks must hold exactly two checks, on two different rate counters; got 300000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,5 +95,41 @@ func TestLongListsAreCountedNotDecoded(t *testing.T) {
 				t.Errorf("%.0f allocations for %d elements: the elements past the bound were decoded", allocs, elements)
 			}
 		})
+	}
+}
+
+// check_rates judges the number of its checks before any check's own
+// fields, wherever the faulty check is, as a batch's size comes before its
+// transactions; with two checks, a check's fault is reported.
+func TestCheckRatesCountComesFirst(t *testing.T) {
+	check := `{"ratecounter":"r","delta":1,"window":1,"limit":1}`
+	body := func(checks ...string) []byte {
+		return []byte(`{"entry":"e","penaltybox":"b","ttl":"1m","checks":[` + strings.Join(checks, ",") + `]}`)
+	}
+	many := func(n int, bad int, badCheck string) []string {
+		cs := make([]string, n)
+		for i := range cs {
+			cs[i] = check
+		}
+		cs[bad] = badCheck
+		return cs
+	}
+	for _, tt := range []struct {
+		name string
+		body []byte
+		code string
+		msg  string
+	}{
+		{"three, the last with an unknown field", body(many(3, 2, `{"ratecounter":"r","delta":1,"window":1,"limit":1,"x":1}`)...), codeInvalidArgument, "got 3"},
+		{"three, the last missing a field", body(many(3, 2, `{"ratecounter":"r","delta":1,"window":1}`)...), codeInvalidArgument, "got 3"},
+		{"twenty, the eighteenth with an unknown field", body(many(20, 17, `{"x":1}`)...), codeInvalidArgument, "got 20"},
+		{"twenty, the first with an unknown field", body(many(20, 0, `{"x":1}`)...), codeInvalidArgument, "got 20"},
+		{"two, the second with an unknown field", body(many(2, 1, `{"ratecounter":"r","delta":1,"window":1,"limit":1,"x":1}`)...), codeUnknownField, `"x"`},
+		{"two, the second missing a field", body(many(2, 1, `{"ratecounter":"r","delta":1,"window":1}`)...), codeInvalidRequest, `"limit" in checks[1] is required`},
+	} {
+		_, e := decodeERLBody(tt.body, checkRatesFields, rateCheckFields)
+		if e == nil || e.code != tt.code || !strings.Contains(e.message, tt.msg) {
+			t.Errorf("%s: %+v, want %s saying %q", tt.name, e, tt.code, tt.msg)
+		}
 	}
 }

@@ -59,9 +59,6 @@ func (h *handler) checkRate(w http.ResponseWriter, r *http.Request) {
 // different counters (the Limiter refuses the same counter twice).
 func (h *handler) checkRates(w http.ResponseWriter, r *http.Request) {
 	a, e := h.decodeERLCall(r, checkRatesFields, rateCheckFields, true)
-	if e == nil && a.nChecks != 2 {
-		e = badRequest(codeInvalidArgument, fmt.Sprintf("checks must hold exactly two checks, on two different rate counters; got %d (use check_rate for one)", a.nChecks), -1)
-	}
 	var ttl time.Duration
 	if e == nil {
 		ttl, e = parseTTL(a.ttl)

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/limiter-dev/limiter/ratelimits"
 )
 
@@ -47,9 +50,11 @@ type erlArgs struct {
 	entry, rateCounter, penaltyBox, ttl string
 	delta, window, limit                int64
 	checks                              []ratelimits.RateCheck
-	// nChecks is how many checks the body's list holds; checks has the
-	// first listDecoded of them.
-	nChecks int
+}
+
+// checksCount refuses a check_rates body whose checks are not two.
+func checksCount(n int) *apiError {
+	return badRequest(codeInvalidArgument, fmt.Sprintf("checks must hold exactly two checks, on two different rate counters; got %d (use check_rate for one)", n), -1)
 }
 
 // erlBody is any ERL body as decoded: it has the fields of every call.
@@ -100,6 +105,17 @@ func decodeERLBody(body []byte, fields, checkFields []string) (erlArgs, *apiErro
 	v := reflect.New(shape.typ)
 	if f := decodeObject(body, v.Interface()); f != nil {
 		f = namesFirst(body, f, reflect.New(erlNamesType(shape.typ)).Interface(), "checks")
+		if f.depth() > 1 && f.where[0] == "checks" {
+			// The number of checks is judged before any check, as a
+			// batch's size is before its transactions: the list is
+			// decoded again, only counted.
+			var counted struct {
+				Checks list[jsontext.Value] `json:"checks"`
+			}
+			if json.Unmarshal(body, &counted) == nil && counted.Checks.n != 2 {
+				return erlArgs{}, checksCount(counted.Checks.n)
+			}
+		}
 		return erlArgs{}, f.erlFault(fields, checkFields)
 	}
 	var b erlBody
@@ -117,7 +133,9 @@ func decodeERLBody(body []byte, fields, checkFields []string) (erlArgs, *apiErro
 		delta: b.Delta.v, window: b.Window.v, limit: b.Limit.v,
 	}
 	if b.Checks.set {
-		a.nChecks = b.Checks.n
+		if b.Checks.n != 2 {
+			return erlArgs{}, checksCount(b.Checks.n)
+		}
 		a.checks = make([]ratelimits.RateCheck, len(b.Checks.v))
 		for i, elem := range b.Checks.v {
 			c := elem.v
