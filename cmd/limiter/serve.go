@@ -90,11 +90,17 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (*serveFlags, erro
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("bad environment: %s", strings.Join(bad, "; "))
-	}
 	set := newSettings(fs, table)
 	f.resolve(set)
+	if len(bad) > 0 {
+		// The values that parsed are checked too, so that one start lists
+		// every bad setting (a value that did not parse has its default,
+		// which passes).
+		if err := set.check(sourceKind(f.source)); err != nil {
+			bad = append(bad, err.Error())
+		}
+		return nil, fmt.Errorf("bad environment: %s", strings.Join(bad, "; "))
+	}
 	kind := sourceKind(f.source)
 	if kind != "memory" && !isRedisKind(kind) {
 		return nil, errUnknownSource(f.source)

@@ -279,3 +279,14 @@ func TestServeFlagsBoundGRPCClients(t *testing.T) {
 		})
 	}
 }
+
+// A value that does not parse and another that parses but is out of
+// range are both named in one start's message.
+func TestServeFlagsNameEveryBadValueAtOnce(t *testing.T) {
+	t.Setenv("LIMITER_MAX_BATCH", "abc")
+	t.Setenv("LIMITER_MAX_BODY_BYTES", "-1")
+	_, err := parseServeFlags(nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `LIMITER_MAX_BATCH="abc"`) || !strings.Contains(err.Error(), "LIMITER_MAX_BODY_BYTES=-1 (--max-body-bytes): must be positive") {
+		t.Errorf("parseServeFlags = %v; want both bad values named", err)
+	}
+}
