@@ -83,82 +83,40 @@ func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // kept as it is. The descriptors left out are still walked: data that is
 // not wire format is an error, as the decoder would find it.
 func boundRequest(b []byte, maxDescriptors int) ([]byte, error) {
-	var out []byte // nil until a field is left out or cut
 	descriptors := 0
-	for at := 0; at < len(b); {
-		num, typ, n := protowire.ConsumeTag(b[at:])
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+	return rewrite(b, func(f wireField) ([]byte, error) {
+		if f.num != descriptorsField || f.typ != protowire.BytesType {
+			return f.all, nil
 		}
-		size := protowire.ConsumeFieldValue(num, typ, b[at+n:])
-		if size < 0 {
-			return nil, protowire.ParseError(size)
+		descriptors++
+		if descriptors > maxDescriptors+1 {
+			return nil, eachField(f.value, func(wireField) {})
 		}
-		field := b[at : at+n+size]
-		keep := field
-		if num == descriptorsField && typ == protowire.BytesType {
-			descriptors++
-			value, _ := protowire.ConsumeBytes(b[at+n:])
-			dropped := descriptors > maxDescriptors+1
-			bounded, err := boundDescriptor(value, !dropped)
-			switch {
-			case err != nil:
-				return nil, err
-			case dropped:
-				keep = nil
-			case len(bounded) != len(value):
-				keep = protowire.AppendBytes(protowire.AppendTag(nil, num, typ), bounded)
-			}
+		bounded, err := boundDescriptor(f.value)
+		if err != nil || len(bounded) == len(f.value) {
+			return f.all, err
 		}
-		if out == nil && len(keep) != len(field) {
-			out = append(make([]byte, 0, len(b)), b[:at]...)
-		}
-		if out != nil {
-			out = append(out, keep...)
-		}
-		at += n + size
-	}
-	if out == nil {
-		return b, nil
-	}
-	return out, nil
+		return protowire.AppendBytes(protowire.AppendTag(nil, f.num, f.typ), bounded), nil
+	})
 }
 
-// boundDescriptor is boundRequest for one descriptor's entries; with cut
-// false it only walks them, and returns b.
-func boundDescriptor(b []byte, cut bool) ([]byte, error) {
-	var out []byte
+// boundDescriptor is boundRequest for one descriptor's entries.
+func boundDescriptor(b []byte) ([]byte, error) {
 	entries, emptyKept := 0, false
-	for at := 0; at < len(b); {
-		num, typ, n := protowire.ConsumeTag(b[at:])
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+	return rewrite(b, func(f wireField) ([]byte, error) {
+		if f.num != entriesField || f.typ != protowire.BytesType {
+			return f.all, nil
 		}
-		size := protowire.ConsumeFieldValue(num, typ, b[at+n:])
-		if size < 0 {
-			return nil, protowire.ParseError(size)
+		entries++
+		switch {
+		case entries <= maxEntries+1:
+			return f.all, nil
+		case !emptyKept && emptyKey(f.value):
+			emptyKept = true
+			return f.all, nil
 		}
-		keep := true
-		if cut && num == entriesField && typ == protowire.BytesType {
-			entries++
-			if entries > maxEntries+1 {
-				entry, _ := protowire.ConsumeBytes(b[at+n:])
-				keep = !emptyKept && emptyKey(entry)
-				emptyKept = emptyKept || keep
-			}
-		}
-		if out == nil && !keep {
-			out = append(make([]byte, 0, at), b[:at]...)
-		}
-		if out != nil && keep {
-			out = append(out, b[at:at+n+size]...)
-		}
-		at += n + size
-	}
-	if out == nil {
-		return b, nil
-	}
-	return out, nil
+		return nil, nil
+	})
 }
 
 // emptyKey reports whether a descriptor entry's wire data has an empty
@@ -166,22 +124,80 @@ func boundDescriptor(b []byte, cut bool) ([]byte, error) {
 // not wire format reads as a key, for the decoder to refuse.
 func emptyKey(b []byte) bool {
 	empty := true
+	err := eachField(b, func(f wireField) {
+		if f.num == entryKeyField && f.typ == protowire.BytesType {
+			empty = len(f.value) == 0
+		}
+	})
+	return empty && err == nil
+}
+
+// wireField is one field of wire data: its number and type, its offset
+// in the data, the whole field with its tag, and a length-delimited
+// field's contents.
+type wireField struct {
+	num   protowire.Number
+	typ   protowire.Type
+	at    int
+	all   []byte
+	value []byte
+}
+
+// eachField calls fn with each field of wire data b, in order. Data that
+// is not wire format is an error.
+func eachField(b []byte, fn func(wireField)) error {
 	for at := 0; at < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[at:])
 		if n < 0 {
-			return false
+			return protowire.ParseError(n)
 		}
 		size := protowire.ConsumeFieldValue(num, typ, b[at+n:])
 		if size < 0 {
-			return false
+			return protowire.ParseError(size)
 		}
-		if num == entryKeyField && typ == protowire.BytesType {
-			key, _ := protowire.ConsumeBytes(b[at+n:])
-			empty = len(key) == 0
+		f := wireField{num: num, typ: typ, at: at, all: b[at : at+n+size]}
+		if typ == protowire.BytesType {
+			f.value, _ = protowire.ConsumeBytes(b[at+n:])
 		}
+		fn(f)
 		at += n + size
 	}
-	return empty
+	return nil
+}
+
+// rewrite returns b with each field replaced by what keep gives for it
+// (the field's own bytes keep it, nil drops it), or b itself when every
+// field is kept as it was; the first error of keep, or of the walk, ends
+// it.
+func rewrite(b []byte, keep func(wireField) ([]byte, error)) ([]byte, error) {
+	var out []byte // nil while every field so far is kept as it was
+	var keepErr error
+	err := eachField(b, func(f wireField) {
+		if keepErr != nil {
+			return
+		}
+		kept, err := keep(f)
+		if err != nil {
+			keepErr = err
+			return
+		}
+		if out == nil && (len(kept) != len(f.all) || (len(kept) > 0 && &kept[0] != &f.all[0])) {
+			out = append(make([]byte, 0, len(b)), b[:f.at]...)
+		}
+		if out != nil {
+			out = append(out, kept...)
+		}
+	})
+	if err == nil {
+		err = keepErr
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case out == nil:
+		return b, nil
+	}
+	return out, nil
 }
 
 // unmarshalAnyStrings decodes b into m as proto.Unmarshal does, but sets
