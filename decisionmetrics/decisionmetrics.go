@@ -97,7 +97,9 @@ func outcome(op string, bd *ratelimits.BatchDecision, d *ratelimits.Decision) st
 // check, refund or forward_auth), each shadow limit's would-be denial,
 // and hands the denials of any op but check and refund to the Denials.
 func (m *Metrics) CountDecisions(op string, bd *ratelimits.BatchDecision) {
-	spends := op != "check" && op != "refund"
+	// Only spends refuse a request: a check, a refund, a lease's release
+	// or renewal never does.
+	spends := op == "spend" || op == "forward_auth"
 	for i := range bd.Decisions {
 		d := &bd.Decisions[i]
 		o := outcome(op, bd, d)

@@ -102,6 +102,8 @@ func TestDenials(t *testing.T) {
 		{"forward_auth", false, "[L/denied]"},
 		{"check", false, "[]"},
 		{"refund", false, "[]"},
+		{"release", false, "[]"},
+		{"renew", false, "[]"},
 		{"spend", true, "[]"},
 	}
 	for _, tt := range tests {

@@ -232,8 +232,16 @@ func (s *Source) giveBack(ctx context.Context, now int64, spent []part) error {
 // so that its answer still comes within its deadline, and is then told
 // ctx's error while fn goes on.
 func (s *Source) finishApart(ctx context.Context, fn func(context.Context) error) error {
-	done := make(chan error, 1)
+	s.apartMu.Lock()
+	if s.closed {
+		s.apartMu.Unlock()
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.rollbackTimeout)
+		defer cancel()
+		return fn(fctx)
+	}
 	s.apart.Add(1)
+	s.apartMu.Unlock()
+	done := make(chan error, 1)
 	go func() {
 		defer s.apart.Done()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.rollbackTimeout)

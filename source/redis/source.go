@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,8 +33,12 @@ type Source struct {
 	// passed.
 	rollbackTimeout time.Duration
 	// apart counts the work finishApart runs past its callers, which
-	// Close waits for.
-	apart sync.WaitGroup
+	// Close waits for; closed, under apartMu, says Close has begun, after
+	// which work runs in its caller (a WaitGroup must not gain work while
+	// it is waited on).
+	apartMu sync.Mutex
+	closed  bool
+	apart   sync.WaitGroup
 }
 
 // New connects a source as opts describe. It does not wait for Redis to
@@ -185,18 +187,17 @@ func (s *Source) Ping(ctx context.Context) error {
 	return nil
 }
 
-// ErrClusterNode is the ping of a redis:// source whose server is a node
-// of a Redis Cluster of several masters: it would answer MOVED for every
-// key of the slots the others serve, so most calls would fail while PING
-// succeeded.
-var ErrClusterNode = errors.New("the server is a node of a Redis Cluster of several masters: name the cluster with redis-cluster://")
+// ErrClusterNode is the ping of a redis:// source whose server runs in
+// cluster mode. The source packs keys of many slots into one script call,
+// which a cluster refuses (CROSSSLOT) even where one master serves every
+// slot; and a node of several masters answers MOVED for the others'
+// slots. Either way most calls would fail while PING succeeded.
+var ErrClusterNode = errors.New("the server runs in cluster mode: name it with redis-cluster://, which serves a cluster of one master too")
 
 // pingStandalone pings a standalone source's server, and asks it in the
-// same round trip whether it is a node of a cluster of several masters.
-// A server that refuses CLUSTER INFO (cluster support off, or an ACL that
-// does not grant it) is not taken for one, nor is a cluster of one master
-// (a managed Redis in cluster mode with one shard), which serves every
-// slot and never redirects.
+// same round trip whether it runs in cluster mode. A server that refuses
+// CLUSTER INFO (cluster support off, or an ACL that does not grant it) is
+// not taken for one.
 func (s *Source) pingStandalone(ctx context.Context) error {
 	var ping *goredis.StatusCmd
 	var info *goredis.StringCmd
@@ -208,28 +209,19 @@ func (s *Source) pingStandalone(ctx context.Context) error {
 	if err := ping.Err(); err != nil {
 		return err
 	}
-	if info.Err() == nil && clusterSize(info.Val()) > 1 {
+	if info.Err() == nil {
 		return ErrClusterNode
 	}
 	return nil
-}
-
-// clusterSize is the cluster_size of a CLUSTER INFO reply: how many
-// masters serve slots (0 when the reply has none).
-func clusterSize(info string) int {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_size:"); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
 }
 
 // Close implements ratelimits.Source: it closes the connections.
 func (s *Source) Close() error {
 	// A give-back or record write under way runs to its end (at most the
 	// rollback timeout) before the connections close under it.
+	s.apartMu.Lock()
+	s.closed = true
+	s.apartMu.Unlock()
 	s.apart.Wait()
 	if err := s.client.Close(); err != nil && !errors.Is(err, goredis.ErrClosed) {
 		return fmt.Errorf("redis source: close: %w", err)
