@@ -30,7 +30,7 @@ import (
 // maxEntries, only one past each bound is kept for decoding (and an entry
 // with an empty key, wherever it was): enough for buildPlan to answer as
 // it would the whole (too many descriptors; a descriptor no rule can
-// match; an empty key).
+// match; an empty key, though its index then counts the entries kept).
 type requestCodec struct {
 	encoding.CodecV2
 	maxDescriptors int
@@ -115,13 +115,16 @@ func boundDescriptor(b []byte) ([]byte, error) {
 			emptyKept = true
 			return f.all, nil
 		}
-		return nil, nil
+		// Left out, but walked: data that is not wire format is refused as
+		// the decoder would refuse it.
+		return nil, eachField(f.value, func(wireField) {})
 	})
 }
 
 // emptyKey reports whether a descriptor entry's wire data has an empty
 // key: none, or one of no bytes (the last one given counts). Data that is
-// not wire format reads as a key, for the decoder to refuse.
+// not wire format reads as a key: the entry is then left out, and its
+// walk refuses it.
 func emptyKey(b []byte) bool {
 	empty := true
 	err := eachField(b, func(f wireField) {

@@ -120,6 +120,20 @@ func TestBoundRequest(t *testing.T) {
 	if _, err := boundRequest([]byte{0x12, 0x05, 0x0a}, 100); err == nil {
 		t.Error("a descriptor cut short was read")
 	}
+	// An entry past the bound is left out, but data in it that is not
+	// wire format is still refused, as proto.Unmarshal refuses it.
+	var d []byte
+	for range maxEntries + 10 {
+		d = protowire.AppendBytes(protowire.AppendTag(d, 1, protowire.BytesType), []byte{0x0a, 0x01, 'k'})
+	}
+	d = protowire.AppendBytes(protowire.AppendTag(d, 1, protowire.BytesType), []byte{0x0a, 0x05, 'k'}) // a key cut short
+	req := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), d)
+	if err := proto.Unmarshal(req, new(rlsv3.RateLimitRequest)); err == nil {
+		t.Fatal("proto.Unmarshal read the entry cut short")
+	}
+	if _, err := boundRequest(req, 100); err == nil {
+		t.Error("an entry past the bound cut short was read")
+	}
 }
 
 // A request of a million bytes of empty descriptors, or of one descriptor
