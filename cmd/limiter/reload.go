@@ -123,8 +123,8 @@ func (r *reloader) Reload(trigger string) error {
 	defer r.mu.Unlock()
 	r.seen = r.signature()
 	loaded, err := r.files.load(r.limiter.Config(), r.last)
-	api, apiErr := readTokenFile(r.apiTokenFile)
-	admin, adminErr := readTokenFile(r.adminTokenFile)
+	api, apiErr := readTokenFileOnReload(r.apiTokenFile)
+	admin, adminErr := readTokenFileOnReload(r.adminTokenFile)
 	if err == nil && apiErr == nil && adminErr == nil {
 		// Both token files were read when serving started, and a token
 		// file read without error holds a token, so neither set changes

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jmhodges/clock"
 	"github.com/prometheus/client_golang/prometheus"
@@ -274,9 +275,10 @@ func TestMissingOrBlankSaysWhatToWrite(t *testing.T) {
 	}
 }
 
-// A reload that finds a FIFO at a file's path refuses it rather than
-// waiting, for good, for something to write to it; at the start (and in
-// check-config) a pipe is read, as <(...) gives one.
+// A reload that finds a FIFO at a file's path (a configuration or a token
+// file) refuses it rather than waiting, for good, for something to write
+// to it; at the start (and in check-config) a pipe is read, as <(...)
+// gives one.
 func TestReloadRefusesAFIFO(t *testing.T) {
 	dir := t.TempDir()
 	defaults := filepath.Join(dir, "defaults.yaml")
@@ -292,9 +294,20 @@ func TestReloadRefusesAFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(overrides, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := &serveFlags{configFlags: configFlags{defaults: defaults, overrides: overrides}}
+	tokens := filepath.Join(dir, "api-tokens")
+	if err := syscall.Mkfifo(tokens, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &serveFlags{configFlags: configFlags{defaults: defaults, overrides: overrides}, apiTokenFile: tokens}
 	r := newReloader(f, nil, limiter, bearer.NewTokens(nil, nil), slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if err := r.Reload("test"); !errors.Is(err, configfile.ErrNotRegular) || limiter.Config() != cfg {
-		t.Fatalf("a reload with a FIFO for overrides: %v; want ErrNotRegular, the configuration kept", err)
+	reloaded := make(chan error, 1)
+	go func() { reloaded <- r.Reload("test") }()
+	select {
+	case err := <-reloaded:
+		if !errors.Is(err, configfile.ErrNotRegular) || !strings.Contains(err.Error(), overrides) || !strings.Contains(err.Error(), tokens) || limiter.Config() != cfg {
+			t.Fatalf("a reload with FIFOs for overrides and API tokens: %v; want ErrNotRegular for both, the configuration kept", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reload waited on a FIFO")
 	}
 }

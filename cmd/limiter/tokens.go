@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/limiter-dev/limiter/configfile"
 	"net"
 	"net/netip"
 	"os"
@@ -50,6 +51,18 @@ func readTokenFile(path string) ([][]byte, error) {
 		return nil, fmt.Errorf("token file %s holds no token", path)
 	}
 	return tokens, nil
+}
+
+// readTokenFileOnReload is readTokenFile refusing a path that holds
+// anything but a regular file, as a reload refuses such a configuration
+// file: a FIFO would hold the read, and every reload after it, for good.
+func readTokenFileOnReload(path string) ([][]byte, error) {
+	if path != "" {
+		if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+			return nil, fmt.Errorf("token file %s: %w (%s)", path, configfile.ErrNotRegular, info.Mode().Type())
+		}
+	}
+	return readTokenFile(path)
 }
 
 // adminExposed refuses to serve the API beyond loopback with no admin
