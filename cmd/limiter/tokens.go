@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"github.com/limiter-dev/limiter/configfile"
 	"net"
 	"net/netip"
 	"os"
 	"strings"
+
+	"github.com/limiter-dev/limiter/configfile"
 )
 
 // readTokenFile reads bearer tokens, one per line. Blank lines and lines
