@@ -46,3 +46,22 @@ func TestLeasesShareTheCapacity(t *testing.T) {
 		t.Errorf("TakeLeases(d) = %+v, and d is still there", got)
 	}
 }
+
+// An empty lease set is never stored, and removes a stored one, whatever
+// the clock, also before 1970, where the expiry of no lease (0) is after
+// now.
+func TestEmptyLeasesAreNotStored(t *testing.T) {
+	for _, nowNs := range []int64{-3600 * 1000 * nsPerMs, 1_000_000 * nsPerMs} {
+		var s Store
+		s.Init(4)
+		s.PutLeases("empty", nil, nowNs, false)
+		if s.Len() != 0 {
+			t.Errorf("now %d: an empty lease set was stored (Len %d)", nowNs, s.Len())
+		}
+		s.PutLeases("a", []concurrency.Lease{{ID: "1", Cost: 1, Exp: bucket.Millis(nowNs) + 100}}, nowNs, false)
+		s.PutLeases("a", nil, nowNs, false)
+		if s.Len() != 0 {
+			t.Errorf("now %d: emptying a bucket kept it (Len %d)", nowNs, s.Len())
+		}
+	}
+}
