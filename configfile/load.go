@@ -401,7 +401,7 @@ var looksInteger = regexp.MustCompile(`^[-+]?[0-9]+$`)
 // int64Value reads a YAML integer (not a float, a quoted string or a bool)
 // that fits in an int64.
 func (s scope) int64Value(n *yaml.Node, name string) (int64, bool) {
-	if n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 && octalLooking.MatchString(n.Value) {
+	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") && octalLooking.MatchString(n.Value) {
 		// yaml.v3 reads 010 as YAML 1.1 did, in octal (8), and 08 as a
 		// float; a reader, and YAML 1.2, see ten and eight. Neither
 		// reading is taken.

@@ -372,6 +372,8 @@ func TestConfigBadDefaults(t *testing.T) {
 			[]wantProblem{{dfile, 3, orders, "count 09 starts with a 0: write it without the leading zeros"}}},
 		{"a quoted count with a leading zero", "NewOrdersPerAccount:\n  burst: 20\n  count: \"010\"\n  period: 1s\n",
 			[]wantProblem{{dfile, 3, orders, `count must be an integer, got the string "010"`}}},
+		{"a block scalar count with a leading zero", "NewOrdersPerAccount:\n  burst: 20\n  count: |-\n    010\n  period: 1s\n",
+			[]wantProblem{{dfile, 3, orders, `count must be an integer, got the string "010"`}}},
 		{"quoted burst", "NewOrdersPerAccount:\n  burst: \"5\"\n  count: 20\n  period: 1s\n",
 			[]wantProblem{{dfile, 2, orders, `burst must be an integer, got the string "5"`}}},
 		{"boolean count", "NewOrdersPerAccount:\n  burst: 5\n  count: true\n  period: 1s\n",

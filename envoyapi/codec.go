@@ -49,6 +49,18 @@ var (
 	descriptorsField = (*rlsv3.RateLimitRequest)(nil).ProtoReflect().Descriptor().Fields().ByName("descriptors").Number()
 	entriesField     = (*ratelimitv3.RateLimitDescriptor)(nil).ProtoReflect().Descriptor().Fields().ByName("entries").Number()
 	entryKeyField    = (*ratelimitv3.RateLimitDescriptor_Entry)(nil).ProtoReflect().Descriptor().Fields().ByName("key").Number()
+	// descriptorMessages are the fields of a descriptor that hold a
+	// message, whose wire data the decoder parses in turn.
+	descriptorMessages = func() map[protowire.Number]bool {
+		m := map[protowire.Number]bool{}
+		fields := (*ratelimitv3.RateLimitDescriptor)(nil).ProtoReflect().Descriptor().Fields()
+		for i := range fields.Len() {
+			if fd := fields.Get(i); fd.Message() != nil {
+				m[fd.Number()] = true
+			}
+		}
+		return m
+	}()
 )
 
 // Unmarshal decodes as the proto codec does, and a RateLimitRequest that
@@ -90,7 +102,7 @@ func boundRequest(b []byte, maxDescriptors int) ([]byte, error) {
 		}
 		descriptors++
 		if descriptors > maxDescriptors+1 {
-			return nil, eachField(f.value, func(wireField) {})
+			return nil, walkDescriptor(f.value)
 		}
 		bounded, err := boundDescriptor(f.value)
 		if err != nil || len(bounded) == len(f.value) {
@@ -119,6 +131,22 @@ func boundDescriptor(b []byte) ([]byte, error) {
 		// the decoder would refuse it.
 		return nil, eachField(f.value, func(wireField) {})
 	})
+}
+
+// walkDescriptor walks a descriptor left out, and the messages in it (its
+// entries, its limit override, its hits_addend), as the decoder would
+// parse them: data that is not wire format is an error.
+func walkDescriptor(b []byte) error {
+	var inner error
+	err := eachField(b, func(f wireField) {
+		if inner == nil && f.typ == protowire.BytesType && descriptorMessages[f.num] {
+			inner = eachField(f.value, func(wireField) {})
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return inner
 }
 
 // emptyKey reports whether a descriptor entry's wire data has an empty

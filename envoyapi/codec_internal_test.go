@@ -134,6 +134,19 @@ func TestBoundRequest(t *testing.T) {
 	if _, err := boundRequest(req, 100); err == nil {
 		t.Error("an entry past the bound cut short was read")
 	}
+	// So is one in a descriptor past the bound, left out whole.
+	bad := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0x0a, 0x05, 'k'})
+	var dropped []byte
+	for range 5 {
+		dropped = protowire.AppendBytes(protowire.AppendTag(dropped, 2, protowire.BytesType), []byte{0x0a, 0x03, 0x0a, 0x01, 'k'})
+	}
+	dropped = protowire.AppendBytes(protowire.AppendTag(dropped, 2, protowire.BytesType), bad)
+	if err := proto.Unmarshal(dropped, new(rlsv3.RateLimitRequest)); err == nil {
+		t.Fatal("proto.Unmarshal read the entry cut short")
+	}
+	if _, err := boundRequest(dropped, 2); err == nil {
+		t.Error("an entry cut short in a descriptor past the bound was read")
+	}
 }
 
 // A request of a million bytes of empty descriptors, or of one descriptor
