@@ -137,6 +137,22 @@ func NewCluster(t testing.TB) *Cluster {
 	return c
 }
 
+// NewOneMasterCluster starts a server of the test's own in cluster mode
+// that serves every slot alone, as a managed Redis in cluster mode with
+// one shard does; it is stopped when the test ends.
+func NewOneMasterCluster(t testing.TB) *Server {
+	t.Helper()
+	s, err := startServer(true, nil)
+	if err != nil {
+		t.Fatalf("redistest: starting a cluster-mode server: %v", err)
+	}
+	t.Cleanup(s.destroy)
+	if _, err := s.do("CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
+		t.Fatalf("redistest: CLUSTER ADDSLOTSRANGE on %s: %v", s.Addr(), err)
+	}
+	return s
+}
+
 // NewClusterWithReplicas creates a cluster of three masters, each with a
 // replica, of the test's own: for tests of a failover. Servers holds the
 // masters first; ReplicaOf finds a master's replica.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,5 +269,34 @@ func TestFinishApartAfterClose(t *testing.T) {
 	cancel()
 	if err := s.finishApart(ctx, func(ctx context.Context) error { ran = ctx.Err() == nil; return nil }); err != nil || !ran {
 		t.Errorf("finishApart after Close: %v, ran %v; want the work run in the caller, to its end", err, ran)
+	}
+}
+
+// Close while work is handed to finishApart from many callers: the work
+// begun before Close is waited for, the rest runs in its caller, and the
+// WaitGroup never gains work while it is waited on (it would panic, and
+// the race detector would say so).
+func TestFinishApartRacesClose(t *testing.T) {
+	src, err := New(Options{Addrs: []string{redistest.Standalone(t).Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var callers sync.WaitGroup
+	var ran atomic.Int64
+	for range 8 {
+		callers.Add(1)
+		go func() {
+			defer callers.Done()
+			for range 200 {
+				_ = src.finishApart(context.Background(), func(context.Context) error { ran.Add(1); return nil })
+			}
+		}()
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	callers.Wait()
+	if ran.Load() != 8*200 {
+		t.Errorf("%d pieces of work ran, want %d", ran.Load(), 8*200)
 	}
 }

@@ -275,14 +275,22 @@ func TestFaultClusterFailover(t *testing.T) {
 	}
 }
 
-// A redis:// source pointed at one node of a Redis Cluster would answer
-// PING and then MOVED for the keys of every slot the node does not serve:
-// its ping fails, so /readyz says so, where a standalone server's passes.
+// A redis:// source pointed at a server in cluster mode would answer PING
+// and then fail most calls (MOVED for the keys of the slots the node does
+// not serve; CROSSSLOT for a packed call even where one master serves
+// every slot): its ping fails, so /readyz says so, where a standalone
+// server's passes.
 func TestPingRefusesAClusterNodeAsStandalone(t *testing.T) {
 	node := redistest.SharedCluster(t).Servers[0]
 	src := newSource(t, redis.Options{Addrs: []string{node.Addr()}})
 	if err := src.Ping(context.Background()); !errors.Is(err, redis.ErrClusterNode) {
 		t.Errorf("Ping of a cluster node as a standalone server: %v, want ErrClusterNode", err)
+	}
+	// A cluster of one master serves every slot, but refuses a script
+	// call whose keys span slots (CROSSSLOT), which this source packs.
+	one := newSource(t, redis.Options{Addrs: []string{redistest.NewOneMasterCluster(t).Addr()}})
+	if err := one.Ping(context.Background()); !errors.Is(err, redis.ErrClusterNode) {
+		t.Errorf("Ping of a one-master cluster as a standalone server: %v, want ErrClusterNode", err)
 	}
 	standalone := newSource(t, redis.Options{Addrs: []string{redistest.Standalone(t).Addr()}})
 	if err := standalone.Ping(context.Background()); err != nil {
