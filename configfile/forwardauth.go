@@ -387,8 +387,8 @@ func (p *forwardAuthParser) fits(key *yaml.Node, rule forwardauth.Rule) bool {
 			p.scope(e.Limit).add(key.Line, "rule %s has missing: client_ip, and the ids of this limit are of kind %s, not addresses", quoteShort(key.Value), info.Kind)
 			ok = false
 		}
-		if def, has := p.cfg.Default(info.Name); has && rule.Cost > mostPerRequest(def) {
-			p.scope(e.Limit).add(key.Line, "rule %s has cost %d, above the %d this limit allows in one request: every request would be refused", quoteShort(key.Value), rule.Cost, mostPerRequest(def))
+		if def, has := p.cfg.Default(info.Name); has && rule.Cost > def.MostPerTransaction() {
+			p.scope(e.Limit).add(key.Line, "rule %s has cost %d, above the %d this limit allows in one request: every request would be refused", quoteShort(key.Value), rule.Cost, def.MostPerTransaction())
 			ok = false
 			continue
 		}
@@ -396,13 +396,13 @@ func (p *forwardAuthParser) fits(key *yaml.Node, rule forwardauth.Rule) bool {
 		// answer its id's every request with an error, not a decision.
 		var tightest string
 		for id, l := range p.cfg.Overrides(info.Name) {
-			if rule.Cost > mostPerRequest(l) && (tightest == "" || id < tightest) {
+			if rule.Cost > l.MostPerTransaction() && (tightest == "" || id < tightest) {
 				tightest = id
 			}
 		}
 		if tightest != "" {
 			l, _ := p.cfg.Limit(info.Name, tightest)
-			p.scope(e.Limit).add(key.Line, "rule %s has cost %d, above the %d the override of id %q allows in one request: every request of that id would be refused", quoteShort(key.Value), rule.Cost, mostPerRequest(l), tightest)
+			p.scope(e.Limit).add(key.Line, "rule %s has cost %d, above the %d the override of id %q allows in one request: every request of that id would be refused", quoteShort(key.Value), rule.Cost, l.MostPerTransaction(), tightest)
 			ok = false
 		}
 	}
@@ -416,14 +416,4 @@ func canBeMissing(src forwardauth.Source) bool {
 		return true
 	}
 	return false
-}
-
-// mostPerRequest is the most one transaction of l may cost: its burst (a
-// window or calendar limit's count), or MaxRateCost for a rate counter,
-// whose cost is hits observed.
-func mostPerRequest(l ratelimits.Limit) int64 {
-	if l.Algorithm == ratelimits.RateCounter {
-		return ratelimits.MaxRateCost
-	}
-	return l.Burst
 }

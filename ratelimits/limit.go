@@ -206,6 +206,17 @@ func (l Limit) valid() bool {
 	return l.emissionInterval > 0
 }
 
+// MostPerTransaction is the most one transaction of l may cost: its burst
+// (a window, calendar or concurrency limit's count), or MaxRateCost for a
+// rate counter, whose cost is hits observed and may be denied whatever
+// it is. A higher cost is ErrInvalidCost: no bucket could ever grant it.
+func (l Limit) MostPerTransaction() int64 {
+	if l.Algorithm == RateCounter {
+		return MaxRateCost
+	}
+	return l.Burst
+}
+
 // HasBox reports whether the limit has a penalty box: a rate-counter
 // limit, or one with a Penalty. A limit without one never reads a box.
 func (l Limit) HasBox() bool { return l.Penalty > 0 }

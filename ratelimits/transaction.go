@@ -131,12 +131,10 @@ func (p preparedTxn) checkModeAndCost() error {
 		return fmt.Errorf("%w: %d is negative", ErrInvalidCost, p.cost)
 	}
 	switch {
-	case p.unlimited:
+	case p.unlimited || p.cost <= p.limit.MostPerTransaction():
 	case p.limit.Algorithm == RateCounter:
-		if p.cost > MaxRateCost {
-			return fmt.Errorf("%w: %d exceeds %d, the most hits one transaction adds to the rate counter %s", ErrInvalidCost, p.cost, MaxRateCost, p.info.Limit)
-		}
-	case p.cost > p.limit.Burst:
+		return fmt.Errorf("%w: %d exceeds %d, the most hits one transaction adds to the rate counter %s", ErrInvalidCost, p.cost, MaxRateCost, p.info.Limit)
+	default:
 		// A window, calendar or concurrency limit has no burst of its own:
 		// its Burst is its count, and the message names it so.
 		what := "burst"
