@@ -101,15 +101,25 @@ func hasDocument(data []byte) bool {
 }
 
 // ReadRegularFile is ReadFile refusing, with ErrNotRegular, a path that
-// holds anything but a regular file: a reload reads with it, since a FIFO
-// left at a path would block the read, and every reload after it, until
-// something wrote to it.
+// holds anything but a regular file (CheckRegular): a reload reads with
+// it.
 func ReadRegularFile(path string) (File, error) {
-	if path != "" {
-		info, err := os.Stat(path)
-		if err == nil && !info.Mode().IsRegular() {
-			return File{Path: path}, fmt.Errorf("reading %s: %w (%s)", path, ErrNotRegular, info.Mode().Type())
-		}
+	if err := CheckRegular(path); err != nil {
+		return File{Path: path}, err
 	}
 	return ReadFile(path)
+}
+
+// CheckRegular refuses, with ErrNotRegular, a path that holds anything but
+// a regular file; a missing path (or none) is not its to refuse. A reload
+// checks every file it reads so: a FIFO left at a path would block the
+// read, and every reload after it, until something wrote to it.
+func CheckRegular(path string) error {
+	if path == "" {
+		return nil
+	}
+	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
+		return fmt.Errorf("reading %s: %w (%s)", path, ErrNotRegular, info.Mode().Type())
+	}
+	return nil
 }

@@ -56,12 +56,10 @@ func readTokenFile(path string) ([][]byte, error) {
 
 // readTokenFileOnReload is readTokenFile refusing a path that holds
 // anything but a regular file, as a reload refuses such a configuration
-// file: a FIFO would hold the read, and every reload after it, for good.
+// file (configfile.CheckRegular).
 func readTokenFileOnReload(path string) ([][]byte, error) {
-	if path != "" {
-		if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
-			return nil, fmt.Errorf("token file %s: %w (%s)", path, configfile.ErrNotRegular, info.Mode().Type())
-		}
+	if err := configfile.CheckRegular(path); err != nil {
+		return nil, fmt.Errorf("token file: %w", err)
 	}
 	return readTokenFile(path)
 }
