@@ -262,25 +262,23 @@ func parseMode(s string) (ratelimits.Mode, error) {
 // checkContentType accepts one Content-Type of application/json (with any
 // parameters), and none; anything else is 415.
 func checkContentType(r *http.Request) *apiError {
-	if cts := r.Header.Values("Content-Type"); len(cts) > 1 {
-		// Which one a proxy on the way read is anyone's guess.
-		return &apiError{status: http.StatusUnsupportedMediaType, code: codeUnsupportedType, transaction: -1,
-			message: fmt.Sprintf("%d Content-Type headers: send one, application/json", len(cts))}
+	// Several Content-Type headers are a JSON body only when every one
+	// says so: which one a proxy on the way read is anyone's guess.
+	for _, ct := range r.Header.Values("Content-Type") {
+		if ct == "" {
+			continue
+		}
+		mediaType, _, err := mime.ParseMediaType(ct)
+		if err != nil || mediaType != "application/json" {
+			return &apiError{
+				status:      http.StatusUnsupportedMediaType,
+				code:        codeUnsupportedType,
+				message:     cutMessage(fmt.Sprintf("Content-Type %q is not application/json", ct)),
+				transaction: -1,
+			}
+		}
 	}
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil
-	}
-	mediaType, _, err := mime.ParseMediaType(ct)
-	if err == nil && mediaType == "application/json" {
-		return nil
-	}
-	return &apiError{
-		status:      http.StatusUnsupportedMediaType,
-		code:        codeUnsupportedType,
-		message:     cutMessage(fmt.Sprintf("Content-Type %q is not application/json", ct)),
-		transaction: -1,
-	}
+	return nil
 }
 
 // readBody reads the body into buf (growing it as needed) and returns it;
