@@ -401,18 +401,6 @@ var looksInteger = regexp.MustCompile(`^[-+]?[0-9]+$`)
 // int64Value reads a YAML integer (not a float, a quoted string or a bool)
 // that fits in an int64.
 func (s scope) int64Value(n *yaml.Node, name string) (int64, bool) {
-	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") && octalLooking.MatchString(n.Value) {
-		// yaml.v3 reads 010 as YAML 1.1 did, in octal (8), and 08 as a
-		// float; a reader, and YAML 1.2, see ten and eight. Neither
-		// reading is taken.
-		digits := strings.TrimLeft(strings.TrimLeft(n.Value, "+-"), "0")
-		if strings.ContainsAny(digits, "89") {
-			s.add(n.Line, "%s %s starts with a 0: write it without the leading zeros", name, n.Value)
-		} else {
-			s.add(n.Line, "%s %s starts with a 0, which YAML reads as octal: write it without the leading zeros (or as 0o%s for octal)", name, n.Value, digits)
-		}
-		return 0, false
-	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && looksInteger.MatchString(n.Value) {
 			s.add(n.Line, "%s %s is out of range: it must fit in a 64-bit signed integer", name, n.Value)
@@ -428,9 +416,6 @@ func (s scope) int64Value(n *yaml.Node, name string) (int64, bool) {
 	}
 	return v, true
 }
-
-// octalLooking matches an integer written with a leading zero.
-var octalLooking = regexp.MustCompile(`^[-+]?0[0-9_]+$`)
 
 // period reads the required period: a Go duration string greater than 0.
 func (s scope) period(key *yaml.Node, fs map[string]field) (time.Duration, bool) {
