@@ -94,8 +94,9 @@ func outcome(op string, bd *ratelimits.BatchDecision, d *ratelimits.Decision) st
 }
 
 // CountDecisions counts each transaction's decision of bd under op (spend,
-// check, refund or forward_auth), each shadow limit's would-be denial,
-// and hands the denials of any op but check and refund to the Denials.
+// check, refund, release, renew or forward_auth), each shadow limit's
+// would-be denial, and hands the Denials the check-and-spend denials of
+// spends and forward-auth calls, the only ones that refuse a request.
 func (m *Metrics) CountDecisions(op string, bd *ratelimits.BatchDecision) {
 	// Only spends refuse a request: a check, a refund, a lease's release
 	// or renewal never does.
