@@ -81,11 +81,18 @@ func TestForwardAuthEmptyForms(t *testing.T) {
 			t.Errorf("%q: %v, %d rules; want no rules", form, err, rules.Count())
 		}
 	}
-	// None of the empty forms: a file cut short after its proxies, or
-	// rules left null.
-	for _, form := range []string{"[{rules: {}}]", "trusted_proxies: [10.0.0.0/8]\n", "rules:\n", "rules: ~\ntrusted_proxies: []\n"} {
-		if _, err := ParseForwardAuth("forward-auth.yaml", []byte(form), nil); err == nil {
-			t.Errorf("%q loaded", form)
+	if _, err := ParseForwardAuth("forward-auth.yaml", []byte("[{rules: {}}]"), nil); err == nil {
+		t.Error("a non-empty list loaded")
+	}
+	// No rules, but none of the empty forms: a file cut short after its
+	// proxies, or rules left null.
+	for form, omits := range map[string]bool{
+		"trusted_proxies: [10.0.0.0/8]\n": true, "rules:\n": true, "rules: ~\ntrusted_proxies: []\n": true,
+		"{}": false, "[]": false, "rules: {}\n": false, "trusted_proxies: []\nrules: {}\n": false, "": false,
+		"rules:\n  api: {limits: [{limit: L, id: client_ip}]}\n": false,
+	} {
+		if got := ForwardAuthOmitsRules([]byte(form)); got != omits {
+			t.Errorf("ForwardAuthOmitsRules(%q) = %v, want %v", form, got, omits)
 		}
 	}
 }

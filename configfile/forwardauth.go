@@ -56,8 +56,8 @@ const forwardAuthShape = "{trusted_proxies: [CIDR, ...], rules: {NAME: {limits: 
 // (a deployment without a proxy in front needs none), and so do the
 // explicit empty forms {}, "rules: {}" and [], which a reload accepts
 // where it refuses a file that went blank (see Presence). A mapping with
-// other fields and no rules, or "rules:" left null, is a problem: it is
-// none of those forms. Every limit
+// other fields and no rules, or "rules:" left null, means no rules too,
+// but a reload refuses it while rules are in use (ForwardAuthOmitsRules). Every limit
 // must be a name cfg knows, and its id source one that can give ids of
 // the name's kind: client_ip only for names whose ids can be addresses,
 // and a constant must be a valid id. A nil cfg checks everything else, for
@@ -120,19 +120,31 @@ func (p *forwardAuthParser) parseRoot(root *yaml.Node) {
 	if f, has := fs["trusted_proxies"]; has {
 		p.trustedProxies(f.val)
 	}
-	// A mapping with fields but no rules ("rules:" left null, or no
-	// rules key: a file cut short after trusted_proxies) is not one of
-	// the explicit empty forms, which alone may remove every rule.
-	switch f, has := fs["rules"]; {
-	case has && !isNull(f.val):
+	if f, has := fs["rules"]; has {
 		p.parseRules(f.val)
-	case len(root.Content) > 0:
-		line := root.Line
-		if has {
-			line = f.key.Line
-		}
-		s.add(line, "the forward-auth file has no rules (rules is missing or null); write rules: {} for none")
 	}
+}
+
+// ForwardAuthOmitsRules reports whether a forward-auth file's data is a
+// mapping with fields but no rules: no rules key, or "rules:" left null,
+// as in a file cut short after trusted_proxies. It means no rules, but it
+// is none of the explicit empty forms ({}, [], "rules: {}"), which alone
+// may remove rules in use: a reload refuses it then.
+func ForwardAuthOmitsRules(data []byte) bool {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) != 1 {
+		return false
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode || len(root.Content) == 0 {
+		return false
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "rules" {
+			return isNull(root.Content[i+1])
+		}
+	}
+	return true
 }
 
 // trustedProxies reads the list of proxies whose forwarding headers are

@@ -179,7 +179,7 @@ rules:
 // without rules.
 func TestForwardAuthEmptyFile(t *testing.T) {
 	for _, data := range []string{"", "\n", "# no proxy in front yet\n", "~\n", "null\n", "---\n", "{}\n",
-		"rules: {}\n", "trusted_proxies:\nrules: {}\n", "[]\n"} {
+		"rules: {}\n", "trusted_proxies:\nrules: {}\n", "[]\n", "rules:\n", "trusted_proxies: []\nrules: ~\n", "trusted_proxies:\n"} {
 		rs, err := configfile.ParseForwardAuth(faFile, []byte(data), faConfig(t))
 		if err != nil || rs == nil || rs.Count() != 0 {
 			t.Errorf("%q: %v, %v; want rules without any", data, rs, err)
@@ -248,9 +248,7 @@ func TestForwardAuthProblems(t *testing.T) {
 		{"a YAML syntax error", "rules:\n  api: [\n", []faProblem{{2, "", "YAML syntax error"}}},
 		{"two documents", "rules: {}\n---\nrules: {}\n", []faProblem{{2, "", "more than one YAML document"}}},
 		{"an unknown top-level field", "trusted_proxies: []\nrule:\n  api: {}\nrules: {}\n", []faProblem{{2, "", `unknown field "rule" (allowed: trusted_proxies, rules)`}}},
-		{"a rule at the top level", "api:\n" + key, []faProblem{{1, "", `unknown field "api"`}, {1, "", "has no rules (rules is missing or null); write rules: {} for none"}}},
-		{"no rules after the proxies", "trusted_proxies: [10.0.0.0/8]\n", []faProblem{{1, "", "has no rules"}}},
-		{"rules left null", "trusted_proxies: []\nrules:\n", []faProblem{{2, "", "has no rules"}}},
+		{"a rule at the top level", "api:\n" + key, []faProblem{{1, "", `unknown field "api"`}}},
 		{"a top-level field twice", "rules: {}\nrules: {}\n", []faProblem{{2, "", `duplicate field "rules" (first at line 1)`}}},
 		{"rules not a mapping", "rules:\n  - api\n", []faProblem{{2, "", "rules must be a mapping of rule names to rules, got a list"}}},
 		{"a rule not a mapping", "rules:\n  api: [x]\n", []faProblem{{2, "", `rule "api" must be a mapping`}}},

@@ -154,6 +154,9 @@ func (c *configFlags) load(running *ratelimits.Config, last *loadedConfig) (*loa
 			l.rules, err = parseRules(l, loose, files[role], role, l.cfg, configfile.ParseDescriptors)
 		} else {
 			l.fwd, err = parseRules(l, loose, files[role], role, l.cfg, configfile.ParseForwardAuth)
+			if err == nil && last != nil && last.fwd.Count() > 0 && configfile.ForwardAuthOmitsRules(files[role].Data) {
+				err = omitsRules(files[role])
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -193,6 +196,14 @@ func missingOrBlank(role fileRole, f configfile.File) error {
 	}
 	return &configfile.Error{Problems: []configfile.Problem{{File: f.Path, Message: fmt.Sprintf(
 		"the %s file %s; it was loaded before, so what it gave stays in use; %s", role.flag(), found, remedy)}}}
+}
+
+// omitsRules is the problem of a forward-auth file whose rules are in use
+// and that a reload finds with no rules key, or rules left null: a file
+// cut short after trusted_proxies, more likely than a wish to remove every
+// rule, which "rules: {}" says.
+func omitsRules(f configfile.File) error {
+	return &configfile.Error{Problems: []configfile.Problem{{File: f.Path, Message: "the forward-auth file has no rules (rules is missing or null) while its rules are in use, so they stay; to remove all of them, write rules: {}"}}}
 }
 
 // counts says, per file, how many rules the load took from it: limits

@@ -336,8 +336,16 @@ func TestReloadForwardAuth(t *testing.T) {
 	if err := r.Reload("test"); err == nil || !strings.Contains(err.Error(), rulesFile+": the forward-auth file is empty") {
 		t.Fatalf("Reload with the file blank = %v; want it refused", err)
 	}
-	if n := counter(t, reg, "limiter_config_reload_failures_total"); n != 6 || len(handed) != 1 {
-		t.Errorf("limiter_config_reload_failures_total = %v, %d rule sets handed over; want 6 and the one of the good reload", n, len(handed))
+	// So does one cut short after its proxies, or with rules left null:
+	// no rules, but none of the empty forms.
+	for _, cut := range []string{"trusted_proxies: [10.0.0.0/8]\n", "trusted_proxies: [10.0.0.0/8]\nrules:\n"} {
+		write("forward-auth.yaml", cut)
+		if err := r.Reload("test"); err == nil || !strings.Contains(err.Error(), rulesFile+": the forward-auth file has no rules (rules is missing or null) while its rules are in use") {
+			t.Fatalf("Reload with %q = %v; want it refused", cut, err)
+		}
+	}
+	if n := counter(t, reg, "limiter_config_reload_failures_total"); n != 8 || len(handed) != 1 {
+		t.Errorf("limiter_config_reload_failures_total = %v, %d rule sets handed over; want 8 and the one of the good reload", n, len(handed))
 	}
 	for _, empty := range []string{"{}\n", "rules: {}\n", "[]\n"} {
 		write("forward-auth.yaml", empty)
@@ -351,6 +359,16 @@ func TestReloadForwardAuth(t *testing.T) {
 		if err := r.Reload("test"); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// With no rules in use, a file of proxies alone is no rules, as at
+	// the start.
+	write("forward-auth.yaml", "{}\n")
+	if err := r.Reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	write("forward-auth.yaml", "trusted_proxies: [10.0.0.0/8]\n")
+	if err := r.Reload("test"); err != nil || handed[len(handed)-1].Count() != 0 {
+		t.Fatalf("Reload with proxies alone and no rules in use: %v", err)
 	}
 }
 
