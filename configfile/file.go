@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"gopkg.in/yaml.v3"
 )
@@ -60,11 +61,21 @@ var ErrNotRegular = errors.New("not a regular file")
 // Absent, not an error; any other failure to read it is an error naming
 // the path. A pipe is read as a file (check-config --defaults <(...)).
 func ReadFile(path string) (File, error) {
+	return readWith(path, os.ReadFile)
+}
+
+// ReadRegularFile is ReadFile refusing, with ErrNotRegular, a path that
+// holds anything but a regular file (ReadRegular): a reload reads with it.
+func ReadRegularFile(path string) (File, error) {
+	return readWith(path, ReadRegular)
+}
+
+func readWith(path string, read func(string) ([]byte, error)) (File, error) {
 	f := File{Path: path}
 	if path == "" {
 		return f, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := read(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return f, nil
 	}
@@ -77,6 +88,28 @@ func ReadFile(path string) (File, error) {
 		f.Presence = Written
 	}
 	return f, nil
+}
+
+// ReadRegular reads the file at path, refusing with ErrNotRegular a path
+// that holds anything but a regular file. A reload reads every file so: a
+// FIFO left at a path would block the read, and every reload after it,
+// until something wrote to it. The path is opened without blocking and
+// the handle so opened is judged, so that nothing put at the path between
+// a look and the read can block it either.
+func ReadRegular(path string) ([]byte, error) {
+	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	info, err := file.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, info.Mode().Type())}
+	}
+	return io.ReadAll(file)
 }
 
 // hasDocument reports whether data holds a YAML document, parsable or
@@ -98,28 +131,4 @@ func hasDocument(data []byte) bool {
 	// A null first document followed by another is a file of several
 	// documents, for the parser to refuse.
 	return dec.Decode(&doc) != io.EOF
-}
-
-// ReadRegularFile is ReadFile refusing, with ErrNotRegular, a path that
-// holds anything but a regular file (CheckRegular): a reload reads with
-// it.
-func ReadRegularFile(path string) (File, error) {
-	if err := CheckRegular(path); err != nil {
-		return File{Path: path}, err
-	}
-	return ReadFile(path)
-}
-
-// CheckRegular refuses, with ErrNotRegular, a path that holds anything but
-// a regular file; a missing path (or none) is not its to refuse. A reload
-// checks every file it reads so: a FIFO left at a path would block the
-// read, and every reload after it, until something wrote to it.
-func CheckRegular(path string) error {
-	if path == "" {
-		return nil
-	}
-	if info, err := os.Stat(path); err == nil && !info.Mode().IsRegular() {
-		return fmt.Errorf("reading %s: %w (%s)", path, ErrNotRegular, info.Mode().Type())
-	}
-	return nil
 }

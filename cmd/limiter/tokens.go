@@ -17,10 +17,21 @@ import (
 // flag that promises access control must not silently grant none or all.
 // Error messages never contain a token.
 func readTokenFile(path string) ([][]byte, error) {
+	return parseTokenFile(path, os.ReadFile)
+}
+
+// readTokenFileOnReload is readTokenFile refusing a path that holds
+// anything but a regular file, as a reload refuses such a configuration
+// file (configfile.ReadRegular).
+func readTokenFileOnReload(path string) ([][]byte, error) {
+	return parseTokenFile(path, configfile.ReadRegular)
+}
+
+func parseTokenFile(path string, read func(string) ([]byte, error)) ([][]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := read(path)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
@@ -52,16 +63,6 @@ func readTokenFile(path string) ([][]byte, error) {
 		return nil, fmt.Errorf("token file %s holds no token", path)
 	}
 	return tokens, nil
-}
-
-// readTokenFileOnReload is readTokenFile refusing a path that holds
-// anything but a regular file, as a reload refuses such a configuration
-// file (configfile.CheckRegular).
-func readTokenFileOnReload(path string) ([][]byte, error) {
-	if err := configfile.CheckRegular(path); err != nil {
-		return nil, fmt.Errorf("token file: %w", err)
-	}
-	return readTokenFile(path)
 }
 
 // adminExposed refuses to serve the API beyond loopback with no admin
