@@ -296,4 +296,10 @@ func TestPingRefusesAClusterNodeAsStandalone(t *testing.T) {
 	if err := standalone.Ping(context.Background()); err != nil {
 		t.Errorf("Ping of a standalone server: %v", err)
 	}
+	// A connection refused in its setup (a database the server does not
+	// have) runs neither command: that is the refusal, not cluster mode.
+	nodb := newSource(t, redis.Options{Addrs: []string{redistest.Standalone(t).Addr()}, DB: 16})
+	if err := nodb.Ping(context.Background()); err == nil || errors.Is(err, redis.ErrClusterNode) || !strings.Contains(err.Error(), "DB index") {
+		t.Errorf("Ping of a standalone server's database 16 (of 0 to 15): %v, want the server's refusal", err)
+	}
 }

@@ -201,7 +201,7 @@ var ErrClusterNode = errors.New("the server runs in cluster mode: name it with r
 func (s *Source) pingStandalone(ctx context.Context) error {
 	var ping *goredis.StatusCmd
 	var info *goredis.StringCmd
-	_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		ping = p.Ping(ctx)
 		info = p.ClusterInfo(ctx)
 		return nil
@@ -210,6 +210,11 @@ func (s *Source) pingStandalone(ctx context.Context) error {
 		return err
 	}
 	if info.Err() == nil {
+		if err != nil {
+			// Neither command failed, yet the call did: the connection's
+			// setup (AUTH, SELECT) was refused before either ran.
+			return err
+		}
 		return ErrClusterNode
 	}
 	return nil
