@@ -170,7 +170,7 @@ func TestDescriptorsBadFiles(t *testing.T) {
 		{"an unknown limit", "- domain: edge\n  descriptors:\n    - keys: [api_key]\n      limit: Mystery\n",
 			[]wantProblem{{xfile, 4, "Mystery", "unknown limit name"}}},
 		{"a YAML syntax error", "- domain: edge\n  descriptors:\n    - keys: [api_key\n      limit: APIRequestsPerKey\n",
-			[]wantProblem{{xfile, 2, "", "YAML syntax error: did not find expected ',' or ']'"}}},
+			[]wantProblem{{xfile, 3, "", "YAML syntax error: did not find expected ',' or ']'"}}},
 		{"two documents", edge + "---\n" + edge,
 			[]wantProblem{{xfile, 5, "", "more than one YAML document"}}},
 		{"an alias", "- domain: &d edge\n  descriptors:\n" + rule + "- domain: *d\n  descriptors:\n" + rule,

@@ -28,6 +28,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -263,13 +264,13 @@ func (l *loader) parseDocument(file string, data []byte) (root *yaml.Node, ok bo
 	if err := dec.Decode(&doc); err == io.EOF {
 		return nil, true
 	} else if err != nil {
-		l.syntaxProblem(file, err)
+		l.syntaxProblem(file, data, err)
 		return nil, false
 	}
 	var next yaml.Node
 	if err := dec.Decode(&next); err != io.EOF {
 		if err != nil {
-			l.syntaxProblem(file, err)
+			l.syntaxProblem(file, data, err)
 		} else {
 			l.add(file, next.Line, "", "the file has more than one YAML document (a second \"---\"); put everything in one")
 		}
@@ -295,13 +296,67 @@ func invalidUTF8(data []byte) int {
 	return -1
 }
 
-func (l *loader) syntaxProblem(file string, err error) {
+func (l *loader) syntaxProblem(file string, data []byte, err error) {
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if strings.HasPrefix(m[2], "did not find expected ") {
+			line = parserErrorLine(data, line, m[2])
+		}
 		l.add(file, line, "", "YAML syntax error: %s", m[2])
 		return
 	}
 	l.add(file, 0, "", "YAML syntax error: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// parserErrorLine finds the line of a parser error ("did not find
+// expected key", "... node content"), which yaml.v3 words at the line
+// before the block it was parsing, however far below the token it could
+// not take is: the first line k such that the file's first k lines fail
+// with the same problem. The block comes before the token, so the search
+// starts at it; it assumes that once the lines up to the token are in,
+// every longer part fails so too, and keeps reported when nothing fits.
+func parserErrorLine(data []byte, reported int, problem string) int {
+	ends := lineEnds(data)
+	failsBy := func(k int) bool {
+		m := yamlLine.FindStringSubmatch(fmt.Sprint(decodeAll(data[:ends[k-1]])))
+		return m != nil && m[2] == problem
+	}
+	lo := max(reported, 1)
+	if lo > len(ends) || !failsBy(len(ends)) {
+		return reported
+	}
+	// The least k in [lo, len(ends)] that failsBy.
+	k := lo + sort.Search(len(ends)-lo+1, func(i int) bool { return failsBy(lo + i) })
+	return min(k, len(ends))
+}
+
+// lineEnds returns the offset just past each line of data (its newline
+// included), the last line's end being len(data).
+func lineEnds(data []byte) []int {
+	var ends []int
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] < len(data) {
+		ends = append(ends, len(data))
+	}
+	return ends
+}
+
+// decodeAll decodes every YAML document of data, for its first error.
+func decodeAll(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 // field is one key and value of a mapping.

@@ -429,6 +429,10 @@ func TestConfigBadDefaults(t *testing.T) {
 			[]wantProblem{{dfile, 3, "", "YAML syntax error: mapping values are not allowed in this context"}}},
 		{"YAML syntax error, unclosed flow", "NewOrdersPerAccount: {burst: 20, count: 20, period: 1s\n",
 			[]wantProblem{{dfile, 1, "", "YAML syntax error: did not find expected ',' or '}'"}}},
+		// yaml.v3 words a parser error at the line before the block it was
+		// in (here line 3's): the problem is the line that breaks it.
+		{"YAML syntax error, a key out of its block", "# limits\n\nNewOrdersPerAccount:\n  burst: 20\n  count: 20\n bad: 1\n  period: 1s\n",
+			[]wantProblem{{dfile, 6, "", "YAML syntax error: did not find expected key"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -511,6 +515,8 @@ func TestConfigBadOverrides(t *testing.T) {
 			[]wantProblem{{ofile, 1, "NewOrdersPerAccount", "an override must be a mapping"}}},
 		{"YAML syntax error", "- NewOrdersPerAccount:\n    burst: 1\n    ids: [\n",
 			[]wantProblem{{ofile, 3, "", "YAML syntax error: did not find expected node content"}}},
+		{"YAML syntax error, a list item out of its list", "- NewOrdersPerAccount:\n    burst: 5\n    count: 5\n    period: 1s\n    ids:\n      - id: 5\n    - id: 6\n",
+			[]wantProblem{{ofile, 7, "", "YAML syntax error: did not find expected key"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -535,17 +541,17 @@ func TestConfigDefaultsThatDoNotParse(t *testing.T) {
 		want      []wantProblem
 	}{
 		{"syntax error: an override of a declared name is not called unknown", syntaxError, declaredOverride,
-			[]wantProblem{{dfile, 2, "", "YAML syntax error"}}},
+			[]wantProblem{{dfile, 3, "", "YAML syntax error"}}},
 		{"not a mapping: the same", "- LoginAttemptsPerUser\n", declaredOverride,
 			[]wantProblem{{dfile, 1, "", "the defaults file must be a mapping"}}},
 		{"the override's own limit is still checked", syntaxError,
 			"- LoginAttemptsPerUser:\n    burst: 0\n    count: 10\n    period: 15m\n    ids: [{id: alice}]\n",
-			[]wantProblem{{dfile, 2, "", "YAML syntax error"}, {ofile, 2, "LoginAttemptsPerUser", "burst must be greater than 0"}}},
+			[]wantProblem{{dfile, 3, "", "YAML syntax error"}, {ofile, 2, "LoginAttemptsPerUser", "burst must be greater than 0"}}},
 		{"a built-in name's ids are still checked", syntaxError,
 			"- NewOrdersPerAccount:\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: \"007\"}]\n",
-			[]wantProblem{{dfile, 2, "", "YAML syntax error"}, {ofile, 5, "NewOrdersPerAccount", "invalid id"}}},
+			[]wantProblem{{dfile, 3, "", "YAML syntax error"}, {ofile, 5, "NewOrdersPerAccount", "invalid id"}}},
 		{"the overrides file's syntax error is still reported", syntaxError, "- LoginAttemptsPerUser:\n    ids: [\n",
-			[]wantProblem{{dfile, 2, "", "YAML syntax error"}, {ofile, 2, "", "YAML syntax error"}}},
+			[]wantProblem{{dfile, 3, "", "YAML syntax error"}, {ofile, 2, "", "YAML syntax error"}}},
 		{"an empty defaults file declares nothing: unknown names are reported", "", declaredOverride,
 			[]wantProblem{{dfile, 0, "", "the defaults file is empty"}, {ofile, 1, "LoginAttemptsPerUser", "unknown limit name"}}},
 	}

@@ -26,7 +26,7 @@ func TestCheckConfigDefaultsSyntaxError(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"check-config", "--defaults", defaults, "--overrides", overrides}, &stdout, &stderr)
 	out := stdout.String()
-	if code != 1 || !strings.Contains(out, defaults+":2: YAML syntax error") || !strings.HasSuffix(out, "1 problem(s) found\n") {
+	if code != 1 || !strings.Contains(out, defaults+":3: YAML syntax error") || !strings.HasSuffix(out, "1 problem(s) found\n") {
 		t.Fatalf("exit %d, output:\n%s%s", code, out, stderr.String())
 	}
 	if strings.Contains(out, "unknown limit name") {
