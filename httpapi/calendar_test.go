@@ -15,8 +15,6 @@ import (
 	"github.com/limiter-dev/limiter/internal/vectors"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/source/memory"
-
-	_ "time/tzdata"
 )
 
 const calendarDefaults = `

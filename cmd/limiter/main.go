@@ -8,11 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	// The binary carries a zone database for calendar limits, so a host
-	// without one (the container image has none) knows every zone. Go
-	// reads a host's own first, where there is one.
-	_ "time/tzdata"
 )
 
 func main() {

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	_ "time/tzdata"
-
 	"github.com/limiter-dev/limiter/configfile"
 	"github.com/limiter-dev/limiter/source/memory"
 )

@@ -1,10 +1,8 @@
 package calendar
 
 import (
-	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -28,11 +26,9 @@ type Calendar struct {
 }
 
 // New returns the calendar of unit u in the IANA zone named zone ("" is
-// UTC). The name must be one of Go's zone database (zones.txt): the one
-// built into the binary (time/tzdata, where it is imported), so that a
-// name means a zone on every host. Its rules are then read as
-// time.LoadLocation reads them: from the host's database when it has one,
-// else from the binary's. An unknown zone wraps ErrUnknownZone.
+// UTC), with the rules of the zone database built into the binary
+// (zoneinfo), whatever the host's says, so that a name means the same
+// periods on every host. An unknown zone wraps ErrUnknownZone.
 func New(u Unit, zone string) (*Calendar, error) {
 	if u < Day || u > Year {
 		return nil, fmt.Errorf("calendar: unit %d is not day, week, month or year", u)
@@ -40,14 +36,8 @@ func New(u Unit, zone string) (*Calendar, error) {
 	if zone == "" {
 		zone = "UTC"
 	}
-	// LoadLocation also takes "Local", and any file of the host's zone
-	// directory ("localtime", "posixrules", "right/UTC"), none of which
-	// names the same zone on every host.
-	if !knownZone(zone) {
-		return nil, fmt.Errorf("%w %q: want an IANA zone name such as Europe/Paris or UTC", ErrUnknownZone, zone)
-	}
-	loc, err := time.LoadLocation(zone)
-	if err != nil {
+	loc, ok := loadZone(zone)
+	if !ok {
 		return nil, fmt.Errorf("%w %q: want an IANA zone name such as Europe/Paris or UTC", ErrUnknownZone, zone)
 	}
 	return &Calendar{unit: u, zone: zone, loc: loc, tag: Tag(u, zone)}, nil
@@ -91,19 +81,4 @@ func Tag(u Unit, zone string) int64 {
 		}
 	}
 	return int64(h>>3) | 1
-}
-
-// zoneNames are the names of Go's zone database, one a line, sorted: the
-// files of $GOROOT/lib/time/zoneinfo.zip, from which time/tzdata is made
-// (TestZoneNamesAreGos holds the list to it). Made with
-//
-//	unzip -Z1 "$(go env GOROOT)/lib/time/zoneinfo.zip" | LC_ALL=C sort > zones.txt
-//
-//go:embed zones.txt
-var zoneNames string
-
-// knownZone reports whether name is a zone of Go's zone database. It runs
-// when a configuration is loaded, not per decision.
-func knownZone(name string) bool {
-	return name != "" && !strings.Contains(name, "\n") && strings.Contains("\n"+zoneNames, "\n"+name+"\n")
 }

@@ -3,6 +3,8 @@ package calendar
 import (
 	"archive/zip"
 	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -10,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	_ "time/tzdata" // the zones of a host without a zone database
 )
 
 func TestNew(t *testing.T) {
@@ -111,33 +111,101 @@ func BenchmarkAt(b *testing.B) {
 	}
 }
 
-// zones.txt lists exactly the zones of the Go release the tests run on
-// (its lib/time/zoneinfo.zip, from which time/tzdata is made), and each of
-// them loads.
-func TestZoneNamesAreGos(t *testing.T) {
+// zoneinfo holds exactly the zones of the Go release the tests run on (its
+// lib/time/zoneinfo.zip, from which time/tzdata is made), and each of them
+// loads. Their rules may differ between releases; the names only change
+// when a zone is added or removed, which a copy from the release brings.
+func TestZoneDatabaseIsGos(t *testing.T) {
 	out, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
 		t.Fatalf("go env GOROOT: %v", err)
 	}
-	z, err := zip.OpenReader(filepath.Join(strings.TrimSpace(string(out)), "lib", "time", "zoneinfo.zip"))
+	gos, err := zip.OpenReader(filepath.Join(strings.TrimSpace(string(out)), "lib", "time", "zoneinfo.zip"))
 	if err != nil {
 		t.Fatalf("Go's zone database: %v", err)
 	}
-	defer z.Close()
-	var gos []string
-	for _, f := range z.File {
-		if !strings.HasSuffix(f.Name, "/") {
-			gos = append(gos, f.Name)
+	defer gos.Close()
+	ours, err := zip.NewReader(strings.NewReader(zoneinfo), int64(len(zoneinfo)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(files []*zip.File) []string {
+		var zones []string
+		for _, f := range files {
+			if !strings.HasSuffix(f.Name, "/") {
+				zones = append(zones, f.Name)
+			}
 		}
+		slices.Sort(zones)
+		return zones
 	}
-	slices.Sort(gos)
-	ours := strings.Split(strings.TrimSuffix(zoneNames, "\n"), "\n")
-	if !slices.Equal(ours, gos) {
-		t.Fatalf("zones.txt has %d names, Go's database %d: make it again (see zoneNames)", len(ours), len(gos))
+	if a, b := names(ours.File), names(gos.File); !slices.Equal(a, b) {
+		t.Fatalf("zoneinfo.zip has %d zones, Go's database %d: copy it again (see zoneinfo)", len(a), len(b))
 	}
-	for _, zone := range ours {
+	for _, zone := range names(ours.File) {
 		if _, err := New(Day, zone); err != nil {
 			t.Errorf("New(Day, %q): %v", zone, err)
 		}
 	}
+}
+
+// A zone's rules are the binary's, whatever the host's zone files say:
+// here $ZONEINFO, which time.LoadLocation reads first, gives Paris Tokyo's
+// rules. It runs in a process of its own, as the time package reads
+// $ZONEINFO once.
+func TestHostZoneFilesDoNotMatter(t *testing.T) {
+	if os.Getenv("CALENDAR_TEST_HOST_ZONES") == "" {
+		tokyo, ok := zoneData("Asia/Tokyo")
+		if !ok {
+			t.Fatal("no Asia/Tokyo in zoneinfo")
+		}
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "Europe"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "Europe", "Paris"), tokyo, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHostZoneFilesDoNotMatter$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "CALENDAR_TEST_HOST_ZONES=1", "ZONEINFO="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("with Paris as Tokyo in $ZONEINFO: %v\n%s", err, out)
+		}
+		return
+	}
+	// The test's premise: the time package reads $ZONEINFO first.
+	if loc, err := time.LoadLocation("Europe/Paris"); err != nil {
+		t.Fatal(err)
+	} else if _, offset := time.Date(2026, 3, 7, 12, 0, 0, 0, loc).Zone(); offset != 9*3600 {
+		t.Fatalf("time.LoadLocation(Europe/Paris) under $ZONEINFO: offset %d, want Tokyo's 32400", offset)
+	}
+	c, err := New(Day, "Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.At(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC).UnixMilli())
+	if want := time.Date(2026, 3, 6, 23, 0, 0, 0, time.UTC).UnixMilli(); p.Start != want {
+		t.Errorf("Paris's day of 2026-03-07 starts at %s, want %s", time.UnixMilli(p.Start).UTC(), time.UnixMilli(want).UTC())
+	}
+}
+
+// zoneData returns the zone file of name in zoneinfo.
+func zoneData(name string) ([]byte, bool) {
+	db, err := zip.NewReader(strings.NewReader(zoneinfo), int64(len(zoneinfo)))
+	if err != nil {
+		return nil, false
+	}
+	data, err := fs.ReadFile(db, name)
+	return data, err == nil
+}
+
+// testZone returns the zone named name of the binary's database, as New
+// reads it.
+func testZone(t testing.TB, name string) *time.Location {
+	t.Helper()
+	loc, ok := loadZone(name)
+	if !ok {
+		t.Fatalf("no zone %q", name)
+	}
+	return loc
 }

@@ -3,9 +3,6 @@ package calendar
 import (
 	"testing"
 	"time"
-
-	// The tests must not depend on the host's zone database.
-	_ "time/tzdata"
 )
 
 // ms reads an RFC 3339 instant as unix ms.
@@ -82,10 +79,7 @@ func TestFind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			loc, err := time.LoadLocation(tt.zone)
-			if err != nil {
-				t.Fatal(err)
-			}
+			loc := testZone(t, tt.zone)
 			got := Find(tt.unit, loc, ms(t, tt.now))
 			want := Period{Start: ms(t, tt.start), End: ms(t, tt.end)}
 			if got != want {

@@ -73,10 +73,7 @@ func TestFindMatchesBruteForce(t *testing.T) {
 	}
 	for range n {
 		zone := zones[rng.IntN(len(zones))]
-		loc, err := time.LoadLocation(zone)
-		if err != nil {
-			t.Fatal(err)
-		}
+		loc := testZone(t, zone)
 		u := Unit(1 + rng.IntN(4))
 		now := from + rng.Int64N(to-from)
 		got := Find(u, loc, now)
@@ -102,14 +99,18 @@ func TestFindMatchesBruteForce(t *testing.T) {
 // the periods' bounds, where random instants rarely fall.
 func TestFindAroundEveryChange(t *testing.T) {
 	for _, zone := range []string{"Europe/Paris", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "America/Havana", "Asia/Beirut", "America/Asuncion"} {
-		loc, err := time.LoadLocation(zone)
-		if err != nil {
-			t.Fatal(err)
-		}
+		loc := testZone(t, zone)
 		for at := time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC); at.Year() < 2025; {
 			_, end := at.In(loc).ZoneBounds()
 			if end.IsZero() {
 				break
+			}
+			if !end.After(at) {
+				// Past a zone's table, where Go computes the changes from
+				// its rule year by year, ZoneBounds may answer an end that
+				// is not after at (late in December; see nextChange).
+				at = at.Add(time.Hour)
+				continue
 			}
 			at = end
 			for _, u := range []Unit{Day, Week} {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	_ "time/tzdata"
-
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/calendar"
 	"github.com/limiter-dev/limiter/source/redis"

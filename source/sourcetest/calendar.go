@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	// The suite's calendars must not depend on the host's zone database.
-	_ "time/tzdata"
-
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/calendar"
 )
