@@ -33,13 +33,15 @@ LocalHits:
 // Rate counters with sync_rate through two processes on one Redis and on a
 // cluster: above 0, each counts alone until it syncs, then reads back what
 // both counted, and an entry boxed in one process reaches the other at
-// their syncs; below 0, nothing is shared.
+// their syncs, and a third process that never saw the id or the limit at
+// its own; below 0, nothing is shared.
 func TestSyncRateRateCountersOverHTTP(t *testing.T) {
 	t.Parallel() // its own limiter and redis-server: independent of every other test
 	for _, b := range syncBackends {
 		t.Run(b.name, func(t *testing.T) {
 			url, _ := b.start(t)
-			procs := startSyncProcs(t, 2, url, erlSyncDefaults)
+			procs := startSyncProcs(t, 3, url, erlSyncDefaults)
+			counting := procs[:2]
 			checkRate := func(p *limiterProc, counter string, delta int64) apiclient.RateResult {
 				t.Helper()
 				a, err := p.api().CheckRate(context.Background(), "198.51.100.9",
@@ -64,7 +66,7 @@ func TestSyncRateRateCountersOverHTTP(t *testing.T) {
 			}
 
 			// 300 hits in each process: neither alone goes above 600 a minute.
-			for _, p := range procs {
+			for _, p := range counting {
 				if a := checkRate(p, "SyncedHits", 300); a.Penalized {
 					t.Fatalf("300 hits in one process: %+v, want not penalized", a)
 				}
@@ -74,7 +76,7 @@ func TestSyncRateRateCountersOverHTTP(t *testing.T) {
 				t.Fatalf("before a sync, process 0 counts %d, want its own 300", n)
 			}
 			syncAll()
-			for i, p := range procs {
+			for i, p := range counting {
 				if n := bucket60(p, "SyncedHits"); n != 600 {
 					t.Errorf("after syncing, process %d counts %d, want both processes' 600", i, n)
 				}
@@ -96,6 +98,12 @@ func TestSyncRateRateCountersOverHTTP(t *testing.T) {
 			}
 			if a := checkRate(procs[0], "SyncedHits", 0); !a.Penalized {
 				t.Fatalf("check_rate in process 0 after the syncs: %+v, want penalized", a)
+			}
+			if status, _ := adminSync(t, procs[2]); status != 200 {
+				t.Fatalf("process 2's sync answered %d", status)
+			}
+			if has, _ := boxHas(t, procs[2], "SyncedHits", "198.51.100.9"); !has {
+				t.Fatalf("process 2, which never saw the id, after its sync: not boxed, want boxed")
 			}
 		})
 	}

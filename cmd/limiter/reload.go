@@ -46,6 +46,9 @@ type reloader struct {
 	// setForwardAuth puts the forward-auth rules in use (nil: checked
 	// only).
 	setForwardAuth func(*forwardauth.Rules)
+	// follow hands the limits whose box entries sync to the local layer,
+	// with each configuration put in use (nil: no layer).
+	follow func(*ratelimits.Config)
 	// apiTokenFile and adminTokenFile are read into tokens on every
 	// reload, so that a leaked token is revoked without a restart.
 	apiTokenFile, adminTokenFile string
@@ -157,6 +160,9 @@ func (r *reloader) Reload(trigger string) error {
 		r.setForwardAuth(loaded.fwd)
 	}
 	r.limiter.SetConfig(loaded.cfg)
+	if r.follow != nil {
+		r.follow(loaded.cfg)
+	}
 	r.last = loaded
 	r.successes.Inc()
 	r.loaded(loaded.cfg)

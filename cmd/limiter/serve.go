@@ -286,6 +286,10 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	forwardAuth.Store(fwd)
 	reload := newReloader(f, loaded, limiter, tokens, log, reg)
 	reload.setForwardAuth = forwardAuth.Store
+	if layer != nil {
+		reload.follow = func(cfg *ratelimits.Config) { layer.Follow(followedBoxes(cfg)) }
+		reload.follow(cfg)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Every front end's denials go to the top lists through the shared

@@ -128,3 +128,19 @@ func closeLocalLayer(layer *local.Layer, timeout time.Duration, log *slog.Logger
 		log.Error("hits not synced are lost", "err", err)
 	}
 }
+
+// followedBoxes lists the limits of cfg whose box entries sync (a penalty
+// box and a sync_rate above 0), for the layer to read their box logs.
+func followedBoxes(cfg *ratelimits.Config) []local.Followed {
+	var followed []local.Followed
+	for _, n := range cfg.Names() {
+		if cfg.HasBox(n.Name) && cfg.SyncRate(n.Name) > 0 {
+			followed = append(followed, local.Followed{
+				Name:     n.BucketKey(""), // "<enum>:"
+				SyncRate: cfg.SyncRate(n.Name),
+				Capacity: cfg.Capacity(n.Name),
+			})
+		}
+	}
+	return followed
+}

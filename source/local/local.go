@@ -4,9 +4,11 @@
 // with the sync loops that push them to it and read back what every
 // process did (docs/design.md, "Where the counting happens"). The Limiter
 // sees it as its source (Layer.Front), which hands every other op to the
-// shared one. Box expiries sync like hits
-// (the source keeps the later one), so an id boxed in one process is
-// boxed in another within about two sync intervals.
+// shared one. Box expiries sync like hits (the source keeps the later
+// one), and each cycle also reads the box entries the others stored
+// (syncpush.BoxLog) for the limits it follows, so an id boxed in one
+// process is boxed in another within about two sync intervals, also in
+// one that never counted it.
 //
 // Everything lives in groups, one per sync_rate (all values below 0 share
 // one that never syncs), each with its own loop, so that a limit is pushed
@@ -147,6 +149,7 @@ type Layer struct {
 	// rates and caller are the Syncer's other sides, when it has them.
 	rates  syncpush.RateSyncer
 	caller caller
+	boxLog syncpush.BoxLog
 
 	// groups maps a sync_rate to its group (all rates below 0 to -1's).
 	// The map is replaced, never changed, under mu, so that finding a
@@ -184,6 +187,7 @@ func New(opts Options) (*Layer, error) {
 	if opts.Syncer != nil {
 		l.rates, _ = opts.Syncer.(syncpush.RateSyncer)
 		l.caller, _ = opts.Syncer.(caller)
+		l.boxLog, _ = opts.Syncer.(syncpush.BoxLog)
 	}
 	l.groups.Store(&map[time.Duration]*group{})
 	if opts.MaxCounters/shardsPerGroup < minPerShard {
@@ -306,8 +310,9 @@ func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (syncRe
 	start := l.opts.Timers.Now()
 	wres, werr := l.windowCycle(ctx, g)
 	rres, rerr := l.rateCycle(ctx, g)
-	res := syncResult{Pushed: wres.Pushed + rres.Pushed, Fetched: wres.Fetched + rres.Fetched}
-	err := errors.Join(werr, rerr)
+	bres, berr := l.boxLogCycle(ctx, g)
+	res := syncResult{Pushed: wres.Pushed + rres.Pushed, Fetched: wres.Fetched + rres.Fetched + bres.Fetched}
+	err := errors.Join(werr, rerr, berr)
 	if err != nil {
 		res = syncResult{}
 	}

@@ -46,10 +46,14 @@ type store struct {
 	boxes      map[string]int64
 	rn, cn     int
 	ratePushes [][]syncpush.Rate
+	// boxLog is each limit's box log (syncpush.BoxLog): the box entries
+	// SyncRates stored, in order; a cursor is an index in it.
+	boxLog map[string][]syncpush.BoxEntry
 }
 
 func newStore() *store {
-	return &store{counters: map[string]window.Counter{}, rates: map[string]ratecounter.Counter{}, boxes: map[string]int64{}}
+	return &store{counters: map[string]window.Counter{}, rates: map[string]ratecounter.Counter{}, boxes: map[string]int64{},
+		boxLog: map[string][]syncpush.BoxEntry{}}
 }
 
 func (s *store) SyncWindows(_ context.Context, now int64, pushes []syncpush.Window) error {

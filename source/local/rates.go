@@ -32,7 +32,8 @@ type table struct {
 	orphans    map[string]*rate
 	boxOrphans map[string]*box
 
-	capacity  int // the last insert's: a reload may change it
+	capacity  int    // the last insert's: a reload may change it
+	logCursor string // where the next read of the limit's box log starts
 	evictions uint64
 	lost      uint64 // as in shard
 	stamp     uint64 // numbers the cycles, to pair counters and box entries

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +51,10 @@ func (s *store) SyncRates(_ context.Context, now int64, pushes []syncpush.Rate) 
 				s.boxes[p.Box] = e
 			}
 			p.TotalBox = e
+			if e > now && e == p.BoxExpires {
+				name := nameOf(p.Box)
+				s.boxLog[name] = append(s.boxLog[name], syncpush.BoxEntry{Box: p.Box, Expires: e})
+			}
 		}
 		p.Applied = true
 	}
@@ -57,6 +62,25 @@ func (s *store) SyncRates(_ context.Context, now int64, pushes []syncpush.Rate) 
 		return errors.New("part of the sync failed")
 	}
 	return nil
+}
+
+// ReadBoxLog is the store's syncpush.BoxLog, whose cursors are indexes.
+func (s *store) ReadBoxLog(_ context.Context, name, cursor string, limit int) ([]syncpush.BoxEntry, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, cursor, s.fail
+	}
+	from := 0
+	if cursor != "" {
+		var err error
+		if from, err = strconv.Atoi(cursor); err != nil {
+			return nil, cursor, err
+		}
+	}
+	log := s.boxLog[name]
+	to := min(from+limit, len(log))
+	return slices.Clone(log[from:to]), strconv.Itoa(to), nil
 }
 
 // Call is the source's ERL call on the same counters and box entries.
@@ -265,6 +289,49 @@ func TestBoxReachesOthersWithinTwoSyncs(t *testing.T) {
 	}
 	if got := b.boxed(t, "9:id", time.Second); got != until.UnixNano() {
 		t.Fatalf("b sees expiry %d after two sync intervals, want %d", got, until.UnixNano())
+	}
+}
+
+// An id boxed in one process is boxed in another at its next sync, also
+// when that one never counted the id: it reads the limit's box log, for a
+// limit it follows as for one it counts other ids of.
+func TestBoxReachesProcessesThatNeverCountedTheID(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	a, b, c := newProcess(t, s, clk, Options{}), newProcess(t, s, clk, Options{}), newProcess(t, s, clk, Options{})
+	b.Follow([]Followed{{Name: "9:", SyncRate: time.Second}, {Name: "8:", SyncRate: -1}})
+	c.spend(rop("9:other", 1, time.Second, 0))
+	until := start.Add(10 * time.Minute)
+	a.boxAdd(t, "9:id", until, time.Second)
+	b.sync(t) // before a pushes: nothing to read yet
+	c.sync(t)
+	a.sync(t)
+	if res := b.sync(t); res != (syncResult{Fetched: 1}) {
+		t.Fatalf("b's sync after a's = %+v, want the one entry fetched", res)
+	}
+	c.sync(t)
+	for name, p := range map[string]*process{"b (follows the limit)": b, "c (counts another id)": c} {
+		if got := p.boxed(t, "9:id", time.Second); got != until.UnixNano() {
+			t.Errorf("%s sees expiry %d, want %d", name, got, until.UnixNano())
+		}
+	}
+	// The entry read is kept fresh like any other: a later expiry reaches
+	// b, and another read of the log takes nothing twice.
+	later := until.Add(time.Minute)
+	a.boxAdd(t, "9:id", later, time.Second)
+	a.sync(t)
+	b.sync(t)
+	if got := b.boxed(t, "9:id", time.Second); got != later.UnixNano() {
+		t.Errorf("b sees expiry %d after a lengthened it, want %d", got, later.UnixNano())
+	}
+	if res := b.sync(t); res.Fetched != 1 {
+		t.Errorf("b's quiet sync fetched %d, want its one entry's read", res.Fetched)
+	}
+	// An entry that no longer boxes when read is not taken.
+	clk.Add(11 * time.Minute)
+	d := newProcess(t, s, clk, Options{})
+	d.Follow([]Followed{{Name: "9:", SyncRate: time.Second}})
+	if res := d.sync(t); res.Fetched != 0 {
+		t.Errorf("a new process read %d live entries from a log of expired ones", res.Fetched)
 	}
 }
 

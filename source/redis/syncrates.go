@@ -76,6 +76,10 @@ func (s *Source) SyncRates(ctx context.Context, now int64, pushes []syncpush.Rat
 			pushes[p].Total, pushes[p].TotalBox, pushes[p].Applied = got.Total, got.TotalBox, true
 		}
 	}
+	// The box entries of the pushes applied are stored: a failure to log
+	// them for the other processes is not the push's, whose outcome stays
+	// as it is.
+	_ = s.logBoxes(ctx, now, pushes)
 	return syncError(errs)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -168,5 +169,49 @@ func TestSyncRatesRefusesInvalidPushes(t *testing.T) {
 				t.Errorf("pushes %+v: push %d applied", bad, i)
 			}
 		}
+	}
+}
+
+// A box entry that a push stores goes to its limit's box log, which any
+// process reads from a cursor: in the order stored, each once, the
+// limits apart. A push that does not raise the stored expiry, or only
+// reads, logs nothing.
+func TestBoxLog(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			src := newSource(t, b.opts(t))
+			ctx := context.Background()
+			until := now + secs(600)
+			entries, cursor, err := src.ReadBoxLog(ctx, "131:", "", 10)
+			if err != nil || len(entries) != 0 {
+				t.Fatalf("an empty log: %v, %v", entries, err)
+			}
+			syncRates(t, src, now, []syncpush.Rate{
+				{Key: "131:alice", Hits: hitsAt(ratecounter.Second(now), 1), Box: "131:alice", BoxExpires: until},
+				{Box: "131:bob", BoxExpires: until + 1},
+				{Box: "132:alice", BoxExpires: until},
+				{Box: "131:carol", BoxExpires: now - 1}, // past: not stored
+			})
+			syncRates(t, src, now, []syncpush.Rate{
+				{Box: "131:alice", BoxExpires: until - 1}, // never shortens: not logged
+				{Box: "131:bob"}, // a read
+				{Box: "131:dave", BoxExpires: until + 2},
+			})
+			want := []syncpush.BoxEntry{{Box: "131:alice", Expires: until}, {Box: "131:bob", Expires: until + 1}}
+			entries, cursor, err = src.ReadBoxLog(ctx, "131:", cursor, 2)
+			if err != nil || !slices.Equal(entries, want) {
+				t.Fatalf("the first two entries of 131's log: %v, %v; want %v", entries, err, want)
+			}
+			entries, cursor, err = src.ReadBoxLog(ctx, "131:", cursor, 10)
+			if want := []syncpush.BoxEntry{{Box: "131:dave", Expires: until + 2}}; err != nil || !slices.Equal(entries, want) {
+				t.Fatalf("the rest of 131's log: %v, %v; want %v", entries, err, want)
+			}
+			if again, next, err := src.ReadBoxLog(ctx, "131:", cursor, 10); err != nil || len(again) != 0 || next != cursor {
+				t.Fatalf("131's log past its end: %v, %q, %v; want nothing and cursor %q", again, next, err, cursor)
+			}
+			if entries, _, err := src.ReadBoxLog(ctx, "132:", "", 10); err != nil || !slices.Equal(entries, []syncpush.BoxEntry{{Box: "132:alice", Expires: until}}) {
+				t.Fatalf("132's log: %v, %v", entries, err)
+			}
+		})
 	}
 }

@@ -45,6 +45,26 @@ type RateSyncer interface {
 	SyncRates(ctx context.Context, now int64, pushes []Rate) error
 }
 
+// BoxLog is what a shared source offers so that a box entry made in one
+// process reaches the others, also those that never counted its id: the
+// entries that RateSyncer.SyncRates stored, for each limit, in the order
+// they were stored.
+type BoxLog interface {
+	// ReadBoxLog returns at most limit entries of the box log of the limit
+	// name ("<enum>:", the start of its box entries' keys) stored after
+	// cursor ("" for the oldest kept), and the cursor after them (cursor
+	// itself when there are none). A log keeps its latest entries only:
+	// a reader that falls far behind misses the oldest.
+	ReadBoxLog(ctx context.Context, name, cursor string, limit int) ([]BoxEntry, string, error)
+}
+
+// BoxEntry is one entry of a box log: a box entry's key and the expiry
+// (unix ns) a push stored for it.
+type BoxEntry struct {
+	Box     string
+	Expires int64
+}
+
 // Rate is one rate counter's part in a sync, or one box entry's, or both
 // (a rate-counter limit's counter and box entry of one id).
 type Rate struct {

@@ -1,0 +1,94 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/limiter-dev/limiter/source/syncpush"
+)
+
+// boxLogBatch is the most entries of one limit's box log a cycle reads;
+// the rest wait for the next cycle.
+const boxLogBatch = 4096
+
+// Followed is a limit above 0 with a penalty box, whose box log the layer
+// reads (Follow).
+type Followed struct {
+	Name     string // "<enum>:", the start of its keys
+	SyncRate time.Duration
+	Capacity int // its box's bound in memory (<= 0: the default)
+}
+
+// Follow makes the layer read, at every cycle of their sync_rate, the box
+// logs of limits (syncpush.BoxLog), also before this process counts
+// anything of theirs: an id boxed in another process is then boxed here
+// before its first request here. A configuration load names the limits;
+// those named before stay followed, and a limit at or below 0 is skipped.
+// The cycles of a sync_rate start with its first followed limit.
+func (l *Layer) Follow(limits []Followed) {
+	for _, f := range limits {
+		if f.SyncRate <= 0 {
+			continue
+		}
+		t := l.groupOf(f.SyncRate).tableOf(f.Name)
+		t.mu.Lock()
+		t.capacity = capacityOr(f.Capacity)
+		t.mu.Unlock()
+	}
+}
+
+// boxLogCycle reads, for each limit of g that has a table here, the box
+// log entries stored since the last cycle, and boxes their ids here until
+// their expiry: an id boxed in one process is then boxed in every process
+// within about two sync intervals, also in one that never counted it (the
+// totals a cycle reads are only those of the ids a process holds). Each
+// entry that boxes an id longer than this process knew counts as fetched.
+func (l *Layer) boxLogCycle(ctx context.Context, g *group) (syncResult, error) {
+	var res syncResult
+	if l.boxLog == nil || g.rate <= 0 {
+		return res, nil
+	}
+	var errs []error
+	for name, t := range *g.tables.Load() {
+		t.mu.Lock()
+		cursor := t.logCursor
+		t.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, l.syncTimeout(g))
+		entries, next, err := l.boxLog.ReadBoxLog(cctx, name, cursor, boxLogBatch)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("local: reading the box log of %s, sync_rate %s: %w", name, g.rate, err))
+			continue
+		}
+		res.Fetched += t.takeLog(l, g, entries, next)
+	}
+	return res, errors.Join(errs...)
+}
+
+// takeLog boxes the ids of entries that still box at now, as read from
+// the source, and moves t's cursor to next. It returns how many boxed an
+// id longer than t knew (not those this process pushed itself).
+func (t *table) takeLog(l *Layer, g *group, entries []syncpush.BoxEntry, next string) int {
+	now := l.opts.Clock.Now().UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.logCursor = next
+	taken := 0
+	for _, e := range entries {
+		if e.Expires <= now {
+			continue
+		}
+		b := l.boxOf(t, e.Box, now, t.capacity, g.rate, true)
+		// No batch or call holds t: boxOf's pin is only this one's.
+		b.pinned = false
+		b.fetched = true
+		if e.Expires > b.read {
+			b.read = e.Expires
+			t.fix(b)
+			taken++
+		}
+	}
+	return taken
+}
