@@ -443,3 +443,54 @@ func TestMixedBatchLocalDenialOverHTTP(t *testing.T) {
 		})
 	}
 }
+
+// refundDefaults declares a fixed window and a rate counter synced every
+// 1000 s: the tests sync with POST /v1/admin/sync only.
+const refundDefaults = `
+SyncFix: {enum: 301, id: string, algorithm: fixed-window, count: 5, period: 1m, sync_rate: 1000}
+SyncRC: {enum: 302, id: ip, algorithm: rate-counter, window: 10s, rate: 10, penalty: 1m, sync_rate: 1000}
+`
+
+// A refund of hits a sync has pushed gives them back on Redis, and in the
+// process at once: the refunding process answers it, and another process
+// reads it at its next sync.
+func TestSyncRateRefundAfterSync(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
+	for _, b := range syncBackends {
+		t.Run(b.name, func(t *testing.T) {
+			url, _ := b.start(t)
+			procs := startSyncProcs(t, 2, url, refundDefaults)
+			ctx := context.Background()
+			fix := apiclient.Transaction{Limit: "SyncFix", ID: "r"}
+			rc := apiclient.Transaction{Limit: "SyncRC", ID: "198.51.100.7"}
+			for _, txn := range []apiclient.Transaction{fix, rc} {
+				bucket(t, procs[1], txn.Limit, txn.ID) // held there, so that its syncs read it
+			}
+			for _, c := range []struct {
+				txn        apiclient.Transaction
+				cost, left int64
+			}{{fix, 3, 2}, {rc, 5, 95}} {
+				if d, err := procs[0].api().Spend(ctx, c.txn.WithCost(c.cost)); err != nil || !d.Allowed || d.Remaining != c.left {
+					t.Fatalf("spend of %d on %s: %+v, %v; want allowed with %d left", c.cost, c.txn.Limit, d, err, c.left)
+				}
+			}
+			syncAll(t, procs[:1])
+			for _, c := range []struct {
+				txn        apiclient.Transaction
+				cost, left int64
+			}{{fix, 2, 4}, {rc, 5, 100}} {
+				if d, err := procs[0].api().Refund(ctx, c.txn.WithCost(c.cost)); err != nil || !d.Allowed || d.Remaining != c.left {
+					t.Fatalf("refund of %d on %s after a sync: %+v, %v; want allowed with %d left", c.cost, c.txn.Limit, d, err, c.left)
+				}
+			}
+			syncAll(t, procs)
+			for i, p := range procs {
+				for txn, want := range map[apiclient.Transaction]int64{fix: 4, rc: 100} {
+					if got := bucket(t, p, txn.Limit, txn.ID).Remaining; got != want {
+						t.Fatalf("process %d after the syncs: %s has %d left, want %d", i, txn.Limit, got, want)
+					}
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
+	"github.com/limiter-dev/limiter/ratelimits/window"
 )
 
 // lockRef is one lock a batch or a call takes. They are all taken in one
@@ -191,10 +192,89 @@ func (l *Layer) commitLocked(now int64, ops []bucket.Op, outcomes []bucket.Outco
 	}
 }
 
-// refund gives each op's cost back (bucket.RefundBatch rules) from the
-// hits its counter has not pushed: pushed hits are everyone's and stay
-// counted until their window ends.
-func (l *Layer) refund(now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
+// sharedRefund gives back, on the shared source, the ops it is handed:
+// parts of refunds of limits above 0, each with the cost the source is to
+// give back. It is called once per refund, with no ops when the source
+// has nothing to give back, so that the caller's own ops on the source
+// can go in the same call (Front.Refund).
+type sharedRefund func(ctx context.Context, ops []bucket.Op) error
+
+// refund gives each op's cost back by bucket.RefundBatch's rules, applied
+// to the counter as this process sees it (the totals read, the hits in
+// flight and those not pushed): first from the hits this process has not
+// pushed; for a limit above 0, when source is not nil, the rest comes off
+// the totals on the source (source is given those ops, with that cost),
+// and then off the totals read here, so that the refund shows here at
+// once, as it does on the source. The source's part is given back while
+// no cycle of the ops' groups runs: a push in flight would otherwise land
+// after it, and the next read would not be what it gave back. A failed
+// source call makes the refund fail, with nothing changed here.
+func (l *Layer) refund(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome, source sharedRefund) error {
+	var mineBuf, sharedBuf [smallBatch]int64
+	mine, shared := mineBuf[:], sharedBuf[:]
+	if len(ops) > smallBatch {
+		mine, shared = make([]int64, len(ops)), make([]int64, len(ops))
+	}
+	mine, shared = mine[:len(ops)], shared[:len(ops)]
+	if source == nil {
+		shared = nil // nothing is given back on the source
+	}
+	// Most refunds are covered by the hits not pushed: one locked step
+	// then, without waiting for a cycle.
+	if !l.refundHere(now, ops, outcomes, mine, shared, false) {
+		groups := l.syncedGroupsOf(ops)
+		for i, g := range groups {
+			if err := g.lock(ctx); err != nil {
+				unlockGroups(groups[:i])
+				return err
+			}
+		}
+		defer unlockGroups(groups)
+		l.refundHere(now, ops, outcomes, mine, shared, true)
+	}
+	if source == nil {
+		return nil
+	}
+	var atSource []bucket.Op
+	for i := range ops {
+		if shared[i] > 0 {
+			op := ops[i]
+			op.Cost = shared[i]
+			if op.Algorithm != bucket.RateCounter {
+				// A window's synced counter is stored under its key
+				// alone, whatever its box (SyncWindows).
+				op.Box = ""
+			}
+			atSource = append(atSource, op)
+		}
+	}
+	if err := source(ctx, atSource); err != nil {
+		l.settleRefund(now, ops, mine, shared)
+		return err
+	}
+	return nil
+}
+
+// syncedGroupsOf returns the groups above 0 of ops, in the order of their
+// ids.
+func (l *Layer) syncedGroupsOf(ops []bucket.Op) []*group {
+	var gs []*group
+	for i := range ops {
+		if g := l.groupOf(ops[i].SyncRate); g.rate > 0 && !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	slices.SortFunc(gs, func(a, b *group) int { return a.id - b.id })
+	return gs
+}
+
+// refundHere decides ops' refunds under their locks and takes each op's
+// part off the hits not pushed (mine[i]) and, for a limit above 0 when
+// shared is not nil, the rest off the totals read (shared[i]), which the
+// source is then to give back. Only while the ops' groups hold their
+// cycle locks (cycles) may it take a part off the totals: without them,
+// when an op needs one, it puts back what it took and reports false.
+func (l *Layer) refundHere(now int64, ops []bucket.Op, outcomes []bucket.Outcome, mine, shared []int64, cycles bool) bool {
 	var refsBuf [smallBatch]opRef
 	var orderBuf [2 * smallBatch]lockRef
 	refs, order := l.lockBatch(ops, refsBuf[:0], orderBuf[:0])
@@ -203,39 +283,109 @@ func (l *Layer) refund(now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
 	for i := range ops {
 		op := ops[i]
 		var st bucket.State
-		var given int64
+		var cur, own int64 // the current window's (second's) hits as seen here, and those not pushed
 		var r *rate
 		var c *counter
 		if op.Algorithm == bucket.RateCounter {
 			r = refs[i].rt.rate(op.Key)
-			if r != nil && r.pending != nil && op.Mode != bucket.CheckOnly {
-				given = min(op.Cost, r.pending.At(s))
-			}
 			st.Rate = r.view()
+			if st.Rate != nil {
+				cur = st.Rate.At(s)
+			}
+			if r != nil && r.pending != nil {
+				own = r.pending.At(s)
+			}
 		} else {
 			c = refs[i].sh.counters[op.Key]
-			if c != nil && c.period == op.Window.Period && op.Mode != bucket.CheckOnly {
-				c.pending = at(c.pending, nowMs, c.period)
-				given = min(op.Cost, c.pending.Cur)
-			}
 			st.Window = c.state(nowMs, op.Window.Period)
+			cur = st.Window.Cur
+			if c != nil && c.period == op.Window.Period {
+				own = at(c.pending, nowMs, c.period).Cur
+			}
 		}
 		if op.Box != "" {
 			if b := refs[i].bt.box(op.Box); b != nil {
 				st.BoxExpires = b.expires()
 			}
 		}
+		given := min(op.Cost, cur)
+		if op.Mode == bucket.CheckOnly {
+			given = 0
+		}
+		mine[i] = min(given, own)
+		if shared != nil && op.SyncRate > 0 {
+			shared[i] = given - mine[i]
+			if shared[i] > 0 && !cycles {
+				shared[i] = 0
+				for j := range i {
+					putBack(refs[j], &ops[j], nowMs, s, mine[j], 0)
+				}
+				return false
+			}
+		} else {
+			given = mine[i]
+		}
 		// The refund's arithmetic, for what is actually given back.
 		op.Cost, op.Mode = given, bucket.CheckAndSpend
 		one, states := [1]bucket.Op{op}, [1]bucket.State{st}
 		bucket.RefundBatch(now, one[:], states[:], outcomes[i:i+1])
-		switch {
-		case given == 0:
-		case r != nil:
-			r.remove(s, given)
-		default:
-			c.pending.Cur -= given
+		if given == 0 {
+			continue
 		}
+		// Taken at once, so that a later op of the batch on the same
+		// counter sees it. With no cycle running, the totals read are what
+		// the counter holds beyond the hits not pushed.
+		if r != nil {
+			r.remove(s, mine[i])
+			if shared != nil && shared[i] > 0 {
+				r.total.Remove(s, shared[i])
+			}
+		} else {
+			c.pending = at(c.pending, nowMs, c.period)
+			c.pending.Cur -= mine[i]
+			if shared != nil && shared[i] > 0 {
+				c.synced = at(c.synced, nowMs, c.period)
+				c.synced.Cur -= shared[i]
+			}
+		}
+	}
+	return true
+}
+
+// settleRefund puts back, when the source's call failed, what refundHere
+// took: the hits not pushed as a failed push puts its hits back (with
+// their counter, or as its key's orphan), and the totals read on the
+// counter if it is still held (a cycle reads them again otherwise).
+func (l *Layer) settleRefund(now int64, ops []bucket.Op, mine, shared []int64) {
+	var refsBuf [smallBatch]opRef
+	var orderBuf [2 * smallBatch]lockRef
+	refs, order := l.lockBatch(ops, refsBuf[:0], orderBuf[:0])
+	defer unlock(order)
+	nowMs, s := bucket.Millis(now), ratecounter.Second(now)
+	for i := range ops {
+		putBack(refs[i], &ops[i], nowMs, s, mine[i], shared[i])
+	}
+}
+
+// putBack counts again, with op's locks held, mine of its hits not pushed
+// and shared of its totals read, which a refund had taken.
+func putBack(ref opRef, op *bucket.Op, nowMs, s, mine, shared int64) {
+	if op.Algorithm == bucket.RateCounter {
+		if mine > 0 {
+			var hits ratecounter.Counter
+			hits.Add(s, mine)
+			ref.rt.keepRate(op.Key, &hits, nil, s)
+		}
+		if r := ref.rt.rate(op.Key); shared > 0 && r != nil && r.synced {
+			r.total = addTo(r.total, s, shared)
+		}
+		return
+	}
+	if mine > 0 && !ref.sh.keep(op.Key, add(window.Counter{}, nowMs, op.Window.Period, mine), nowMs) {
+		ref.sh.lost++
+	}
+	if c := ref.sh.counters[op.Key]; shared > 0 && c != nil && c.period == op.Window.Period {
+		c.synced = add(c.synced, nowMs, c.period, shared)
 	}
 }
 
@@ -245,13 +395,7 @@ func (l *Layer) refund(now int64, ops []bucket.Op, outcomes []bucket.Outcome) {
 // ops' counters and box entries here. It returns source's count plus the
 // ops that still counted something the source could not know of.
 func (l *Layer) reset(ctx context.Context, now int64, ops []bucket.Op, source func(context.Context) (int, error)) (int, error) {
-	var synced []*group
-	for i := range ops {
-		if g := l.groupOf(ops[i].SyncRate); g.rate > 0 && !slices.Contains(synced, g) {
-			synced = append(synced, g)
-		}
-	}
-	slices.SortFunc(synced, func(a, b *group) int { return a.id - b.id })
+	synced := l.syncedGroupsOf(ops)
 	for i, g := range synced {
 		if err := g.lock(ctx); err != nil {
 			unlockGroups(synced[:i])

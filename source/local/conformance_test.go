@@ -49,8 +49,7 @@ func (s *asSource) Spend(_ context.Context, now int64, ops []bucket.Op, out []bu
 }
 
 func (s *asSource) Refund(_ context.Context, now int64, ops []bucket.Op, out []bucket.Outcome) error {
-	s.l.refund(now, s.local(ops), out)
-	return nil
+	return s.l.refund(context.Background(), now, s.local(ops), out, nil)
 }
 
 func (s *asSource) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
@@ -119,8 +118,7 @@ func (s *store) reset(now int64, ops []bucket.Op) int {
 // One process compared with the model on random batches of rate-counter
 // ops and window ops with boxes, ERL calls, refunds and resets: below 0,
 // above 0 never synced, and above 0 synced after every step (with the
-// store's side of each reset; no refunds there, since pushed hits are
-// everyone's and a refund gives back only unpushed ones).
+// store's side of each reset and refund).
 func TestMatchesModel(t *testing.T) {
 	for _, v := range []struct {
 		name   string
@@ -156,9 +154,6 @@ func TestMatchesModel(t *testing.T) {
 				clk.Set(time.Unix(0, now))
 				k := keys[rng.IntN(len(keys))]
 				what := rng.IntN(10)
-				if v.synced && (what == 1 || what == 2) {
-					what = 9
-				}
 				switch what {
 				case 0:
 					op := randOp(k)
@@ -171,7 +166,9 @@ func TestMatchesModel(t *testing.T) {
 				case 1, 2:
 					op := randOp(k)
 					out := make([]bucket.Outcome, 1)
-					p.refund(now, lops(op), out)
+					if err := p.refund(context.Background(), now, lops(op), out, s.refunder(now)); err != nil {
+						t.Fatal(err)
+					}
 					if want := model.Apply(now, []bucket.Op{op}, true); out[0].Decision != want[0].Decision {
 						t.Fatalf("step %d: refund of %+v:\n got %+v\nwant %+v", step, op, out[0].Decision, want[0].Decision)
 					}

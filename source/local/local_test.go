@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,7 @@ type store struct {
 	boxes      map[string]int64
 	rn, cn     int
 	ratePushes [][]syncpush.Rate
+	refunds    [][]bucket.Op // the refunds the layer handed the store's side
 	// boxLog is each limit's box log (syncpush.BoxLog): the box entries
 	// SyncRates stored, in order; a cursor is an index in it.
 	boxLog map[string][]syncpush.BoxEntry
@@ -488,43 +490,141 @@ func TestPushAcrossAWindowBoundary(t *testing.T) {
 	}
 }
 
-// A refund gives back hits not pushed yet; pushed ones are everyone's.
-func TestRefundGivesBackUnpushedHitsOnly(t *testing.T) {
+// refunder is the store's side of a refund at now, as the shared
+// source's Refund gives back what the layer hands it: the window counters
+// and rate counters the syncs add to, taken down by each op's cost in the
+// current window (second), never below 0. The ops are kept in refunds.
+func (s *store) refunder(now int64) sharedRefund {
+	return func(_ context.Context, ops []bucket.Op) error {
+		if len(ops) == 0 {
+			return nil
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.refunds = append(s.refunds, slices.Clone(ops))
+		if s.fail != nil {
+			return s.fail
+		}
+		for _, op := range ops {
+			if op.Algorithm == bucket.RateCounter {
+				if c, ok := s.rates[op.Key]; ok {
+					c.Remove(ratecounter.Second(now), op.Cost)
+					s.rates[op.Key] = c
+				}
+				continue
+			}
+			if c, ok := s.counters[op.Key]; ok {
+				c = at(c, bucket.Millis(now), op.Window.Period)
+				c.Cur = max(c.Cur-op.Cost, 0)
+				s.counters[op.Key] = c
+			}
+		}
+		return nil
+	}
+}
+
+// refundOn refunds ops in p at its clock's now, the source's part on s.
+func (p *process) refundOn(s *store, ops ...bucket.Op) ([]bucket.Outcome, error) {
+	out := make([]bucket.Outcome, len(ops))
+	now := p.clk.Now().UnixNano()
+	return out, p.refund(context.Background(), now, ops, out, s.refunder(now))
+}
+
+// A refund gives back the hits not pushed first, then pushed ones on the
+// source, where the totals read here come down by as much at once.
+func TestRefundGivesBackUnpushedHitsFirst(t *testing.T) {
 	s, clk := newStore(), fakeClock()
-	p := newProcess(t, s, clk, Options{})
+	p, other := newProcess(t, s, clk, Options{}), newProcess(t, s, clk, Options{})
 	o := op("k", 10, 1, time.Second)
+	other.remaining(t, o) // held there, so that its cycles read it
 	p.admit(3, o)
 	p.sync(t)
+	other.sync(t)
+	if got := other.remaining(t, o); got != 7 {
+		t.Fatalf("another process reads %d remaining, want 7", got)
+	}
 	p.admit(2, o)
 	refund := func(cost int64) bucket.Outcome {
+		t.Helper()
 		r := o
 		r.Cost = cost
-		out := make([]bucket.Outcome, 1)
-		p.refund(clk.Now().UnixNano(), []bucket.Op{r}, out)
+		out, err := p.refundOn(s, r)
+		if err != nil {
+			t.Fatalf("refund of %d: %v", cost, err)
+		}
 		return out[0]
 	}
-	if got := refund(5); !got.Allowed || got.Remaining != 7 {
-		t.Fatalf("refund of 5 with 2 unpushed: %+v, want allowed with 7 remaining", got)
+	if got := refund(1); !got.Allowed || got.Remaining != 6 || len(s.refunds) != 0 {
+		t.Fatalf("refund of 1 with 2 unpushed: %+v, %d source calls; want allowed with 6 remaining and no source call", got, len(s.refunds))
 	}
-	if got := refund(1); got.Allowed || got.Remaining != 7 {
-		t.Fatalf("refund with nothing unpushed: %+v, want nothing given back", got)
+	if got := refund(3); !got.Allowed || got.Remaining != 9 {
+		t.Fatalf("refund of 3 with 1 unpushed and 3 pushed: %+v, want allowed with 9 remaining", got)
+	}
+	if got := s.total("k", clk.Now()); got != 1 {
+		t.Fatalf("the store counts %d after the refund, want 1", got)
+	}
+	if got := refund(5); !got.Allowed || got.Remaining != 10 {
+		t.Fatalf("refund of 5 with 1 pushed: %+v, want allowed with 10 remaining", got)
+	}
+	if got := refund(1); got.Allowed || got.Remaining != 10 {
+		t.Fatalf("refund with nothing counted: %+v, want nothing given back", got)
+	}
+	if res := p.sync(t); res.Pushed != 0 || p.remaining(t, o) != 10 || s.total("k", clk.Now()) != 0 {
+		t.Fatalf("after a sync: %+v, remaining %d, the store counts %d; want nothing pushed, 10, 0", res, p.remaining(t, o), s.total("k", clk.Now()))
+	}
+	other.sync(t)
+	if got := other.remaining(t, o); got != 10 {
+		t.Fatalf("another process reads %d remaining, want 10", got)
 	}
 	// Local only: every hit is this process's to give back.
 	l := op("l", 10, 1, -1)
 	p.admit(4, l)
 	r := l
 	r.Cost = 3
-	out := make([]bucket.Outcome, 1)
-	p.refund(clk.Now().UnixNano(), []bucket.Op{r}, out)
-	if !out[0].Allowed || out[0].Remaining != 9 {
-		t.Fatalf("local-only refund: %+v, want allowed with 9 remaining", out[0])
+	if out, err := p.refundOn(s, r); err != nil || !out[0].Allowed || out[0].Remaining != 9 {
+		t.Fatalf("local-only refund: %+v, %v; want allowed with 9 remaining", out[0], err)
 	}
 	// A check-only refund gives nothing back, and no counter is made.
 	r = op("new", 10, 1, time.Second)
 	r.Mode = bucket.CheckOnly
-	p.refund(clk.Now().UnixNano(), []bucket.Op{r}, out)
-	if out[0].Allowed || out[0].Remaining != 10 {
-		t.Fatalf("refund of a counter never spent: %+v", out[0])
+	if out, err := p.refundOn(s, r); err != nil || out[0].Allowed || out[0].Remaining != 10 {
+		t.Fatalf("refund of a counter never spent: %+v, %v", out[0], err)
+	}
+}
+
+// A refund whose source part fails changes nothing, here or there.
+func TestFailedRefundChangesNothing(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	o, w := op("k", 10, 1, time.Second), penalized(op("3:w", 10, 1, time.Second), time.Hour)
+	p.admit(3, o)
+	p.admit(3, w)
+	p.sync(t)
+	p.admit(2, o)
+	s.setFail(errors.New("down"))
+	r, rw := o, w
+	r.Cost, rw.Cost = 4, 4
+	if _, err := p.refundOn(s, r, rw); err == nil {
+		t.Fatal("a refund with the source failing succeeded")
+	}
+	if got, gw := p.remaining(t, o), p.remaining(t, w); got != 5 || gw != 7 {
+		t.Fatalf("remaining %d and %d after a failed refund, want 5 and 7", got, gw)
+	}
+	if n := p.Pending(); n != 1 {
+		t.Fatalf("Pending = %d after a failed refund, want 1", n)
+	}
+	s.setFail(nil)
+	if res := p.sync(t); res.Pushed != 1 || s.total("k", clk.Now()) != 5 || s.total("3:w", clk.Now()) != 3 {
+		t.Fatalf("sync after a failed refund: %+v, the store counts %d and %d; want 1 pushed, 5 and 3", res, s.total("k", clk.Now()), s.total("3:w", clk.Now()))
+	}
+	// The window's box is not the source's business in a refund: its
+	// counter is stored under its key alone.
+	out, err := p.refundOn(s, r, rw)
+	if err != nil || !out[0].Allowed || !out[1].Allowed || out[0].Remaining != 9 || out[1].Remaining != 10 {
+		t.Fatalf("refund = %+v, %v; want both allowed, 9 and 10 remaining", out, err)
+	}
+	if last := s.refunds[len(s.refunds)-1]; len(last) != 2 || last[1].Box != "" || last[1].Cost != 3 || last[0].Cost != 4 {
+		t.Fatalf("the source was handed %+v", last)
 	}
 }
 

@@ -609,28 +609,30 @@ func TestBoxRemovalAndShorteningReachTheSource(t *testing.T) {
 	s.setFail(nil)
 }
 
-// A refund gives back only the hits not pushed yet.
-func TestRateRefundGivesBackUnpushedHitsOnly(t *testing.T) {
+// A refund gives back the hits not pushed first, then pushed ones on the
+// source, where the totals read here come down by as much at once.
+func TestRateRefundGivesBackUnpushedHitsFirst(t *testing.T) {
 	s, clk := newStore(), fakeClock()
 	p := newProcess(t, s, clk, Options{})
 	p.spend(rop("7:a", 5, time.Second, 0))
 	p.sync(t)
 	p.spend(rop("7:a", 3, time.Second, 0))
-	out := make([]bucket.Outcome, 1)
-	p.refund(clk.Now().UnixNano(), []bucket.Op{rop("7:a", 5, time.Second, 0)}, out)
-	if !out[0].Allowed || out[0].Remaining != 95 {
-		t.Fatalf("refund: %+v, want 3 given back, 95 remaining", out[0])
+	out, err := p.refundOn(s, rop("7:a", 5, time.Second, 0))
+	if err != nil || !out[0].Allowed || out[0].Remaining != 97 {
+		t.Fatalf("refund: %+v, %v; want 3 given back here and 2 on the source, 97 remaining", out[0], err)
 	}
-	if got := p.hits(t, "7:a", time.Second, 10); got != 5 {
-		t.Fatalf("%d hits after the refund, want the 5 pushed", got)
+	if got, stored := p.hits(t, "7:a", time.Second, 10), s.storedHits("7:a", clk.Now(), 10); got != 3 || stored != 3 {
+		t.Fatalf("%d hits here and %d stored after the refund, want 3 and 3", got, stored)
 	}
-	p.refund(clk.Now().UnixNano(), []bucket.Op{rop("7:a", 5, time.Second, 0)}, out)
-	if out[0].Allowed {
-		t.Fatalf("a refund of pushed hits gave something back: %+v", out[0])
+	if out, err = p.refundOn(s, rop("7:a", 5, time.Second, 0)); err != nil || !out[0].Allowed || out[0].Remaining != 100 {
+		t.Fatalf("refund of the pushed hits: %+v, %v; want 100 remaining", out[0], err)
+	}
+	if out, err = p.refundOn(s, rop("7:a", 5, time.Second, 0)); err != nil || out[0].Allowed {
+		t.Fatalf("a refund of nothing gave something back: %+v, %v", out[0], err)
 	}
 	p.sync(t)
-	if got := s.storedHits("7:a", clk.Now(), 10); got != 5 {
-		t.Fatalf("the store counts %d, want 5", got)
+	if got, stored := p.hits(t, "7:a", time.Second, 10), s.storedHits("7:a", clk.Now(), 10); got != 0 || stored != 0 {
+		t.Fatalf("%d hits here and %d stored after a sync, want 0", got, stored)
 	}
 }
 
@@ -704,7 +706,9 @@ func TestNoRateSyncer(t *testing.T) {
 	}
 	// Nothing left to push, so that Close does not wait for a sync that
 	// cannot happen.
-	p.refund(clk.Now().UnixNano(), []bucket.Op{rop("7:a", 5, time.Second, 0)}, make([]bucket.Outcome, 1))
+	if err := p.refund(context.Background(), clk.Now().UnixNano(), []bucket.Op{rop("7:a", 5, time.Second, 0)}, make([]bucket.Outcome, 1), nil); err != nil {
+		t.Fatal(err)
+	}
 	if n := p.Pending(); n != 0 {
 		t.Fatalf("Pending = %d after the refund", n)
 	}

@@ -195,24 +195,41 @@ func batchAllowed(ops []bucket.Op, outcomes []bucket.Outcome) bool {
 	return true
 }
 
-// Refund implements ratelimits.Source: the inner part first, so that a
-// failure of the inner source leaves this part untouched too and the
-// whole refund can be retried. This part gives back at most the hits this
-// process has not pushed (Layer.refund).
+// Refund implements ratelimits.Source. This part is given back here and,
+// for limits above 0, on the inner source too when the hits this process
+// has not pushed do not cover it (Layer.refund); the inner part, and what
+// the inner source gives back of this part, go in one call to it, so that
+// a failure of the inner source fails the whole refund with nothing
+// changed, and it can be retried.
 func (f *Front) Refund(ctx context.Context, now int64, ops []bucket.Op, outcomes []bucket.Outcome) error {
 	here, there := split(ops, outcomes)
-	if len(there.ops) > 0 {
+	if len(here.ops) == 0 {
 		ctx, cancel := f.innerContext(ctx)
 		defer cancel()
-		if err := f.inner.Refund(ctx, now, there.ops, there.outcomes); err != nil {
+		return f.inner.Refund(ctx, now, ops, outcomes)
+	}
+	inner := func(ctx context.Context, shared []bucket.Op) error {
+		if len(there.ops)+len(shared) == 0 {
+			return nil
+		}
+		all, outs := there.ops, there.outcomes
+		if len(shared) > 0 {
+			all = append(slices.Clip(there.ops), shared...)
+			outs = make([]bucket.Outcome, len(all))
+		}
+		ctx, cancel := f.innerContext(ctx)
+		defer cancel()
+		if err := f.inner.Refund(ctx, now, all, outs); err != nil {
 			return err
 		}
-		there.scatter(outcomes)
+		copy(there.outcomes, outs) // the inner part's; the rest is decided here
+		return nil
 	}
-	if len(here.ops) > 0 {
-		f.layer.refund(now, here.ops, here.outcomes)
-		here.scatter(outcomes)
+	if err := f.layer.refund(ctx, now, here.ops, here.outcomes, inner); err != nil {
+		return err
 	}
+	here.scatter(outcomes)
+	there.scatter(outcomes)
 	return nil
 }
 
