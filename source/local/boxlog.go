@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/limiter-dev/limiter/source/syncpush"
@@ -40,14 +41,17 @@ func (l *Layer) Follow(limits []Followed) {
 }
 
 // boxLogCycle reads, for each limit of g that has a table here, the box
-// log entries stored since the last cycle, and boxes their ids here until
-// their expiry: an id boxed in one process is then boxed in every process
-// within about two sync intervals, also in one that never counted it (the
-// totals a cycle reads are only those of the ids a process holds). Each
-// entry that boxes an id longer than this process knew counts as fetched.
+// log entries stored since the last cycle, and boxes their ids here as the
+// source has them now: an id boxed in one process is then boxed in every
+// process within about two sync intervals, also in one that never counted
+// it (the totals a cycle reads are only those of the ids a process
+// holds). An entry is a hint of which ids to read, not an expiry to
+// trust: the source may have taken the id out of its box since (a reset,
+// a removal), so the entries still live are read back from the source
+// first. Each id boxed longer than this process knew counts as fetched.
 func (l *Layer) boxLogCycle(ctx context.Context, g *group) (syncResult, error) {
 	var res syncResult
-	if l.boxLog == nil || g.rate <= 0 {
+	if l.boxLog == nil || l.rates == nil || g.rate <= 0 {
 		return res, nil
 	}
 	var errs []error
@@ -55,37 +59,59 @@ func (l *Layer) boxLogCycle(ctx context.Context, g *group) (syncResult, error) {
 		t.mu.Lock()
 		cursor := t.logCursor
 		t.mu.Unlock()
-		cctx, cancel := context.WithTimeout(ctx, l.syncTimeout(g))
-		entries, next, err := l.boxLog.ReadBoxLog(cctx, name, cursor, boxLogBatch)
-		cancel()
+		reads, next, err := l.readBoxLog(ctx, g, name, cursor)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("local: reading the box log of %s, sync_rate %s: %w", name, g.rate, err))
 			continue
 		}
-		res.Fetched += t.takeLog(l, g, entries, next)
+		res.Fetched += t.takeLog(l, g, reads, next)
 	}
 	return res, errors.Join(errs...)
 }
 
-// takeLog boxes the ids of entries that still box at now, as read from
-// the source, and moves t's cursor to next. It returns how many boxed an
-// id longer than t knew (not those this process pushed itself).
-func (t *table) takeLog(l *Layer, g *group, entries []syncpush.BoxEntry, next string) int {
+// readBoxLog reads name's box log after cursor, and then the box entries
+// of the entries still live at now, as the source stores them.
+func (l *Layer) readBoxLog(ctx context.Context, g *group, name, cursor string) ([]syncpush.Rate, string, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.syncTimeout(g))
+	defer cancel()
+	entries, next, err := l.boxLog.ReadBoxLog(cctx, name, cursor, boxLogBatch)
+	if err != nil {
+		return nil, cursor, err
+	}
+	now := l.opts.Clock.Now().UnixNano()
+	var reads []syncpush.Rate
+	for _, e := range entries {
+		if e.Expires > now && !slices.ContainsFunc(reads, func(r syncpush.Rate) bool { return r.Box == e.Box }) {
+			reads = append(reads, syncpush.Rate{Box: e.Box})
+		}
+	}
+	if len(reads) > 0 {
+		if err := l.rates.SyncRates(cctx, now, reads); err != nil {
+			return nil, cursor, err
+		}
+	}
+	return reads, next, nil
+}
+
+// takeLog boxes the ids that reads found boxed at now, until the expiry
+// read, and moves t's cursor to next. It returns how many it boxed longer
+// than t knew.
+func (t *table) takeLog(l *Layer, g *group, reads []syncpush.Rate, next string) int {
 	now := l.opts.Clock.Now().UnixNano()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.logCursor = next
 	taken := 0
-	for _, e := range entries {
-		if e.Expires <= now {
+	for _, r := range reads {
+		if r.TotalBox <= now {
 			continue
 		}
-		b := l.boxOf(t, e.Box, now, t.capacity, g.rate, true)
+		b := l.boxOf(t, r.Box, now, t.capacity, g.rate, true)
 		// No batch or call holds t: boxOf's pin is only this one's.
 		b.pinned = false
 		b.fetched = true
-		if e.Expires > b.read {
-			b.read = e.Expires
+		if r.TotalBox > b.read {
+			b.read = r.TotalBox
 			t.fix(b)
 			taken++
 		}

@@ -136,3 +136,53 @@ func TestRefundOfPushedHitsOnRedis(t *testing.T) {
 		}
 	}
 }
+
+// On Redis, a reset of a window limit above 0 with a box deletes the
+// counter the syncs add to and takes the id out of its box, counted as one
+// bucket: no later sync brings the hits or the box back, in the process
+// that reset it or in another.
+func TestResetOfSyncedWindowWithABoxOnRedis(t *testing.T) {
+	addr := redistest.NewStandalone(t).Addr()
+	clk := fakeClock()
+	a, b := newRedisProcess(t, addr, clk), newRedisProcess(t, addr, clk)
+	rate := 1000 * time.Second
+	w := bucket.Op{Key: "305:r", Algorithm: bucket.FixedWindow, Window: window.Limit{Count: 5, Period: time.Minute.Milliseconds()},
+		Box: "305:r", BoxUntil: start.Add(time.Hour).UnixNano(), SyncRate: rate}
+	b.read(t, w)
+	a.do(t, false, costs([]bucket.Op{w}, 3)...)
+	if out := a.do(t, false, costs([]bucket.Op{w}, 3)...); out[0].Allowed || !out[0].Penalized {
+		t.Fatalf("6 hits of 5: %+v, want denied and boxed", out[0])
+	}
+	for _, p := range []*redisProcess{a, b} {
+		if _, _, err := p.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := b.do(t, false, costs([]bucket.Op{w}, 0)...); !out[0].Penalized {
+		t.Fatalf("b after the syncs: %+v, want boxed", out[0])
+	}
+	n, err := a.front.Reset(context.Background(), clk.Now().UnixNano(), []bucket.Op{w})
+	if err != nil || n != 1 {
+		t.Fatalf("Reset = %d, %v; want 1 bucket", n, err)
+	}
+	for _, p := range []*redisProcess{a, b, a} {
+		if _, _, err := p.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, p := range map[string]*redisProcess{"a": a, "b": b} {
+		if out := p.do(t, false, costs([]bucket.Op{w}, 0)...); out[0].Penalized || out[0].Remaining != 5 {
+			t.Errorf("%s after the reset and the syncs: %+v, want 5 remaining and not boxed", name, out[0])
+		}
+	}
+	// A process that reads the box log only now is not misled by the
+	// entry logged before the reset.
+	c := newRedisProcess(t, addr, clk)
+	c.Follow([]Followed{{Name: "305:", SyncRate: rate}})
+	if _, fetched, err := c.Sync(context.Background()); err != nil || fetched != 0 {
+		t.Fatalf("a new process's sync: %d fetched, %v; want nothing (the id is no longer boxed)", fetched, err)
+	}
+	if out := c.do(t, false, costs([]bucket.Op{w}, 0)...); out[0].Penalized {
+		t.Errorf("a new process boxes the id reset: %+v", out[0])
+	}
+}

@@ -263,18 +263,38 @@ func (f *Front) once(ctx context.Context, inner func(context.Context, int64, onc
 func (f *Front) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
 	here, _ := split(ops, nil)
 	inner := func(ctx context.Context) (int, error) {
-		var there []bucket.Op
+		var there, boxes []bucket.Op
 		for i := range ops {
-			if !counted(&ops[i]) || ops[i].SyncRate > 0 {
-				there = append(there, ops[i])
+			op := ops[i]
+			if counted(&op) && op.SyncRate <= 0 {
+				continue
 			}
+			if op.Algorithm.Windowed() && op.SyncRate > 0 && op.Box != "" {
+				// The syncs add a window's hits to the counter named by its
+				// key alone, whatever its box (SyncWindows), and its box
+				// entries to its box: the counter is reset as a window
+				// without a box, and the box entry after it.
+				boxes = append(boxes, op)
+				op.Box = ""
+			}
+			there = append(there, op)
 		}
 		if len(there) == 0 {
 			return 0, nil
 		}
 		ctx, cancel := f.innerContext(ctx)
 		defer cancel()
-		return f.inner.Reset(ctx, now, there)
+		n, err := f.inner.Reset(ctx, now, there)
+		if err != nil || len(boxes) == 0 {
+			return n, err
+		}
+		// The count is the counters': an op's key under its box's naming
+		// holds nothing, as such a limit is never spent on the source.
+		// A failure leaves the ids boxed, and a retry resets them.
+		if _, err := f.inner.Reset(ctx, now, boxes); err != nil {
+			return 0, err
+		}
+		return n, nil
 	}
 	if len(here.ops) == 0 {
 		return inner(ctx)
