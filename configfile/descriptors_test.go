@@ -174,7 +174,7 @@ func TestDescriptorsBadFiles(t *testing.T) {
 		{"two documents", edge + "---\n" + edge,
 			[]wantProblem{{xfile, 5, "", "more than one YAML document"}}},
 		{"an alias", "- domain: &d edge\n  descriptors:\n" + rule + "- domain: *d\n  descriptors:\n" + rule,
-			[]wantProblem{{xfile, 5, "", "domain must be a non-empty string, got an alias (YAML aliases are not supported)"}}},
+			[]wantProblem{{xfile, 5, "", `domain "edge" is given twice (first at line 1)`}, {xfile, 7, "", `the keys ["api_key"] are given twice in this domain (first at line 3)`}}},
 	}
 	cfg := rulesConfig(t)
 	for _, c := range cases {

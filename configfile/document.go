@@ -17,8 +17,9 @@ import (
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // parseDocument parses a file into its root node, walked by hand so that
-// problems can name lines. root is nil for a file without a document (empty
-// or comments only); ok is false after a syntax error, reported as a problem.
+// problems can name lines, with its aliases and merge keys expanded
+// (expand). root is nil for a file without a document (empty or comments
+// only); ok is false after a syntax error, reported as a problem.
 func (l *loader) parseDocument(file string, data []byte) (root *yaml.Node, ok bool) {
 	if at := invalidUTF8(data); at >= 0 {
 		// yaml.v3 says so without a line.
@@ -42,7 +43,7 @@ func (l *loader) parseDocument(file string, data []byte) (root *yaml.Node, ok bo
 		}
 		return nil, false
 	}
-	return doc.Content[0], true
+	return l.expand(file, doc.Content[0])
 }
 
 // invalidUTF8 is the offset of data's first byte that is not UTF-8, or -1;

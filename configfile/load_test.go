@@ -2,6 +2,7 @@ package configfile
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -418,8 +419,12 @@ func TestConfigBadDefaults(t *testing.T) {
 			[]wantProblem{{dfile, 2, orders, "a built-in limit's id kind cannot be changed: it is account"}}},
 		{"limit not a mapping", "NewOrdersPerAccount: 20\n",
 			[]wantProblem{{dfile, 1, orders, "a limit must be a mapping with burst, count and period (or algorithm, count and period for a window; algorithm, window, rate and penalty for a rate counter; algorithm, count, period and timezone for a calendar limit), got the integer 20"}}},
-		{"alias", "NewOrdersPerAccount:\n  burst: &b 20\n  count: *b\n  period: 1s\n",
-			[]wantProblem{{dfile, 3, orders, "count must be an integer, got an alias (YAML aliases are not supported)"}}},
+		{"alias of a value of the wrong type", "NewOrdersPerAccount:\n  burst: &b 20\n  count: 20\n  period: *b\n",
+			[]wantProblem{{dfile, 4, orders, "period"}}},
+		{"merge key of a scalar", "NewOrdersPerAccount:\n  <<: 20\n  burst: 20\n  count: 20\n  period: 1s\n",
+			[]wantProblem{{dfile, 2, "", "a merge key (<<) takes a mapping or a list of mappings, got the integer 20"}}},
+		{"aliases expanding beyond the bound", laughs(),
+			[]wantProblem{{dfile, 1, "", "the file's aliases expand it to more than 1048576 values"}}},
 		{"empty file", "", []wantProblem{{dfile, 0, "", "the defaults file is empty"}}},
 		{"comments only", "# nothing\n\n# here\n", []wantProblem{{dfile, 0, "", "the defaults file is empty"}}},
 		{"empty mapping", "{}\n", []wantProblem{{dfile, 1, "", "the defaults file defines no limits"}}},
@@ -439,6 +444,53 @@ func TestConfigBadDefaults(t *testing.T) {
 			_, err := Parse(dfile, []byte(c.defaults), ofile, nil)
 			checkProblems(t, err, c.want)
 		})
+	}
+}
+
+// laughs is a defaults file whose aliases of aliases name billions of
+// values.
+func laughs() string {
+	var b strings.Builder
+	b.WriteString("a: &a [x, x, x, x, x, x, x, x, x, x]\n")
+	prev := "a"
+	for _, name := range []string{"b", "c", "d", "e", "f", "g", "h", "i", "j"} {
+		fmt.Fprintf(&b, "%s: &%s [*%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s]\n", name, name, prev, prev, prev, prev, prev, prev, prev, prev, prev, prev)
+		prev = name
+	}
+	return b.String()
+}
+
+// Anchors, aliases and merge keys are read as YAML defines them, as
+// Boulder's loader (yaml.v3 decoding into Go values) reads them, in the
+// defaults and overrides files alike: written keys win over merged ones.
+func TestConfigAliasesAndMergeKeys(t *testing.T) {
+	defaults := "NewRegistrationsPerIPAddress: &std\n  burst: 10\n  count: 10\n  period: 3h\n" +
+		"NewOrdersPerAccount: *std\n" +
+		"CertificatesPerDomain:\n  <<: *std\n  burst: 50\n" +
+		"FailedAuthorizationsPerDomainPerAccount:\n  <<: [{count: 7}, *std]\n"
+	overrides := "- NewOrdersPerAccount: &o\n    burst: 3\n    count: 3\n    period: 1h\n    ids: [{id: \"42\"}]\n" +
+		"- NewRegistrationsPerIPAddress:\n    <<: *o\n    ids: [{id: 192.0.2.1}]\n"
+	c, err := Parse(dfile, []byte(defaults), ofile, []byte(overrides))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         ratelimits.Name
+		id           string
+		burst, count int64
+		period       time.Duration
+	}{
+		{ratelimits.NewRegistrationsPerIPAddress, "", 10, 10, 3 * time.Hour},
+		{ratelimits.NewOrdersPerAccount, "", 10, 10, 3 * time.Hour},
+		{ratelimits.CertificatesPerDomain, "", 50, 10, 3 * time.Hour},
+		{ratelimits.FailedAuthorizationsPerDomainPerAccount, "", 10, 7, 3 * time.Hour},
+		{ratelimits.NewOrdersPerAccount, "42", 3, 3, time.Hour},
+		{ratelimits.NewRegistrationsPerIPAddress, "192.0.2.1", 3, 3, time.Hour},
+	} {
+		l, ok := c.Limit(tc.name, tc.id)
+		if !ok || l.Burst != tc.burst || l.Count != tc.count || l.Period != tc.period {
+			t.Errorf("limit %d for %q: %+v, %v; want burst %d, count %d, period %s", tc.name, tc.id, l, ok, tc.burst, tc.count, tc.period)
+		}
 	}
 }
 
