@@ -40,10 +40,13 @@ type Decision struct {
 func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 	t := max(now, tat)
 	increment := emissionInterval * cost
-	newTAT := addSaturating(t, increment)
-	// diff is how far the bucket stays from overflowing after this spend:
-	// negative means the spend would need tokens that have not come back yet.
-	diff := now - (newTAT - burstOffset)
+	// diff is how far the bucket stays from overflowing after this spend,
+	// now - (newTAT - burstOffset): negative means the spend would need
+	// tokens that have not come back yet. Written so that no term can
+	// overflow (increment <= burstOffset, t >= now), it is exact also
+	// where newTAT = t + increment is past the largest int64.
+	ahead := t - now
+	diff := burstOffset - increment - ahead
 	if diff < 0 {
 		remaining := (now - (t - burstOffset)) / emissionInterval
 		return Decision{
@@ -63,8 +66,8 @@ func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 		Allowed:   true,
 		Remaining: diff / emissionInterval,
 		RetryIn:   retryIn,
-		ResetIn:   newTAT - now,
-		NewTAT:    newTAT,
+		ResetIn:   ahead + increment, // <= burstOffset
+		NewTAT:    addSaturating(t, increment),
 	}
 }
 
@@ -93,8 +96,9 @@ func Refund(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 }
 
 // addSaturating returns a+b for b >= 0, clamped at the largest int64 instead
-// of wrapping. Only absurd limits (burst offsets of centuries) get near the
-// bound; clamping keeps them denied instead of wrapping into the past.
+// of wrapping. Only a limit whose burst offset is centuries long gets near
+// the bound: the decision is exact (Spend's diff), and the TAT stored is
+// the latest one an int64 holds, never a time wrapped into the past.
 func addSaturating(a, b int64) int64 {
 	if a > math.MaxInt64-b {
 		return math.MaxInt64

@@ -112,6 +112,35 @@ func TestSpendSaturates(t *testing.T) {
 	}
 }
 
+// Where t + increment is past the largest int64 (a limit of centuries),
+// the decision is still the exact one: the waits are the true ones, and a
+// bucket whose stored TAT saturated is not allowed again.
+func TestSpendPastTheLargestTAT(t *testing.T) {
+	const hour = int64(time.Hour)
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
+	// One token every 2,000,000 hours (about 228 years): the second spend
+	// waits that long, to the nanosecond.
+	ei := 2_000_000 * hour
+	first := Spend(now, Missing, ei, ei, 1)
+	if !first.Allowed || first.NewTAT != now+ei || first.ResetIn != ei {
+		t.Fatalf("first spend: %+v", first)
+	}
+	second := Spend(now, first.NewTAT, ei, ei, 1)
+	if second.Allowed || second.RetryIn != ei || second.ResetIn != ei {
+		t.Fatalf("second spend: %+v, want denied for %d ns", second, ei)
+	}
+	// Two tokens of 1,250,000 hours, spent together: newTAT does not fit
+	// in an int64, and the saturated TAT stored denies the next spend.
+	ei = 1_250_000 * hour
+	first = Spend(now, Missing, ei, 2*ei, 2)
+	if !first.Allowed || first.NewTAT != math.MaxInt64 || first.ResetIn != 2*ei || first.Remaining != 0 {
+		t.Fatalf("a spend of the whole bucket: %+v", first)
+	}
+	if again := Spend(now, first.NewTAT, ei, 2*ei, 2); again.Allowed {
+		t.Fatalf("a second spend of the whole bucket: %+v, want denied", again)
+	}
+}
+
 func TestNoAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		Spend(now, Missing, ei10, bo10, 1)

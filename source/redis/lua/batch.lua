@@ -28,14 +28,16 @@ local function spend(K, k, n, a, write)
         out[i + 1] = ''
         th, tl = now_hi, now_lo -- t = max(now, tat)
       end
-      -- newTAT = t + increment, saturating at the largest int64 as gcra does.
+      -- newTAT = t + increment. Allowed when newTAT - burstOffset <= now,
+      -- compared exactly (a limb sum has no bound); what is stored
+      -- saturates at the largest int64, as gcra does.
       local wh, wl = add(th, tl, ih, il)
+      local lh, ll = add(now_hi, now_lo, bh, bl)
+      local denies = lt(lh, ll, wh, wl)
       if lt(MAX_HI, MAX_LO, wh, wl) then
         wh, wl = MAX_HI, MAX_LO
       end
-      -- Allowed when newTAT - burstOffset <= now.
-      local lh, ll = add(now_hi, now_lo, bh, bl)
-      if lt(lh, ll, wh, wl) then
+      if denies then
         if mode ~= '2' then
           allowed = false
         end
@@ -121,20 +123,21 @@ local function spend1(key, ih, il, bh, bl, write, mode)
   if not v then
     v, th, tl = '', now_hi, now_lo -- t = max(now, tat)
   end
-  -- newTAT = t + increment, saturating at the largest int64.
+  -- newTAT = t + increment. Denied when newTAT > now + burstOffset,
+  -- compared exactly; what is stored saturates at the largest int64.
   local wh, wl = th + ih, tl + il
   if wl >= B then
     wh, wl = wh + 1, wl - B
   end
-  if wh > MAX_HI or (wh == MAX_HI and wl > MAX_LO) then
-    wh, wl = MAX_HI, MAX_LO
-  end
-  -- Denied when newTAT > now + burstOffset.
   local lh, ll = now_hi + bh, now_lo + bl
   if ll >= B then
     lh, ll = lh + 1, ll - B
   end
-  if lh < wh or (lh == wh and ll < wl) then
+  local denies = lh < wh or (lh == wh and ll < wl)
+  if wh > MAX_HI or (wh == MAX_HI and wl > MAX_LO) then
+    wh, wl = MAX_HI, MAX_LO
+  end
+  if denies then
     if mode ~= '2' then
       if full then
         drop(key)

@@ -52,12 +52,12 @@
       v, th, tl = '', now_hi, now_lo
     end
     local wh, wl = add(th, tl, ih, il)
-    if lt(MAX_HI, MAX_LO, wh, wl) then
-      wh, wl = MAX_HI, MAX_LO
-    end
     local lh, ll = add(now_hi, now_lo, bh, bl)
     if lt(lh, ll, wh, wl) then
       return v, true
+    end
+    if lt(MAX_HI, MAX_LO, wh, wl) then
+      wh, wl = MAX_HI, MAX_LO
     end
     if ARGV[b + GCRA_MODE] ~= '1' and lt(th, tl, wh, wl) then
       return v, false, wh, wl

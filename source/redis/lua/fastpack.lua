@@ -162,24 +162,25 @@
       end
       if not verdict then
         verdict = 1
-        -- newTAT = t + increment, saturating at the largest int64.
+        -- newTAT = t + increment. Denied when newTAT > now + burstOffset,
+        -- compared exactly; what is stored saturates at the largest int64.
         local wh, wl = th + ih, tl + il
         if wl >= B then
           wh, wl = wh + 1, wl - B
         end
-        if wh > MAX_HI or (wh == MAX_HI and wl > MAX_LO) then
-          wh, wl = MAX_HI, MAX_LO
-        end
-        -- Denied when newTAT > now + burstOffset.
         local lh, ll = nh + bh, nl + bl
         if ll >= B then
           lh, ll = lh + 1, ll - B
+        end
+        local denies = lh < wh or (lh == wh and ll < wl)
+        if wh > MAX_HI or (wh == MAX_HI and wl > MAX_LO) then
+          wh, wl = MAX_HI, MAX_LO
         end
         -- failed: the error a command answered; now_stored: the key's
         -- value after the batch (false: none; nil: as it was). SET and
         -- PSETEX answer a table (a status or an error), DEL a number.
         local failed, now_stored
-        if lh < wh or (lh == wh and ll < wl) then
+        if denies then
           if mode ~= 50 then
             verdict = 0
           end
