@@ -8,7 +8,8 @@ import (
 	"strings"
 )
 
-// CallOption changes one Spend or Refund call.
+// CallOption changes one Spend, Refund, Acquire, Release or Renew call
+// (their batches too).
 type CallOption func(*callOptions)
 
 type callOptions struct {

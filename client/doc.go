@@ -58,8 +58,8 @@
 //     broke, the service answered 503 CodeSourceOutcomeUnknown, or a proxy
 //     502, 503 or 504): only calls that a repeat cannot apply twice. Those
 //     are Check, Limits, Subscriber and the other reads, Reset and Reload,
-//     adding to and removing from a penalty box, and Spend and Refund sent
-//     with an Idempotency-Key;
+//     adding to and removing from a penalty box, and Spend, Refund,
+//     Acquire, Release and Renew sent with an Idempotency-Key;
 //   - 409 CodeIdempotencyKeyUnsettled, for a call with a key: the service
 //     answers the same key once the first request's outcome is known.
 //
@@ -70,8 +70,9 @@
 //
 // # Idempotency keys
 //
-// With retries on, Spend and Refund (and their batches) send a random
-// Idempotency-Key, the same on every attempt of one call, so that a retry
+// With retries on, Spend and Refund (and their batches), Acquire, Release
+// and Renew send a random Idempotency-Key, the same on every attempt of
+// one call, so that a retry
 // after an unknown outcome is answered with the first decision instead of
 // spending again (Decision.Replayed says so). WithIdempotencyKey sends a
 // key of the caller's instead, also with retries off.
@@ -89,8 +90,8 @@
 // its refusal is returned.
 //
 // With retries off (RetryPolicy{MaxRetries: NoRetries}), every call is
-// sent once, and spends and refunds carry no key unless the caller gives
-// one.
+// sent once, and spends, refunds and lease calls carry no key unless the
+// caller gives one.
 //
 // # Tokens
 //

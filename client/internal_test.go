@@ -235,3 +235,30 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// After each renewal, WithLease renews at half the time to live that
+// renewal answered (a reload may have changed it), unless RenewEvery
+// fixed the interval.
+func TestRenewInterval(t *testing.T) {
+	renewal := func(period time.Duration) *Decision {
+		return &Decision{Allowed: true, Decisions: []TransactionDecision{{Allowed: true, Period: period, Algorithm: Concurrency}}}
+	}
+	for _, tc := range []struct {
+		name string
+		o    leaseOptions
+		d    *Decision
+		want time.Duration
+	}{
+		{"a shorter time to live", leaseOptions{every: 5 * time.Second}, renewal(2 * time.Second), time.Second},
+		{"a longer one", leaseOptions{every: time.Second}, renewal(time.Minute), 30 * time.Second},
+		{"the same", leaseOptions{every: time.Second}, renewal(2 * time.Second), time.Second},
+		{"fixed by RenewEvery", leaseOptions{every: time.Second, fixed: true}, renewal(time.Minute), time.Second},
+		{"no period answered", leaseOptions{every: time.Second}, renewal(0), time.Second},
+		{"no decision", leaseOptions{every: time.Second}, &Decision{Allowed: true}, time.Second},
+		{"a millisecond at least", leaseOptions{every: time.Second}, renewal(time.Microsecond), time.Millisecond},
+	} {
+		if got := renewInterval(tc.o, tc.d); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -25,7 +25,8 @@ var ErrNotAcquired = errors.New("limiter: no slot free")
 
 // ErrNoLease is returned by WithLease for a transaction that cannot hold
 // a lease: a check-only one, one of cost 0, or one whose limit is not a
-// concurrency limit (then its spend has happened; fn does not run).
+// concurrency limit, limiting this id or not (then its spend has
+// happened; fn does not run).
 var ErrNoLease = errors.New("limiter: the transaction takes no lease")
 
 // ErrLeaseLost is the cause of the context WithLease gives its function
@@ -87,11 +88,17 @@ type LeaseOption func(*leaseOptions)
 
 type leaseOptions struct {
 	every   time.Duration
+	fixed   bool // every was given (RenewEvery)
 	onRenew func(*Decision, error)
 }
 
+// halfTTL is the renewal interval of a lease that lives ttl.
+func halfTTL(ttl time.Duration) time.Duration { return max(ttl/2, time.Millisecond) }
+
 // RenewEvery renews the lease every d instead of at half its time to
-// live. A shorter interval survives a longer outage of the service.
+// live (the time to live each renewal answers, which a reload of the
+// service may change). A shorter interval survives a longer outage of
+// the service.
 func RenewEvery(d time.Duration) LeaseOption {
 	return func(o *leaseOptions) { o.every = d }
 }
@@ -107,12 +114,12 @@ func OnRenew(f func(*Decision, error)) LeaseOption {
 // returns or panics (the panic goes on). While fn runs, the lease is
 // renewed at half its time to live (RenewEvery), so fn may outlive it
 // many times over; the context fn gets is cancelled, with ErrLeaseLost as
-// its cause, when a renewal finds the lease ended. When no slot is free,
-// fn does not run and the error wraps ErrNotAcquired, with the spend's
-// Decision; when the service allows it without a lease (the limit does
-// not limit this id, is a shadow limit, or the service failed open), fn
-// runs without one; a transaction that takes no lease at all is
-// ErrNoLease.
+// its cause, when a renewal finds the lease ended. When no slot is free
+// (the transaction's own decision denies it, whatever its mode), fn does
+// not run and the error wraps ErrNotAcquired, with the spend's Decision;
+// when the service lets it run without a lease (a shadow limit, which
+// never denies, or the service failed open), fn runs without one; a
+// transaction that takes no lease at all is ErrNoLease.
 // Otherwise fn's error is returned, and the Decision is the acquire's.
 func (c *Client) WithLease(ctx context.Context, t Transaction, fn func(context.Context) error, opts ...LeaseOption) (*Decision, error) {
 	var o leaseOptions
@@ -128,17 +135,20 @@ func (c *Client) WithLease(ctx context.Context, t Transaction, fn func(context.C
 	}
 	if l.Lease == "" {
 		switch td := d.Decisions[0]; {
-		case !td.Unlimited && td.Algorithm != Concurrency:
+		case td.Algorithm != Concurrency:
 			return d, fmt.Errorf("%w: %s is a %s limit, not a concurrency limit (the spend was made)", ErrNoLease, t.Limit, td.Algorithm)
-		case d.Allowed:
-			// Allowed without a lease: the limit does not limit this id,
-			// is a shadow limit, or the service failed open (Degraded).
+		case td.Shadow || (td.Allowed && d.Degraded):
+			// A shadow limit never denies, and writes no lease when it
+			// would have; a fail-open answer writes none.
 			return d, fn(ctx)
 		}
-		return d, fmt.Errorf("%w for %s %q: retry in %s", ErrNotAcquired, t.Limit, t.ID, d.RetryIn)
+		// The transaction's own decision, not the batch's: a spend-only
+		// transaction's batch is allowed whatever it decides.
+		return d, fmt.Errorf("%w for %s %q: retry in %s", ErrNotAcquired, t.Limit, t.ID, d.Decisions[0].RetryIn)
 	}
-	if o.every <= 0 {
-		o.every = max(l.TTL/2, time.Millisecond)
+	o.fixed = o.every > 0
+	if !o.fixed {
+		o.every = halfTTL(l.TTL)
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
@@ -188,5 +198,21 @@ func (c *Client) keep(ctx context.Context, l Lease, o leaseOptions, done <-chan 
 			cancel(ErrLeaseLost)
 			return
 		}
+		if err == nil {
+			if every := renewInterval(o, d); every != o.every {
+				o.every = every
+				t.Reset(every)
+			}
+		}
 	}
+}
+
+// renewInterval is the interval to the renewal after one that answered
+// d: half the time to live it set (a reload may have changed it), unless
+// RenewEvery fixed the interval.
+func renewInterval(o leaseOptions, d *Decision) time.Duration {
+	if o.fixed || len(d.Decisions) != 1 || d.Decisions[0].Period <= 0 {
+		return o.every
+	}
+	return halfTTL(d.Decisions[0].Period)
 }

@@ -119,6 +119,13 @@ func TestWithLeaseNotAcquiredAndLost(t *testing.T) {
 	if !errors.Is(err, client.ErrNotAcquired) || ran || d == nil || d.Allowed {
 		t.Fatalf("WithLease on a full limit = %+v, %v, ran %v; want ErrNotAcquired, not run", d, err, ran)
 	}
+	// A spend-only transaction's batch is allowed whatever it decides: its
+	// own decision says there is no slot.
+	spendOnly := client.Transaction{Limit: "Exports", ID: "dee", Mode: client.ModeSpendOnly}
+	d, err = c.WithLease(ctx, spendOnly, func(context.Context) error { ran = true; return nil })
+	if !errors.Is(err, client.ErrNotAcquired) || ran || d == nil || d.Decisions[0].Allowed {
+		t.Fatalf("a spend-only WithLease on a full limit = %+v, %v, ran %v; want ErrNotAcquired, not run", d, err, ran)
+	}
 	// A lease reset away is lost: the next renewal cancels the function's
 	// context with ErrLeaseLost.
 	_, err = c.WithLease(ctx, client.Transaction{Limit: "Exports", ID: "eve"}, func(ctx context.Context) error {
@@ -135,7 +142,8 @@ func TestWithLeaseNotAcquiredAndLost(t *testing.T) {
 
 // WithLease runs nothing for a transaction that takes no lease: a
 // check-only one or one of cost 0 is refused before any call, and one of
-// a limit that is not a concurrency limit after its spend.
+// a limit that is not a concurrency limit, limiting the id or not, after
+// its spend.
 func TestWithLeaseOfNoLease(t *testing.T) {
 	s := newServer(t, serverOptions{})
 	c := newClient(t, s, client.Options{})
@@ -144,6 +152,7 @@ func TestWithLeaseOfNoLease(t *testing.T) {
 		{Limit: "Exports", ID: "fay", Mode: client.ModeCheckOnly},
 		client.Transaction{Limit: "Exports", ID: "fay"}.WithCost(0),
 		{Limit: "Logins", ID: "fay"},
+		{Limit: "NewOrdersPerAccount", ID: "42"}, // no default: unlimited
 	} {
 		ran := false
 		if _, err := c.WithLease(ctx, tx, func(context.Context) error { ran = true; return nil }); !errors.Is(err, client.ErrNoLease) || ran {
