@@ -494,3 +494,37 @@ func TestSyncRateRefundAfterSync(t *testing.T) {
 		})
 	}
 }
+
+// A reload that changes a window limit's sync_rate keeps what the process
+// counted: above 0 to another value above 0, and to 0, where the source
+// decides, the 8 hits of 10 counted before still count.
+func TestSyncRateChangedByAReload(t *testing.T) {
+	t.Parallel() // its own limiter and redis-server: independent of every other test
+	s := redistest.NewStandalone(t)
+	dir := t.TempDir()
+	defaults := writeFile(t, dir, "defaults.yaml", syncDefaults(10, "3600"))
+	env := map[string]string{
+		"LIMITER_DEFAULTS":  defaults,
+		"LIMITER_OVERRIDES": writeFile(t, dir, "none.yaml", "[]\n"),
+		"LIMITER_SOURCE":    s.URL(),
+		"LIMITER_FAKECLOCK": fakeClockStart,
+	}
+	p := startRedisShared(t, 1, env, redisPatientArgs...)[0]
+	ctx := context.Background()
+	if a, err := p.api().Spend(ctx, syncSpend.WithCost(8)); err != nil || !a.Allowed {
+		t.Fatalf("8 of 10: %+v, %v", a, err)
+	}
+	for _, rate := range []string{"1800", "0"} {
+		writeFile(t, dir, "defaults.yaml", syncDefaults(10, rate))
+		if err := p.api().Reload(ctx); err != nil {
+			t.Fatalf("reload to sync_rate %s: %v", rate, err)
+		}
+		a, err := p.api().Check(ctx, syncSpend.WithCost(0))
+		if err != nil || a.Remaining != 2 {
+			t.Fatalf("after the reload to sync_rate %s: %+v, %v; want 2 remaining", rate, a, err)
+		}
+	}
+	if a, err := p.api().Spend(ctx, syncSpend.WithCost(3)); err != nil || a.Allowed {
+		t.Fatalf("3 more of 10 after 8, decided on the source: %+v, %v; want denied", a, err)
+	}
+}

@@ -49,6 +49,9 @@ type reloader struct {
 	// follow hands the limits whose box entries sync to the local layer,
 	// with each configuration put in use (nil: no layer).
 	follow func(*ratelimits.Config)
+	// move hands the local layer, before a configuration is put in use,
+	// the limits whose sync_rate it changes (nil: no layer).
+	move func(running, next *ratelimits.Config)
 	// apiTokenFile and adminTokenFile are read into tokens on every
 	// reload, so that a leaked token is revoked without a restart.
 	apiTokenFile, adminTokenFile string
@@ -158,6 +161,9 @@ func (r *reloader) Reload(trigger string) error {
 	}
 	if r.setForwardAuth != nil {
 		r.setForwardAuth(loaded.fwd)
+	}
+	if r.move != nil {
+		r.move(r.limiter.Config(), loaded.cfg)
 	}
 	r.limiter.SetConfig(loaded.cfg)
 	if r.follow != nil {

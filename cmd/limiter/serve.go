@@ -289,6 +289,11 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	if layer != nil {
 		reload.follow = func(cfg *ratelimits.Config) { layer.Follow(followedBoxes(cfg)) }
 		reload.follow(cfg)
+		reload.move = func(running, next *ratelimits.Config) {
+			ctx, cancel := context.WithTimeout(context.Background(), reloadPushTimeout)
+			defer cancel()
+			layer.Move(ctx, movedLimits(running, next))
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

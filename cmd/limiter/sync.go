@@ -144,3 +144,26 @@ func followedBoxes(cfg *ratelimits.Config) []local.Followed {
 	}
 	return followed
 }
+
+// reloadPushTimeout bounds the push a reload makes of the limits whose
+// sync_rate it changes (local.Layer.Move): a source that does not answer
+// holds the reload that long at most, and the hits wait for the old
+// sync_rate's next cycle.
+const reloadPushTimeout = 2 * time.Second
+
+// movedLimits lists the limits whose sync_rate next changes from running,
+// by name and enum both (a reload refuses any other change of a name in
+// use).
+func movedLimits(running, next *ratelimits.Config) []local.Moved {
+	var moved []local.Moved
+	for _, n := range next.Names() {
+		was, ok := running.Lookup(n.Limit)
+		if !ok || was.Name != n.Name {
+			continue
+		}
+		if from, to := running.SyncRate(n.Name), next.SyncRate(n.Name); from != to {
+			moved = append(moved, local.Moved{Name: n.BucketKey(""), From: from, To: to})
+		}
+	}
+	return moved
+}

@@ -90,6 +90,7 @@ const (
 	TriggerTimer    Trigger = "timer"    // the group's loop, every sync_rate
 	TriggerAdmin    Trigger = "admin"    // Sync (POST /v1/admin/sync)
 	TriggerShutdown Trigger = "shutdown" // Close
+	TriggerReload   Trigger = "reload"   // Move: a reload changed a limit's sync_rate
 )
 
 // Cycle reports one sync cycle of one group, for metrics and logs.
