@@ -81,6 +81,28 @@ func TestIdempotentSpend(t *testing.T) {
 	}
 }
 
+// A batch whose transactions are all unlimited is recorded like any
+// other: its repeat is a replay, and its key refuses another body.
+func TestIdempotentSpendOfNoBucket(t *testing.T) {
+	s := newServer(t, memory.New(0), false)
+	body := `{"limit":"NewOrdersPerAccount","id":"42"}`
+	first := withKey(s.h, "/v1/spend", "unlimited-1", "", body)
+	if first.Code != 200 || first.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatalf("first spend: %d %q %s", first.Code, first.Header().Get("Idempotent-Replayed"), first.Body)
+	}
+	again := withKey(s.h, "/v1/spend", "unlimited-1", "", body)
+	if again.Code != 200 || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
+		t.Fatalf("retry: %d replayed=%q %s", again.Code, again.Header().Get("Idempotent-Replayed"), again.Body)
+	}
+	rec := withKey(s.h, "/v1/spend", "unlimited-1", "", `{"limit":"Logins","id":"alice"}`)
+	if e := decode[wire.ErrorResponse](t, rec); rec.Code != 422 || e.Error.Code != "idempotency_key_reused" {
+		t.Fatalf("the key of a batch of no bucket, another body: %d %+v, want 422 idempotency_key_reused", rec.Code, e)
+	}
+	if got := decode[wire.BatchResponse](t, s.post("/v1/check", `{"limit":"Logins","id":"alice","cost":3}`)); !got.Allowed {
+		t.Fatalf("alice after the refused reuse: %+v, want untouched", got)
+	}
+}
+
 // The key expires with its TTL, and a check ignores keys.
 func TestIdempotencyKeyExpiry(t *testing.T) {
 	s := newServer(t, memory.New(0), false, ratelimits.WithIdempotencyTTL(time.Minute))

@@ -103,16 +103,18 @@ func (l *Limiter) onceBatch(ctx context.Context, key string, op byte, b *batch, 
 		i, _ := b.firstShadowCheck()
 		return nil, nil, &TransactionError{Index: i, Err: ErrShadowCheckIdempotency}
 	}
-	replayed := false
 	now := l.now()
-	if ops, outcomes := b.sourceOps(now); len(ops) > 0 {
-		rec.Expires = now + int64(l.idempotencyTTL)
-		if replayed, err = apply(ctx, now, rec, ops, outcomes); err != nil {
-			if refused := b.refusal(err); refused != nil {
-				return nil, nil, refused
-			}
-			return b, nil, onceFailure(err)
+	// A batch of no bucket (every transaction unlimited) is recorded too,
+	// with no op: a repeat is a replay, and another body under its key is
+	// refused, as for any batch.
+	ops, outcomes := b.sourceOps(now)
+	rec.Expires = now + int64(l.idempotencyTTL)
+	replayed, err := apply(ctx, now, rec, ops, outcomes)
+	if err != nil {
+		if refused := b.refusal(err); refused != nil {
+			return nil, nil, refused
 		}
+		return b, nil, onceFailure(err)
 	}
 	bd := b.decisions()
 	bd.Replayed = replayed

@@ -79,7 +79,14 @@ func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops 
 		return false, notApplied(err)
 	}
 	id := recordID(rec.Key)
-	rkey, ok := s.recordKey(id, keys[0])
+	// A batch of no bucket (every transaction unlimited) writes nothing but
+	// its record: on one Redis the script writes it alone; on a cluster
+	// its claim holds it, in the key's own slot.
+	first := ""
+	if len(keys) > 0 {
+		first = keys[0]
+	}
+	rkey, ok := s.recordKey(id, first)
 	if s.cluster {
 		// The record lives in the batch's slot, so another batch under the
 		// same key may have its record elsewhere: a claim in the key's own
@@ -91,7 +98,7 @@ func (s *Source) applyOnce(ctx context.Context, now int64, rec once.Record, ops 
 		if claimed != nil && claimed.fingerprint != rec.Fingerprint {
 			return false, once.ErrMismatch
 		}
-		if !ok || !sameSlot(keys) || Slot(rkey) != Slot(keys[0]) {
+		if len(keys) == 0 || !ok || !sameSlot(keys) || Slot(rkey) != Slot(keys[0]) {
 			return s.onceAcrossSlots(ctx, now, rec, id, claimed, ops, keys, outcomes, op)
 		}
 	}

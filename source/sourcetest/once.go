@@ -26,6 +26,37 @@ func runOnce(t *testing.T, newSource Factory) {
 	t.Run("OnceMismatch", func(t *testing.T) { testOnceMismatch(t, newSource) })
 	t.Run("OnceExpires", func(t *testing.T) { testOnceExpires(t, newSource) })
 	t.Run("OnceConcurrent", func(t *testing.T) { testOnceConcurrent(t, newSource) })
+	t.Run("OnceOfNoBucket", func(t *testing.T) { testOnceOfNoBucket(t, newSource) })
+}
+
+// testOnceOfNoBucket: a batch whose transactions are all unlimited has no
+// op, and is recorded all the same: its repeat is a replay, and its key
+// refuses another request, of no op or of some, changing nothing.
+func testOnceOfNoBucket(t *testing.T, newSource Factory) {
+	src := open(t, newSource)
+	rec := record(t, "none", "fp-none", base)
+	if _, replayed := spendOnce(t, src, base, rec); replayed {
+		t.Fatal("first call of no op: replayed")
+	}
+	if _, replayed := spendOnce(t, src, base+1, rec); !replayed {
+		t.Fatal("repeat of no op: not replayed")
+	}
+	k := key(t, "a")
+	for _, ops := range [][]bucket.Op{nil, {tenPerSecond.op(k, 1, bucket.CheckAndSpend)}} {
+		out := make([]bucket.Outcome, len(ops))
+		if _, err := src.SpendOnce(context.Background(), base, record(t, "none", "fp-other", base), ops, out); !errors.Is(err, once.ErrMismatch) {
+			t.Fatalf("the key of a batch of no op, another fingerprint, %d ops: %v, want once.ErrMismatch", len(ops), err)
+		}
+	}
+	if r := remaining(t, src, base, tenPerSecond, k); r != 10 {
+		t.Fatalf("after the refused reuse: %d remaining, want 10", r)
+	}
+	// And the other way round: a key first used with some ops refuses a
+	// batch of none.
+	spendOnce(t, src, base, record(t, "some", "fp-some", base), tenPerSecond.op(k, 1, bucket.CheckAndSpend))
+	if _, err := src.SpendOnce(context.Background(), base, record(t, "some", "fp-none", base), nil, nil); !errors.Is(err, once.ErrMismatch) {
+		t.Fatalf("a batch of no op under a used key: %v, want once.ErrMismatch", err)
+	}
 }
 
 func record(t *testing.T, name, fingerprint string, now int64) once.Record {
