@@ -17,7 +17,7 @@ const maxExpanded = 1 << 20
 // of mappings, and a file too large once expanded, are problems; ok is
 // false after one.
 func (l *loader) expand(file string, root *yaml.Node) (*yaml.Node, bool) {
-	e := expansion{l: l, file: file, done: map[*yaml.Node]bool{}, ok: true}
+	e := expansion{l: l, file: file, done: map[*yaml.Node]bool{}, cut: map[*yaml.Node]bool{}, ok: true}
 	root = e.resolve(root)
 	if e.ok && e.size(root, map[*yaml.Node]int{}) > maxExpanded {
 		l.add(file, root.Line, "", "the file's aliases expand it to more than %d values", maxExpanded)
@@ -29,8 +29,14 @@ func (l *loader) expand(file string, root *yaml.Node) (*yaml.Node, bool) {
 type expansion struct {
 	l    *loader
 	file string
-	done map[*yaml.Node]bool // nodes whose content is resolved
-	ok   bool
+	// done maps each node resolve has reached to whether its content is
+	// resolved: false while it is being resolved, when an alias of it
+	// would make a value that holds itself.
+	done map[*yaml.Node]bool
+	// cut are the nulls put in the place of such aliases, already
+	// reported.
+	cut map[*yaml.Node]bool
+	ok  bool
 }
 
 // resolve returns the node n names, with its content resolved and, for a
@@ -38,20 +44,29 @@ type expansion struct {
 // anchor's node at the alias's line (its content is the anchor's).
 func (e *expansion) resolve(n *yaml.Node) *yaml.Node {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		if resolved, seen := e.done[n.Alias]; seen && !resolved {
+			// yaml.v3 takes an alias inside its own anchor's value: that
+			// value would hold itself, without end.
+			e.problem(n.Line, "the alias *%s is inside the value of its own anchor &%s", n.Value, n.Value)
+			cut := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column}
+			e.cut[cut] = true
+			return cut
+		}
 		use := *e.resolve(n.Alias)
 		use.Line, use.Column, use.Anchor = n.Line, n.Column, ""
 		return &use
 	}
-	if e.done[n] {
+	if _, seen := e.done[n]; seen {
 		return n
 	}
-	e.done[n] = true
+	e.done[n] = false
 	for i, c := range n.Content {
 		n.Content[i] = e.resolve(c)
 	}
 	if n.Kind == yaml.MappingNode {
 		e.merge(n)
 	}
+	e.done[n] = true
 	return n
 }
 
@@ -72,6 +87,9 @@ func (e *expansion) merge(m *yaml.Node) {
 			sources = append(sources, v)
 		case yaml.SequenceNode:
 			for _, s := range v.Content {
+				if e.cut[s] {
+					continue
+				}
 				if s.Kind != yaml.MappingNode {
 					e.problem(s.Line, "a merge key (<<) takes a mapping or a list of mappings, got %s", describe(s))
 					continue
@@ -79,7 +97,9 @@ func (e *expansion) merge(m *yaml.Node) {
 				sources = append(sources, s)
 			}
 		default:
-			e.problem(v.Line, "a merge key (<<) takes a mapping or a list of mappings, got %s", describe(v))
+			if !e.cut[v] {
+				e.problem(v.Line, "a merge key (<<) takes a mapping or a list of mappings, got %s", describe(v))
+			}
 		}
 	}
 	if !merges {

@@ -20,6 +20,7 @@ func FuzzParseConfig(f *testing.F) {
 		[]byte("- L:\n    burst: 1\n    count: 1\n    period: 1ms\n    ids:\n      - id: ::ffff:10.0.0.1\n      - id: 10.0.0.2\n"))
 	f.Add([]byte("A: &x {burst: 1, count: 1, period: 1s}\nB: *x\n"), []byte(""))
 	f.Add([]byte("{"), []byte("- {"))
+	f.Add([]byte("A: &a [*a]\nB: &b\n  <<: [*b, {count: 1}]\n"), []byte("- NewOrdersPerAccount: &o\n    <<: *o\n    ids: [*o]\n"))
 	f.Add([]byte("X:\n  burst: 9223372036854775807\n  count: 1\n  period: 2562047h\n"), []byte("- CertificatesPerFQDNSet:\n    burst: 1\n    count: 1\n    period: 1s\n    ids: [{id: 'a.example,b.example'}]\n"))
 	f.Add([]byte("W:\n  enum: 120\n  id: string\n  algorithm: sliding-window\n  count: 100\n  period: 1m\n  sync_rate: 0.5\n"),
 		[]byte("- W:\n    count: 1000\n    period: 1m\n    ids: [{id: gold}]\n"))
