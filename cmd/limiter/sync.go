@@ -111,6 +111,10 @@ func newLocalLayer(src ratelimits.Source, clk clock.Clock, timeout time.Duration
 				log.Warn("sync failed; the hits not pushed are kept for the next cycle",
 					"trigger", string(c.Trigger), "sync_rate", c.SyncRate, "err", c.Err)
 			}
+			if c.BoxLogErr != nil {
+				log.Warn("reading the box entries other processes stored failed; the next cycle reads on from there",
+					"trigger", string(c.Trigger), "sync_rate", c.SyncRate, "err", c.BoxLogErr)
+			}
 		},
 	})
 }

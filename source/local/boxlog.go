@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/limiter-dev/limiter/source/syncpush"
@@ -36,11 +35,12 @@ func (l *Layer) Follow(limits []Followed) {
 		t := l.groupOf(f.SyncRate).tableOf(f.Name)
 		t.mu.Lock()
 		t.capacity = capacityOr(f.Capacity)
+		t.follows = true
 		t.mu.Unlock()
 	}
 }
 
-// boxLogCycle reads, for each limit of g that has a table here, the box
+// boxLogCycle reads, for each limit of g that the layer follows, the box
 // log entries stored since the last cycle, and boxes their ids here as the
 // source has them now: an id boxed in one process is then boxed in every
 // process within about two sync intervals, also in one that never counted
@@ -57,8 +57,11 @@ func (l *Layer) boxLogCycle(ctx context.Context, g *group) (syncResult, error) {
 	var errs []error
 	for name, t := range *g.tables.Load() {
 		t.mu.Lock()
-		cursor := t.logCursor
+		cursor, follows := t.logCursor, t.follows
 		t.mu.Unlock()
+		if !follows {
+			continue
+		}
 		reads, next, err := l.readBoxLog(ctx, g, name, cursor)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("local: reading the box log of %s, sync_rate %s: %w", name, g.rate, err))
@@ -80,8 +83,10 @@ func (l *Layer) readBoxLog(ctx context.Context, g *group, name, cursor string) (
 	}
 	now := l.opts.Clock.Now().UnixNano()
 	var reads []syncpush.Rate
+	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		if e.Expires > now && !slices.ContainsFunc(reads, func(r syncpush.Rate) bool { return r.Box == e.Box }) {
+		if e.Expires > now && !seen[e.Box] {
+			seen[e.Box] = true
 			reads = append(reads, syncpush.Rate{Box: e.Box})
 		}
 	}

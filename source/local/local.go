@@ -104,6 +104,9 @@ type Cycle struct {
 	// Err is the push's failure; what the source did not certainly apply
 	// is kept for the next cycle.
 	Err error
+	// BoxLogErr is the failure to read a followed limit's box log
+	// (Follow); the next cycle reads on from where this one stopped.
+	BoxLogErr error
 }
 
 // syncResult is what a cycle did, as Sync counts it.
@@ -311,15 +314,17 @@ func (l *Layer) runCycle(ctx context.Context, g *group, trigger Trigger) (syncRe
 	start := l.opts.Timers.Now()
 	wres, werr := l.windowCycle(ctx, g)
 	rres, rerr := l.rateCycle(ctx, g)
+	// The box logs are hints: a failure to read one is reported apart,
+	// and fails no push.
 	bres, berr := l.boxLogCycle(ctx, g)
 	res := syncResult{Pushed: wres.Pushed + rres.Pushed, Fetched: wres.Fetched + rres.Fetched + bres.Fetched}
-	err := errors.Join(werr, rerr, berr)
+	err := errors.Join(werr, rerr)
 	if err != nil {
 		res = syncResult{}
 	}
 	if l.opts.OnCycle != nil {
 		l.opts.OnCycle(Cycle{Trigger: trigger, SyncRate: g.rate, Pushed: res.Pushed, Fetched: res.Fetched,
-			Duration: l.opts.Timers.Since(start), Err: err})
+			Duration: l.opts.Timers.Since(start), Err: err, BoxLogErr: berr})
 	}
 	return res, err
 }

@@ -34,6 +34,7 @@ type table struct {
 
 	capacity  int    // the last insert's: a reload may change it
 	logCursor string // where the next read of the limit's box log starts
+	follows   bool   // the limit's box log is read (Follow)
 	evictions uint64
 	lost      uint64 // as in shard
 	stamp     uint64 // numbers the cycles, to pair counters and box entries

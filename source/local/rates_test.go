@@ -293,12 +293,15 @@ func TestBoxReachesOthersWithinTwoSyncs(t *testing.T) {
 }
 
 // An id boxed in one process is boxed in another at its next sync, also
-// when that one never counted the id: it reads the limit's box log, for a
-// limit it follows as for one it counts other ids of.
+// when that one never counted the id: it reads the box log of each limit
+// it follows (its configuration's), whether it counts other ids of it or
+// none.
 func TestBoxReachesProcessesThatNeverCountedTheID(t *testing.T) {
 	s, clk := newStore(), fakeClock()
 	a, b, c := newProcess(t, s, clk, Options{}), newProcess(t, s, clk, Options{}), newProcess(t, s, clk, Options{})
-	b.Follow([]Followed{{Name: "9:", SyncRate: time.Second}, {Name: "8:", SyncRate: -1}})
+	for _, p := range []*process{b, c} {
+		p.Follow([]Followed{{Name: "9:", SyncRate: time.Second}, {Name: "8:", SyncRate: -1}})
+	}
 	c.spend(rop("9:other", 1, time.Second, 0))
 	until := start.Add(10 * time.Minute)
 	a.boxAdd(t, "9:id", until, time.Second)
@@ -309,7 +312,7 @@ func TestBoxReachesProcessesThatNeverCountedTheID(t *testing.T) {
 		t.Fatalf("b's sync after a's = %+v, want the one entry fetched", res)
 	}
 	c.sync(t)
-	for name, p := range map[string]*process{"b (follows the limit)": b, "c (counts another id)": c} {
+	for name, p := range map[string]*process{"b (counts nothing of the limit)": b, "c (counts another id)": c} {
 		if got := p.boxed(t, "9:id", time.Second); got != until.UnixNano() {
 			t.Errorf("%s sees expiry %d, want %d", name, got, until.UnixNano())
 		}
@@ -333,6 +336,36 @@ func TestBoxReachesProcessesThatNeverCountedTheID(t *testing.T) {
 	if res := d.sync(t); res.Fetched != 0 {
 		t.Errorf("a new process read %d live entries from a log of expired ones", res.Fetched)
 	}
+}
+
+// A box log that cannot be read fails no push: the hits are pushed and
+// counted as such, the failure is reported apart, and Close does not wait
+// on it.
+func TestBoxLogFailureFailsNoPush(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	var cycles []Cycle
+	p := newProcess(t, nil, clk, Options{Syncer: unreadableLog{s}, OnCycle: func(c Cycle) { cycles = append(cycles, c) }})
+	p.Follow([]Followed{{Name: "6:", SyncRate: 5 * time.Second}})
+	p.spend(rop("6:u", 5, 5*time.Second, 0))
+	pushed, _, err := p.Sync(context.Background())
+	if err != nil || pushed != 1 || s.storedHits("6:u", clk.Now(), 10) != 5 {
+		t.Fatalf("Sync = %d pushed, %v; store %d hits; want 1 pushed, no error, 5 hits", pushed, err, s.storedHits("6:u", clk.Now(), 10))
+	}
+	if len(cycles) != 1 || cycles[0].Err != nil || cycles[0].BoxLogErr == nil {
+		t.Fatalf("cycles %+v, want one with the box log's failure apart", cycles)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// unreadableLog is a store whose box logs cannot be read.
+type unreadableLog struct{ *store }
+
+func (unreadableLog) ReadBoxLog(context.Context, string, string, int) ([]syncpush.BoxEntry, string, error) {
+	return nil, "", errors.New("NOPERM this user has no permissions to run the 'xrange' command")
 }
 
 // A denied batch writes its rate-counter hits and its box entries, as
