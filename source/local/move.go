@@ -28,13 +28,17 @@ type Moved struct {
 // Each old group above 0 runs its cycle at once (within ctx), so that its
 // unpushed hits and box entries are on the source: decisions of a new
 // sync_rate of 0, made there, count them. For a new sync_rate other than
-// 0, each counter and box entry of the limit is then copied to the new
-// group as this process sees it (the totals read and its own hits): as
-// totals read above 0, which its first cycle reads again, and as this
-// process's own hits below 0, where it counts alone. The old group keeps
-// what it holds until it is idle. From 0 nothing is held here; from below
-// 0 the hits were never on the source, and a new sync_rate of 0 does not
-// see them.
+// 0, the limit's counters and box entries then move to the new group,
+// while the old one runs no cycle: the totals read go as totals read
+// (which the new group's first cycle reads again), and what this process
+// has not pushed (when the push failed, or below 0) as its own, which the
+// new group pushes, and the old one no longer does. So nothing is lost,
+// counted twice, or let out of a box early. A rate counter below 0 cannot
+// tell its own hits from what it started from: moved above 0, all of it
+// goes as totals read (its hits were never on the source), and moved
+// below 0, the old group keeps its unpushed hits to push. From 0 nothing
+// is held here; from below 0 to 0 the hits, never on the source, are not
+// carried over.
 func (l *Layer) Move(ctx context.Context, limits []Moved) {
 	var pushed []*group
 	for _, m := range limits {
@@ -48,19 +52,25 @@ func (l *Layer) Move(ctx context.Context, limits []Moved) {
 		}
 		if from > 0 && !slices.Contains(pushed, src) {
 			pushed = append(pushed, src)
-			// A failure leaves the hits for the old group's next cycle,
-			// which pushes them: nothing is lost, only seen later.
+			// A failure leaves the hits unpushed: they move below.
 			_, _ = l.runCycle(ctx, src, TriggerReload)
 		}
 		if to == 0 {
 			continue
 		}
+		// No cycle of the old group runs while the limit moves: its
+		// unpushed hits are not in flight, and go with it. A free token
+		// is taken even with ctx done, so the move happens.
+		if err := src.lock(ctx); err != nil {
+			continue // a cycle runs past ctx: the limit starts anew
+		}
 		dst := l.groupOf(to)
 		now := l.opts.Clock.Now().UnixNano()
 		l.moveWindows(src, dst, m.Name, now)
 		if t := (*src.tables.Load())[m.Name]; t != nil {
-			l.moveTable(t, src.rate > 0, dst, m.Name, now)
+			l.moveTable(t, dst, m.Name, now)
 		}
+		src.unlock()
 	}
 }
 
@@ -73,66 +83,94 @@ func groupRate(rate time.Duration) time.Duration {
 	return rate
 }
 
-// moveWindows copies the window counters of the limit name from src to
-// dst, as Move says.
+// moveWindows moves the window counters of the limit name from src to
+// dst, as Move says, part for part: the totals read (everyone's, which a
+// counter below 0 keeps as what it started from) as totals read, and this
+// process's unpushed hits as its own, taken from src. A counter dst kept
+// from before (a limit moved away and back) is replaced.
 func (l *Layer) moveWindows(src, dst *group, name string, now int64) {
 	nowMs := bucket.Millis(now)
 	type seen struct {
-		key  string
-		view window.Counter
+		key           string
+		period        int64
+		synced, owned window.Counter
 	}
-	var views []seen
+	var moved []seen
 	for i := range src.shards {
 		sh := &src.shards[i]
 		sh.mu.Lock()
 		for key, c := range sh.counters {
-			if v := c.state(nowMs, c.period); strings.HasPrefix(key, name) && !empty(v) {
-				views = append(views, seen{key, v})
+			if !strings.HasPrefix(key, name) {
+				continue
+			}
+			synced, owned := at(c.synced, nowMs, c.period), at(c.pending, nowMs, c.period)
+			c.pending = window.Counter{}
+			if !empty(synced) || !empty(owned) {
+				moved = append(moved, seen{key, c.period, synced, owned})
+			}
+		}
+		for key, o := range sh.orphans {
+			if strings.HasPrefix(key, name) {
+				delete(sh.orphans, key)
+				if h := at(o, nowMs, o.Period); !empty(h) {
+					moved = append(moved, seen{key: key, period: o.Period, owned: h})
+				}
 			}
 		}
 		sh.mu.Unlock()
 	}
-	for _, v := range views {
-		sh := &dst.shards[dst.shardIndex(l, v.key)]
+	for _, m := range moved {
+		sh := &dst.shards[dst.shardIndex(l, m.key)]
 		sh.mu.Lock()
-		c := sh.counters[v.key]
-		if c == nil || c.period != v.view.Period {
-			c = sh.insert(v.key, v.view.Period, nowMs, nil, dst.rate)
-		}
-		if src.rate > 0 && dst.rate > 0 {
-			c.synced = v.view // the totals read, until the first cycle reads them
-		} else {
-			// Below 0 everything counted is this process's own: to count
-			// alone, or to push.
-			c.pending = merge(c.pending, v.view, nowMs, c.period)
-		}
+		c := sh.insert(m.key, m.period, nowMs, nil, dst.rate)
+		c.synced, c.pending = m.synced, m.owned
 		sh.mu.Unlock()
 	}
 }
 
-// moveTable copies the rate counters and box entries of t, the limit
-// name's table in the old group, to dst's, as Move says.
-func (l *Layer) moveTable(t *table, fromSynced bool, dst *group, name string, now int64) {
+// moveTable moves the rate counters and box entries of t, the limit
+// name's table in src, to dst's, as Move says: above 0, what was read as
+// read and what is unpushed as unpushed (taken from t); below 0, as what
+// the new group counts alone from (t keeps its unpushed hits and expiries
+// to push).
+func (l *Layer) moveTable(t *table, dst *group, name string, now int64) {
 	s := ratecounter.Second(now)
 	type seen struct {
-		key     string
-		view    *ratecounter.Counter
-		expires int64
+		key           string
+		view, owned   *ratecounter.Counter
+		read, expires int64
 	}
+	toSynced := dst.rate > 0
 	var rates, boxes []seen
 	t.mu.Lock()
 	capacity := t.capacity
 	for p := range t.counters.Len() {
 		r := *t.counters.At(p)
-		if v := r.view(); !emptyRate(v, s) {
-			c := *v
-			rates = append(rates, seen{key: r.key, view: &c})
+		v := seen{key: r.key}
+		if view := r.view(); !emptyRate(view, s) {
+			c := *view
+			v.view = &c
+		}
+		if toSynced && r.synced && !emptyRate(r.pending, s) {
+			v.owned = r.pending // its own hits, to push from dst
+			r.pending = nil
+		}
+		if v.view != nil || v.owned != nil {
+			rates = append(rates, v)
 		}
 	}
 	for p := range t.boxes.Len() {
-		if b := *t.boxes.At(p); b.expires() > now {
-			boxes = append(boxes, seen{key: b.key, expires: b.expires()})
+		b := *t.boxes.At(p)
+		if b.expires() <= now {
+			continue
 		}
+		v := seen{key: b.key, read: b.read, expires: b.expires()}
+		if toSynced && b.fetches {
+			v.expires = b.pending // its own, to push from dst
+			b.pending = 0
+			t.fix(b)
+		}
+		boxes = append(boxes, v)
 	}
 	t.mu.Unlock()
 	to := dst.tableOf(name)
@@ -142,28 +180,30 @@ func (l *Layer) moveTable(t *table, fromSynced bool, dst *group, name string, no
 		r := l.rateOf(to, v.key, now, capacity, dst.rate, true)
 		r.pinned = false // no batch or call holds to
 		switch {
-		case !fromSynced:
-			// Everything counted below 0 is this process's own: to
-			// count alone, or to push.
-			r.pending = mergeInto(r.pending, v.view)
-			if r.synced {
-				r.total = mergeInto(r.total, v.view)
-			}
-		case dst.rate > 0:
-			// The totals read, and its own hits (an orphan's, taken back).
-			if r.pending != nil {
-				v.view.Merge(r.pending)
-			}
+		case !toSynced:
+			r.pending = v.view // what it counts alone from
+		case v.owned != nil:
+			// The totals read and its own hits, which dst pushes.
+			r.pending = mergeInto(r.pending, v.owned)
 			r.total = v.view
 		default:
-			r.pending = mergeInto(r.pending, v.view)
+			// As totals read (an orphan's hits, taken back, on top).
+			total := v.view
+			if total == nil {
+				total = &ratecounter.Counter{}
+			}
+			if r.pending != nil {
+				total.Merge(r.pending)
+			}
+			r.total = total
 		}
 	}
 	for _, v := range boxes {
 		b := l.boxOf(to, v.key, now, capacity, dst.rate, true)
 		b.pinned = false
-		if fromSynced && dst.rate > 0 {
-			b.read = max(b.read, v.expires)
+		if toSynced {
+			b.read = max(b.read, v.read)
+			b.pending = max(b.pending, v.expires)
 		} else {
 			b.pending = max(b.pending, v.expires)
 		}

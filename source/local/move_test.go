@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -9,8 +10,7 @@ import (
 // A reload that changes a limit's sync_rate (Move) keeps what this
 // process counted of it: above 0 the old group pushes its hits at once,
 // and the new group decides from the same counts, its boxed ids still
-// boxed; to 0 the source has every hit; from below 0 the hits become
-// hits to push.
+// boxed; to 0 the source has every hit.
 func TestMoveKeepsWhatWasCounted(t *testing.T) {
 	s, clk := newStore(), fakeClock()
 	p := newProcess(t, s, clk, Options{})
@@ -46,21 +46,94 @@ func TestMoveKeepsWhatWasCounted(t *testing.T) {
 	if got := p.remaining(t, w); got != 2 {
 		t.Errorf("after the new group's cycle, %d remaining, want 2", got)
 	}
+	if got := s.total("5:u", clk.Now()); got != 8 {
+		t.Errorf("the store counts %d hits of 5:u, want 8: each once", got)
+	}
+}
 
-	// From below 0 the hits were this process's alone: after Move above 0
-	// they are pushed at the next cycle.
-	local := op("8:u", 10, 4, -1)
-	p.spend(local)
-	p.Move(ctx, []Moved{{Name: "8:", From: -1, To: fast}})
-	local.SyncRate = fast
-	if got := p.remaining(t, local); got != 6 {
-		t.Errorf("after Move from below 0, %d remaining, want 6", got)
+// With the source down, the old group's push fails: the unpushed hits and
+// box entries move with the limit, and the new group pushes them once
+// the source is back; the old group no longer does.
+func TestMoveWhileTheSourceFails(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	ctx := context.Background()
+	slow, fast := 300*time.Second, 5*time.Second
+	w := penalized(op("5:u", 10, 6, slow), time.Hour)
+	p.spend(w)
+	if ok, out := p.spend(penalized(op("5:u", 10, 6, slow), time.Hour)); ok || !out[0].Penalized {
+		t.Fatalf("12 of 10: %v %+v, want denied and boxed", ok, out[0])
+	}
+	s.fail = errors.New("down")
+	p.Move(ctx, []Moved{{Name: "5:", From: slow, To: fast}})
+	w.SyncRate, w.Cost = fast, 0
+	counter := op("5:u", 10, 0, fast) // the window alone: the id is boxed
+	if got := p.remaining(t, counter); got != 4 {
+		t.Errorf("after Move with the source down, %d remaining, want 4", got)
+	}
+	s.fail = nil
+	// The new group's cycle alone, as its timer runs it, before the old
+	// group's: what it reads back must not undo what moved.
+	if _, err := p.runCycle(ctx, p.groupOf(fast), TriggerTimer); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.remaining(t, counter); got != 4 {
+		t.Errorf("after the new group's cycle, %d remaining, want 4", got)
+	}
+	if _, out := p.spend(w); !out[0].Penalized {
+		t.Errorf("after the new group's cycle, the id is not boxed: %+v", out[0])
 	}
 	p.sync(t)
-	if got := s.counters["8:u"]; got.Cur != 4 {
-		t.Errorf("the store counts %+v for 8:u after the cycle, want the 4 hits pushed", got)
+	if got := s.total("5:u", clk.Now()); got != 6 {
+		t.Errorf("the store counts %d hits of 5:u after the syncs, want the 6 counted, once", got)
 	}
-	if got := p.remaining(t, local); got != 6 {
-		t.Errorf("after the cycle, %d remaining, want 6", got)
+	if got := s.storedBox("5:u"); got != start.Add(time.Hour).UnixNano() {
+		t.Errorf("the store boxes 5:u until %d, want %d", got, start.Add(time.Hour).UnixNano())
+	}
+	if got := p.remaining(t, counter); got != 4 {
+		t.Errorf("after the new group's cycle, %d remaining, want 4", got)
+	}
+	if _, out := p.spend(w); !out[0].Penalized {
+		t.Errorf("after the move, the id is not boxed: %+v", out[0])
+	}
+}
+
+// A limit moved to and fro counts each hit once, here and on the source.
+func TestMoveToAndFroCountsOnce(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	ctx := context.Background()
+	fast := 5 * time.Second
+	// Below 0, above, below again: the 4 hits stay 4.
+	w := op("8:u", 10, 4, -1)
+	p.spend(w)
+	p.Move(ctx, []Moved{{Name: "8:", From: -1, To: fast}})
+	p.Move(ctx, []Moved{{Name: "8:", From: fast, To: -1}})
+	w.SyncRate = -1
+	if got := p.remaining(t, w); got != 6 {
+		t.Errorf("window below 0, above, below: %d remaining, want 6", got)
+	}
+	// Above 0, below, above again: the store counts the 4 pushed once.
+	w = op("9:u", 10, 4, fast)
+	p.spend(w)
+	p.sync(t)
+	p.Move(ctx, []Moved{{Name: "9:", From: fast, To: -1}})
+	p.Move(ctx, []Moved{{Name: "9:", From: -1, To: fast}})
+	p.sync(t)
+	if got := s.total("9:u", clk.Now()); got != 4 {
+		t.Errorf("window above 0, below, above: the store counts %d, want 4", got)
+	}
+	// A rate counter below 0 and back: its 30 hits still count here.
+	r := rop("6:u", 30, -1, 0)
+	p.spend(r)
+	p.Move(ctx, []Moved{{Name: "6:", From: -1, To: fast}})
+	r.SyncRate, r.Cost = fast, 0
+	if _, out := p.spend(r); out[0].Remaining != 70 {
+		t.Errorf("rate counter moved above 0: %d remaining, want 70", out[0].Remaining)
+	}
+	p.Move(ctx, []Moved{{Name: "6:", From: fast, To: -1}})
+	r.SyncRate = -1
+	if _, out := p.spend(r); out[0].Remaining != 70 {
+		t.Errorf("rate counter moved back below 0: %d remaining, want 70", out[0].Remaining)
 	}
 }
