@@ -3,12 +3,14 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jmhodges/clock"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
+	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
@@ -20,6 +22,7 @@ import (
 type redisProcess struct {
 	*process
 	front *Front
+	src   *redis.Source
 }
 
 func newRedisProcess(t *testing.T, addr string, clk clock.FakeClock) *redisProcess {
@@ -31,7 +34,7 @@ func newRedisProcess(t *testing.T, addr string, clk clock.FakeClock) *redisProce
 	}
 	t.Cleanup(func() { _ = src.Close() })
 	p := newProcess(t, nil, clk, Options{Syncer: src})
-	return &redisProcess{process: p, front: p.Front(src)}
+	return &redisProcess{process: p, front: p.Front(src), src: src}
 }
 
 func (p *redisProcess) do(t *testing.T, refund bool, ops ...bucket.Op) []bucket.Outcome {
@@ -185,4 +188,55 @@ func TestResetOfSyncedWindowWithABoxOnRedis(t *testing.T) {
 	if out := c.do(t, false, costs([]bucket.Op{w}, 0)...); out[0].Penalized {
 		t.Errorf("a new process boxes the id reset: %+v", out[0])
 	}
+}
+
+// A reset of a window limit above 0 with a box counts one bucket for its
+// counter and its box entry together, also when only the entry is left
+// (the window passed, the id is still boxed); and one whose second step
+// fails does not say it changed nothing.
+func TestResetOfSyncedWindowWithABoxCountsAndFails(t *testing.T) {
+	addr := redistest.NewStandalone(t).Addr()
+	clk := fakeClock()
+	a := newRedisProcess(t, addr, clk)
+	ctx := context.Background()
+	w := bucket.Op{Key: "306:r", Algorithm: bucket.FixedWindow, Window: window.Limit{Count: 5, Period: time.Minute.Milliseconds()},
+		Box: "306:r", BoxUntil: start.Add(time.Hour).UnixNano(), SyncRate: 1000 * time.Second}
+	boxIt := func() {
+		a.do(t, false, costs([]bucket.Op{w}, 3)...)
+		a.do(t, false, costs([]bucket.Op{w}, 3)...) // denied: boxed
+		if _, _, err := a.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	boxIt()
+	clk.Add(5 * time.Minute) // the window's hits no longer count; the box does
+	if _, _, err := a.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.front.Reset(ctx, clk.Now().UnixNano(), []bucket.Op{w}); err != nil || n != 1 {
+		t.Fatalf("Reset of a boxed id whose window passed = %d, %v; want 1", n, err)
+	}
+	boxIt()
+	// Two such ops are reset in two steps: the second fails.
+	w2 := w
+	w2.Key, w2.Box = "306:s", "306:s"
+	failing := a.Front(&failingSecondReset{Source: a.src})
+	_, err := failing.Reset(ctx, clk.Now().UnixNano(), []bucket.Op{w, w2})
+	if err == nil || errors.Is(err, ratelimits.ErrNotApplied) {
+		t.Fatalf("a reset whose second step failed: %v, want an error that does not say not applied", err)
+	}
+}
+
+// failingSecondReset is a source whose second Reset fails, changing
+// nothing.
+type failingSecondReset struct {
+	*redis.Source
+	n int
+}
+
+func (f *failingSecondReset) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
+	if f.n++; f.n == 2 {
+		return 0, fmt.Errorf("%w: down", ratelimits.ErrNotApplied)
+	}
+	return f.Source.Reset(ctx, now, ops)
 }

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -263,36 +264,48 @@ func (f *Front) once(ctx context.Context, inner func(context.Context, int64, onc
 func (f *Front) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
 	here, _ := split(ops, nil)
 	inner := func(ctx context.Context) (int, error) {
-		var there, boxes []bucket.Op
+		var there, pairs []bucket.Op
 		for i := range ops {
 			op := ops[i]
-			if counted(&op) && op.SyncRate <= 0 {
-				continue
-			}
-			if op.Algorithm.Windowed() && op.SyncRate > 0 && op.Box != "" {
+			switch {
+			case counted(&op) && op.SyncRate <= 0:
+			case op.Algorithm.Windowed() && op.SyncRate > 0 && op.Box != "":
 				// The syncs add a window's hits to the counter named by its
 				// key alone, whatever its box (SyncWindows), and its box
-				// entries to its box: the counter is reset as a window
-				// without a box, and the box entry after it.
-				boxes = append(boxes, op)
-				op.Box = ""
+				// entries to its box: the two are reset together, as a
+				// window without a box and the op with it (whose own key
+				// holds nothing: such a limit is never spent on the
+				// source), and count as one.
+				counter := op
+				counter.Box = ""
+				pairs = append(pairs, counter, op)
+			default:
+				there = append(there, op)
 			}
-			there = append(there, op)
-		}
-		if len(there) == 0 {
-			return 0, nil
 		}
 		ctx, cancel := f.innerContext(ctx)
 		defer cancel()
-		n, err := f.inner.Reset(ctx, now, there)
-		if err != nil || len(boxes) == 0 {
-			return n, err
+		n, applied := 0, false
+		reset := func(ops []bucket.Op, most int) error {
+			got, err := f.inner.Reset(ctx, now, ops)
+			if err != nil {
+				if applied {
+					return partlyApplied(err)
+				}
+				return err
+			}
+			n, applied = n+min(got, most), true
+			return nil
 		}
-		// The count is the counters': an op's key under its box's naming
-		// holds nothing, as such a limit is never spent on the source.
-		// A failure leaves the ids boxed, and a retry resets them.
-		if _, err := f.inner.Reset(ctx, now, boxes); err != nil {
-			return 0, err
+		if len(there) > 0 {
+			if err := reset(there, len(there)); err != nil {
+				return 0, err
+			}
+		}
+		for i := 0; i < len(pairs); i += 2 {
+			if err := reset(pairs[i:i+2], 1); err != nil {
+				return 0, err
+			}
 		}
 		return n, nil
 	}
@@ -367,3 +380,14 @@ func (f *Front) Ping(ctx context.Context) error {
 func (f *Front) Close() error { return f.inner.Close() }
 
 var _ ratelimits.Source = (*Front)(nil)
+
+// partlyApplied is the error of a call made in steps after one of them
+// took effect: whatever err says, the call is not one that changed
+// nothing, so it no longer wraps ratelimits.ErrNotApplied (a retry must
+// not take it for one that can be made again as if new).
+func partlyApplied(err error) error {
+	if !errors.Is(err, ratelimits.ErrNotApplied) {
+		return err
+	}
+	return fmt.Errorf("local: a step failed after an earlier one took effect: %s", err.Error())
+}

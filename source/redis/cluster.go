@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/once"
 )
 
 // ErrRollback means a denied multi-slot batch could not give back the
@@ -148,6 +149,17 @@ func (s *Source) spendSlotsInto(ctx context.Context, now int64, ops []bucket.Op,
 	return true, nil
 }
 
+// afterParts is the error of a part that failed with err after n parts
+// of its call took effect: past the first, the call changed something
+// even when the part did not, so the error no longer says not applied (a
+// retry would give back or delete the earlier parts' twice).
+func afterParts(n int, err error) error {
+	if n == 0 || !errors.Is(err, once.ErrNotApplied) {
+		return err
+	}
+	return fmt.Errorf("redis source: %d parts of the call took effect before one failed: %s", n, err.Error())
+}
+
 // failedPart is the error of a batch whose part failed with err after
 // giveBack's attempt to return what the earlier parts took. The batch
 // changed nothing only if the part did not and every earlier part was
@@ -266,14 +278,14 @@ func (s *Source) finishApart(ctx context.Context, fn func(context.Context) error
 // refund is atomic; the batch as a whole is not (nor does a refund need
 // to be: it never denies).
 func (s *Source) refundSlots(ctx context.Context, now int64, ops []bucket.Op, keys, boxes []string, states []bucket.State) error {
-	for _, idx := range slotGroups(keys) {
+	for n, idx := range slotGroups(keys) {
 		p := gather(idx, ops, keys, boxes)
 		p.amounts = make([]int64, len(idx))
 		for j := range p.ops {
 			p.amounts[j] = refundAmount(&p.ops[j])
 		}
 		if _, err := s.run(ctx, &scriptCall{op: opRefund, now: now, keys: p.keys, boxes: p.boxes, ops: p.ops, amounts: p.amounts}, p.states); err != nil {
-			return err
+			return afterParts(n, err)
 		}
 		for j, i := range idx {
 			states[i] = p.states[j]
@@ -285,11 +297,11 @@ func (s *Source) refundSlots(ctx context.Context, now int64, ops []bucket.Op, ke
 // resetSlots deletes keys spanning slots part by part.
 func (s *Source) resetSlots(ctx context.Context, now int64, ops []bucket.Op, keys, boxes []string) (int, error) {
 	total := 0
-	for _, idx := range slotGroups(keys) {
+	for n, idx := range slotGroups(keys) {
 		p := gather(idx, ops, keys, boxes)
 		r, err := s.run(ctx, &scriptCall{op: opReset, now: now, keys: p.keys, boxes: p.boxes, ops: p.ops}, nil)
 		if err != nil {
-			return total, err
+			return total, afterParts(n, err)
 		}
 		total += r.busy
 	}

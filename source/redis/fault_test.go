@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/limiter-dev/limiter/internal/redistest"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
+	"github.com/limiter-dev/limiter/ratelimits/once"
 	"github.com/limiter-dev/limiter/source/redis"
 )
 
@@ -139,30 +141,8 @@ func TestFaultClusterMasterHanging(t *testing.T) {
 	cl := redistest.NewCluster(t)
 	opts := redis.Options{Addrs: cl.Addrs(), Cluster: true}
 	src := newSource(t, opts)
-	slots, err := rawClient(t, opts).ClusterSlots(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := func(bucket string) string {
-		s := redis.Slot(bucket)
-		for _, r := range slots {
-			if s >= r.Start && s <= r.End {
-				return r.Nodes[0].Addr
-			}
-		}
-		t.Fatalf("no node serves slot %d", s)
-		return ""
-	}
 	victim := cl.Servers[0]
-	var onVictim, elsewhere string
-	for i := 0; onVictim == "" || elsewhere == ""; i++ {
-		b := fmt.Sprintf("b:%d", i)
-		if owner(b) == victim.Addr() {
-			onVictim = b
-		} else {
-			elsewhere = b
-		}
-	}
+	onVictim, elsewhere := bucketsApart(t, opts, victim.Addr(), false)
 	spend(t, src, now, hourly(onVictim, 1), hourly(elsewhere, 1)) // connections to all
 	victim.Pause(t)
 	resumed := false
@@ -189,6 +169,91 @@ func TestFaultClusterMasterHanging(t *testing.T) {
 	victim.Resume(t)
 	resumed = true
 	waitWorkingOn(t, src, onVictim, 2*time.Second)
+}
+
+// slotOwners returns what tells the address of the master that serves a
+// slot.
+func slotOwners(t *testing.T, opts redis.Options) func(slot int) string {
+	t.Helper()
+	slots, err := rawClient(t, opts).ClusterSlots(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(slot int) string {
+		for _, r := range slots {
+			if slot >= r.Start && slot <= r.End {
+				return r.Nodes[0].Addr
+			}
+		}
+		t.Fatalf("no node serves slot %d", slot)
+		return ""
+	}
+}
+
+// bucketsApart returns a bucket key whose slot the cluster master at addr
+// serves, and one that another master serves; with before, one of a lower
+// slot, which a call in parts sends first (addr must not serve slot 0).
+func bucketsApart(t *testing.T, opts redis.Options, addr string, before bool) (on, elsewhere string) {
+	t.Helper()
+	owner := slotOwners(t, opts)
+	for i := 0; on == "" || elsewhere == ""; i++ {
+		b := fmt.Sprintf("b:%d", i)
+		switch {
+		case owner(redis.Slot(b)) == addr:
+			on = b
+		case !before || redis.Slot(b) < redis.Slot(on):
+			elsewhere = b
+		}
+		if i > 100000 {
+			t.Fatalf("no buckets apart around %s", addr)
+		}
+	}
+	return on, elsewhere
+}
+
+// A refund or reset across slots whose part fails on a stopped master
+// after another part took effect does not say it changed nothing: a retry
+// would give back, or delete, the first part twice. A part that failed
+// first, with nothing done, still says so.
+func TestFaultClusterPartsBeforeAFailure(t *testing.T) {
+	cl := redistest.NewCluster(t)
+	opts := redis.Options{Addrs: cl.Addrs(), Cluster: true}
+	src := newSource(t, opts)
+	// The victim serves no low slot: a part of a low slot, elsewhere, is
+	// sent first.
+	last := slotOwners(t, opts)(16383)
+	victim := cl.Servers[slices.IndexFunc(cl.Servers, func(s *redistest.Server) bool { return s.Addr() == last })]
+	onVictim, elsewhere := bucketsApart(t, opts, victim.Addr(), true)
+	spend(t, src, now, hourly(onVictim, 10), hourly(elsewhere, 10))
+	victim.Stop(t)
+	ctx := context.Background()
+	read := func() int64 {
+		op := hourly(elsewhere, 0)
+		op.Mode = bucket.CheckOnly
+		return spend(t, src, now, op)[0].Remaining
+	}
+	calls := map[string]func(a, b string) error{
+		"refund": func(a, b string) error {
+			return src.Refund(ctx, now, []bucket.Op{hourly(a, 1), hourly(b, 1)}, make([]bucket.Outcome, 2))
+		},
+		"reset": func(a, b string) error {
+			_, err := src.Reset(ctx, now, []bucket.Op{hourly(a, 0), hourly(b, 0)})
+			return err
+		},
+	}
+	for name, call := range calls {
+		for _, order := range [][2]string{{elsewhere, onVictim}, {onVictim, elsewhere}} {
+			spend(t, src, now, hourly(elsewhere, 10))
+			before := read()
+			err := call(order[0], order[1])
+			if err == nil {
+				t.Fatalf("a %s with a part on a stopped master succeeded", name)
+			}
+			if applied := read() != before; applied == errors.Is(err, once.ErrNotApplied) {
+				t.Errorf("%s of %v: %s's part applied %v, and the error (%v) says not applied %v", name, order, elsewhere, applied, err, errors.Is(err, once.ErrNotApplied))
+			}
+		}
+	}
 }
 
 // At its maxmemory with the noeviction policy, Redis refuses the first
