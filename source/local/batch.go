@@ -222,12 +222,11 @@ func (l *Layer) refund(ctx context.Context, now int64, ops []bucket.Op, outcomes
 	// Most refunds are covered by the hits not pushed: one locked step
 	// then, without waiting for a cycle.
 	if !l.refundHere(now, ops, outcomes, mine, shared, false) {
+		ctx, cancel := l.bounded(ctx)
+		defer cancel()
 		groups := l.syncedGroupsOf(ops)
-		for i, g := range groups {
-			if err := g.lock(ctx); err != nil {
-				unlockGroups(groups[:i])
-				return err
-			}
+		if err := lockGroups(ctx, groups); err != nil {
+			return err
 		}
 		defer unlockGroups(groups)
 		l.refundHere(now, ops, outcomes, mine, shared, true)
@@ -395,12 +394,11 @@ func putBack(ref opRef, op *bucket.Op, nowMs, s, mine, shared int64) {
 // ops' counters and box entries here. It returns source's count plus the
 // ops that still counted something the source could not know of.
 func (l *Layer) reset(ctx context.Context, now int64, ops []bucket.Op, source func(context.Context) (int, error)) (int, error) {
+	ctx, cancel := l.bounded(ctx)
+	defer cancel()
 	synced := l.syncedGroupsOf(ops)
-	for i, g := range synced {
-		if err := g.lock(ctx); err != nil {
-			unlockGroups(synced[:i])
-			return 0, err
-		}
+	if err := lockGroups(ctx, synced); err != nil {
+		return 0, err
 	}
 	defer unlockGroups(synced)
 	n, err := source(ctx)

@@ -37,6 +37,8 @@ func (l *Layer) call(ctx context.Context, now int64, call *bucket.Call, res *buc
 		return nil
 	}
 	g := l.groupOf(call.BoxSyncRate)
+	ctx, cancel := l.bounded(ctx)
+	defer cancel()
 	if err := g.lock(ctx); err != nil {
 		return err
 	}
@@ -48,8 +50,8 @@ func (l *Layer) call(ctx context.Context, now int64, call *bucket.Call, res *buc
 	if l.caller == nil {
 		return ErrNoBoxCall
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.syncTimeout(g))
-	defer cancel()
+	ctx, stop := context.WithTimeout(ctx, l.syncTimeout(g))
+	defer stop()
 	var src bucket.CallResult
 	boxOnly := bucket.Call{Box: call.Box, Action: call.Action, Until: call.Until, BoxCapacity: call.BoxCapacity, BoxSyncRate: call.BoxSyncRate}
 	if err := l.caller.Call(ctx, now, &boxOnly, &src); err != nil {

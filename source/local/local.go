@@ -228,11 +228,34 @@ func (g *group) lock(ctx context.Context) error {
 	case g.cycle <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("local: waiting for the running sync of sync_rate %s: %w", g.rate, ctx.Err())
+		// Nothing was done while waiting: a retry is a first try.
+		return fmt.Errorf("local: waiting for the running sync of sync_rate %s: %w: %w", g.rate, ratelimits.ErrNotApplied, ctx.Err())
 	}
 }
 
 func (g *group) unlock() { <-g.cycle }
+
+// lockGroups takes the cycle tokens of gs, in order, or none when ctx
+// ends first.
+func lockGroups(ctx context.Context, gs []*group) error {
+	for i, g := range gs {
+		if err := g.lock(ctx); err != nil {
+			unlockGroups(gs[:i])
+			return err
+		}
+	}
+	return nil
+}
+
+// bounded bounds ctx by Options.SourceTimeout, for a call that waits for a
+// running cycle before it calls the source: the wait and the call
+// together, as a call to the source alone is bounded.
+func (l *Layer) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.opts.SourceTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.opts.SourceTimeout)
+}
 
 // groupOf returns the group of a sync_rate, made (and its loop started)
 // on first use.

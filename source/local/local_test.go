@@ -1025,3 +1025,39 @@ func (d *deadlineLister) ListBox(ctx context.Context, _ int64, _, _ string, _ in
 	_, d.hadDeadline = ctx.Deadline()
 	return ratelimits.BoxPage{}, nil
 }
+
+// A refund that must wait for a running cycle waits no longer than the
+// source timeout, and then fails having done nothing: a retry is a first
+// try.
+func TestRefundWaitsForACycleWithinTheSourceTimeout(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{SourceTimeout: 20 * time.Millisecond})
+	w := op("5:u", 10, 5, time.Second)
+	p.spend(w)
+	p.sync(t) // the 5 hits are pushed: a refund of them needs the source
+	s.hold, s.entered = make(chan struct{}), make(chan struct{}, 1)
+	synced := make(chan error, 1)
+	go func() { _, _, err := p.Sync(context.Background()); synced <- err }()
+	<-s.entered // the cycle holds the group, waiting on the source
+	refunded := make(chan error, 1)
+	go func() {
+		w.Cost = 3
+		refunded <- p.refund(context.Background(), clk.Now().UnixNano(), []bucket.Op{w}, make([]bucket.Outcome, 1), s.refunder(clk.Now().UnixNano()))
+	}()
+	select {
+	case err := <-refunded:
+		if !errors.Is(err, ratelimits.ErrNotApplied) {
+			t.Errorf("refund behind a running cycle: %v, want ErrNotApplied", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the refund still waits for the running cycle")
+	}
+	close(s.hold)
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	w.Cost = 0
+	if got := p.remaining(t, w); got != 5 {
+		t.Errorf("after the refused refund, %d remaining, want 5", got)
+	}
+}

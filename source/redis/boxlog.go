@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,6 +35,10 @@ const (
 func (f keyFormat) boxLogName(name string) string {
 	return f.prefix + "|boxlog{" + strings.TrimSuffix(name, ":") + "}"
 }
+
+// BoxLogKey returns the Redis key of the box log of the limit name
+// ("<enum>:"), for operators and tests that look into Redis.
+func (s *Source) BoxLogKey(name string) string { return s.format.boxLogName(name) }
 
 // logBoxes appends to their limits' box logs the box entries of pushes
 // that were applied and raised the stored expiry to their own, so that
@@ -66,13 +72,24 @@ func (s *Source) logBoxes(ctx context.Context, now int64, pushes []syncpush.Rate
 	if len(logs) == 0 {
 		return nil
 	}
+	adds := map[string][]*goredis.StringCmd{}
 	_, err := s.client.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
 		for name, l := range logs {
 			for _, p := range l.entries {
-				pipe.XAdd(ctx, &goredis.XAddArgs{
+				adds[name] = append(adds[name], pipe.XAdd(ctx, &goredis.XAddArgs{
 					Stream: name, MaxLen: boxLogLength, Approx: true,
 					Values: []string{boxLogBox, p.Box, boxLogExpires, strconv.FormatInt(p.BoxExpires, 10)},
-				})
+				}))
+			}
+		}
+		return nil
+	})
+	// A log is given its lifetime only when it took its entries: a key
+	// of another type at its name is not the source's to change.
+	_, expireErr := s.client.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+		for name, l := range logs {
+			if slices.ContainsFunc(adds[name], func(c *goredis.StringCmd) bool { return c.Err() != nil }) {
+				continue
 			}
 			// A new log has no expiry, which PEXPIRE's GT takes for a
 			// later one than any: NX sets it, GT lengthens it.
@@ -82,7 +99,7 @@ func (s *Source) logBoxes(ctx context.Context, now int64, pushes []syncpush.Rate
 		}
 		return nil
 	})
-	if err != nil {
+	if err = errors.Join(err, expireErr); err != nil {
 		return fmt.Errorf("redis source: box log: %w", err)
 	}
 	return nil

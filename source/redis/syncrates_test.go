@@ -212,6 +212,20 @@ func TestBoxLog(t *testing.T) {
 			if entries, _, err := src.ReadBoxLog(ctx, "132:", "", 10); err != nil || !slices.Equal(entries, []syncpush.BoxEntry{{Box: "132:alice", Expires: until}}) {
 				t.Fatalf("132's log: %v, %v", entries, err)
 			}
+			// A key of another type at a log's name fails no push, and is
+			// left as it is.
+			raw := rawClient(t, b.opts(t))
+			foreign := src.BoxLogKey("133:")
+			if err := raw.Set(ctx, foreign, "not a log", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			syncRates(t, src, now, []syncpush.Rate{{Box: "133:alice", BoxExpires: until}})
+			if ttl, err := raw.PTTL(ctx, foreign).Result(); err != nil || ttl != -1 {
+				t.Errorf("the foreign key's time to live: %v, %v; want none (-1ms)", ttl, err)
+			}
+			if _, _, err := src.ReadBoxLog(ctx, "133:", "", 10); err == nil {
+				t.Error("reading a foreign key as a box log succeeded")
+			}
 		})
 	}
 }
