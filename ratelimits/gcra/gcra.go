@@ -47,13 +47,22 @@ func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 	// where newTAT = t + increment is past the largest int64.
 	ahead := t - now
 	diff := burstOffset - increment - ahead
-	if diff < 0 {
+	// A spend whose new TAT would not fit in an int64 (a burst offset of
+	// centuries, longer than the time left to the end of int64 time) is
+	// denied too: the bucket could not hold it, and a TAT clamped short
+	// of it would let the next spends through.
+	past := t > math.MaxInt64-increment
+	if diff < 0 || past {
 		remaining := (now - (t - burstOffset)) / emissionInterval
+		retryIn := -diff
+		if past {
+			retryIn = max(ahead, 1)
+		}
 		return Decision{
 			Allowed:   false,
 			Remaining: max(remaining, 0),
-			RetryIn:   -diff,
-			ResetIn:   t - now,
+			RetryIn:   max(retryIn, 1),
+			ResetIn:   ahead,
 			NewTAT:    t,
 		}
 	}
@@ -67,7 +76,7 @@ func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 		Remaining: diff / emissionInterval,
 		RetryIn:   retryIn,
 		ResetIn:   ahead + increment, // <= burstOffset
-		NewTAT:    addSaturating(t, increment),
+		NewTAT:    t + increment,     // fits: past is false
 	}
 }
 
@@ -93,15 +102,4 @@ func Refund(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 		ResetIn:   newTAT - now,
 		NewTAT:    newTAT,
 	}
-}
-
-// addSaturating returns a+b for b >= 0, clamped at the largest int64 instead
-// of wrapping. Only a limit whose burst offset is centuries long gets near
-// the bound: the decision is exact (Spend's diff), and the TAT stored is
-// the latest one an int64 holds, never a time wrapped into the past.
-func addSaturating(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }

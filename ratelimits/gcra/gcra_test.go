@@ -103,7 +103,7 @@ func TestRefund(t *testing.T) {
 	}
 }
 
-// Absurdly long limits saturate instead of wrapping into the past.
+// Absurdly long limits are denied instead of wrapping into the past.
 func TestSpendSaturates(t *testing.T) {
 	ei := int64(math.MaxInt64 / 2)
 	got := Spend(now, now+ei, ei, ei, 1)
@@ -112,9 +112,10 @@ func TestSpendSaturates(t *testing.T) {
 	}
 }
 
-// Where t + increment is past the largest int64 (a limit of centuries),
-// the decision is still the exact one: the waits are the true ones, and a
-// bucket whose stored TAT saturated is not allowed again.
+// Where t + increment would pass the largest int64 (a limit of
+// centuries), a spend is denied: the bucket could not hold its new TAT,
+// and a TAT clamped short of it would let the next spends through. Below
+// that, the decision is the exact one: the waits are the true ones.
 func TestSpendPastTheLargestTAT(t *testing.T) {
 	const hour = int64(time.Hour)
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
@@ -129,15 +130,31 @@ func TestSpendPastTheLargestTAT(t *testing.T) {
 	if second.Allowed || second.RetryIn != ei || second.ResetIn != ei {
 		t.Fatalf("second spend: %+v, want denied for %d ns", second, ei)
 	}
-	// Two tokens of 1,250,000 hours, spent together: newTAT does not fit
-	// in an int64, and the saturated TAT stored denies the next spend.
+	// Two tokens of 1,250,000 hours: the whole bucket at once would need a
+	// TAT past the largest int64, and is denied; one token is allowed,
+	// and the next one (past the largest int64 too) is not.
 	ei = 1_250_000 * hour
-	first = Spend(now, Missing, ei, 2*ei, 2)
-	if !first.Allowed || first.NewTAT != math.MaxInt64 || first.ResetIn != 2*ei || first.Remaining != 0 {
-		t.Fatalf("a spend of the whole bucket: %+v", first)
+	if whole := Spend(now, Missing, ei, 2*ei, 2); whole.Allowed || whole.RetryIn < 1 {
+		t.Fatalf("a spend of the whole bucket: %+v, want denied", whole)
 	}
-	if again := Spend(now, first.NewTAT, ei, 2*ei, 2); again.Allowed {
-		t.Fatalf("a second spend of the whole bucket: %+v, want denied", again)
+	one := Spend(now, Missing, ei, 2*ei, 1)
+	if !one.Allowed || one.NewTAT != now+ei {
+		t.Fatalf("a spend of one token: %+v, want allowed", one)
+	}
+	if again := Spend(now, one.NewTAT, ei, 2*ei, 1); again.Allowed {
+		t.Fatalf("a second token: %+v, want denied", again)
+	}
+	// A burst of 250 tokens of a year each: never more than 250 spends.
+	year := int64(365 * 24 * time.Hour)
+	tat, allowed := Missing, 0
+	for range 1000 {
+		if d := Spend(now, tat, year, 250*year, 1); d.Allowed {
+			allowed++
+			tat = d.NewTAT
+		}
+	}
+	if allowed > 250 {
+		t.Fatalf("%d spends allowed by a burst of 250", allowed)
 	}
 }
 

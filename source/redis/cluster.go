@@ -181,9 +181,9 @@ func checkPart(now int64, p part, verdict bool, spent *[]part, readOnly bool) er
 	if !verdict || readOnly {
 		return nil
 	}
-	// What a GCRA spend took is how far it moved the TAT, which is less
-	// than its cost when the new TAT saturated at the largest int64:
-	// giving back exactly that restores the bucket as it was. A window
+	// What a GCRA spend took is how far it moved the TAT (from max(now,
+	// TAT), not from a TAT in the past): giving back exactly that restores
+	// the bucket as it was. A window
 	// spend added its cost to the current window, at the same now as the
 	// give-back's. A rate counter's hits are written whatever the batch's
 	// fate, so they are not given back; nor is any box entry (the

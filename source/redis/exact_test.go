@@ -23,7 +23,7 @@ const year = int64(365 * 24 * time.Hour)
 
 // Limits whose arithmetic needs all 63 bits: decades and centuries of
 // burst offset, nanosecond intervals with bursts near 2^63, and one whose
-// spends saturate at the largest int64.
+// spends would pass the largest int64.
 var exactLimits = []exactLimit{
 	{ei: year, burst: 12},                  // a 12-year limit
 	{ei: 3 * year, burst: 97},              // 291 years

@@ -29,15 +29,11 @@ local function spend(K, k, n, a, write)
         th, tl = now_hi, now_lo -- t = max(now, tat)
       end
       -- newTAT = t + increment. Allowed when newTAT - burstOffset <= now,
-      -- compared exactly (a limb sum has no bound); what is stored
-      -- saturates at the largest int64, as gcra does.
+      -- compared exactly (a limb sum has no bound), and newTAT fits in an
+      -- int64, as gcra decides.
       local wh, wl = add(th, tl, ih, il)
       local lh, ll = add(now_hi, now_lo, bh, bl)
-      local denies = lt(lh, ll, wh, wl)
-      if lt(MAX_HI, MAX_LO, wh, wl) then
-        wh, wl = MAX_HI, MAX_LO
-      end
-      if denies then
+      if lt(lh, ll, wh, wl) or lt(MAX_HI, MAX_LO, wh, wl) then
         if mode ~= '2' then
           allowed = false
         end
@@ -124,7 +120,7 @@ local function spend1(key, ih, il, bh, bl, write, mode)
     v, th, tl = '', now_hi, now_lo -- t = max(now, tat)
   end
   -- newTAT = t + increment. Denied when newTAT > now + burstOffset,
-  -- compared exactly; what is stored saturates at the largest int64.
+  -- compared exactly, or when newTAT does not fit in an int64.
   local wh, wl = th + ih, tl + il
   if wl >= B then
     wh, wl = wh + 1, wl - B
@@ -133,11 +129,7 @@ local function spend1(key, ih, il, bh, bl, write, mode)
   if ll >= B then
     lh, ll = lh + 1, ll - B
   end
-  local denies = lh < wh or (lh == wh and ll < wl)
-  if wh > MAX_HI or (wh == MAX_HI and wl > MAX_LO) then
-    wh, wl = MAX_HI, MAX_LO
-  end
-  if denies then
+  if lh < wh or (lh == wh and ll < wl) or wh > MAX_HI or (wh == MAX_HI and wl > MAX_LO) then
     if mode ~= '2' then
       if full then
         drop(key)

@@ -53,11 +53,8 @@
     end
     local wh, wl = add(th, tl, ih, il)
     local lh, ll = add(now_hi, now_lo, bh, bl)
-    if lt(lh, ll, wh, wl) then
+    if lt(lh, ll, wh, wl) or lt(MAX_HI, MAX_LO, wh, wl) then
       return v, true
-    end
-    if lt(MAX_HI, MAX_LO, wh, wl) then
-      wh, wl = MAX_HI, MAX_LO
     end
     if ARGV[b + GCRA_MODE] ~= '1' and lt(th, tl, wh, wl) then
       return v, false, wh, wl

@@ -163,7 +163,7 @@
       if not verdict then
         verdict = 1
         -- newTAT = t + increment. Denied when newTAT > now + burstOffset,
-        -- compared exactly; what is stored saturates at the largest int64.
+        -- compared exactly, or when newTAT does not fit in an int64.
         local wh, wl = th + ih, tl + il
         if wl >= B then
           wh, wl = wh + 1, wl - B
@@ -172,10 +172,7 @@
         if ll >= B then
           lh, ll = lh + 1, ll - B
         end
-        local denies = lh < wh or (lh == wh and ll < wl)
-        if wh > MAX_HI or (wh == MAX_HI and wl > MAX_LO) then
-          wh, wl = MAX_HI, MAX_LO
-        end
+        local denies = lh < wh or (lh == wh and ll < wl) or wh > MAX_HI or (wh == MAX_HI and wl > MAX_LO)
         -- failed: the error a command answered; now_stored: the key's
         -- value after the batch (false: none; nil: as it was). SET and
         -- PSETEX answer a table (a status or an error), DEL a number.
