@@ -1,8 +1,12 @@
 package client
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -260,5 +264,51 @@ func TestRenewInterval(t *testing.T) {
 		if got := renewInterval(tc.o, tc.d); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A renewal the service refuses for good (a 4xx answer of the API) ends
+// the run with ErrLeaseLost; a failure that may pass later does not.
+func TestRenewalRefusedForGood(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		good bool
+	}{
+		{&Error{StatusCode: 400, Code: CodeInvalidRequest}, true},
+		{&Error{StatusCode: 401, Code: CodeUnauthorized}, true},
+		{&Error{StatusCode: 429, Code: "rate_limited"}, false},
+		{&Error{StatusCode: 409, Code: CodeIdempotencyKeyUnsettled}, false},
+		{&Error{StatusCode: 503, Code: CodeSourceUnavailable}, false},
+		{&Error{StatusCode: 404}, false}, // not the API's answer: a proxy's
+		{errors.New("connection refused"), false},
+		{nil, false},
+	} {
+		if got := refusedForGood(tc.err); got != tc.good {
+			t.Errorf("refusedForGood(%v) = %v, want %v", tc.err, got, tc.good)
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/spend":
+			fmt.Fprint(w, `{"allowed":true,"remaining":0,"retry_in_ms":0,"reset_in_ms":60000,"decisions":[{"limit":"Jobs","id":"a","allowed":true,"remaining":0,"retry_in_ms":0,"reset_in_ms":60000,"unlimited":false,"burst":1,"count":1,"period":"1m0s","override":false,"algorithm":"concurrency","lease":"0123456789abcdef0123456789abcdef","lease_expires_in_ms":60000}]}`)
+		case "/v1/renew":
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"code":"invalid_request","message":"Jobs is not a concurrency limit","transaction":0}}`)
+		default:
+			fmt.Fprint(w, `{"allowed":true,"remaining":1,"retry_in_ms":0,"reset_in_ms":0,"decisions":[]}`)
+		}
+	}))
+	defer srv.Close()
+	c, err := New(Options{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.WithLease(context.Background(), Transaction{Limit: "Jobs", ID: "a"}, func(ctx context.Context) error {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}, RenewEvery(time.Millisecond))
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("WithLease whose renewal is refused: %v, want ErrLeaseLost", err)
 	}
 }

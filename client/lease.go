@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 	"unicode/utf8"
 )
@@ -30,8 +31,9 @@ var ErrNotAcquired = errors.New("limiter: no slot free")
 var ErrNoLease = errors.New("limiter: the transaction takes no lease")
 
 // ErrLeaseLost is the cause of the context WithLease gives its function
-// once a renewal found the lease ended (it expired, or was reset): the
-// slot may be someone else's by now.
+// once a renewal found the lease ended (it expired, or was reset), or the
+// service refused to renew it for good (a 4xx answer: the limit was
+// removed, the token revoked): the slot may be someone else's by now.
 var ErrLeaseLost = errors.New("limiter: the lease ended before the function returned")
 
 // Acquire spends t on a concurrency limit: when a slot is free it takes a
@@ -104,8 +106,9 @@ func RenewEvery(d time.Duration) LeaseOption {
 }
 
 // OnRenew calls f after every renewal, with its answer or its error (a
-// failed renewal is tried again at the next interval), from the
-// goroutine that renews: to log, or to count.
+// failed renewal is tried again at the next interval, unless the service
+// refused it for good: see ErrLeaseLost), from the goroutine that renews:
+// to log, or to count.
 func OnRenew(f func(*Decision, error)) LeaseOption {
 	return func(o *leaseOptions) { o.onRenew = f }
 }
@@ -198,6 +201,12 @@ func (c *Client) keep(ctx context.Context, l Lease, o leaseOptions, done <-chan 
 			cancel(ErrLeaseLost)
 			return
 		}
+		if refusedForGood(err) {
+			// The service refuses to renew it (the limit is gone, the
+			// token revoked): the lease ends at its TTL.
+			cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+			return
+		}
 		if err == nil {
 			if every := renewInterval(o, d); every != o.every {
 				o.every = every
@@ -205,6 +214,16 @@ func (c *Client) keep(ctx context.Context, l Lease, o leaseOptions, done <-chan 
 			}
 		}
 	}
+}
+
+// refusedForGood reports whether err is the service's refusal of a
+// request, which a repeat would meet again: a 4xx answer of the API, but
+// for 429 and 409 (a request that may pass later). An error of the
+// connection, a timeout or a 5xx is tried again at the next interval.
+func refusedForGood(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code != "" && e.StatusCode >= 400 && e.StatusCode < 500 &&
+		e.StatusCode != http.StatusTooManyRequests && e.StatusCode != http.StatusConflict
 }
 
 // renewInterval is the interval to the renewal after one that answered
