@@ -56,7 +56,10 @@ func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 		remaining := (now - (t - burstOffset)) / emissionInterval
 		retryIn := -diff
 		if past {
-			retryIn = max(ahead, 1)
+			// Never: t only grows, so t + increment stays past the
+			// largest int64. The wait answered is to the end of int64
+			// time, so that a client that waits is never early.
+			retryIn = math.MaxInt64 - now
 		}
 		return Decision{
 			Allowed:   false,

@@ -119,9 +119,9 @@ func TestSpendSaturates(t *testing.T) {
 func TestSpendPastTheLargestTAT(t *testing.T) {
 	const hour = int64(time.Hour)
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
-	// One token every 2,000,000 hours (about 228 years): the second spend
+	// One token every 1,000,000 hours (about 114 years): the second spend
 	// waits that long, to the nanosecond.
-	ei := 2_000_000 * hour
+	ei := 1_000_000 * hour
 	first := Spend(now, Missing, ei, ei, 1)
 	if !first.Allowed || first.NewTAT != now+ei || first.ResetIn != ei {
 		t.Fatalf("first spend: %+v", first)
@@ -130,12 +130,21 @@ func TestSpendPastTheLargestTAT(t *testing.T) {
 	if second.Allowed || second.RetryIn != ei || second.ResetIn != ei {
 		t.Fatalf("second spend: %+v, want denied for %d ns", second, ei)
 	}
+	// One every 2,000,000 hours (about 228 years): the second spend would
+	// need a TAT past the largest int64, now and later: denied for good.
+	ei = 2_000_000 * hour
+	first = Spend(now, Missing, ei, ei, 1)
+	if second := Spend(now, first.NewTAT, ei, ei, 1); second.Allowed || second.RetryIn != math.MaxInt64-now {
+		t.Fatalf("second spend of 228 years: %+v, want denied until the end of int64 time", second)
+	}
 	// Two tokens of 1,250,000 hours: the whole bucket at once would need a
 	// TAT past the largest int64, and is denied; one token is allowed,
 	// and the next one (past the largest int64 too) is not.
 	ei = 1_250_000 * hour
-	if whole := Spend(now, Missing, ei, 2*ei, 2); whole.Allowed || whole.RetryIn < 1 {
-		t.Fatalf("a spend of the whole bucket: %+v, want denied", whole)
+	if whole := Spend(now, Missing, ei, 2*ei, 2); whole.Allowed || whole.RetryIn != math.MaxInt64-now {
+		t.Fatalf("a spend of the whole bucket: %+v, want denied until the end of int64 time", whole)
+	} else if again := Spend(now+whole.RetryIn/2, Missing, ei, 2*ei, 2); again.Allowed {
+		t.Fatalf("the same spend later: %+v, want denied still", again)
 	}
 	one := Spend(now, Missing, ei, 2*ei, 1)
 	if !one.Allowed || one.NewTAT != now+ei {

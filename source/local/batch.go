@@ -3,9 +3,11 @@ package local
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 
+	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
@@ -222,7 +224,9 @@ func (l *Layer) refund(ctx context.Context, now int64, ops []bucket.Op, outcomes
 	// Most refunds are covered by the hits not pushed: one locked step
 	// then, without waiting for a cycle.
 	if !l.refundHere(now, ops, outcomes, mine, shared, false) {
-		ctx, cancel := l.bounded(ctx)
+		// The wait and the source's call together are bounded.
+		var cancel context.CancelFunc
+		ctx, cancel = l.bounded(ctx)
 		defer cancel()
 		groups := l.syncedGroupsOf(ops)
 		if err := lockGroups(ctx, groups); err != nil {
@@ -402,15 +406,21 @@ func (l *Layer) reset(ctx context.Context, now int64, ops []bucket.Op, source fu
 	}
 	defer unlockGroups(synced)
 	n, err := source(ctx)
-	if err != nil {
+	if errors.Is(err, ratelimits.ErrNotApplied) {
 		return 0, err
 	}
+	// A reset that failed after a part of it took effect forgets here
+	// too: what this process holds of the ops reset on the source would
+	// otherwise be pushed back. A retry of the reset completes it.
 	refs, order := l.lockBatch(ops, nil, nil)
 	defer unlock(order)
 	for i := range ops {
 		if l.forget(now, &ops[i], refs[i]) {
 			n++
 		}
+	}
+	if err != nil {
+		return 0, err
 	}
 	return n, nil
 }

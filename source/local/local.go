@@ -137,9 +137,9 @@ type Options struct {
 	// (DefaultShutdownRetry when 0; < 0 retries at once).
 	ShutdownRetry time.Duration
 	// SourceTimeout bounds each call a Front makes to its inner source (0:
-	// the caller's deadline alone). It bounds the source's calls, not the
-	// Limiter's: a bound around a whole reset, or box removal, would also
-	// bound its wait for a running cycle.
+	// the caller's deadline alone); for a refund, reset or box removal
+	// that must wait for a running cycle first, the wait and the call
+	// together.
 	SourceTimeout time.Duration
 	// OnCycle, when set, is called after every cycle, on its goroutine.
 	OnCycle func(Cycle)
