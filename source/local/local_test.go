@@ -659,15 +659,25 @@ func TestReset(t *testing.T) {
 	if res := p.sync(t); res.Pushed != 0 {
 		t.Fatalf("sync after the reset pushed %d counters: the dropped hits came back", res.Pushed)
 	}
-	// A failed source reset forgets nothing.
+	// A source reset that certainly changed nothing forgets nothing here.
 	p.admit(4, localOnly)
 	if _, err := p.reset(context.Background(), clk.Now().UnixNano(), []bucket.Op{localOnly}, func(context.Context) (int, error) {
-		return 0, errors.New("down")
+		return 0, fmt.Errorf("%w: down", ratelimits.ErrNotApplied)
 	}); err == nil {
 		t.Fatal("Reset with the source failing succeeded")
 	}
 	if got := p.remaining(t, localOnly); got != 6 {
-		t.Fatalf("remaining %d after a failed reset, want 6", got)
+		t.Fatalf("remaining %d after a reset that changed nothing, want 6", got)
+	}
+	// One that may have taken effect, in part, forgets here too: what it
+	// reset on the source must not be pushed back. It still fails.
+	if _, err := p.reset(context.Background(), clk.Now().UnixNano(), []bucket.Op{localOnly}, func(context.Context) (int, error) {
+		return 0, errors.New("a part failed after another took effect")
+	}); err == nil {
+		t.Fatal("Reset with the source failing in part succeeded")
+	}
+	if got := p.remaining(t, localOnly); got != 10 {
+		t.Fatalf("remaining %d after a reset that failed in part, want 10", got)
 	}
 }
 
