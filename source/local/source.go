@@ -264,7 +264,7 @@ func (f *Front) once(ctx context.Context, inner func(context.Context, int64, onc
 func (f *Front) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, error) {
 	here, _ := split(ops, nil)
 	inner := func(ctx context.Context) (int, error) {
-		var there, pairs []bucket.Op
+		var there, counters, boxes []bucket.Op
 		for i := range ops {
 			op := ops[i]
 			switch {
@@ -272,42 +272,48 @@ func (f *Front) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, err
 			case op.Algorithm.Windowed() && op.SyncRate > 0 && op.Box != "":
 				// The syncs add a window's hits to the counter named by its
 				// key alone, whatever its box (SyncWindows), and its box
-				// entries to its box: the two are reset together, as a
-				// window without a box and the op with it (whose own key
-				// holds nothing: such a limit is never spent on the
-				// source), and count as one.
+				// entries to its box: the counters are reset as windows
+				// without a box, and the box entries with the ops as they
+				// are (whose own keys hold nothing: such a limit is never
+				// spent on the source).
 				counter := op
 				counter.Box = ""
-				pairs = append(pairs, counter, op)
+				counters, boxes = append(counters, counter), append(boxes, op)
 			default:
 				there = append(there, op)
 			}
 		}
 		ctx, cancel := f.innerContext(ctx)
 		defer cancel()
-		n, applied := 0, false
-		reset := func(ops []bucket.Op, most int) error {
-			got, err := f.inner.Reset(ctx, now, ops)
-			if err != nil {
-				if applied {
-					return partlyApplied(err)
-				}
-				return err
+		applied := false
+		reset := func(ops []bucket.Op) (int, error) {
+			if len(ops) == 0 {
+				return 0, nil
 			}
-			n, applied = n+min(got, most), true
-			return nil
-		}
-		if len(there) > 0 {
-			if err := reset(there, len(there)); err != nil {
-				return 0, err
+			n, err := f.inner.Reset(ctx, now, ops)
+			if err != nil && applied {
+				return 0, partlyApplied(err)
 			}
+			applied = applied || err == nil
+			return n, err
 		}
-		for i := 0; i < len(pairs); i += 2 {
-			if err := reset(pairs[i:i+2], 1); err != nil {
-				return 0, err
-			}
+		n, err := reset(there)
+		if err != nil {
+			return 0, err
 		}
-		return n, nil
+		// A window with a box counts once for its counter and its entry:
+		// exactly so for one, at least once per window that held
+		// something for several (the two calls' counts do not say which
+		// entry went with which counter).
+		nc, err := reset(counters)
+		if err != nil {
+			return 0, err
+		}
+		nb, err := reset(boxes)
+		if err != nil {
+			return 0, err
+		}
+		return n + max(nc, nb), nil
 	}
 	if len(here.ops) == 0 {
 		return inner(ctx)
