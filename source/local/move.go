@@ -28,17 +28,19 @@ type Moved struct {
 // Each old group above 0 runs its cycle at once (within ctx), so that its
 // unpushed hits and box entries are on the source: decisions of a new
 // sync_rate of 0, made there, count them. For a new sync_rate other than
-// 0, the limit's counters and box entries then move to the new group,
-// while the old one runs no cycle: the totals read go as totals read
-// (which the new group's first cycle reads again), and what this process
-// has not pushed (when the push failed, or below 0) as its own, which the
-// new group pushes, and the old one no longer does. So nothing is lost,
-// counted twice, or let out of a box early. A rate counter below 0 cannot
-// tell its own hits from what it started from: moved above 0, all of it
-// goes as totals read (its hits were never on the source), and moved
-// below 0, the old group keeps its unpushed hits to push. From 0 nothing
-// is held here; from below 0 to 0 the hits, never on the source, are not
-// carried over.
+// 0, the limit's counters and box entries then move out of the old group
+// into the new one, while the old one runs no cycle: the totals read go as
+// totals read (which the new group's first cycle reads again), and what
+// this process has not pushed (the push failed, or the limit was below
+// 0) as its own, which the new group pushes. Moved below 0, the new group
+// starts from all of it, and the unpushed part stays in the old group as
+// orphans, which its next cycle pushes for the others. Nothing of the
+// limit stays in the old group to come back if the limit moves back, so
+// each hit is counted once and nothing removed or reset reappears. A rate
+// counter below 0 cannot tell its own hits from what it started from:
+// moved above 0 it goes as totals read (its hits were never on the
+// source). From 0 nothing is held here; from below 0 to 0 the hits, never
+// on the source, are not carried over.
 func (l *Layer) Move(ctx context.Context, limits []Moved) {
 	var pushed []*group
 	for _, m := range limits {
@@ -68,7 +70,7 @@ func (l *Layer) Move(ctx context.Context, limits []Moved) {
 		now := l.opts.Clock.Now().UnixNano()
 		l.moveWindows(src, dst, m.Name, now)
 		if t := (*src.tables.Load())[m.Name]; t != nil {
-			l.moveTable(t, dst, m.Name, now)
+			l.moveTable(t, src, dst, m.Name, now)
 		}
 		src.unlock()
 	}
@@ -83,11 +85,13 @@ func groupRate(rate time.Duration) time.Duration {
 	return rate
 }
 
-// moveWindows moves the window counters of the limit name from src to
-// dst, as Move says, part for part: the totals read (everyone's, which a
-// counter below 0 keeps as what it started from) as totals read, and this
-// process's unpushed hits as its own, taken from src. A counter dst kept
-// from before (a limit moved away and back) is replaced.
+// moveWindows moves the window counters of the limit name out of src
+// into dst, as Move says, part for part: the totals read (everyone's,
+// which a counter below 0 keeps as what it started from) as totals read,
+// and this process's unpushed hits as its own to push above 0. Below 0 the
+// unpushed hits join what the new counter starts from, and stay in src as
+// orphans, which its next cycle pushes. Nothing of the limit stays in src
+// to come back if it moves back.
 func (l *Layer) moveWindows(src, dst *group, name string, now int64) {
 	nowMs := bucket.Millis(now)
 	type seen struct {
@@ -103,17 +107,23 @@ func (l *Layer) moveWindows(src, dst *group, name string, now int64) {
 			if !strings.HasPrefix(key, name) {
 				continue
 			}
-			synced, owned := at(c.synced, nowMs, c.period), at(c.pending, nowMs, c.period)
-			c.pending = window.Counter{}
-			if !empty(synced) || !empty(owned) {
-				moved = append(moved, seen{key, c.period, synced, owned})
+			delete(sh.counters, key)
+			m := seen{key: key, period: c.period, synced: at(c.synced, nowMs, c.period), owned: at(c.pending, nowMs, c.period)}
+			if dst.rate < 0 {
+				if src.rate > 0 && !sh.keep(key, m.owned, nowMs) {
+					sh.lost++
+				}
+				m.synced, m.owned = merge(m.synced, m.owned, nowMs, c.period), window.Counter{}
+			}
+			if !empty(m.synced) || !empty(m.owned) {
+				moved = append(moved, m)
 			}
 		}
-		for key, o := range sh.orphans {
-			if strings.HasPrefix(key, name) {
-				delete(sh.orphans, key)
-				if h := at(o, nowMs, o.Period); !empty(h) {
-					moved = append(moved, seen{key: key, period: o.Period, owned: h})
+		if dst.rate > 0 {
+			for key, o := range sh.orphans {
+				if strings.HasPrefix(key, name) {
+					delete(sh.orphans, key)
+					moved = append(moved, seen{key: key, period: o.Period, owned: at(o, nowMs, o.Period)})
 				}
 			}
 		}
@@ -122,55 +132,75 @@ func (l *Layer) moveWindows(src, dst *group, name string, now int64) {
 	for _, m := range moved {
 		sh := &dst.shards[dst.shardIndex(l, m.key)]
 		sh.mu.Lock()
-		c := sh.insert(m.key, m.period, nowMs, nil, dst.rate)
-		c.synced, c.pending = m.synced, m.owned
+		c := sh.counters[m.key]
+		if c == nil || c.period != m.period {
+			c = sh.insert(m.key, m.period, nowMs, nil, dst.rate)
+		}
+		c.synced = merge(c.synced, m.synced, nowMs, m.period)
+		c.pending = merge(c.pending, m.owned, nowMs, m.period)
 		sh.mu.Unlock()
 	}
 }
 
 // moveTable moves the rate counters and box entries of t, the limit
-// name's table in src, to dst's, as Move says: above 0, what was read as
-// read and what is unpushed as unpushed (taken from t); below 0, as what
-// the new group counts alone from (t keeps its unpushed hits and expiries
-// to push).
-func (l *Layer) moveTable(t *table, dst *group, name string, now int64) {
+// name's table in src, out of it into dst's, as Move says: above 0, what
+// was read as read and what is unpushed as unpushed; below 0, as what the
+// new group counts alone from, the unpushed hits and expiries staying in
+// t as orphans, which src's next cycle pushes. A rate counter below 0
+// cannot tell its own hits from what it started from: above 0 it goes as
+// totals read (its hits were never on the source).
+func (l *Layer) moveTable(t *table, src, dst *group, name string, now int64) {
 	s := ratecounter.Second(now)
 	type seen struct {
-		key           string
-		view, owned   *ratecounter.Counter
-		read, expires int64
+		key          string
+		view, owned  *ratecounter.Counter
+		read, expiry int64 // a box entry's: read, and this process's own
 	}
-	toSynced := dst.rate > 0
+	toSynced, fromSynced := dst.rate > 0, src.rate > 0
 	var rates, boxes []seen
 	t.mu.Lock()
 	capacity := t.capacity
-	for p := range t.counters.Len() {
+	t.follows = false // the new group's table follows the limit's box log
+	for p := t.counters.Len() - 1; p >= 0; p-- {
 		r := *t.counters.At(p)
+		t.counters.Remove(p)
 		v := seen{key: r.key}
 		if view := r.view(); !emptyRate(view, s) {
 			c := *view
 			v.view = &c
 		}
-		if toSynced && r.synced && !emptyRate(r.pending, s) {
-			v.owned = r.pending // its own hits, to push from dst
-			r.pending = nil
+		if fromSynced && !emptyRate(r.pending, s) {
+			if toSynced {
+				v.owned = r.pending // its own hits, which dst pushes
+			} else {
+				t.keepRate(r.key, r.pending, nil, s) // an orphan, which src pushes
+			}
 		}
 		if v.view != nil || v.owned != nil {
 			rates = append(rates, v)
 		}
 	}
-	for p := range t.boxes.Len() {
+	for p := t.boxes.Len() - 1; p >= 0; p-- {
 		b := *t.boxes.At(p)
+		t.boxes.Remove(p)
 		if b.expires() <= now {
 			continue
 		}
-		v := seen{key: b.key, read: b.read, expires: b.expires()}
-		if toSynced && b.fetches {
-			v.expires = b.pending // its own, to push from dst
-			b.pending = 0
-			t.fix(b)
+		v := seen{key: b.key, read: b.read, expiry: b.expires()}
+		if fromSynced {
+			v.expiry = b.pending
+			if !toSynced {
+				t.keepBox(b.key, b.pending, now) // an orphan, which src pushes
+				v.expiry = b.expires()
+			}
 		}
 		boxes = append(boxes, v)
+	}
+	var orphans map[string]*rate
+	var boxOrphans map[string]*box
+	if toSynced {
+		orphans, boxOrphans = t.orphans, t.boxOrphans
+		t.orphans, t.boxOrphans = map[string]*rate{}, map[string]*box{}
 	}
 	t.mu.Unlock()
 	to := dst.tableOf(name)
@@ -181,19 +211,19 @@ func (l *Layer) moveTable(t *table, dst *group, name string, now int64) {
 		r.pinned = false // no batch or call holds to
 		switch {
 		case !toSynced:
-			r.pending = v.view // what it counts alone from
-		case v.owned != nil:
-			// The totals read and its own hits, which dst pushes.
-			r.pending = mergeInto(r.pending, v.owned)
-			r.total = v.view
+			r.pending = mergeInto(r.pending, v.view) // what it counts alone from
 		default:
-			// As totals read (an orphan's hits, taken back, on top).
+			// As totals read, with its own hits (taken from src, or an
+			// orphan's taken back), which dst pushes.
 			total := v.view
 			if total == nil {
 				total = &ratecounter.Counter{}
 			}
 			if r.pending != nil {
-				total.Merge(r.pending)
+				total.Merge(r.pending) // an orphan's, which view lacks
+			}
+			if v.owned != nil {
+				r.pending = mergeInto(r.pending, v.owned)
 			}
 			r.total = total
 		}
@@ -203,10 +233,14 @@ func (l *Layer) moveTable(t *table, dst *group, name string, now int64) {
 		b.pinned = false
 		if toSynced {
 			b.read = max(b.read, v.read)
-			b.pending = max(b.pending, v.expires)
-		} else {
-			b.pending = max(b.pending, v.expires)
 		}
+		b.pending = max(b.pending, v.expiry)
 		to.fix(b)
+	}
+	for key, o := range orphans {
+		to.keepRate(key, o.pending, nil, s)
+	}
+	for key, o := range boxOrphans {
+		to.keepBox(key, o.pending, now)
 	}
 }

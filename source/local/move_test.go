@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
 // A reload that changes a limit's sync_rate (Move) keeps what this
@@ -123,7 +125,10 @@ func TestMoveToAndFroCountsOnce(t *testing.T) {
 	if got := s.total("9:u", clk.Now()); got != 4 {
 		t.Errorf("window above 0, below, above: the store counts %d, want 4", got)
 	}
-	// A rate counter below 0 and back: its 30 hits still count here.
+	// A rate counter below 0 cannot tell its own hits from what it
+	// started from: moved above 0 they count as totals read, until the
+	// first cycle reads the source's (they were never on it); nothing is
+	// pushed, so nothing is counted twice.
 	r := rop("6:u", 30, -1, 0)
 	p.spend(r)
 	p.Move(ctx, []Moved{{Name: "6:", From: -1, To: fast}})
@@ -131,9 +136,62 @@ func TestMoveToAndFroCountsOnce(t *testing.T) {
 	if _, out := p.spend(r); out[0].Remaining != 70 {
 		t.Errorf("rate counter moved above 0: %d remaining, want 70", out[0].Remaining)
 	}
+	p.sync(t)
+	if got := s.storedHits("6:u", clk.Now(), 10); got != 0 {
+		t.Errorf("the store counts %d hits of a counter below 0 moved above, want none pushed", got)
+	}
+}
+
+// Moved below 0 after a failed push, a window's unpushed hits still reach
+// the source, pushed by the old group: the new group counts alone.
+func TestMoveBelowZeroStillPushesWhatWasNotPushed(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	fast := 5 * time.Second
+	p.spend(op("5:u", 10, 4, fast))
+	p.spend(rop("6:u", 30, fast, 0))
+	s.setFail(errors.New("down"))
+	p.Move(context.Background(), []Moved{{Name: "5:", From: fast, To: -1}, {Name: "6:", From: fast, To: -1}})
+	s.setFail(nil)
+	p.sync(t)
+	if got := s.total("5:u", clk.Now()); got != 4 {
+		t.Errorf("the store counts %d hits of 5:u, want the 4 not pushed before the move", got)
+	}
+	if got := s.storedHits("6:u", clk.Now(), 10); got != 30 {
+		t.Errorf("the store counts %d hits of 6:u, want 30", got)
+	}
+	if got := p.remaining(t, op("5:u", 10, 0, -1)); got != 6 {
+		t.Errorf("below 0 after the move, %d remaining, want 6", got)
+	}
+}
+
+// What was removed or reset while a limit was in another group does not
+// come back when it moves back.
+func TestMoveBackBringsNothingBack(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	ctx := context.Background()
+	fast := 5 * time.Second
+	p.spend(rop("6:u", 150, -1, 0)) // boxed
+	p.Move(ctx, []Moved{{Name: "6:", From: -1, To: fast}})
+	p.call(t, bucket.Call{Box: "6:u", Action: bucket.BoxRemove}, fast)
+	if got := p.boxed(t, "6:u", fast); got != 0 {
+		t.Fatalf("after the removal, boxed until %d", got)
+	}
 	p.Move(ctx, []Moved{{Name: "6:", From: fast, To: -1}})
-	r.SyncRate = -1
-	if _, out := p.spend(r); out[0].Remaining != 70 {
-		t.Errorf("rate counter moved back below 0: %d remaining, want 70", out[0].Remaining)
+	if got := p.boxed(t, "6:u", -1); got != 0 {
+		t.Errorf("moved back below 0, the removed entry boxes again until %d", got)
+	}
+	w := op("7:u", 10, 4, -1)
+	p.spend(w)
+	p.Move(ctx, []Moved{{Name: "7:", From: -1, To: fast}})
+	w.SyncRate = fast
+	if _, err := p.reset(ctx, clk.Now().UnixNano(), []bucket.Op{w}, func(context.Context) (int, error) { return 0, nil }); err != nil {
+		t.Fatal(err)
+	}
+	p.Move(ctx, []Moved{{Name: "7:", From: fast, To: -1}})
+	w.SyncRate = -1
+	if got := p.remaining(t, w); got != 10 {
+		t.Errorf("moved back below 0 after a reset, %d remaining, want 10", got)
 	}
 }
