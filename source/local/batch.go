@@ -472,7 +472,27 @@ func (l *Layer) forget(now int64, op *bucket.Op, ref opRef) bool {
 		return false
 	}
 	if op.SyncRate < 0 {
-		return bucket.Busy(now, op, mine)
+		// Every part is this process's own: what it counted, and what a
+		// counter moved here started from (Move).
+		return bucket.Busy(now, op, mine) || bucket.Busy(now, op, read)
 	}
 	return bucket.Busy(now, op, mine) && !bucket.Busy(now, op, read)
+}
+
+// holdsBoth reports whether op, a window limit above 0 with a box, counts
+// hits here and boxes its id here, at now: what a reset of its counter
+// and of its box entry each find on the source, as this process last saw
+// it.
+func (l *Layer) holdsBoth(now int64, op *bucket.Op) bool {
+	one := [1]bucket.Op{*op}
+	refs, order := l.lockBatch(one[:], nil, nil)
+	defer unlock(order)
+	nowMs := bucket.Millis(now)
+	c := refs[0].sh.counters[op.Key]
+	if c == nil || c.period != op.Window.Period {
+		return false
+	}
+	st := c.state(nowMs, c.period)
+	b := refs[0].bt.box(op.Box)
+	return (st.Cur > 0 || (st.Prev > 0 && op.Algorithm == bucket.SlidingWindow)) && b != nil && b.expires() > now
 }

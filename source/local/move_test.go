@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 )
 
@@ -142,26 +143,96 @@ func TestMoveToAndFroCountsOnce(t *testing.T) {
 	}
 }
 
-// Moved below 0 after a failed push, a window's unpushed hits still reach
-// the source, pushed by the old group: the new group counts alone.
-func TestMoveBelowZeroStillPushesWhatWasNotPushed(t *testing.T) {
+// Moved below 0 after a failed push, the unpushed hits count in the new
+// group, and are not pushed any more; moved back, they count once.
+func TestMoveBelowZeroAndBackAfterAFailedPush(t *testing.T) {
 	s, clk := newStore(), fakeClock()
 	p := newProcess(t, s, clk, Options{})
+	ctx := context.Background()
 	fast := 5 * time.Second
-	p.spend(op("5:u", 10, 4, fast))
-	p.spend(rop("6:u", 30, fast, 0))
+	w := op("5:u", 10, 4, fast)
+	p.spend(w)
+	r := rop("6:u", 30, fast, 0)
+	p.spend(r)
 	s.setFail(errors.New("down"))
-	p.Move(context.Background(), []Moved{{Name: "5:", From: fast, To: -1}, {Name: "6:", From: fast, To: -1}})
+	p.Move(ctx, []Moved{{Name: "5:", From: fast, To: -1}, {Name: "6:", From: fast, To: -1}})
+	w.SyncRate, r.SyncRate, r.Cost = -1, -1, 0
+	if got := p.remaining(t, w); got != 6 {
+		t.Errorf("window below 0: %d remaining, want 6", got)
+	}
+	if _, out := p.spend(r); out[0].Remaining != 70 {
+		t.Errorf("rate counter below 0: %d remaining, want 70", out[0].Remaining)
+	}
+	p.Move(ctx, []Moved{{Name: "5:", From: -1, To: fast}, {Name: "6:", From: -1, To: fast}})
+	w.SyncRate, r.SyncRate = fast, fast
+	if got := p.remaining(t, w); got != 6 {
+		t.Errorf("window back above 0: %d remaining, want 6", got)
+	}
+	if _, out := p.spend(r); out[0].Remaining != 70 {
+		t.Errorf("rate counter back above 0: %d remaining, want 70", out[0].Remaining)
+	}
 	s.setFail(nil)
 	p.sync(t)
-	if got := s.total("5:u", clk.Now()); got != 4 {
-		t.Errorf("the store counts %d hits of 5:u, want the 4 not pushed before the move", got)
+	if got := s.total("5:u", clk.Now()); got > 4 {
+		t.Errorf("the store counts %d hits of 5:u, want at most the 4 counted", got)
 	}
-	if got := s.storedHits("6:u", clk.Now(), 10); got != 30 {
-		t.Errorf("the store counts %d hits of 6:u, want 30", got)
+}
+
+// Evicted counters' and entries' orphans move with the limit: below 0
+// they count, and the id stays boxed.
+func TestMoveTakesOrphans(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{MaxCounters: 1})
+	ctx := context.Background()
+	fast := 5 * time.Second
+	a := op("5:a", 10, 4, fast)
+	p.spend(a)
+	p.spend(op("5:b", 10, 1, fast))   // evicts 5:a: its hits an orphan
+	p.spend(rop("6:a", 150, fast, 1)) // boxed
+	p.spend(rop("6:b", 1, fast, 1))   // evicts 6:a's counter and box entry
+	s.setFail(errors.New("down"))
+	p.Move(ctx, []Moved{{Name: "5:", From: fast, To: -1}, {Name: "6:", From: fast, To: -1}})
+	a.SyncRate = -1
+	if got := p.remaining(t, a); got != 6 {
+		t.Errorf("an orphan's hits moved below 0: %d remaining, want 6", got)
 	}
-	if got := p.remaining(t, op("5:u", 10, 0, -1)); got != 6 {
-		t.Errorf("below 0 after the move, %d remaining, want 6", got)
+	if got := p.boxed(t, "6:a", -1); got == 0 {
+		t.Error("an orphan box entry moved below 0 boxes nobody")
+	}
+}
+
+// Moved to 0, a limit leaves nothing in its old group but what it must
+// still push; moved back, nothing comes back.
+func TestMoveToZeroAndBack(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	ctx := context.Background()
+	fast := time.Second
+	w := op("5:u", 10, 4, -1)
+	p.spend(w)
+	p.spend(rop("6:u", 150, -1, 0)) // boxed below 0
+	p.Move(ctx, []Moved{{Name: "5:", From: -1, To: 0}, {Name: "6:", From: -1, To: 0}})
+	p.Move(ctx, []Moved{{Name: "5:", From: 0, To: -1}, {Name: "6:", From: 0, To: -1}})
+	if got := p.remaining(t, w); got != 10 {
+		t.Errorf("below 0, to 0 and back: %d remaining, want 10", got)
+	}
+	if got := p.boxed(t, "6:u", -1); got != 0 {
+		t.Errorf("below 0, to 0 and back: still boxed until %d", got)
+	}
+	// Above 0 with the source down, to 0: the unpushed hits are pushed
+	// by the old group once the source is back, and the old group no
+	// longer follows the limit's box log.
+	p.Follow([]Followed{{Name: "9:", SyncRate: fast}})
+	p.spend(op("9:u", 10, 4, fast))
+	s.setFail(errors.New("down"))
+	p.Move(ctx, []Moved{{Name: "9:", From: fast, To: 0}})
+	s.setFail(nil)
+	p.sync(t)
+	if got := s.total("9:u", clk.Now()); got != 4 {
+		t.Errorf("the store counts %d hits of 9:u after the move to 0, want 4", got)
+	}
+	if tb := (*p.groupOf(fast).tables.Load())["9:"]; tb != nil && tb.follows {
+		t.Error("the old group still follows the box log of a limit moved to 0")
 	}
 }
 
@@ -193,5 +264,54 @@ func TestMoveBackBringsNothingBack(t *testing.T) {
 	w.SyncRate = -1
 	if got := p.remaining(t, w); got != 10 {
 		t.Errorf("moved back below 0 after a reset, %d remaining, want 10", got)
+	}
+}
+
+// A reset counts a window moved below 0, which holds what it started
+// from rather than hits of its own.
+func TestResetCountsAWindowMovedBelowZero(t *testing.T) {
+	s, clk := newStore(), fakeClock()
+	p := newProcess(t, s, clk, Options{})
+	ctx := context.Background()
+	fast := 5 * time.Second
+	w := op("5:u", 10, 4, fast)
+	p.spend(w)
+	p.sync(t)
+	p.Move(ctx, []Moved{{Name: "5:", From: fast, To: -1}})
+	w.SyncRate = -1
+	n, err := p.reset(ctx, clk.Now().UnixNano(), []bucket.Op{w}, func(context.Context) (int, error) { return 0, nil })
+	if err != nil || n != 1 {
+		t.Errorf("Reset = %d, %v; want 1", n, err)
+	}
+}
+
+// resetStub answers a reset with the ops whose key, or box entry, it
+// holds.
+type resetStub struct {
+	ratelimits.Source
+	held map[string]bool
+}
+
+func (r *resetStub) Reset(_ context.Context, _ int64, ops []bucket.Op) (int, error) {
+	n := 0
+	for _, op := range ops {
+		if (op.Box == "" && r.held[op.Key]) || (op.Box != "" && r.held["box:"+op.Box]) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Several windows above 0 with a box count once each that held
+// something, the one holding hits only and the one boxing only alike.
+func TestResetCountsEachWindowWithABox(t *testing.T) {
+	clk := fakeClock()
+	p := newProcess(t, newStore(), clk, Options{})
+	fast := 5 * time.Second
+	a := penalized(op("5:a", 10, 0, fast), time.Hour)
+	b := penalized(op("5:b", 10, 0, fast), time.Hour)
+	f := p.Front(&resetStub{held: map[string]bool{"5:a": true, "box:5:b": true}})
+	if n, err := f.Reset(context.Background(), clk.Now().UnixNano(), []bucket.Op{a, b}); err != nil || n != 2 {
+		t.Errorf("Reset = %d, %v; want 2", n, err)
 	}
 }

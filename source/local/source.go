@@ -301,10 +301,17 @@ func (f *Front) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, err
 		if err != nil {
 			return 0, err
 		}
-		// A window with a box counts once for its counter and its entry:
-		// exactly so for one, at least once per window that held
-		// something for several (the two calls' counts do not say which
-		// entry went with which counter).
+		// A window with a box counts once for its counter and its entry.
+		// The two calls' counts do not say which entry went with which
+		// counter: for one window that is exact; for several, those this
+		// process saw holding both are counted once, within what the
+		// counts allow.
+		both := 0
+		for i := range boxes {
+			if f.layer.holdsBoth(now, &boxes[i]) {
+				both++
+			}
+		}
 		nc, err := reset(counters)
 		if err != nil {
 			return 0, err
@@ -313,7 +320,10 @@ func (f *Front) Reset(ctx context.Context, now int64, ops []bucket.Op) (int, err
 		if err != nil {
 			return 0, err
 		}
-		return n + max(nc, nb), nil
+		if len(boxes) == 1 {
+			return n + max(nc, nb), nil
+		}
+		return n + max(nc, nb, nc+nb-both), nil
 	}
 	if len(here.ops) == 0 {
 		return inner(ctx)
