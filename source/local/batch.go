@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/ratelimits/bucket"
 	"github.com/limiter-dev/limiter/ratelimits/ratecounter"
 	"github.com/limiter-dev/limiter/ratelimits/window"
@@ -406,10 +405,13 @@ func (l *Layer) reset(ctx context.Context, now int64, ops []bucket.Op, source fu
 	}
 	defer unlockGroups(synced)
 	n, err := source(ctx)
-	if errors.Is(err, ratelimits.ErrNotApplied) {
+	if err != nil && !errors.Is(err, errPartlyApplied) {
+		// Nothing changed, or maybe nothing did: what this process holds
+		// stays, and is pushed. At worst the hits of a reset that did
+		// apply come back, which counts too much, never too little.
 		return 0, err
 	}
-	// A reset that failed after a part of it took effect forgets here
+	// A reset that failed after a step of it took effect forgets here
 	// too: what this process holds of the ops reset on the source would
 	// otherwise be pushed back. A retry of the reset completes it.
 	refs, order := l.lockBatch(ops, nil, nil)

@@ -669,12 +669,22 @@ func TestReset(t *testing.T) {
 	if got := p.remaining(t, localOnly); got != 6 {
 		t.Fatalf("remaining %d after a reset that changed nothing, want 6", got)
 	}
-	// One that may have taken effect, in part, forgets here too: what it
+	// Nor does one whose outcome is unknown: keeping too much is safer
+	// than forgetting hits a reset that never applied left in place.
+	if _, err := p.reset(context.Background(), clk.Now().UnixNano(), []bucket.Op{localOnly}, func(context.Context) (int, error) {
+		return 0, errors.New("timed out")
+	}); err == nil {
+		t.Fatal("Reset with the source timing out succeeded")
+	}
+	if got := p.remaining(t, localOnly); got != 6 {
+		t.Fatalf("remaining %d after a reset of unknown outcome, want 6", got)
+	}
+	// One whose steps took effect in part forgets here too: what it
 	// reset on the source must not be pushed back. It still fails.
 	if _, err := p.reset(context.Background(), clk.Now().UnixNano(), []bucket.Op{localOnly}, func(context.Context) (int, error) {
-		return 0, errors.New("a part failed after another took effect")
-	}); err == nil {
-		t.Fatal("Reset with the source failing in part succeeded")
+		return 0, partlyApplied(errors.New("down"))
+	}); err == nil || errors.Is(err, ratelimits.ErrNotApplied) {
+		t.Fatalf("Reset with the source failing in part: %v, want an error that does not say not applied", err)
 	}
 	if got := p.remaining(t, localOnly); got != 10 {
 		t.Fatalf("remaining %d after a reset that failed in part, want 10", got)

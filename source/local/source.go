@@ -397,13 +397,15 @@ func (f *Front) Close() error { return f.inner.Close() }
 
 var _ ratelimits.Source = (*Front)(nil)
 
+// errPartlyApplied marks the failure of a call made in steps after one of
+// them took effect (partlyApplied).
+var errPartlyApplied = errors.New("local: a step failed after an earlier one took effect")
+
 // partlyApplied is the error of a call made in steps after one of them
 // took effect: whatever err says, the call is not one that changed
 // nothing, so it no longer wraps ratelimits.ErrNotApplied (a retry must
-// not take it for one that can be made again as if new).
+// not take it for one that can be made again as if new). It wraps
+// errPartlyApplied, which Layer.reset acts on.
 func partlyApplied(err error) error {
-	if !errors.Is(err, ratelimits.ErrNotApplied) {
-		return err
-	}
-	return fmt.Errorf("local: a step failed after an earlier one took effect: %s", err.Error())
+	return fmt.Errorf("%w: %s", errPartlyApplied, err.Error())
 }
