@@ -26,7 +26,11 @@ func queryParams(r *http.Request, known ...string) (map[string]string, *apiError
 			ok = ok || name == k
 		}
 		if !ok {
-			return nil, badRequest(codeInvalidArgument, "unknown query parameter "+quoteShort(name)+"; this path takes "+strings.Join(known, ", "), -1)
+			takes := "no query parameters"
+			if len(known) > 0 {
+				takes = strings.Join(known, ", ")
+			}
+			return nil, badRequest(codeInvalidArgument, "unknown query parameter "+quoteShort(name)+"; this path takes "+takes, -1)
 		}
 		if len(values) != 1 {
 			return nil, badRequest(codeInvalidArgument, "query parameter "+name+" given more than once", -1)
