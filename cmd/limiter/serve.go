@@ -33,6 +33,7 @@ import (
 	"github.com/limiter-dev/limiter/httpapi"
 	"github.com/limiter-dev/limiter/ratelimits"
 	"github.com/limiter-dev/limiter/source/local"
+	"github.com/limiter-dev/limiter/source/redis"
 	"github.com/limiter-dev/limiter/topdenied"
 )
 
@@ -178,10 +179,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if err := runServer(f, log); err != nil {
 		log.Error("limiter stopped", "err", err)
 		var missing *missingFile
-		if errors.As(err, &missing) || errors.Is(err, fs.ErrNotExist) {
+		if errors.As(err, &missing) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, redis.ErrBadURL) {
 			// A file that is not where the settings say (a
-			// configuration file, a token file, a CA file) is a mistake
-			// in how the process was started.
+			// configuration file, a token file, a CA file), or a
+			// --source URL that does not parse, is a mistake in how the
+			// process was started.
 			return 2
 		}
 		return 1

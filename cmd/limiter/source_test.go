@@ -133,3 +133,17 @@ func TestMemorySourceWarnsOnceAtTheFirstNotFullEviction(t *testing.T) {
 		t.Fatalf("the warning does not give the bound:\n%s", logs.String())
 	}
 }
+
+// A --source URL of a Redis scheme that does not parse is a value serve
+// does not take, a usage error (exit 2) as an unknown scheme is: starting
+// again would fail again.
+func TestBadRedisURLIsAUsageError(t *testing.T) {
+	for _, url := range []string{"redis://127.0.0.1:1/abc", "redis://127.0.0.1:1/0?x=1", "redis-cluster://"} {
+		var stderr strings.Builder
+		code := run([]string{"serve", "--listen", "127.0.0.1:0", "--defaults", "../../config/defaults.yaml",
+			"--overrides", "../../config/overrides.yaml", "--source", url}, io.Discard, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "bad URL") {
+			t.Errorf("--source %s: exit %d, %q; want 2 and the URL's problem", url, code, stderr.String())
+		}
+	}
+}
