@@ -3,8 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/limiter-dev/limiter/envoyapi"
@@ -123,6 +125,28 @@ func notNegative[T int | int64 | time.Duration](p *T) check {
 	return check{func() bool { return *p >= 0 }, wantNotNegative}
 }
 
+// address refuses a listen address that no start could listen on: not
+// host:port with a port number or service name, nor unix:PATH. Empty is
+// allowed where the server is off when empty; --listen is never empty.
+// A taken port or an unknown host is found only by listening, and exits
+// 1 as a failure of this start rather than of its settings.
+func address(p *string, optional bool) check {
+	return check{func() bool {
+		if *p == "" {
+			return optional
+		}
+		if path, ok := strings.CutPrefix(*p, unixPrefix); ok {
+			return path != ""
+		}
+		_, port, err := net.SplitHostPort(*p)
+		if err != nil || port == "" {
+			return false
+		}
+		_, err = net.LookupPort("tcp", port)
+		return err == nil
+	}, "must be host:port or unix:PATH"}
+}
+
 // nonEmpty refuses an empty path: an unset variable's "" would otherwise
 // read as a missing file at no path.
 func nonEmpty(p *string) check {
@@ -193,8 +217,8 @@ func (c *configFlags) settings() []setting {
 func (f *serveFlags) settings() []setting {
 	rows := append(f.configFlags.settings(), f.redisFlags.settings()...)
 	return append(rows, []setting{
-		{name: "listen", bind: stringVar(&f.listen, "127.0.0.1:8080"), usage: "address to serve HTTP on: host:port, or unix:PATH for a Unix socket (a proxy on the same host)"},
-		{name: "grpc-listen", bind: stringVar(&f.grpcListen, ""),
+		{name: "listen", bind: stringVar(&f.listen, "127.0.0.1:8080"), check: address(&f.listen, false), usage: "address to serve HTTP on: host:port, or unix:PATH for a Unix socket (a proxy on the same host)"},
+		{name: "grpc-listen", bind: stringVar(&f.grpcListen, ""), check: address(&f.grpcListen, true),
 			usage: "serve Envoy's rate-limit service (gRPC, envoy.service.ratelimit.v3), with gRPC health and reflection, on this address; off when empty"},
 		{name: "grpc-max-concurrent-streams", bind: intVar(&f.grpcBounds.MaxConcurrentStreams, envoyapi.DefaultMaxConcurrentStreams), check: positive(&f.grpcBounds.MaxConcurrentStreams),
 			usage: "most gRPC calls one connection may have under way at once, and so most goroutines and memory it holds; calls beyond are refused (REFUSED_STREAM), and Envoy opens another connection"},
@@ -235,10 +259,10 @@ func (f *serveFlags) settings() []setting {
 			usage: "file of admin bearer tokens, required on reset, reload, sync and penalty-box removal when set; needed to listen beyond loopback (see --insecure-no-admin-token)"},
 		{name: "insecure-no-admin-token", bind: boolVar(&f.insecureNoAdminToken, false),
 			usage: "serve --listen on an address beyond loopback without --admin-token-file, so that anyone who reaches it may reset any limit, reload and sync (only for a network that trusted callers alone reach)"},
-		{name: "metrics-listen", bind: stringVar(&f.metricsListen, ""), usage: "serve /metrics on this address instead of --listen"},
+		{name: "metrics-listen", bind: stringVar(&f.metricsListen, ""), check: address(&f.metricsListen, true), usage: "serve /metrics on this address instead of --listen"},
 		{name: "reload-interval", bind: durationVar(&f.reloadInterval, time.Second), check: offOrAtLeast(&f.reloadInterval, minReloadInterval),
 			usage: "how often the config files are checked for changes, at least 10ms; 0 turns watching off (SIGHUP and the admin endpoint still reload)"},
-		{name: "pprof-listen", bind: stringVar(&f.pprofListen, ""),
+		{name: "pprof-listen", bind: stringVar(&f.pprofListen, ""), check: address(&f.pprofListen, true),
 			usage: "serve Go's /debug/pprof/ profiles on this address (keep it private; off when empty)"},
 		{name: "gc-heap-floor-mib", bind: intVar(&f.gcHeapFloorMiB, defaultGCHeapFloorMiB), check: notNegative(&f.gcHeapFloorMiB),
 			usage: "let the Go heap grow to this many MiB before collecting garbage, for fewer collections while the live heap is small; at most a quarter of a container's memory limit; 0 leaves Go's default, and so does setting GOGC"},

@@ -83,12 +83,20 @@ func TestServeFlagsNameTheBadValue(t *testing.T) {
 			[]string{"--redis-groups=16777217: want 0"}},
 		{"redis coalesce window below", []string{"--source=redis://h:1", "--redis-coalesce-window=-1ms"}, nil,
 			[]string{"--redis-coalesce-window=-1ms: want 0 to 10ms"}},
+		{"listen without a port", []string{"--listen=localhost"}, nil, []string{"--listen=localhost: must be host:port or unix:PATH"}},
+		{"listen empty", []string{"--listen="}, nil, []string{"--listen=: must be host:port or unix:PATH"}},
+		{"metrics-listen past the last port", []string{"--metrics-listen=127.0.0.1:65536"}, nil,
+			[]string{"--metrics-listen=127.0.0.1:65536: must be host:port or unix:PATH"}},
+		{"grpc-listen a socket without a path", []string{"--grpc-listen=unix:"}, nil, []string{"--grpc-listen=unix:: must be host:port or unix:PATH"}},
+		{"pprof-listen from the environment", nil, map[string]string{"LIMITER_PPROF_LISTEN": "abc"},
+			[]string{"LIMITER_PPROF_LISTEN=abc (--pprof-listen): must be host:port or unix:PATH"}},
 		{"redis coalesce window above", []string{"--source=redis://h:1"}, map[string]string{"LIMITER_REDIS_COALESCE_WINDOW": "1s"},
 			[]string{"LIMITER_REDIS_COALESCE_WINDOW=1s (--redis-coalesce-window): want 0 to 10ms"}},
 	}
 	allChecked := []string{"max-buckets", "max-body-bytes", "max-batch", "source-timeout", "shutdown-timeout", "reload-interval",
 		"gc-heap-floor-mib", "grpc-max-concurrent-streams", "grpc-max-header-bytes", "grpc-call-timeout", "grpc-keepalive-min-time", "grpc-max-connection-idle",
-		"grpc-max-connection-age", "grpc-max-connection-age-grace", "redis-pool-size", "redis-dial-timeout", "redis-read-timeout", "redis-write-timeout", "redis-expiry-margin", "redis-groups", "redis-coalesce-window"}
+		"grpc-max-connection-age", "grpc-max-connection-age-grace", "redis-pool-size", "redis-dial-timeout", "redis-read-timeout", "redis-write-timeout", "redis-expiry-margin", "redis-groups", "redis-coalesce-window",
+		"listen", "grpc-listen", "metrics-listen", "pprof-listen"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for k, v := range tt.env {
