@@ -1,6 +1,8 @@
 package envoyapi
 
 import (
+	"bytes"
+
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/encoding"
@@ -64,14 +66,17 @@ var (
 )
 
 // Unmarshal decodes as the proto codec does, and a RateLimitRequest that
-// it refuses again with strings taken as the bytes they are; when that
-// fails too, the codec's own error stands.
+// it refuses again with strings taken as the bytes they are. A
+// RateLimitRequest that fails that too (data that is not protobuf wire
+// format) is not an error here: it is read as an empty request marked
+// unreadable, which buildPlan refuses.
 func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	req, ok := v.(*rlsv3.RateLimitRequest)
 	if ok && data.Len() > scanFrom {
 		b, err := boundRequest(data.Materialize(), c.maxDescriptors)
 		if err != nil {
-			return err
+			markUnreadable(req)
+			return nil
 		}
 		data = mem.BufferSlice{mem.SliceBuffer(b)}
 	}
@@ -81,10 +86,30 @@ func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	proto.Reset(req)
 	if unmarshalAnyStrings(data.Materialize(), req.ProtoReflect()) != nil {
-		proto.Reset(req)
-		return err
+		markUnreadable(req)
 	}
 	return nil
+}
+
+// unreadableMark is what a request the codec could not read holds: one
+// unknown field, of the largest valid number, which RateLimitRequest does
+// not use. gRPC answers a request its codec refuses with INTERNAL, the
+// code of a fault of the server's own, and does so before any interceptor
+// or handler runs. Read as an empty request with this mark instead, it
+// reaches the handler, which refuses it as INVALID_ARGUMENT, the client's
+// mistake, once its token is checked. A client that sends this field
+// itself, and nothing else, is refused the same way.
+var unreadableMark = protowire.AppendVarint(protowire.AppendTag(nil, protowire.MaxValidNumber, protowire.VarintType), 1)
+
+// markUnreadable empties req and marks it as unreadable.
+func markUnreadable(req *rlsv3.RateLimitRequest) {
+	proto.Reset(req)
+	req.ProtoReflect().SetUnknown(unreadableMark)
+}
+
+// unreadable reports whether the codec marked req as unreadable.
+func unreadable(req *rlsv3.RateLimitRequest) bool {
+	return bytes.Equal(req.ProtoReflect().GetUnknown(), unreadableMark)
 }
 
 // boundRequest returns the wire data of a RateLimitRequest b with the

@@ -3,6 +3,7 @@ package envoyapi_test
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -56,7 +57,7 @@ func (h *harness) callRaw(req *rlsv3.RateLimitRequest, cut int) (*rlsv3.RateLimi
 // descriptor no rule counts leaves the request as it would be without
 // it: the others are decided. In a descriptor a rule counts, it is an id
 // the limit's kind refuses: INVALID_ARGUMENT, nothing spent. A message
-// that is not protobuf is still refused.
+// that is not protobuf is still refused, as INVALID_ARGUMENT too.
 func TestValuesThatAreNotUTF8(t *testing.T) {
 	h := start(t)
 	before := h.remaining("Logins", "alice")
@@ -74,7 +75,8 @@ func TestValuesThatAreNotUTF8(t *testing.T) {
 	if got := h.remaining("Logins", "alice"); got != before-1 {
 		t.Fatalf("Logins alice after a refused request: %d remaining, want %d", got, before-1)
 	}
-	if _, err := h.callRaw(request("edge", desc("junk", "@@@@")), 9); status.Code(err) == codes.OK || status.Code(err) == codes.InvalidArgument {
-		t.Fatalf("a message cut short: %v; want the codec's refusal", err)
+	if _, err := h.callRaw(request("edge", desc("junk", "@@@@")), 9); status.Code(err) != codes.InvalidArgument ||
+		!strings.Contains(status.Convert(err).Message(), "not a RateLimitRequest in protobuf wire format") {
+		t.Fatalf("a message cut short: %v; want InvalidArgument, as a request that is not wire format", err)
 	}
 }

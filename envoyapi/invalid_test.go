@@ -1,13 +1,17 @@
 package envoyapi_test
 
 import (
+	"bytes"
+	"context"
 	"math"
 	"strings"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/limiter-dev/limiter/envoyapi"
 )
@@ -120,4 +124,30 @@ func TestManyEntriesAreUnlimited(t *testing.T) {
 	if msg := h.refused(request("edge", d), codes.InvalidArgument); !strings.Contains(msg, "the key is empty") {
 		t.Errorf("an empty key at entry 3000 of 5000: %q", msg)
 	}
+}
+
+// A request whose bytes are not a RateLimitRequest in protobuf wire format
+// is the client's mistake, INVALID_ARGUMENT as any malformed request is,
+// not INTERNAL: it spends nothing, and the connection serves on. So is one
+// larger than the size at which the codec walks a request before decoding
+// it.
+func TestUnreadableRequestIsInvalidArgument(t *testing.T) {
+	h := start(t)
+	long := append([]byte{0x0a, 0x04, 'e', 'd', 'g', 'e'}, bytes.Repeat([]byte{0x12, 0x00}, 5000)...)
+	for _, b := range [][]byte{
+		{0xff, 0xff, 0xff},                   // a field tag cut short
+		{0x0a, 0x10, 'e'},                    // the domain cut short
+		{0x12, 0x05, 0x0a, 0x03, 0x0a, 0x01}, // an entry cut short in a descriptor
+		append(long, 0x12, 0x05, 0x0a),       // the same, past 4 KiB
+	} {
+		var out []byte
+		err := h.conn.Invoke(context.Background(), rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, &b, &out, grpc.ForceCodecV2(rawCodec{}))
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("% x: %v, want INVALID_ARGUMENT", b[:min(len(b), 8)], err)
+		}
+	}
+	if got := h.remaining("Clients", "192.0.2.1"); got != 5 {
+		t.Errorf("%d remaining after unreadable requests, want 5", got)
+	}
+	h.call(request("edge", desc("remote_address", "192.0.2.1")))
 }

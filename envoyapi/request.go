@@ -50,6 +50,8 @@ func buildPlan(req *rlsv3.RateLimitRequest, rules *descriptors.Rules, maxDescrip
 	txn1 *[1]ratelimits.Transaction, txnOf1 *[1]int) (plan, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
 	switch {
+	case unreadable(req):
+		return plan{}, invalid("the request could not be read: it is not a RateLimitRequest in protobuf wire format")
 	case domain == "":
 		return plan{}, invalid("the domain is empty")
 	case len(ds) == 0:
