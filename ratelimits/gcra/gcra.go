@@ -45,7 +45,7 @@ func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 	// tokens that have not come back yet. Written so that no term can
 	// overflow (increment <= burstOffset, t >= now), it is exact also
 	// where newTAT = t + increment is past the largest int64.
-	ahead := t - now
+	ahead := aheadOf(t, now)
 	diff := burstOffset - increment - ahead
 	// A spend whose new TAT would not fit in an int64 (a burst offset of
 	// centuries, longer than the time left to the end of int64 time) is
@@ -53,7 +53,7 @@ func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 	// of it would let the next spends through.
 	past := t > math.MaxInt64-increment
 	if diff < 0 || past {
-		remaining := (now - (t - burstOffset)) / emissionInterval
+		remaining := (burstOffset - ahead) / emissionInterval // now - (t - burstOffset)
 		retryIn := -diff
 		if past {
 			// Never: t only grows, so t + increment stays past the
@@ -98,11 +98,32 @@ func Refund(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 			NewTAT:    now,
 		}
 	}
-	newTAT := max(tat-emissionInterval*cost, now)
+	// newTAT = max(tat - increment, now), and newAhead = newTAT - now,
+	// written so that neither overflows (see aheadOf).
+	increment := emissionInterval * cost
+	ahead := aheadOf(tat, now)
+	newTAT, newAhead := now, int64(0)
+	if ahead > increment {
+		newTAT, newAhead = tat-increment, ahead-increment
+	}
 	return Decision{
 		Allowed:   newTAT != tat,
-		Remaining: max((now-(newTAT-burstOffset))/emissionInterval, 0),
-		ResetIn:   newTAT - now,
+		Remaining: max((burstOffset-newAhead)/emissionInterval, 0), // now - (newTAT - burstOffset)
+		ResetIn:   newAhead,
 		NewTAT:    newTAT,
 	}
+}
+
+// aheadOf is t - now for t >= now, or the largest int64 where that
+// difference does not fit in one: a TAT written centuries after a clock
+// that was then set far back (a fake clock moved from 2262 to 1700), read
+// at now. Every figure of a decision is computed from it rather than from
+// now and t apart, so that none overflows; the bucket then reads as empty
+// and the spend is denied, as the exact comparison of the Redis script
+// denies it.
+func aheadOf(t, now int64) int64 {
+	if d := t - now; d >= 0 {
+		return d
+	}
+	return math.MaxInt64
 }

@@ -167,6 +167,30 @@ func TestSpendPastTheLargestTAT(t *testing.T) {
 	}
 }
 
+// A TAT more than the largest int64 of nanoseconds after now (written in
+// 2026, read on a clock set back to 1700, as the fake clock may be) is an
+// empty bucket: a spend is denied, a refund gives back from the TAT, and no
+// figure wraps around into a bucket fuller than its burst.
+func TestCenturiesBehindTheTAT(t *testing.T) {
+	tat := time.Date(2026, 11, 22, 0, 1, 0, 0, time.UTC).UnixNano()
+	at := time.Date(1700, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	for _, cost := range []int64{0, 1, 10} {
+		d := Spend(at, tat, ei10, bo10, cost)
+		if d.Allowed || d.NewTAT != tat || d.Remaining != 0 || d.RetryIn <= 0 || d.ResetIn <= 0 {
+			t.Errorf("Spend of %d: %+v, want denied, nothing remaining, the TAT kept", cost, d)
+		}
+	}
+	d := Refund(at, tat, ei10, bo10, 3)
+	if !d.Allowed || d.NewTAT != tat-3*ei10 || d.Remaining != 0 || d.ResetIn <= 0 {
+		t.Errorf("Refund: %+v, want the TAT moved back 3s, nothing remaining", d)
+	}
+	// Within the range, the same TAT read from 1735 is decided exactly.
+	at = time.Date(1735, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	if d := Spend(at, tat, ei10, bo10, 1); d.Allowed || d.RetryIn != tat-at-bo10+ei10 || d.ResetIn != tat-at {
+		t.Errorf("Spend from 1735: %+v", d)
+	}
+}
+
 func TestNoAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		Spend(now, Missing, ei10, bo10, 1)
