@@ -75,6 +75,34 @@ func TestListBoxes(t *testing.T) {
 	}
 }
 
+// A cursor belongs to the listing of the limit that gave it: given with
+// another limit that has a box, it is refused, rather than read as a
+// position in that box, which would leave out its entries there.
+func TestListBoxesCursorOfAnotherLimit(t *testing.T) {
+	s := newERLServer(t, memory.New(0), nil)
+	for i := range 150 {
+		if rec := s.post("/v1/erl/penaltyboxes/PerIP/add", fmt.Sprintf(`{"entry": "192.0.2.%d", "ttl": "10m"}`, i)); rec.Code != 200 {
+			t.Fatalf("add: %d %s", rec.Code, rec.Body)
+		}
+	}
+	for i := range 3 {
+		if rec := s.post("/v1/erl/penaltyboxes/Burst/add", fmt.Sprintf(`{"entry": "198.51.100.%d", "ttl": "10m"}`, i)); rec.Code != 200 {
+			t.Fatalf("add: %d %s", rec.Code, rec.Body)
+		}
+	}
+	cursor := decode[wire.BoxesResponse](t, s.get("/v1/admin/boxes?limit=PerIP")).NextCursor
+	if cursor == "" {
+		t.Fatal("150 entries on one page")
+	}
+	rec := s.get("/v1/admin/boxes?limit=Burst&cursor=" + url.QueryEscape(cursor))
+	if e := decode[wire.ErrorResponse](t, rec); rec.Code != http.StatusBadRequest || e.Error.Code != "invalid_argument" {
+		t.Fatalf("PerIP's cursor given with Burst: %d %s, want 400 invalid_argument", rec.Code, rec.Body)
+	}
+	if page := decode[wire.BoxesResponse](t, s.get("/v1/admin/boxes?limit=PerIP&cursor="+url.QueryEscape(cursor))); len(page.Entries) != 50 {
+		t.Fatalf("PerIP's second page: %d entries, want 50", len(page.Entries))
+	}
+}
+
 // Every bad query is a 400 with the API's JSON error, and a missing admin
 // token a 401.
 func TestListBoxesErrors(t *testing.T) {

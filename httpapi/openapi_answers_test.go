@@ -292,7 +292,7 @@ func adminExchanges() []exchange {
 		{name: "the operator's page", method: "GET", path: "/ui/", accepted: true, status: 200},
 		{name: "the operator's page without its slash", method: "GET", path: "/ui", accepted: true, status: 301},
 		{name: "a box", method: "GET", path: "/v1/admin/boxes?limit=Lockout", token: adminToken, accepted: true, status: 200},
-		{name: "a box's next page", method: "GET", path: "/v1/admin/boxes?limit=PerIP&cursor=m1.5", token: adminToken, accepted: true, status: 200},
+		{name: "a box's next page", method: "GET", path: "/v1/admin/boxes?limit=PerIP&cursor=203.m1.5", token: adminToken, accepted: true, status: 200},
 		{name: "a box of no limit", method: "GET", path: "/v1/admin/boxes?limit=Nope", token: adminToken, accepted: true, status: 400, code: "unknown_limit"},
 		{name: "a box with a made-up cursor", method: "GET", path: "/v1/admin/boxes?limit=Lockout&cursor=x", token: adminToken, accepted: true, status: 400, code: "invalid_argument"},
 		{name: "a box with the API token", method: "GET", path: "/v1/admin/boxes?limit=Lockout", token: apiToken, accepted: true, status: 401, code: "unauthorized"},

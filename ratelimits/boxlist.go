@@ -93,10 +93,15 @@ func (l *Limiter) ListBox(ctx context.Context, limit, cursor string, max int) (B
 		return BoxListing{}, fmt.Errorf("%w: %s has neither algorithm rate-counter nor a penalty", ErrNoBox, limit)
 	}
 	enum := strings.TrimSuffix(info.BucketKey(""), ":")
+	cursor, ok = sourceCursor(enum, cursor)
+	if !ok {
+		return BoxListing{}, ErrInvalidCursor
+	}
 	now := l.now()
 	if local, ok := l.source.(LocalBoxLister); ok {
 		if sync := cfg.SyncRate(info.Name); sync != 0 {
 			page, err := local.ListLocalBox(now, enum, sync, cursor, max)
+			page.Next = limitCursor(enum, page.Next)
 			return BoxListing{BoxPage: page, Now: now, Local: true}, err
 		}
 	}
@@ -111,5 +116,30 @@ func (l *Limiter) ListBox(ctx context.Context, limit, cursor string, max int) (B
 		}
 		return BoxListing{}, sourceFailure(err)
 	}
+	page.Next = limitCursor(enum, page.Next)
 	return BoxListing{BoxPage: page, Now: now}, nil
+}
+
+// A cursor ListBox answers is the source's behind the enum of the limit
+// listed and a dot, so that the cursor of one limit's listing, given with
+// another limit, is refused (ErrInvalidCursor): a source's cursor is a
+// position that means something in any box of that source, and read in
+// another box it would go on from there, leaving out entries.
+
+// limitCursor is the cursor ListBox answers for a source's next.
+func limitCursor(enum, next string) string {
+	if next == "" {
+		return ""
+	}
+	return enum + "." + next
+}
+
+// sourceCursor is the source's cursor in a cursor given to ListBox for the
+// limit of enum; ok is false when it is not one limitCursor made for it.
+func sourceCursor(enum, cursor string) (string, bool) {
+	if cursor == "" {
+		return "", true
+	}
+	rest, ok := strings.CutPrefix(cursor, enum+".")
+	return rest, ok && rest != ""
 }
