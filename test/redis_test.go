@@ -455,3 +455,81 @@ func TestRedisTLSOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+// skewedWindowsDefaults are a fixed and a sliding window of 3 hits per
+// 10 s for TestRedisSkewedClocksOverHTTP.
+const skewedWindowsDefaults = `
+FixedThree:
+  enum: 901
+  id: string
+  algorithm: fixed-window
+  count: 3
+  period: 10s
+SlidingThree:
+  enum: 902
+  id: string
+  algorithm: sliding-window
+  count: 3
+  period: 10s
+`
+
+// Two processes share a Redis with clocks 2 ms apart across a window
+// boundary: the one behind reads the hits the one ahead counted in its
+// window, from the counter the one ahead has already moved to the next
+// window, and together they never admit more than the limit.
+func TestRedisSkewedClocksOverHTTP(t *testing.T) {
+	t.Parallel() // its own limiters and redis-server
+	for _, b := range redisBackends {
+		t.Run(b.name, func(t *testing.T) {
+			url, _ := b.start(t)
+			dir := t.TempDir()
+			env := map[string]string{
+				"LIMITER_DEFAULTS":  writeFile(t, dir, "defaults.yaml", skewedWindowsDefaults),
+				"LIMITER_OVERRIDES": writeFile(t, dir, "none.yaml", "[]\n"),
+				"LIMITER_SOURCE":    url,
+				"LIMITER_FAKECLOCK": fakeClockStart,
+			}
+			procs := startRedisShared(t, 2, env, redisPatientArgs...)
+			ahead, behind := procs[0], procs[1]
+			spendOne := func(p *limiterProc, limit string, cost int64) *apiclient.Decision {
+				t.Helper()
+				d, err := p.api().Spend(context.Background(), apiclient.Transaction{Limit: limit, ID: "k"}.WithCost(cost))
+				if err != nil {
+					t.Fatalf("spend %s: %v", limit, err)
+				}
+				return d
+			}
+			for _, step := range []error{ahead.advance(9 * time.Second), behind.advance(10*time.Second - 2*time.Millisecond)} {
+				if step != nil {
+					t.Fatal(step)
+				}
+			}
+			if d := spendOne(ahead, "FixedThree", 3); !d.Allowed {
+				t.Fatalf("the first 3: %+v", d)
+			}
+			if d := spendOne(ahead, "SlidingThree", 2); !d.Allowed {
+				t.Fatalf("the first 2: %+v", d)
+			}
+			if err := ahead.advance(1001 * time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if d := spendOne(ahead, "FixedThree", 1); !d.Allowed || d.Remaining != 2 {
+				t.Fatalf("the next window, ahead: %+v", d)
+			}
+			if d := spendOne(ahead, "SlidingThree", 1); !d.Allowed || d.Remaining != 0 {
+				t.Fatalf("the next window, ahead, the 2 weighing 9,999/10,000: %+v", d)
+			}
+			for i := range 3 {
+				if d := spendOne(behind, "FixedThree", 1); d.Allowed {
+					t.Fatalf("spend %d behind a full fixed window: %+v", i, d)
+				}
+			}
+			if d := spendOne(behind, "SlidingThree", 1); !d.Allowed || d.Remaining != 0 {
+				t.Fatalf("the third hit behind: %+v", d)
+			}
+			if d := spendOne(behind, "SlidingThree", 1); d.Allowed {
+				t.Fatalf("a fourth hit behind: %+v", d)
+			}
+		})
+	}
+}

@@ -37,6 +37,11 @@ type Counter struct {
 // At returns the counts that matter at nowMs for a limit of period ms: the
 // start of the current window, its hits and the previous window's hits.
 // Windows older than the previous one never count.
+//
+// A counter of the next window was written by a process whose clock is
+// ahead of this one's (hosts' clocks differ by milliseconds): its Prev is
+// this window's hits, and the window before this one is no longer known,
+// so it reads as 0. A counter further ahead counts nothing at nowMs.
 func (c Counter) At(nowMs, period int64) (start, cur, prev int64) {
 	start = nowMs - mod(nowMs, period)
 	if c.Period != period {
@@ -47,8 +52,27 @@ func (c Counter) At(nowMs, period int64) (start, cur, prev int64) {
 		return start, c.Cur, c.Prev
 	case start - period:
 		return start, 0, c.Cur
+	case start + period:
+		return start, c.Prev, 0
 	}
 	return start, 0, 0
+}
+
+// after returns the counter to store for the window starting at start
+// once it holds cur hits and the window before it held: c itself, changed
+// only in the count of this window, when c is of a later window (written
+// by a process whose clock is ahead), so that no counter ever moves back
+// and loses the later window's hits. The window before is kept also for a
+// fixed window, which does not count it, so that a process whose clock is
+// behind reads its own window's hits from a counter of the next.
+func (c Counter) after(start, period, cur, held int64) Counter {
+	if c.Period == period && c.Start > start {
+		if c.Start == start+period {
+			c.Prev = cur
+		}
+		return c
+	}
+	return Counter{Period: period, Start: start, Cur: cur, Prev: held}
 }
 
 // Expires returns the unix ms from which c counts nothing in any
@@ -92,6 +116,7 @@ type Decision struct {
 // at nowMs, so storing it changes nothing.
 func Spend(nowMs int64, l Limit, cost int64, c Counter) Decision {
 	start, cur, prev := c.At(nowMs, l.Period)
+	held := prev
 	if l.Fixed {
 		prev = 0
 	}
@@ -99,27 +124,29 @@ func Spend(nowMs int64, l Limit, cost int64, c Counter) Decision {
 	rate := l.rate(nowMs-start, cur, prev)
 	need := cost * l.Period
 	if rate > capacity-need {
+		kept := c.after(start, l.Period, cur, held)
 		return Decision{
 			Allowed:   false,
 			Remaining: max(0, (capacity-rate)/l.Period),
-			RetryIn:   l.earliest(nowMs, start, cur, prev, cost, 1),
-			ResetIn:   l.resetIn(nowMs, start, cur, prev),
-			Counter:   Counter{Period: l.Period, Start: start, Cur: cur, Prev: prev},
+			RetryIn:   l.earliest(nowMs, kept, cost, 1),
+			ResetIn:   l.resetIn(nowMs, kept),
+			Counter:   kept,
 		}
 	}
 	cur += cost
 	rate += need
 	remaining := (capacity - rate) / l.Period
+	next := c.after(start, l.Period, cur, held)
 	var retryIn int64
 	if remaining < cost {
-		retryIn = l.earliest(nowMs, start, cur, prev, cost, 0)
+		retryIn = l.earliest(nowMs, next, cost, 0)
 	}
 	return Decision{
 		Allowed:   true,
 		Remaining: remaining,
 		RetryIn:   retryIn,
-		ResetIn:   l.resetIn(nowMs, start, cur, prev),
-		Counter:   Counter{Period: l.Period, Start: start, Cur: cur, Prev: prev},
+		ResetIn:   l.resetIn(nowMs, next),
+		Counter:   next,
 	}
 }
 
@@ -129,17 +156,19 @@ func Spend(nowMs int64, l Limit, cost int64, c Counter) Decision {
 // reports whether the current window's count changed.
 func Refund(nowMs int64, l Limit, cost int64, c Counter) Decision {
 	start, cur, prev := c.At(nowMs, l.Period)
+	held := prev
 	if l.Fixed {
 		prev = 0
 	}
 	before := cur
 	cur = max(cur-cost, 0)
 	rate := l.rate(nowMs-start, cur, prev)
+	next := c.after(start, l.Period, cur, held)
 	return Decision{
 		Allowed:   cur != before,
 		Remaining: max(0, (l.Count*l.Period-rate)/l.Period),
-		ResetIn:   l.resetIn(nowMs, start, cur, prev),
-		Counter:   Counter{Period: l.Period, Start: start, Cur: cur, Prev: prev},
+		ResetIn:   l.resetIn(nowMs, next),
+		Counter:   next,
 	}
 }
 
@@ -158,50 +187,54 @@ func (l Limit) rate(elapsed, cur, prev int64) int64 {
 	return addSat(mulSat(cur, l.Period), mulSat(prev, l.Period-elapsed))
 }
 
-// resetIn is how long until the rate is 0 with no other hit.
-func (l Limit) resetIn(nowMs, start, cur, prev int64) int64 {
-	switch {
-	case cur > 0 && !l.Fixed:
-		return start + 2*l.Period - nowMs
-	case cur > 0:
-		return start + l.Period - nowMs
-	case prev > 0 && !l.Fixed:
-		return start + l.Period - nowMs
+// resetIn is how long from nowMs until c, a counter of l's period, counts
+// nothing with no other hit: until the end of the last window whose hits
+// count (for a sliding window, the window after the last one with hits).
+func (l Limit) resetIn(nowMs int64, c Counter) int64 {
+	if c.Period != l.Period || mod(c.Start, l.Period) != 0 || (c.Cur == 0 && c.Prev == 0) {
+		return 0 // At reads nothing from it at any time
 	}
-	return 0
+	end := c.Expires()
+	if l.Fixed {
+		end -= l.Period
+	}
+	return max(0, end-nowMs)
 }
 
-// earliest returns the least d >= minD (ms) such that a spend of cost would
-// be allowed at nowMs + d, with no hit but those counted. The rate never
-// grows with time alone, so once allowed it stays allowed; the answer is
-// the first allowed instant of the current window, else of the next one,
-// else the start of the one after, when the rate is 0 and cost <= Count
-// fits.
-func (l Limit) earliest(nowMs, start, cur, prev, cost, minD int64) int64 {
-	at := func(t int64) int64 { return max(minD, t-nowMs) }
-	// The current window: cur·P + prev·(P − e) <= (Count − cost)·P needs
-	// cur + cost <= Count and prev·(P − e) <= free·P with free = Count −
-	// cur − cost, that is e >= P − floor(free·P / prev).
-	if cur <= l.Count-cost {
-		free := (l.Count - cur - cost) * l.Period
-		if prev == 0 {
-			return at(nowMs)
+// earliest returns the least d >= minD (ms) such that a spend of cost
+// would be allowed at nowMs + d, with c stored and no other hit. The rate
+// never grows with time within a window, so the answer is the first
+// allowed instant of the window holding nowMs + minD, else of the next
+// one, and so on: a window whose counts c does not know (0 and 0) allows
+// at its start, since cost <= Count, so at most the windows c spans (one
+// ahead of its own, when it was written by a process whose clock is
+// ahead) and two more are looked at.
+func (l Limit) earliest(nowMs int64, c Counter, cost, minD int64) int64 {
+	if cost > l.Count {
+		// Never allowed; callers do not ask (a penalty box's wait comes
+		// first). The loop below would not end.
+		return max(minD, l.resetIn(nowMs, c))
+	}
+	from := nowMs + minD
+	s := from - mod(from, l.Period)
+	for ; ; s += l.Period {
+		_, cur, prev := c.At(s, l.Period)
+		if l.Fixed {
+			prev = 0
 		}
-		if e := l.Period - free/prev; e < l.Period {
-			return at(start + e)
+		if cur > l.Count-cost {
+			continue
+		}
+		// cur·P + prev·(P − e) <= (Count − cost)·P holds for every e >=
+		// P − floor(free / prev), free = (Count − cur − cost)·P.
+		e := max(from-s, 0)
+		if prev > 0 {
+			e = max(e, l.Period-(l.Count-cur-cost)*l.Period/prev)
+		}
+		if e < l.Period {
+			return s + e - nowMs
 		}
 	}
-	// The next window: cur becomes its previous one.
-	next := start + l.Period
-	if l.Fixed || cur == 0 {
-		return at(next)
-	}
-	free := (l.Count - cost) * l.Period
-	if e := l.Period - free/cur; e < l.Period {
-		// e < 0: the old hits fit at the next window's very start.
-		return at(next + max(e, 0))
-	}
-	return at(next + l.Period)
 }
 
 // mod is n mod m for m > 0, never negative, so windows before 1970 are

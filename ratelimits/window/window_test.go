@@ -98,6 +98,66 @@ func TestSpendNarrative(t *testing.T) {
 	}
 }
 
+// A process whose clock is behind reads a counter that a process whose
+// clock is ahead wrote for the next window: that counter's Prev is its
+// window's hits, which count, and which its spends and refunds change,
+// leaving the next window's hits where they are.
+func TestAClockBehind(t *testing.T) {
+	ahead := counterAt(10_000, t0+10_000, 1, 3) // window [10s, 20s): 1 hit; [0s, 10s): 3
+	sliding := Limit{Count: 3, Period: 10_000}
+	tests := []struct {
+		name   string
+		l      Limit
+		cost   int64
+		c      Counter
+		refund bool
+		want   Decision
+	}{
+		{
+			name: "a fixed window full in the ahead counter's Prev denies until the next window, which holds 1",
+			l:    threePerTenSec, cost: 1, c: ahead,
+			want: Decision{Allowed: false, Remaining: 0, RetryIn: 1_000, ResetIn: 11_000, Counter: ahead},
+		},
+		{
+			name: "a sliding window likewise; the 3 then weigh on the next window, and 1 more fits two thirds into it",
+			l:    sliding, cost: 1, c: ahead,
+			want: Decision{Allowed: false, Remaining: 0, RetryIn: 1_000 + 6_667, ResetIn: 21_000, Counter: ahead},
+		},
+		{
+			name: "a spend that fits goes into the ahead counter's Prev, also for a fixed window",
+			l:    Limit{Count: 5, Period: 10_000, Fixed: true}, cost: 2, c: ahead,
+			want: Decision{Allowed: true, Remaining: 0, RetryIn: 1_000, ResetIn: 11_000, Counter: counterAt(10_000, t0+10_000, 1, 5)},
+		},
+		{
+			name: "a refund gives back from the ahead counter's Prev",
+			l:    threePerTenSec, cost: 2, c: ahead, refund: true,
+			want: Decision{Allowed: true, Remaining: 2, ResetIn: 11_000, Counter: counterAt(10_000, t0+10_000, 1, 1)},
+		},
+		{
+			name: "a counter two windows ahead counts nothing now and is kept as it is: the spend is not counted",
+			l:    sliding, cost: 3, c: counterAt(10_000, t0+20_000, 2, 2),
+			want: Decision{Allowed: true, Remaining: 0, RetryIn: 0, ResetIn: 31_000, Counter: counterAt(10_000, t0+20_000, 2, 2)},
+		},
+		{
+			name: "a fixed window that rolls keeps the previous window's hits for a clock behind",
+			l:    threePerTenSec, cost: 1, c: counterAt(10_000, t0-10_000, 2, 0),
+			want: Decision{Allowed: true, Remaining: 2, ResetIn: 1_000, Counter: counterAt(10_000, t0, 1, 2)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := int64(t0 + 9_000)
+			got := Spend(now, tt.l, tt.cost, tt.c)
+			if tt.refund {
+				got = Refund(now, tt.l, tt.cost, tt.c)
+			}
+			if got != tt.want {
+				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestSpendCounter(t *testing.T) {
 	got := Spend(t0+minute+5, tenPerMinute, 2, counterAt(minute, t0, 4, 9))
 	if want := counterAt(minute, t0+minute, 2, 4); got.Counter != want {
@@ -204,9 +264,14 @@ func TestRetryInIsTheFirstAllowedMillisecond(t *testing.T) {
 		if d.RetryIn != want {
 			t.Fatalf("%+v %+v cost %d at %d (allowed %v): RetryIn %d, scan says %d", l, c, cost, now-t0, d.Allowed, d.RetryIn, want)
 		}
+		// ResetIn ends the last busy millisecond: a counter written by a
+		// process whose clock is ahead may count nothing now and its hits
+		// later.
 		reset := int64(0)
-		for Busy(now+reset, l, after) {
-			reset++
+		for d := range 5 * l.Period {
+			if Busy(now+d, l, after) {
+				reset = d + 1
+			}
 		}
 		if d.ResetIn != reset {
 			t.Fatalf("%+v %+v cost %d at %d: ResetIn %d, scan says %d", l, c, cost, now-t0, d.ResetIn, reset)

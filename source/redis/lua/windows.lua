@@ -68,8 +68,10 @@ ext_make = function()
 
   -- wcounts returns the hits of window x (of period W) and of the window
   -- before it, as a counter read (p, i, c, q; p nil for none) holds them,
-  -- as window.Counter.At does: a counter of another period, or one older
-  -- than the window before x, or newer than x, counts nothing at x.
+  -- as window.Counter.At does: a counter of window x + 1 (written by a
+  -- process whose clock is ahead) holds x's hits as its q and no longer
+  -- knows the window before x; one of another period, or older than the
+  -- window before x, or newer than x + 1, counts nothing at x.
   local function wcounts(W, x, p, i, c, q)
     if p ~= W then
       return 0, 0
@@ -78,6 +80,8 @@ ext_make = function()
       return c, q
     elseif i == x - 1 then
       return 0, c
+    elseif i == x + 1 then
+      return q, 0
     end
     return 0, 0
   end
@@ -147,16 +151,19 @@ ext_make = function()
   --
   -- An allowed op that writes adds its cost to window x. A counter stored
   -- for a later window than x (written by a process whose clock is ahead)
-  -- reads as empty, as the window functions say, but is never moved back:
-  -- a sliding window's cost goes into its previous-window count when x is
-  -- that window, and is dropped otherwise.
+  -- is never moved back: the cost goes into its count of window x when it
+  -- is of window x + 1, and is dropped when it is further ahead, as
+  -- window.Spend keeps it. A fixed window keeps the hits of the window
+  -- before x too, which it does not count, for a process whose clock is
+  -- behind.
   local function wspend(key, b, mode)
     local cost, limit = count(ARGV[b + WIN_COST]), count(ARGV[b + WIN_COUNT])
     local W, x, fixed = frame(string.byte(mode, 1), count(ARGV[b + WIN_PERIOD]))
     local m = string.byte(mode, 2) -- '0' 48, '1' 49, '2' 50
     local v, p, wi, c, q = wread(key)
     local nm = nowms()
-    local cur, prev = wcounts(W, x, p, wi, c, q)
+    local cur, held = wcounts(W, x, p, wi, c, q)
+    local prev = held
     if fixed then
       prev = 0
     end
@@ -167,9 +174,9 @@ ext_make = function()
       return v, false
     end
     if p ~= W or wi <= x then
-      return v, false, W, x, cur + cost, prev
-    elseif wi == x + 1 and not fixed then
-      return v, false, W, wi, c, math.min(q + cost, MAXC)
+      return v, false, W, x, cur + cost, held
+    elseif wi == x + 1 then
+      return v, false, W, wi, c, cur + cost
     end
     return v, false
   end
@@ -179,17 +186,18 @@ ext_make = function()
   -- read and, when something is given back, the counter to store
   -- (period, index, cur, prev). It gives back only to the current window,
   -- when it holds hits (window.Refund): it never creates a counter nor
-  -- touches the previous window.
+  -- touches the previous window, and a counter of window x + 1 gives back
+  -- from its count of window x, staying where it is.
   local function wrefund(key, b, t)
     local hits = count(ARGV[b + RWIN_HITS])
-    local W, x, fixed = frame(string.byte(t, 1), count(ARGV[b + RWIN_PERIOD]))
+    local W, x = frame(string.byte(t, 1), count(ARGV[b + RWIN_PERIOD]))
     local v, p, wi, c, q = wread(key)
-    local cur, prev = wcounts(W, x, p, wi, c, q)
-    if fixed then
-      prev = 0
-    end
+    local cur, held = wcounts(W, x, p, wi, c, q)
     if cur > 0 and hits > 0 then
-      return v, W, x, math.max(cur - hits, 0), prev
+      if p == W and wi == x + 1 then
+        return v, W, wi, c, math.max(cur - hits, 0)
+      end
+      return v, W, x, math.max(cur - hits, 0), held
     end
     return v
   end
