@@ -52,6 +52,10 @@ type reloader struct {
 	// move hands the local layer, before a configuration is put in use,
 	// the limits whose sync_rate it changes (nil: no layer).
 	move func(running, next *ratelimits.Config)
+	// onRedis says the buckets are on Redis, where a limit's keys are
+	// named by its box: a reload that adds or removes a penalty starts
+	// that limit's buckets afresh there, which is logged.
+	onRedis bool
 	// apiTokenFile and adminTokenFile are read into tokens on every
 	// reload, so that a leaked token is revoked without a restart.
 	apiTokenFile, adminTokenFile string
@@ -162,6 +166,11 @@ func (r *reloader) Reload(trigger string) error {
 	if r.setForwardAuth != nil {
 		r.setForwardAuth(loaded.fwd)
 	}
+	if r.onRedis {
+		for _, limit := range boxChanges(r.limiter.Config(), loaded.cfg) {
+			r.log.Warn("reload: a penalty was added to or removed from a limit; on Redis its buckets move to keys of the other form and start afresh once", "trigger", trigger, "limit", limit)
+		}
+	}
 	if r.move != nil {
 		r.move(r.limiter.Config(), loaded.cfg)
 	}
@@ -231,4 +240,16 @@ func signature(paths ...string) string {
 		fmt.Fprintf(&b, "%d:%d:%d:%d;", dev, ino, fi.Size(), fi.ModTime().UnixNano())
 	}
 	return b.String()
+}
+
+// boxChanges lists the limits, kept by name and enum, to which next adds
+// a penalty or from which it removes one.
+func boxChanges(running, next *ratelimits.Config) []string {
+	var changed []string
+	for _, n := range next.Names() {
+		if was, ok := running.Lookup(n.Limit); ok && was.Name == n.Name && running.HasBox(n.Name) != next.HasBox(n.Name) {
+			changed = append(changed, n.Limit)
+		}
+	}
+	return changed
 }

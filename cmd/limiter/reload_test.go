@@ -311,3 +311,40 @@ func TestReloadRefusesAFIFO(t *testing.T) {
 		t.Fatal("the reload waited on a FIFO")
 	}
 }
+
+// On Redis a limit's bucket keys are named by whether it has a box, so a
+// reload that adds or removes a penalty starts its buckets afresh there:
+// the reload says so for each such limit, and only on Redis.
+func TestReloadWarnsOfABoxChangeOnRedis(t *testing.T) {
+	dir := t.TempDir()
+	defaults := filepath.Join(dir, "defaults.yaml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(defaults, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const plain = "Logins:\n  enum: 120\n  id: string\n  burst: 5\n  count: 5\n  period: 1m\nOther:\n  enum: 121\n  id: string\n  burst: 5\n  count: 5\n  period: 1m\n"
+	const boxed = "Logins:\n  enum: 120\n  id: string\n  burst: 5\n  count: 5\n  period: 1m\n  penalty: 15m\nOther:\n  enum: 121\n  id: string\n  burst: 5\n  count: 9\n  period: 1m\n"
+	for _, onRedis := range []bool{true, false} {
+		write(plain)
+		limiter, err := ratelimits.NewLimiter(parseDefaults(t, defaults), memory.New(0), clock.NewFake())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		f := &serveFlags{configFlags: configFlags{defaults: defaults}}
+		r := newReloader(f, nil, limiter, bearer.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), prometheus.NewRegistry())
+		r.onRedis = onRedis
+		for _, content := range []string{boxed, plain} {
+			write(content)
+			if err := r.Reload("test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		warned := strings.Count(logs.String(), "start afresh once")
+		if want := map[bool]int{true: 2, false: 0}[onRedis]; warned != want || strings.Contains(logs.String(), "limit=Other") {
+			t.Errorf("on Redis %v: %d warnings, want %d, for Logins alone:\n%s", onRedis, warned, want, logs.String())
+		}
+	}
+}

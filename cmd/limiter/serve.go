@@ -288,6 +288,7 @@ func runServer(f *serveFlags, log *slog.Logger) error {
 	forwardAuth.Store(fwd)
 	reload := newReloader(f, loaded, limiter, tokens, log, reg)
 	reload.setForwardAuth = forwardAuth.Store
+	reload.onRedis = isRedisKind(sourceKind(f.source))
 	if layer != nil {
 		reload.follow = func(cfg *ratelimits.Config) { layer.Follow(followedBoxes(cfg)) }
 		reload.follow(cfg)
