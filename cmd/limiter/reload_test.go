@@ -26,14 +26,7 @@ import (
 // logged at the file and line that set the new algorithm, with what to do
 // instead; declaring the new algorithm under a new enum then loads.
 func TestReloadRefusesAlgorithmChange(t *testing.T) {
-	dir := t.TempDir()
-	defaults := filepath.Join(dir, "defaults.yaml")
-	write := func(content string) {
-		t.Helper()
-		if err := os.WriteFile(defaults, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	defaults, write := writableDefaults(t)
 	const sliding = "API:\n  enum: 120\n  id: string\n  algorithm: sliding-window\n  count: 100\n  period: 1m\n"
 	write(sliding)
 	cfg := parseDefaults(t, defaults)
@@ -71,6 +64,18 @@ func TestReloadRefusesAlgorithmChange(t *testing.T) {
 	}
 	if n := counter(t, reg, "limiter_config_reloads_total"); n != 1 {
 		t.Errorf("limiter_config_reloads_total = %v; want 1", n)
+	}
+}
+
+// writableDefaults returns the path of a defaults file in a directory of the
+// test's own, and a function that writes it.
+func writableDefaults(t *testing.T) (string, func(content string)) {
+	defaults := filepath.Join(t.TempDir(), "defaults.yaml")
+	return defaults, func(content string) {
+		t.Helper()
+		if err := os.WriteFile(defaults, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -316,14 +321,7 @@ func TestReloadRefusesAFIFO(t *testing.T) {
 // reload that adds or removes a penalty starts its buckets afresh there:
 // the reload says so for each such limit, and only on Redis.
 func TestReloadWarnsOfABoxChangeOnRedis(t *testing.T) {
-	dir := t.TempDir()
-	defaults := filepath.Join(dir, "defaults.yaml")
-	write := func(content string) {
-		t.Helper()
-		if err := os.WriteFile(defaults, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	defaults, write := writableDefaults(t)
 	const plain = "Logins:\n  enum: 120\n  id: string\n  burst: 5\n  count: 5\n  period: 1m\nOther:\n  enum: 121\n  id: string\n  burst: 5\n  count: 5\n  period: 1m\n"
 	const boxed = "Logins:\n  enum: 120\n  id: string\n  burst: 5\n  count: 5\n  period: 1m\n  penalty: 15m\nOther:\n  enum: 121\n  id: string\n  burst: 5\n  count: 9\n  period: 1m\n"
 	for _, onRedis := range []bool{true, false} {

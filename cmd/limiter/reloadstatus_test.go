@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,16 +21,9 @@ import (
 // fails, the failure with its problem at FILE:LINE beside the load still
 // in use; a good reload then replaces both.
 func TestReloadStatus(t *testing.T) {
-	dir := t.TempDir()
-	defaults := filepath.Join(dir, "defaults.yaml")
-	write := func(content string) {
-		t.Helper()
-		if err := os.WriteFile(defaults, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	defaults, write := writableDefaults(t)
 	write("API:\n  enum: 120\n  id: string\n  burst: 10\n  count: 10\n  period: 1m\n")
-	f := &serveFlags{configFlags: configFlags{defaults: defaults, overrides: filepath.Join(dir, "overrides.yaml")}}
+	f := &serveFlags{configFlags: configFlags{defaults: defaults, overrides: filepath.Join(filepath.Dir(defaults), "overrides.yaml")}}
 	loaded, err := f.configFlags.load(nil, nil)
 	if err != nil {
 		t.Fatal(err)
