@@ -126,17 +126,23 @@ func notNegative[T int | int64 | time.Duration](p *T) check {
 }
 
 // address refuses a listen address that no start could listen on: not
-// host:port with a port number or service name, nor unix:PATH. Empty is
-// allowed where the server is off when empty; --listen is never empty.
-// A taken port or an unknown host is found only by listening, and exits
-// 1 as a failure of this start rather than of its settings.
-func address(p *string, optional bool) check {
+// host:port with a port number or service name, nor unix:PATH where unix
+// says the server listens on Unix sockets too (Envoy's gRPC service
+// listens on TCP alone). Empty is allowed where the server is off when
+// empty; --listen is never empty. A taken port or an unknown host is
+// found only by listening, and exits 1 as a failure of this start rather
+// than of its settings.
+func address(p *string, optional, unix bool) check {
+	want := "must be host:port"
+	if unix {
+		want += " or unix:PATH"
+	}
 	return check{func() bool {
 		if *p == "" {
 			return optional
 		}
 		if path, ok := strings.CutPrefix(*p, unixPrefix); ok {
-			return path != ""
+			return unix && path != ""
 		}
 		_, port, err := net.SplitHostPort(*p)
 		if err != nil || port == "" {
@@ -144,7 +150,7 @@ func address(p *string, optional bool) check {
 		}
 		_, err = net.LookupPort("tcp", port)
 		return err == nil
-	}, "must be host:port or unix:PATH"}
+	}, want}
 }
 
 // nonEmpty refuses an empty path: an unset variable's "" would otherwise
@@ -217,8 +223,8 @@ func (c *configFlags) settings() []setting {
 func (f *serveFlags) settings() []setting {
 	rows := append(f.configFlags.settings(), f.redisFlags.settings()...)
 	return append(rows, []setting{
-		{name: "listen", bind: stringVar(&f.listen, "127.0.0.1:8080"), check: address(&f.listen, false), usage: "address to serve HTTP on: host:port, or unix:PATH for a Unix socket (a proxy on the same host)"},
-		{name: "grpc-listen", bind: stringVar(&f.grpcListen, ""), check: address(&f.grpcListen, true),
+		{name: "listen", bind: stringVar(&f.listen, "127.0.0.1:8080"), check: address(&f.listen, false, true), usage: "address to serve HTTP on: host:port, or unix:PATH for a Unix socket (a proxy on the same host)"},
+		{name: "grpc-listen", bind: stringVar(&f.grpcListen, ""), check: address(&f.grpcListen, true, false),
 			usage: "serve Envoy's rate-limit service (gRPC, envoy.service.ratelimit.v3), with gRPC health and reflection, on this address; off when empty"},
 		{name: "grpc-max-concurrent-streams", bind: intVar(&f.grpcBounds.MaxConcurrentStreams, envoyapi.DefaultMaxConcurrentStreams), check: positive(&f.grpcBounds.MaxConcurrentStreams),
 			usage: "most gRPC calls one connection may have under way at once, and so most goroutines and memory it holds; calls beyond are refused (REFUSED_STREAM), and Envoy opens another connection"},
@@ -259,10 +265,10 @@ func (f *serveFlags) settings() []setting {
 			usage: "file of admin bearer tokens, required on reset, reload, sync and penalty-box removal when set; needed to listen beyond loopback (see --insecure-no-admin-token)"},
 		{name: "insecure-no-admin-token", bind: boolVar(&f.insecureNoAdminToken, false),
 			usage: "serve --listen on an address beyond loopback without --admin-token-file, so that anyone who reaches it may reset any limit, reload and sync (only for a network that trusted callers alone reach)"},
-		{name: "metrics-listen", bind: stringVar(&f.metricsListen, ""), check: address(&f.metricsListen, true), usage: "serve /metrics on this address instead of --listen"},
+		{name: "metrics-listen", bind: stringVar(&f.metricsListen, ""), check: address(&f.metricsListen, true, true), usage: "serve /metrics on this address instead of --listen"},
 		{name: "reload-interval", bind: durationVar(&f.reloadInterval, time.Second), check: offOrAtLeast(&f.reloadInterval, minReloadInterval),
 			usage: "how often the config files are checked for changes, at least 10ms; 0 turns watching off (SIGHUP and the admin endpoint still reload)"},
-		{name: "pprof-listen", bind: stringVar(&f.pprofListen, ""), check: address(&f.pprofListen, true),
+		{name: "pprof-listen", bind: stringVar(&f.pprofListen, ""), check: address(&f.pprofListen, true, true),
 			usage: "serve Go's /debug/pprof/ profiles on this address (keep it private; off when empty)"},
 		{name: "gc-heap-floor-mib", bind: intVar(&f.gcHeapFloorMiB, defaultGCHeapFloorMiB), check: notNegative(&f.gcHeapFloorMiB),
 			usage: "let the Go heap grow to this many MiB before collecting garbage, for fewer collections while the live heap is small; at most a quarter of a container's memory limit; 0 leaves Go's default, and so does setting GOGC"},
