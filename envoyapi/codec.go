@@ -98,7 +98,8 @@ func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // or handler runs. Read as an empty request with this mark instead, it
 // reaches the handler, which refuses it as INVALID_ARGUMENT, the client's
 // mistake, once its token is checked. A client that sends this field
-// itself, and nothing else, is refused the same way.
+// itself, and nothing else, is refused the same way; beside any other
+// field it is an unknown field as any other, and ignored.
 var unreadableMark = protowire.AppendVarint(protowire.AppendTag(nil, protowire.MaxValidNumber, protowire.VarintType), 1)
 
 // markUnreadable empties req and marks it as unreadable.
@@ -107,9 +108,19 @@ func markUnreadable(req *rlsv3.RateLimitRequest) {
 	req.ProtoReflect().SetUnknown(unreadableMark)
 }
 
-// unreadable reports whether the codec marked req as unreadable.
+// unreadable reports whether the codec marked req as unreadable: the mark
+// is all it holds.
 func unreadable(req *rlsv3.RateLimitRequest) bool {
-	return bytes.Equal(req.ProtoReflect().GetUnknown(), unreadableMark)
+	m := req.ProtoReflect()
+	if !bytes.Equal(m.GetUnknown(), unreadableMark) {
+		return false
+	}
+	empty := true
+	m.Range(func(protoreflect.FieldDescriptor, protoreflect.Value) bool {
+		empty = false
+		return false
+	})
+	return empty
 }
 
 // boundRequest returns the wire data of a RateLimitRequest b with the

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/limiter-dev/limiter/envoyapi"
 )
@@ -150,4 +151,19 @@ func TestUnreadableRequestIsInvalidArgument(t *testing.T) {
 		t.Errorf("%d remaining after unreadable requests, want 5", got)
 	}
 	h.call(request("edge", desc("remote_address", "192.0.2.1")))
+}
+
+// A request that is read holds an unknown field, whatever its number, as
+// protobuf has it: ignored. The field the codec marks an unreadable request
+// with, sent beside a domain and descriptors, leaves the request decided.
+func TestUnknownFieldBesideARequestIsIgnored(t *testing.T) {
+	h := start(t)
+	req := request("edge", desc("remote_address", "192.0.2.1"))
+	req.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, protowire.MaxValidNumber, protowire.VarintType), 1))
+	if _, err := h.callRaw(req, 0); err != nil {
+		t.Fatalf("a request with an unknown field: %v, want it decided", err)
+	}
+	if got := h.remaining("Clients", "192.0.2.1"); got != 4 {
+		t.Errorf("%d remaining after a request with an unknown field, want 4", got)
+	}
 }
