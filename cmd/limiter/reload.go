@@ -243,13 +243,43 @@ func signature(paths ...string) string {
 }
 
 // boxChanges lists the limits, kept by name and enum, to which next adds
-// a penalty or from which it removes one.
+// a penalty or from which it removes one, for ids limited in both: the
+// bucket key of an id is named by whether its own limit (its override, or
+// the default) has a penalty. A name without a default may have a penalty
+// in some overrides and not in others, so that a name's box alone does
+// not say which buckets move; an id unlimited before or after has no
+// bucket that moves.
 func boxChanges(running, next *ratelimits.Config) []string {
 	var changed []string
 	for _, n := range next.Names() {
-		if was, ok := running.Lookup(n.Limit); ok && was.Name == n.Name && running.HasBox(n.Name) != next.HasBox(n.Name) {
+		if was, ok := running.Lookup(n.Limit); ok && was.Name == n.Name && boxMoves(running, next, n.Name) {
 			changed = append(changed, n.Limit)
 		}
 	}
 	return changed
+}
+
+// boxMoves reports whether next adds a penalty to, or removes one from,
+// the limit of some id of name limited by both running and next.
+func boxMoves(running, next *ratelimits.Config, name ratelimits.Name) bool {
+	if !running.HasBox(name) && !next.HasBox(name) {
+		return false
+	}
+	moves := func(was, is ratelimits.Limit, ok bool) bool {
+		return ok && was.HasBox() != is.HasBox()
+	}
+	was, wasOK := running.Default(name)
+	is, isOK := next.Default(name)
+	if moves(was, is, wasOK && isOK) {
+		return true
+	}
+	for _, cfgs := range [][2]*ratelimits.Config{{running, next}, {next, running}} {
+		for id, l := range cfgs[0].Overrides(name) {
+			other, ok := cfgs[1].Limit(name, id)
+			if moves(l, other, ok) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -346,3 +346,53 @@ func TestReloadWarnsOfABoxChangeOnRedis(t *testing.T) {
 		}
 	}
 }
+
+// A name without a default may have a penalty in some overrides and not in
+// others: an id's bucket key is named by its own limit's penalty. The
+// reload warns when an id limited before and after gains or loses one, and
+// not when the name's box alone changes with no such id (an override with
+// a penalty removed, its id then unlimited).
+func TestReloadWarnsOfABoxChangeOfAnOverride(t *testing.T) {
+	dir := t.TempDir()
+	defaults, overrides := filepath.Join(dir, "defaults.yaml"), filepath.Join(dir, "overrides.yaml")
+	write := func(path, content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(defaults, "Logins:\n  enum: 120\n  id: string\n  burst: 5\n  count: 5\n  period: 1m\n")
+	const limit = "- NewRegistrationsPerIPAddress:\n    burst: 5\n    count: 5\n    period: 1m\n"
+	const (
+		oneBoxed  = limit + "    penalty: 15m\n    ids:\n      - id: 192.0.2.1\n" + limit + "    ids:\n      - id: 192.0.2.2\n"
+		bothBoxed = limit + "    penalty: 15m\n    ids:\n      - id: 192.0.2.1\n      - id: 192.0.2.2\n"
+		noneBoxed = limit + "    ids:\n      - id: 192.0.2.2\n"
+	)
+	write(overrides, oneBoxed)
+	limiter, err := ratelimits.NewLimiter(parseDefaults(t, defaults), memory.New(0), clock.NewFake())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	f := &serveFlags{configFlags: configFlags{defaults: defaults, overrides: overrides}}
+	r := newReloader(f, nil, limiter, bearer.NewTokens(nil, nil), slog.New(slog.NewTextHandler(&logs, nil)), prometheus.NewRegistry())
+	r.onRedis = true
+	for _, step := range []struct {
+		content string
+		warns   bool
+	}{
+		{oneBoxed, false}, // from the defaults alone, where neither id was limited
+		{bothBoxed, true},
+		{oneBoxed, true},
+		{noneBoxed, false},
+	} {
+		logs.Reset()
+		write(overrides, step.content)
+		if err := r.Reload("test"); err != nil {
+			t.Fatal(err)
+		}
+		if warned := strings.Contains(logs.String(), "start afresh once"); warned != step.warns {
+			t.Errorf("to\n%s: warned %v, want %v:\n%s", step.content, warned, step.warns, logs.String())
+		}
+	}
+}
