@@ -52,7 +52,10 @@ func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 	// denied too: the bucket could not hold it, and a TAT clamped short
 	// of it would let the next spends through.
 	past := t > math.MaxInt64-increment
-	if diff < 0 || past {
+	// A TAT further ahead than the largest int64 (ahead saturated) is
+	// denied whatever diff reads: the true diff is below it, and negative
+	// even where burstOffset - increment is the largest int64.
+	if diff < 0 || past || beyond(t, now) {
 		remaining := (burstOffset - ahead) / emissionInterval // now - (t - burstOffset)
 		retryIn := -diff
 		if past {
@@ -103,7 +106,14 @@ func Refund(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 	increment := emissionInterval * cost
 	ahead := aheadOf(tat, now)
 	newTAT, newAhead := now, int64(0)
-	if ahead > increment {
+	switch {
+	case beyond(tat, now):
+		// tat - now is past the largest int64, so more than increment:
+		// tat - increment is after now, and the difference may still
+		// not fit.
+		newTAT = tat - increment
+		newAhead = aheadOf(newTAT, now)
+	case ahead > increment:
 		newTAT, newAhead = tat-increment, ahead-increment
 	}
 	return Decision{
@@ -126,4 +136,10 @@ func aheadOf(t, now int64) int64 {
 		return d
 	}
 	return math.MaxInt64
+}
+
+// beyond reports whether t - now, for t >= now, is past the largest int64,
+// where aheadOf saturates.
+func beyond(t, now int64) bool {
+	return t-now < 0
 }

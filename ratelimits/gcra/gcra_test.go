@@ -191,6 +191,26 @@ func TestCenturiesBehindTheTAT(t *testing.T) {
 	}
 }
 
+// With a burst offset of the largest int64 (a period of 292 years), a TAT
+// further ahead of now than that is still read exactly: a cost-0 spend,
+// which the saturated difference leaves at diff 0, is denied, and a
+// refund of the whole burst moves the TAT back by it rather than to now.
+func TestBeyondTheLargestBurstOffset(t *testing.T) {
+	at := time.Date(1700, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	first := Spend(at, Missing, math.MaxInt64, math.MaxInt64, 1)
+	if !first.Allowed {
+		t.Fatalf("the first spend: %+v", first)
+	}
+	at = time.Date(1678, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	if d := Spend(at, first.NewTAT, math.MaxInt64, math.MaxInt64, 0); d.Allowed || d.Remaining != 0 || d.NewTAT != first.NewTAT {
+		t.Errorf("a cost-0 spend: %+v, want denied", d)
+	}
+	if d := Refund(at, first.NewTAT, math.MaxInt64, math.MaxInt64, 1); !d.Allowed || d.NewTAT != first.NewTAT-math.MaxInt64 || d.Remaining != 0 ||
+		d.ResetIn != first.NewTAT-math.MaxInt64-at {
+		t.Errorf("a refund: %+v, want the TAT moved back by the burst offset, %d", d, first.NewTAT-math.MaxInt64)
+	}
+}
+
 func TestNoAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		Spend(now, Missing, ei10, bo10, 1)
