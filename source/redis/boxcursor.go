@@ -27,9 +27,16 @@ type boxCursor struct {
 // cursor as base64url JSON, opaque to clients.
 const boxCursorPrefix = "r1."
 
+// encode writes the JSON without HTML's escapes: json.Marshal writes each
+// <, > and & of a name as six bytes, and a name with a string id of them
+// made a cursor past the length the API takes back (1,024 bytes), so that
+// the listing could not go on.
 func (c boxCursor) encode() string {
-	b, _ := json.Marshal(c) // four plain fields: always encodes
-	return boxCursorPrefix + base64.RawURLEncoding.EncodeToString(b)
+	var b strings.Builder
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(c) // four plain fields: always encodes
+	return boxCursorPrefix + base64.RawURLEncoding.EncodeToString([]byte(strings.TrimSuffix(b.String(), "\n")))
 }
 
 func decodeBoxCursor(s string) (boxCursor, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/bits"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -177,6 +178,24 @@ func TestSlotDicts(t *testing.T) {
 	} {
 		if got := slotDicts(tc.info); got != tc.want {
 			t.Errorf("slotDicts(%q) = %v, want %v", tc.info, got, tc.want)
+		}
+	}
+}
+
+// A page that ends inside a scan step names the last key it took in its
+// cursor. With a string id of 256 bytes, of the characters JSON may escape,
+// the cursor stays within the 1,024 bytes the API takes back, and reads
+// back as it was.
+func TestBoxCursorOfALongIDFits(t *testing.T) {
+	for _, c := range []string{"<", ">", "&", "\"", "\\"} {
+		cur := boxCursor{Unit: "10.0.0.1:6379", Scan: 1<<64 - 1, End: 1<<64 - 1,
+			After: "lim:v1:{" + strings.Repeat(c, 256) + "}4294967295!"}
+		s := cur.encode()
+		if len(s) > 1000 {
+			t.Errorf("an id of %q: a cursor of %d bytes", c, len(s))
+		}
+		if got, err := decodeBoxCursor(s); err != nil || got != cur {
+			t.Errorf("an id of %q: read back as %+v, %v", c, got, err)
 		}
 	}
 }
