@@ -41,7 +41,8 @@ type Counter struct {
 // A counter of the next window was written by a process whose clock is
 // ahead of this one's (hosts' clocks differ by milliseconds): its Prev is
 // this window's hits, and the window before this one is no longer known,
-// so it reads as 0. A counter further ahead counts nothing at nowMs.
+// so it reads as 0. A counter further ahead counts nothing at nowMs (and
+// a spend replaces it, see after).
 func (c Counter) At(nowMs, period int64) (start, cur, prev int64) {
 	start = nowMs - mod(nowMs, period)
 	if c.Period != period {
@@ -59,17 +60,18 @@ func (c Counter) At(nowMs, period int64) (start, cur, prev int64) {
 }
 
 // after returns the counter to store for the window starting at start
-// once it holds cur hits and the window before it held: c itself, changed
-// only in the count of this window, when c is of a later window (written
-// by a process whose clock is ahead), so that no counter ever moves back
-// and loses the later window's hits. The window before is kept also for a
-// fixed window, which does not count it, so that a process whose clock is
-// behind reads its own window's hits from a counter of the next.
+// once it holds cur hits and the window before it held. A counter of the
+// next window (written by a process whose clock is ahead) stays where it
+// is, changed only in its count of this window, so that the next window's
+// hits are not lost. Any other counter is replaced by one of this window,
+// also one further ahead: its clock is off by more than a period, or was
+// set back, and this window's own hits, which it does not know, must
+// still count. The window before is kept also for a fixed window, which
+// does not count it, so that a process whose clock is behind reads its
+// own window's hits from a counter of the next.
 func (c Counter) after(start, period, cur, held int64) Counter {
-	if c.Period == period && c.Start > start {
-		if c.Start == start+period {
-			c.Prev = cur
-		}
+	if c.Period == period && c.Start == start+period {
+		c.Prev = cur
 		return c
 	}
 	return Counter{Period: period, Start: start, Cur: cur, Prev: held}

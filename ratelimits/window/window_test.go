@@ -134,9 +134,9 @@ func TestAClockBehind(t *testing.T) {
 			want: Decision{Allowed: true, Remaining: 2, ResetIn: 11_000, Counter: counterAt(10_000, t0+10_000, 1, 1)},
 		},
 		{
-			name: "a counter two windows ahead counts nothing now and is kept as it is: the spend is not counted",
+			name: "a counter two windows ahead (a clock set back) counts nothing now and is replaced, so that this window counts",
 			l:    sliding, cost: 3, c: counterAt(10_000, t0+20_000, 2, 2),
-			want: Decision{Allowed: true, Remaining: 0, RetryIn: 0, ResetIn: 31_000, Counter: counterAt(10_000, t0+20_000, 2, 2)},
+			want: Decision{Allowed: true, Remaining: 0, RetryIn: 11_000, ResetIn: 11_000, Counter: counterAt(10_000, t0, 3, 0)},
 		},
 		{
 			name: "a fixed window that rolls keeps the previous window's hits for a clock behind",

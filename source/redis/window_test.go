@@ -168,6 +168,7 @@ func TestWindowPeriodAndAlgorithmChange(t *testing.T) {
 // has already moved to the next window: the counter's previous-window
 // count is this process's current window, which counts, and which its
 // spends and refunds change in place, the next window's hits untouched.
+// One further ahead (a clock set back by more than a period) is replaced.
 // The same on the script's fast path (a batch of one key) and its general
 // path (two keys), and the source's check of every verdict against the
 // window functions agrees (a disagreement is an error).
@@ -209,13 +210,17 @@ func TestWindowAClockBehind(t *testing.T) {
 					t.Fatalf("%s: a spend that fits behind: %+v", tc.key, out)
 				}
 				storedIs(tc.key, fmt.Sprintf("%d:%d:1:3", w, x))
-				// Two windows ahead, the counter counts nothing here and is
-				// kept as it is.
+				// Two windows ahead (a clock set back), the counter counts
+				// nothing here and a spend replaces it, so that this
+				// window counts.
 				storeRaw(t, c, src, tc.key, fmt.Sprintf("%d:%d:1:3", w, x+1))
 				if out := spend(t, src, behind, ops(3)...)[0]; !out.Allowed {
 					t.Fatalf("%s: two windows behind: %+v", tc.key, out)
 				}
-				storedIs(tc.key, fmt.Sprintf("%d:%d:1:3", w, x+1))
+				storedIs(tc.key, fmt.Sprintf("%d:%d:3:0", w, x-1))
+				if out := spend(t, src, behind, ops(1)...)[0]; out.Allowed {
+					t.Fatalf("%s: a fourth hit two windows behind: %+v", tc.key, out)
+				}
 			}
 		})
 	}

@@ -121,12 +121,10 @@ if (fast_format == '1' or fast_format == '1b') and (ARGV[HEAD_OP] == 'M' or ARGV
     end
     -- when the stored counter stops counting (as e below), if of this period
     local was = p == W and i * W + (c > 0 and 2 * W or q > 0 and W or 0)
-    if p ~= W or i <= xw then
-      i, c, q = xw, cur + cost, held
-    elseif i ~= xw + 1 then
-      return 1, got
+    if p == W and i == xw + 1 then
+      q = cur + cost -- a counter of the next window stays there
     else
-      q = cur + cost
+      i, c, q = xw, cur + cost, held
     end
     -- stored until margin ms after it counts nothing, as wstore does
     local e = i * W

@@ -150,12 +150,12 @@ ext_make = function()
   -- to a double still above 2^53 - 1, so the comparison stays right.
   --
   -- An allowed op that writes adds its cost to window x. A counter stored
-  -- for a later window than x (written by a process whose clock is ahead)
-  -- is never moved back: the cost goes into its count of window x when it
-  -- is of window x + 1, and is dropped when it is further ahead, as
-  -- window.Spend keeps it. A fixed window keeps the hits of the window
-  -- before x too, which it does not count, for a process whose clock is
-  -- behind.
+  -- for window x + 1 (written by a process whose clock is ahead) stays
+  -- there: the cost goes into its count of window x. Any other counter is
+  -- replaced by one of window x, as window.Spend replaces it, also one
+  -- further ahead (a clock off by more than a period, or set back). A
+  -- fixed window keeps the hits of the window before x too, which it does
+  -- not count, for a process whose clock is behind.
   local function wspend(key, b, mode)
     local cost, limit = count(ARGV[b + WIN_COST]), count(ARGV[b + WIN_COUNT])
     local W, x, fixed = frame(string.byte(mode, 1), count(ARGV[b + WIN_PERIOD]))
@@ -173,12 +173,10 @@ ext_make = function()
     if m == 49 or cost == 0 then
       return v, false
     end
-    if p ~= W or wi <= x then
-      return v, false, W, x, cur + cost, held
-    elseif wi == x + 1 then
+    if p == W and wi == x + 1 then
       return v, false, W, wi, c, cur + cost
     end
-    return v, false
+    return v, false, W, x, cur + cost, held
   end
 
   -- wrefund gives back to a window op of refund ('W', 'F' or 'K' in t), whose
