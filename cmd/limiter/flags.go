@@ -144,8 +144,9 @@ func address(p *string, optional, unix bool) check {
 		if path, ok := strings.CutPrefix(*p, unixPrefix); ok {
 			return unix && path != ""
 		}
+		// An empty port, as 0, is any free one (net.Listen).
 		_, port, err := net.SplitHostPort(*p)
-		if err != nil || port == "" {
+		if err != nil {
 			return false
 		}
 		_, err = net.LookupPort("tcp", port)

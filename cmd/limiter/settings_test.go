@@ -300,3 +300,16 @@ func TestServeFlagsNameEveryBadValueAtOnce(t *testing.T) {
 		t.Errorf("parseServeFlags = %v; want both bad values named", err)
 	}
 }
+
+// Listen addresses net.Listen takes are settings serve takes: an empty
+// port or a service name for a port, IPv6 in brackets, every interface.
+func TestServeFlagsTakeListenAddresses(t *testing.T) {
+	for _, args := range [][]string{
+		{"--listen=127.0.0.1:", "--metrics-listen=[::1]:0", "--grpc-listen=localhost:http", "--pprof-listen=unix:/tmp/pprof.sock"},
+		{"--listen=unix:/tmp/limiter.sock", "--metrics-listen=:9090", "--grpc-listen=127.0.0.1:0"},
+	} {
+		if _, err := parseServeFlags(args, io.Discard, io.Discard); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
