@@ -360,6 +360,17 @@ func TestERLBadInput(t *testing.T) {
 			t.Errorf("%s %s %.120s:\n  %d %+v\n  want %d %s saying %q", c.method, c.path, c.body, rec.Code, e.Error, c.status, c.code, c.says)
 		}
 	}
+	// check_rate has one check and no checks array: its refusal names no
+	// check; check_rates' names the one at fault.
+	for _, c := range []struct{ path, body, says, not string }{
+		{cr, checkRateBody(`"limit":10`, `"limit":9`), "invalid argument: limit must be", "check 0"},
+		{crs, checkRatesBody(`"window":1,`, `"window":30,`), "check 1: invalid argument: window", ""},
+	} {
+		e := decode[wire.ErrorResponse](t, s.do("POST", c.path, "application/json", c.body))
+		if !strings.HasPrefix(e.Error.Message, c.says) || (c.not != "" && strings.Contains(e.Error.Message, c.not)) {
+			t.Errorf("%s: %q, want it to begin %q", c.path, e.Error.Message, c.says)
+		}
+	}
 	// Other refusals: of the content type, of an Idempotency-Key on a
 	// call that adds hits each time.
 	if rec := s.do("POST", cr, "text/plain", checkRateBody()); rec.Code != 415 {

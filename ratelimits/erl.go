@@ -76,6 +76,9 @@ func (l *Limiter) CheckRate(ctx context.Context, entry string, checks []RateChec
 	var c erlCall
 	for i, chk := range checks {
 		if err := checkRateArgs(chk); err != nil {
+			if len(checks) == 1 {
+				return nil, err // check_rate's own arguments, not one of several checks
+			}
 			return nil, fmt.Errorf("check %d: %w", i, err)
 		}
 		for j := range i {
