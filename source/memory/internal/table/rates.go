@@ -102,9 +102,12 @@ func (r *Rates) Delete(key string, h uint64) {
 
 // makeRoom drops the empty entries at the tail of the recency list, then
 // evicts from the tail while r holds capacity entries or more (more when
-// the capacity was lowered since they were inserted).
+// the capacity was lowered since they were inserted). An entry that reads
+// as empty only because its last second is a minute or more after s (the
+// clock went back) is not dropped: its hits count again once the clock is
+// there, as they do on Redis, and another id's insert must not lose them.
 func (r *Rates) makeRoom(s int64, capacity int) (evicted bool) {
-	for p := r.ents.Oldest(); p != None && r.emptyAt(p, s); p = r.ents.Oldest() {
+	for p := r.ents.Oldest(); p != None && s > r.ents.At(p).last-ratecounter.Seconds && r.emptyAt(p, s); p = r.ents.Oldest() {
 		r.remove(p)
 	}
 	for r.ents.Len() >= capacity {

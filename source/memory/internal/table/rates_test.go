@@ -247,3 +247,21 @@ func TestRatesShrink(t *testing.T) {
 		t.Fatalf("after the sweep: %d entries, %d entry capacity, %d index words", r.Len(), dense, index)
 	}
 }
+
+// An insert at a second a minute or more before another entry's last one
+// (the clock went back) leaves that entry: it reads as empty then, but its
+// hits count again once the clock is back where they were.
+func TestRatesInsertAfterTheClockWentBack(t *testing.T) {
+	var r Rates
+	const s = 5_000
+	var c ratecounter.Counter
+	c.Add(s, 5)
+	r.Put("9:a", hashOf("9:a"), &c, s, 100, true)
+	var back ratecounter.Counter
+	back.Add(s-60, 1)
+	r.Put("9:b", hashOf("9:b"), &back, s-60, 100, true)
+	var got ratecounter.Counter
+	if !r.Get("9:a", hashOf("9:a"), s, &got) || got.Window(s, 60) != 5 {
+		t.Fatalf("9:a after an insert a minute back: %d hits, want 5", got.Window(s, 60))
+	}
+}
