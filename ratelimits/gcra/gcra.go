@@ -45,7 +45,7 @@ func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 	// tokens that have not come back yet. Written so that no term can
 	// overflow (increment <= burstOffset, t >= now), it is exact also
 	// where newTAT = t + increment is past the largest int64.
-	ahead := aheadOf(t, now)
+	ahead, beyond := aheadOf(t, now)
 	diff := burstOffset - increment - ahead
 	// A spend whose new TAT would not fit in an int64 (a burst offset of
 	// centuries, longer than the time left to the end of int64 time) is
@@ -55,7 +55,7 @@ func Spend(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 	// A TAT further ahead than the largest int64 (ahead saturated) is
 	// denied whatever diff reads: the true diff is below it, and negative
 	// even where burstOffset - increment is the largest int64.
-	if diff < 0 || past || beyond(t, now) {
+	if diff < 0 || past || beyond {
 		remaining := (burstOffset - ahead) / emissionInterval // now - (t - burstOffset)
 		retryIn := -diff
 		if past {
@@ -104,15 +104,15 @@ func Refund(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 	// newTAT = max(tat - increment, now), and newAhead = newTAT - now,
 	// written so that neither overflows (see aheadOf).
 	increment := emissionInterval * cost
-	ahead := aheadOf(tat, now)
+	ahead, beyond := aheadOf(tat, now)
 	newTAT, newAhead := now, int64(0)
 	switch {
-	case beyond(tat, now):
+	case beyond:
 		// tat - now is past the largest int64, so more than increment:
 		// tat - increment is after now, and the difference may still
 		// not fit.
 		newTAT = tat - increment
-		newAhead = aheadOf(newTAT, now)
+		newAhead, _ = aheadOf(newTAT, now)
 	case ahead > increment:
 		newTAT, newAhead = tat-increment, ahead-increment
 	}
@@ -124,22 +124,16 @@ func Refund(now, tat, emissionInterval, burstOffset, cost int64) Decision {
 	}
 }
 
-// aheadOf is t - now for t >= now, or the largest int64 where that
-// difference does not fit in one: a TAT written centuries after a clock
-// that was then set far back (a fake clock moved from 2262 to 1700), read
-// at now. Every figure of a decision is computed from it rather than from
-// now and t apart, so that none overflows; the bucket then reads as empty
-// and the spend is denied, as the exact comparison of the Redis script
-// denies it.
-func aheadOf(t, now int64) int64 {
+// aheadOf is t - now for t >= now, or the largest int64 and beyond true
+// where that difference does not fit in one: a TAT written centuries
+// after a clock that was then set far back (a fake clock moved from 2262
+// to 1700), read at now. Every figure of a decision is computed from it
+// rather than from now and t apart, so that none overflows; beyond, the
+// bucket reads as empty and a spend is denied, as the exact comparison of
+// the Redis script denies it.
+func aheadOf(t, now int64) (ahead int64, beyond bool) {
 	if d := t - now; d >= 0 {
-		return d
+		return d, false
 	}
-	return math.MaxInt64
-}
-
-// beyond reports whether t - now, for t >= now, is past the largest int64,
-// where aheadOf saturates.
-func beyond(t, now int64) bool {
-	return t-now < 0
+	return math.MaxInt64, true
 }
